@@ -1,0 +1,100 @@
+"""Events the engine returns from ``Connection.receive_data``.
+
+They are frozen, slotted and keyword-only; a handler matches on their type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .performatives import Attach, Error, Open
+
+if TYPE_CHECKING:
+    from .endpoints import Delivery, Link, Session
+
+_EV = {"frozen": True, "slots": True, "kw_only": True}
+
+
+@dataclass(**_EV)
+class SaslDone:
+    """The SASL exchange ended; ``ok`` says whether the peer was authenticated."""
+
+    ok: bool
+    mechanism: str
+    user: str | None
+
+
+@dataclass(**_EV)
+class ConnectionOpened:
+    open: Open
+
+
+@dataclass(**_EV)
+class ConnectionClosed:
+    """The peer closed the connection (we have answered with our close)."""
+
+    error: Error | None
+
+
+@dataclass(**_EV)
+class ConnectionFailed:
+    """A protocol error: our close (or header) is queued; close the transport after writing it."""
+
+    condition: str
+    description: str
+
+
+@dataclass(**_EV)
+class SessionBegun:
+    session: Session
+
+
+@dataclass(**_EV)
+class SessionEnded:
+    session: Session
+    error: Error | None
+
+
+@dataclass(**_EV)
+class LinkAttached:
+    """The peer attached ``link``. ``reply_needed``: the peer initiated, answer with ``attach``."""
+
+    link: Link
+    attach: Attach
+    reply_needed: bool
+
+
+@dataclass(**_EV)
+class LinkDetached:
+    link: Link
+    closed: bool
+    error: Error | None
+
+
+@dataclass(**_EV)
+class LinkFlow:
+    """Credit or drain changed on ``link`` (for a sender: new credit to use)."""
+
+    link: Link
+    drain: bool
+
+
+@dataclass(**_EV)
+class DeliveryReceived:
+    delivery: Delivery
+
+
+@dataclass(**_EV)
+class DeliveryAborted:
+    link: Link
+    tag: bytes
+
+
+@dataclass(**_EV)
+class DeliveryUpdated:
+    """The peer's disposition: a new state and/or settlement for one of our deliveries."""
+
+    delivery: Delivery
+    state: Any
+    settled: bool

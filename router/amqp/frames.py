@@ -1,0 +1,125 @@
+"""Frame layer: protocol headers, frame splitting and frame building.
+
+A frame is ``size:uint32 doff:uint8 type:uint8 channel:uint16 [ext] body``. The
+reader works on a growing buffer and returns every complete frame at once, so a burst
+of small transfers costs one call (batch parsing is what keeps the router fast).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from . import codec
+from .errors import Condition, DecodeError, FramingError
+
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+HEADER_SIZE = 8
+MIN_MAX_FRAME_SIZE = 512
+
+_HDR = struct.Struct(">IBBH")
+EMPTY_FRAME = _HDR.pack(8, 2, 0, 0)
+
+
+class FrameType(IntEnum):
+    AMQP = 0
+    SASL = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    type: FrameType
+    channel: int
+    body: Any  # a performative, or None for an empty (heartbeat) frame
+    payload: bytes = b""
+
+
+class FrameReader:
+    """Split a byte stream into frames; enforce the frame size we advertised."""
+
+    __slots__ = ("_buf", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = MIN_MAX_FRAME_SIZE) -> None:
+        self._buf = bytearray()
+        self.max_frame_size = max_frame_size
+
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
+    def take(self, n: int) -> bytes | None:
+        """Take ``n`` raw bytes (a protocol header) if they are all there."""
+        if len(self._buf) < n:
+            return None
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def pending(self) -> int:
+        return len(self._buf)
+
+    def frames(self) -> Iterator[Frame]:
+        buf = self._buf
+        pos = 0
+        n = len(buf)
+        try:
+            while n - pos >= 8:
+                size, doff, ftype, channel = _HDR.unpack_from(buf, pos)
+                if size < 8:
+                    raise FramingError(f"frame size {size} is below the 8-byte header")
+                if size > self.max_frame_size:
+                    raise FramingError(f"frame of {size} bytes exceeds max-frame-size {self.max_frame_size}")
+                if doff < 2 or doff * 4 > size:
+                    raise FramingError(f"invalid data offset {doff} for a frame of {size} bytes")
+                if ftype > 1:
+                    raise FramingError(f"unknown frame type {ftype}")
+                if n - pos < size:
+                    break
+                start = pos + doff * 4
+                end = pos + size
+                pos = end
+                if start == end:
+                    yield Frame(FrameType(ftype), channel, None)
+                    continue
+                body = bytes(buf[start:end])
+                yield _decode_body(FrameType(ftype), channel, body)
+        finally:
+            del buf[:pos]
+
+
+def _decode_body(ftype: FrameType, channel: int, body: bytes) -> Frame:
+    if body[0] != 0x00:
+        raise DecodeError("frame body is not a described performative")
+    performative, end = codec.decode(body, 0)
+    if not hasattr(performative, "DESCRIPTOR"):
+        raise DecodeError(f"unknown performative {getattr(performative, 'descriptor', performative)!r}")
+    code = performative.DESCRIPTOR
+    if ftype is FrameType.AMQP and not 0x10 <= code <= 0x18:
+        raise DecodeError(f"{performative.NAME} is not an AMQP performative")
+    if ftype is FrameType.SASL and not 0x40 <= code <= 0x44:
+        raise DecodeError(f"{performative.NAME} is not a SASL frame")
+    payload = body[end:] if end < len(body) else b""
+    if payload and code != 0x14:
+        raise DecodeError(f"{performative.NAME} frame carries {len(payload)} unexpected payload bytes")
+    return Frame(ftype, channel, performative, payload)
+
+
+def build_frame(channel: int, performative: Any, payload: bytes | memoryview = b"", ftype: FrameType = FrameType.AMQP) -> bytearray:
+    out = bytearray(8)
+    performative.amqp_encode(out)
+    out += payload
+    _HDR.pack_into(out, 0, len(out), 2, ftype, channel)
+    return out
+
+
+def encoded_size(performative: Any) -> int:
+    out = bytearray()
+    performative.amqp_encode(out)
+    return len(out)
+
+
+def error_condition_name(cond: Condition | str) -> str:
+    return cond.value if isinstance(cond, Condition) else cond
