@@ -1,0 +1,197 @@
+"""The topology file: one schema, validated with errors naming file, key and expectation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class TopologyError(ValueError):
+    """A one-line message: ``FILE: KEY: what was expected, what was found``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class RouterSpec:
+    id: str
+    listen: Address
+    inter_router: Address | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkSpec:
+    a: str
+    b: str
+    cost: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    max_in_flight: int = 10000
+    link_credit: int = 1000
+    subscriber_grace: float = 30.0
+    idle_timeout: float = 60.0
+    max_frame_size: int = 65536
+    max_message_size: int = 100 * 1024 * 1024
+    max_redeliveries: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Auth:
+    users: dict[str, str] = field(default_factory=dict)
+    allow_anonymous: bool = True
+    mechanisms: tuple[str, ...] = ("ANONYMOUS", "PLAIN")
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    path: str
+    routers: dict[str, RouterSpec]
+    links: tuple[LinkSpec, ...]
+    settings: Settings
+    auth: Auth
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class _Ctx:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, key: str, expected: str, got: Any) -> TopologyError:
+        return TopologyError(f"{self.path}: {key}: expected {expected}, got {got!r}")
+
+    def mapping(self, value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, "a mapping", value)
+        return value
+
+    def keys(self, value: dict[str, Any], key: str, allowed: set[str]) -> None:
+        for k in value:
+            if k not in allowed:
+                raise TopologyError(f"{self.path}: {key}.{k}: unknown key (expected one of {', '.join(sorted(allowed))})")
+
+    def address(self, value: Any, key: str) -> Address:
+        if not isinstance(value, str) or value.count(":") < 1:
+            raise self.fail(key, "HOST:PORT", value)
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise self.fail(key, "HOST:PORT with a port from 0 to 65535", value)
+        return Address(host, int(port))
+
+    def positive_int(self, value: Any, key: str, minimum: int = 1) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(key, f"an integer >= {minimum}", value)
+        return value
+
+    def duration(self, value: Any, key: str) -> float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+        m = _DURATION.match(value) if isinstance(value, str) else None
+        if m is None:
+            raise self.fail(key, "a duration such as 30s, 500ms or 2m", value)
+        return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+def load_topology(path: str | Path) -> Topology:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise TopologyError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise TopologyError(f"{p}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+    return parse_topology(data, str(p))
+
+
+def parse_topology(data: Any, path: str = "<topology>") -> Topology:
+    ctx = _Ctx(path)
+    top = ctx.mapping(data, "(top level)")
+    ctx.keys(top, "(top level)", {"routers", "links", "settings", "auth"})
+    routers_raw = ctx.mapping(top.get("routers"), "routers")
+    if not routers_raw:
+        raise ctx.fail("routers", "at least one router", routers_raw)
+    routers: dict[str, RouterSpec] = {}
+    for rid, spec in routers_raw.items():
+        key = f"routers.{rid}"
+        if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rid):
+            raise ctx.fail(key, "a router id of letters, digits, '_', '.', '-'", rid)
+        spec = ctx.mapping(spec, key)
+        ctx.keys(spec, key, {"listen", "inter_router"})
+        if "listen" not in spec:
+            raise ctx.fail(f"{key}.listen", "HOST:PORT", None)
+        ir = spec.get("inter_router")
+        routers[rid] = RouterSpec(rid, ctx.address(spec["listen"], f"{key}.listen"),
+                                  ctx.address(ir, f"{key}.inter_router") if ir is not None else None)
+    links_raw = top.get("links") or []
+    if not isinstance(links_raw, list):
+        raise ctx.fail("links", "a list", links_raw)
+    links = []
+    for i, item in enumerate(links_raw):
+        key = f"links[{i}]"
+        cost = 1
+        if isinstance(item, dict):
+            ctx.keys(item, key, {"between", "cost"})
+            cost = ctx.positive_int(item.get("cost", 1), f"{key}.cost")
+            item = item.get("between")
+        if not isinstance(item, list) or len(item) != 2 or item[0] == item[1]:
+            raise ctx.fail(key, "[A, B] naming two different routers", item)
+        for end in item:
+            if end not in routers:
+                raise ctx.fail(key, f"a router of {sorted(routers)}", end)
+        links.append(LinkSpec(str(item[0]), str(item[1]), cost))
+    settings_raw = ctx.mapping(top.get("settings") or {}, "settings")
+    ctx.keys(settings_raw, "settings", set(Settings.__slots__))  # type: ignore[attr-defined]
+    s: dict[str, Any] = {}
+    for k, v in settings_raw.items():
+        key = f"settings.{k}"
+        if k in ("subscriber_grace", "idle_timeout"):
+            s[k] = ctx.duration(v, key)
+        elif k == "max_frame_size":
+            s[k] = ctx.positive_int(v, key, 512)
+        elif k == "max_redeliveries":
+            s[k] = ctx.positive_int(v, key, 0)
+        else:
+            s[k] = ctx.positive_int(v, key)
+    auth_raw = ctx.mapping(top.get("auth") or {}, "auth")
+    ctx.keys(auth_raw, "auth", {"users_file", "allow_anonymous"})
+    allow_anon = auth_raw.get("allow_anonymous", True)
+    if not isinstance(allow_anon, bool):
+        raise ctx.fail("auth.allow_anonymous", "true or false", allow_anon)
+    users: dict[str, str] = {}
+    if "users_file" in auth_raw:
+        users = _load_users(ctx, Path(path).parent, auth_raw["users_file"])
+    return Topology(path, routers, tuple(links), Settings(**s), Auth(users, allow_anon))
+
+
+def _load_users(ctx: _Ctx, base: Path, name: Any) -> dict[str, str]:
+    if not isinstance(name, str):
+        raise ctx.fail("auth.users_file", "a file name", name)
+    p = base / name
+    try:
+        data = yaml.safe_load(p.read_text())
+    except OSError as e:
+        raise TopologyError(f"{ctx.path}: auth.users_file: cannot read {p}: {e.strerror}") from None
+    except yaml.YAMLError:
+        raise TopologyError(f"{ctx.path}: auth.users_file: {p} is not valid YAML") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise TopologyError(f"{ctx.path}: auth.users_file: {p}: expected a mapping of user name to password")
+    return data

@@ -1,0 +1,283 @@
+"""Client connections: the asyncio glue between one socket, the engine and the core.
+
+``EdgeConnection`` feeds bytes to the sans-IO engine, turns its events into core calls
+and writes what the engine has to send. ``PublisherLink`` and ``SubscriberLink`` are the
+core's ports onto one AMQP link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from records.table import Record
+
+from .amqp.connection import Connection, Mode
+from .amqp.endpoints import Delivery, Link
+from .amqp.errors import Condition
+from .amqp.events import (
+    ConnectionClosed,
+    ConnectionFailed,
+    DeliveryReceived,
+    DeliveryUpdated,
+    LinkAttached,
+    LinkDetached,
+    LinkFlow,
+    SessionEnded,
+)
+from .amqp.performatives import Error, ReceiverSettleMode, SenderSettleMode
+from .core import Publisher, Subscriber, TagInUse
+from .message import mark_redelivered
+
+if TYPE_CHECKING:
+    from .server import Router
+
+log = logging.getLogger("once.edge")
+
+
+class PublisherLink:
+    __slots__ = ("conn", "link")
+
+    def __init__(self, conn: EdgeConnection, link: Link) -> None:
+        self.conn = conn
+        self.link = link
+
+    def grant(self, credit: int) -> None:
+        if self.link.attached:
+            self.conn.engine.flow(self.link, credit)
+            self.conn.dirty()
+
+    def outcome(self, handle: Delivery, outcome: Any, settle: bool) -> None:
+        self.conn.engine.disposition(handle, outcome, settled=settle)
+        self.conn.dirty()
+
+
+class SubscriberLink:
+    __slots__ = ("conn", "link")
+
+    def __init__(self, conn: EdgeConnection, link: Link) -> None:
+        self.conn = conn
+        self.link = link
+
+    def credit(self) -> int:
+        if self.conn.paused or not self.link.attached:
+            return 0
+        return self.link.credit
+
+    def deliver(self, record: Record, settled: bool, redelivery: int) -> Delivery:
+        payload = mark_redelivered(record.payload, redelivery) if redelivery else record.payload
+        d = self.conn.engine.send(self.link, record.gid, payload, settled=settled, message_format=record.message_format)
+        d.context = record
+        self.conn.dirty()
+        return d
+
+    def settle(self, handle: Delivery) -> None:
+        self.conn.engine.disposition(handle, handle.state, settled=True)
+        self.conn.dirty()
+
+    def draining(self) -> bool:
+        return self.link.drain and self.link.credit > 0 and self.link.attached
+
+    def drained(self) -> None:
+        self.conn.engine.drained(self.link)
+        self.conn.dirty()
+
+
+class EdgeConnection(asyncio.Protocol):
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.core = router.core
+        s = router.settings
+        self.engine = Connection(
+            Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
+            sasl_server=router.sasl, channel_max=255,
+        )
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.paused = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._gone = False
+
+    # -------------------------------------------------------------- asyncio
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.router.connections.add(self)
+        self._tick()
+
+    def data_received(self, data: bytes) -> None:
+        for event in self.engine.receive_data(data):
+            handler = _HANDLERS.get(type(event))
+            if handler is not None:
+                handler(self, event)
+        self.core.after_batch()
+        self.dirty()
+        self.router.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._gone = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self.router.connections.discard(self)
+        self._drop_all_links()
+        self.core.after_batch()
+        self.router.flush()
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        for session in list(self.engine.sessions.values()):
+            for link in list(session.links.values()):
+                if isinstance(link.context, Subscriber):
+                    self.core.pump(link.context)
+        self.router.flush()
+
+    # ---------------------------------------------------------------- output
+
+    def dirty(self) -> None:
+        self.router.dirty.add(self)
+
+    def write_out(self) -> None:
+        if self.transport is None or self._gone:
+            return
+        data = self.engine.data_to_send()
+        if data:
+            self.transport.write(data)
+        if self.engine.closed:
+            self._gone = True
+            self.transport.close()
+
+    def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline = self.engine.tick(now)
+        if self.engine.failed is not None and self.engine.closed and not self._gone:
+            self._log_failure(self.engine.failed.condition, self.engine.failed.description)
+        self.dirty()
+        self.router.flush()
+        if deadline is not None and not self._gone:
+            self._timer = loop.call_at(max(deadline, now + 0.05), self._tick)
+
+    def close(self, error: Error | None = None) -> None:
+        self.engine.close(error)
+        self.dirty()
+
+    # ------------------------------------------------------------- handlers
+
+    def _log_failure(self, condition: Any, description: str) -> None:
+        cond = condition.value if isinstance(condition, Condition) else condition
+        log.warning("router %s: closed connection from %s: %s: %s", self.router.id, self.peer, cond, description)
+
+    def _on_failed(self, event: ConnectionFailed) -> None:
+        self._log_failure(event.condition, event.description)
+        self._drop_all_links()
+
+    def _on_closed(self, event: ConnectionClosed) -> None:
+        self._drop_all_links()
+
+    def _on_attach(self, event: LinkAttached) -> None:
+        link, attach = event.link, event.attach
+        if not event.reply_needed:
+            return
+        container_id = self.engine.remote_open.container_id if self.engine.remote_open else "?"
+        engine = self.engine
+        if link.is_sender:  # the peer receives: a subscriber
+            address = attach.source.address if attach.source is not None else None
+            if not address or (attach.source is not None and attach.source.dynamic):
+                self._refuse(link, Condition.NOT_IMPLEMENTED if address else Condition.INVALID_FIELD,
+                             "a subscriber needs source.address = topic (dynamic sources are not supported)")
+                return
+            presettled = attach.snd_settle_mode is SenderSettleMode.SETTLED
+            engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
+                          snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode)
+            sub, displaced = self.core.add_subscriber(SubscriberLink(self, link), address, container_id, link.name, presettled)
+            link.context = sub
+            if displaced is not None:
+                old: SubscriberLink = displaced.port  # type: ignore[assignment]
+                old.conn.engine.detach(old.link, closed=True, error=Error(
+                    condition=Condition.STOLEN.value, description="the same subscriber attached again"))
+                old.link.context = None
+                old.conn.dirty()
+            self.core.pump(sub)
+        else:  # the peer sends: a publisher
+            address = attach.target.address if attach.target is not None else None
+            if not address:
+                self._refuse(link, Condition.INVALID_FIELD, "a publisher needs target.address = topic")
+                return
+            engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
+                          snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
+                          max_message_size=self.router.settings.max_message_size)
+            second = attach.rcv_settle_mode is ReceiverSettleMode.SECOND
+            link.context = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second)
+        self.dirty()
+
+    def _refuse(self, link: Link, condition: Condition, description: str) -> None:
+        self.engine.attach(link.session, link.name, link.role, link=link)
+        self.engine.detach(link, closed=True, error=Error(condition=condition.value, description=description))
+        self.dirty()
+
+    def _on_detach(self, event: LinkDetached) -> None:
+        self._drop_link(event.link)
+
+    def _on_session_ended(self, event: SessionEnded) -> None:
+        for link in list(event.session.links.values()):
+            self._drop_link(link)
+
+    def _drop_link(self, link: Link) -> None:
+        ctx = link.context
+        link.context = None
+        if isinstance(ctx, Publisher):
+            self.core.remove_publisher(ctx)
+        elif isinstance(ctx, Subscriber):
+            self.core.remove_subscriber(ctx)
+
+    def _drop_all_links(self) -> None:
+        for session in list(self.engine.sessions.values()):
+            for link in list(session.links.values()):
+                self._drop_link(link)
+
+    def _on_delivery(self, event: DeliveryReceived) -> None:
+        d = event.delivery
+        pub = d.link.context
+        if not isinstance(pub, Publisher):
+            return
+        try:
+            d.context = self.core.publish(pub, d.tag, d.payload, d.settled, d, d.message_format)
+        except TagInUse as e:
+            self.engine.detach(d.link, closed=True, error=Error(condition=Condition.NOT_ALLOWED.value, description=str(e)))
+            self._drop_link(d.link)
+
+    def _on_update(self, event: DeliveryUpdated) -> None:
+        d = event.delivery
+        record = d.context
+        if record is None:
+            return
+        ctx = d.link.context
+        if isinstance(ctx, Subscriber):
+            self.core.subscriber_update(ctx, record, d, event.state, event.settled)
+        elif isinstance(ctx, Publisher) and event.settled:
+            self.core.publisher_settled(ctx, record)
+
+    def _on_flow(self, event: LinkFlow) -> None:
+        ctx = event.link.context
+        if isinstance(ctx, Subscriber):
+            self.core.pump(ctx)
+        elif isinstance(ctx, Publisher):
+            self.core.publisher_credit_changed(ctx, event.link.credit)
+
+
+_HANDLERS: dict[type, Any] = {
+    ConnectionFailed: EdgeConnection._on_failed,
+    ConnectionClosed: EdgeConnection._on_closed,
+    LinkAttached: EdgeConnection._on_attach,
+    LinkDetached: EdgeConnection._on_detach,
+    SessionEnded: EdgeConnection._on_session_ended,
+    DeliveryReceived: EdgeConnection._on_delivery,
+    DeliveryUpdated: EdgeConnection._on_update,
+    LinkFlow: EdgeConnection._on_flow,
+}

@@ -1,0 +1,51 @@
+"""Run one router in the foreground: ``once router TOPOLOGY --id A``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+from .config import Address, RouterSpec, Topology, load_topology
+from .loop import run
+from .server import Router
+
+
+def configure_logging(router_id: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format=f"%(asctime)s {router_id} %(levelname)s %(message)s")
+
+
+async def serve(topology: Topology, router_id: str) -> None:
+    router = Router(topology, router_id)
+    ready = await router.start()
+    # The ready line is the readiness protocol (stdout, one line, fixed format); logs go to stderr.
+    print(ready.line(), flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await router.stop()
+    print(f"router {router_id} stopped", flush=True)
+
+
+def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topology:
+    if listen is None:
+        return topology
+    host, _, port = listen.rpartition(":")
+    spec = topology.routers[router_id]
+    routers = dict(topology.routers)
+    routers[router_id] = RouterSpec(spec.id, Address(host or "127.0.0.1", int(port)), spec.inter_router)
+    return Topology(topology.path, routers, topology.links, topology.settings, topology.auth)
+
+
+def main(topology_path: str, router_id: str, listen: str | None = None) -> int:
+    topology = with_listen(load_topology(topology_path), router_id, listen)
+    if router_id not in topology.routers:
+        print(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})", file=sys.stderr)
+        return 2
+    configure_logging(router_id)
+    run(serve(topology, router_id))
+    return 0

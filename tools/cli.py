@@ -1,0 +1,88 @@
+"""The ``once`` command line: thin wrappers over library code."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from router.config import TopologyError
+
+DEFAULT_TOPOLOGY = "topologies/single.yaml"
+
+
+def _default_topology() -> str:
+    here = Path(DEFAULT_TOPOLOGY)
+    if here.exists():
+        return str(here)
+    return str(Path(__file__).resolve().parent.parent / DEFAULT_TOPOLOGY)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="once", description="AMQP 1.0 router network with exactly-once publish-subscribe")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("router", help="run one router of a topology in the foreground")
+    r.add_argument("topology")
+    r.add_argument("--id", required=True, help="the router id in the topology")
+    r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
+
+    la = sub.add_parser("launch", help="start every router of a topology on this machine (one process each)")
+    la.add_argument("topology", nargs="?", default=None, help=f"default: {DEFAULT_TOPOLOGY}")
+
+    s = sub.add_parser("send", help="publish messages to a topic")
+    s.add_argument("topic")
+    s.add_argument("messages", nargs="*", help="message bodies (default: read lines from stdin)")
+    s.add_argument("--url", default="amqp://127.0.0.1:5672")
+    s.add_argument("--count", type=int, default=None, help="send COUNT numbered messages instead")
+    s.add_argument("--timeout", type=float, default=30.0)
+
+    rc = sub.add_parser("recv", help="subscribe to a topic and print what arrives")
+    rc.add_argument("topic")
+    rc.add_argument("--url", default="amqp://127.0.0.1:5672")
+    rc.add_argument("--count", type=int, default=0, help="stop after COUNT messages (0: run until Ctrl-C)")
+    rc.add_argument("--name", default=None, help="link name (the subscriber key is container-id + name)")
+    rc.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
+
+    b = sub.add_parser("bench", help="measure throughput and latency")
+    b.add_argument("scenarios", nargs="*", help="scenarios to run (default: all)")
+    b.add_argument("--json", dest="json_path", help="also write the results as JSON here")
+    b.add_argument("--messages", type=int, default=200_000, help="messages per scenario")
+    b.add_argument("--credit", type=int, default=1000)
+    b.add_argument("--no-router", action="store_true", help="clients straight to each other: the clients' ceiling")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "router":
+            from router.main import main as router_main
+
+            return router_main(args.topology, args.id, args.listen)
+        if args.command == "launch":
+            from .launch import launch
+
+            return launch(args.topology or _default_topology())
+        if args.command == "send":
+            from .clients import send
+
+            return send(args.url, args.topic, args.messages, args.count, args.timeout)
+        if args.command == "recv":
+            from .clients import recv
+
+            return recv(args.url, args.topic, args.count, args.name, args.timeout)
+        if args.command == "bench":
+            from .bench import bench
+
+            return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router)
+    except TopologyError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
