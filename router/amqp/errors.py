@@ -8,10 +8,10 @@ scope) frame. An error raised because our own application misused the engine is 
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 
-class Condition(str, Enum):
+class Condition(StrEnum):
     INTERNAL_ERROR = "amqp:internal-error"
     NOT_FOUND = "amqp:not-found"
     UNAUTHORIZED_ACCESS = "amqp:unauthorized-access"
