@@ -766,7 +766,8 @@ class Connection:
         link = session.remote_links.get(flow.handle)
         if link is None:
             raise SessionError(session.channel, Condition.UNATTACHED_HANDLE, f"flow for unattached handle {flow.handle}")
-        if link.state is not EndpointState.MAPPED:
+        # A receiver may grant credit right behind its attach, before we have answered it.
+        if link.state is not EndpointState.MAPPED and link.state is not EndpointState.RECEIVED:
             return
         if link.is_sender:
             dc = flow.delivery_count if flow.delivery_count is not None else link.delivery_count

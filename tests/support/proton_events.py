@@ -1,0 +1,74 @@
+"""Run a Proton Container (event API) in a thread and record what its handler saw."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from proton.handlers import MessagingHandler
+from proton.reactor import ApplicationEvent, Container, EventInjector
+
+from .routers import wait_for
+
+
+class Recorder(MessagingHandler):
+    """A handler that appends ``(what, detail)`` tuples to ``self.log`` in event order."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.log: list[tuple[str, Any]] = []
+        self.lock = threading.Lock()
+        self.container: Container | None = None
+        self.connections: list[Any] = []
+
+    def on_connection_init(self, event: Any) -> None:
+        self.connections.append(event.connection)
+
+    def note(self, what: str, detail: Any = None) -> None:
+        with self.lock:
+            self.log.append((what, detail))
+
+    def seen(self, what: str) -> list[Any]:
+        with self.lock:
+            return [d for w, d in self.log if w == what]
+
+    def wait_seen(self, what: str, n: int = 1, timeout: float = 10.0) -> list[Any]:
+        wait_for(lambda: len(self.seen(what)) >= n, timeout, what=f"{n} x {what} (log: {self.log[-5:]})")
+        return self.seen(what)
+
+
+class ContainerThread:
+    def __init__(self, handler: Recorder) -> None:
+        self.handler = handler
+        self.container = Container(handler)
+        handler.container = self.container
+        # The injector wakes the container's selector at once; a scheduled timer would
+        # wait for its next poll timeout.
+        self.injector = EventInjector()
+        self.container.selectable(self.injector)
+        self._tasks: list[tuple[Any, threading.Event]] = []
+        handler.on_run_task = self._run_tasks  # type: ignore[attr-defined]
+        self.thread = threading.Thread(target=self.container.run, daemon=True)
+        self.thread.start()
+
+    def _run_tasks(self, event: Any) -> None:
+        while self._tasks:
+            fn, done = self._tasks.pop(0)
+            fn()
+            done.set()
+
+    def call(self, fn: Any) -> None:
+        """Run ``fn`` on the container's thread (Proton objects are single-threaded)."""
+        done = threading.Event()
+        self._tasks.append((fn, done))
+        self.injector.trigger(ApplicationEvent("run_task"))
+        wait_for(done.is_set, 10, what="container task")
+
+    def stop(self) -> None:
+        def shutdown() -> None:
+            for conn in self.handler.connections:
+                conn.close()
+            self.injector.close()
+
+        self.call(shutdown)
+        self.thread.join(10)

@@ -1,0 +1,85 @@
+"""Start real router processes for tests: free ports, readiness from the ready line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, what: str = "condition") -> Any:
+    """Poll ``condition`` until truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class RouterProcess:
+    """One ``once router`` OS process listening on a free port."""
+
+    def __init__(self, topology: Path, router_id: str = "A") -> None:
+        self.topology = topology
+        self.router_id = router_id
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.cli", "router", str(topology), "--id", router_id, "--listen", "127.0.0.1:0"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until the ready line or exit
+        if not line.startswith(f"router {router_id} ready "):
+            self.proc.kill()
+            raise AssertionError(f"router did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
+        self.url = line.split()[-1]
+        self.host, port = self.url.removeprefix("amqp://").rsplit(":", 1)
+        self.port = int(port)
+
+    def stderr_lines(self) -> list[str]:
+        """Stop the router and return what it logged."""
+        self.stop()
+        return self.logged.splitlines()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    logged = ""
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        if self.proc.stderr is not None and not self.proc.stderr.closed:
+            try:
+                _, err = self.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                _, err = self.proc.communicate()
+            self.logged = err or ""
+        return self.proc.returncode
+
+
+def write_topology(tmp: Path, settings: dict[str, Any] | None = None, auth: dict[str, Any] | None = None,
+                   users: dict[str, str] | None = None) -> Path:
+    doc: dict[str, Any] = {"routers": {"A": {"listen": "127.0.0.1:0"}}, "links": [],
+                           "settings": {"max_in_flight": 10000, "subscriber_grace": "30s", **(settings or {})}}
+    if users is not None:
+        (tmp / "users.yaml").write_text(yaml.safe_dump(users))
+        doc["auth"] = {"users_file": "users.yaml", **(auth or {})}
+    elif auth:
+        doc["auth"] = auth
+    path = tmp / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
