@@ -20,7 +20,7 @@ class ProtonSubscriber:
     def __init__(self, url: str, topic: str, name: str | None = None, credit: int = 100, auto_accept: bool = True,
                  container_id: str | None = None, options: Any = None) -> None:
         self.messages: queue.Queue[Message] = queue.Queue()
-        self._commands: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._commands: queue.Queue[str] = queue.Queue()
         self._ready = threading.Event()
         self.error: BaseException | None = None
         self.auto_accept = auto_accept
@@ -46,9 +46,9 @@ class ProtonSubscriber:
         try:
             while True:
                 try:
-                    cmd, arg = self._commands.get_nowait()
+                    cmd = self._commands.get_nowait()
                 except queue.Empty:
-                    cmd, arg = "", None
+                    cmd = ""
                 if cmd == "close":
                     conn.close()
                     return
@@ -69,7 +69,7 @@ class ProtonSubscriber:
             self.error = e
 
     def command(self, cmd: str) -> None:
-        self._commands.put((cmd, None))
+        self._commands.put(cmd)
 
     def get(self, timeout: float = 10.0) -> Message:
         return self.messages.get(timeout=timeout)
