@@ -18,13 +18,14 @@ class ProtonSubscriber:
     """Receives on ``topic``; accepts automatically unless ``auto_accept`` is False."""
 
     def __init__(self, url: str, topic: str, name: str | None = None, credit: int = 100, auto_accept: bool = True,
-                 container_id: str | None = None, options: Any = None) -> None:
+                 container_id: str | None = None, options: Any = None, **conn_kw: Any) -> None:
         self.messages: queue.Queue[Message] = queue.Queue()
         self._commands: queue.Queue[str] = queue.Queue()
         self._ready = threading.Event()
         self.error: BaseException | None = None
         self.auto_accept = auto_accept
         self._args = (url, topic, name, credit, container_id, options)
+        self._conn_kw = conn_kw
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -36,7 +37,7 @@ class ProtonSubscriber:
         url, topic, name, credit, container_id, options = self._args
         try:
             kw = {"container_id": container_id} if container_id else {}
-            conn = BlockingConnection(url, **kw)
+            conn = BlockingConnection(url, **kw, **self._conn_kw)
             rcv = conn.create_receiver(topic, name=name, credit=credit, options=options)
         except BaseException as e:  # noqa: BLE001 - reported to the test thread
             self.error = e
@@ -85,11 +86,12 @@ class ProtonSubscriber:
 class ProtonPublisher:
     """Sends from its own thread; ``send`` returns a future-like of the remote outcome."""
 
-    def __init__(self, url: str, topic: str, name: str | None = None, options: Any = None) -> None:
+    def __init__(self, url: str, topic: str, name: str | None = None, options: Any = None, **conn_kw: Any) -> None:
         self._jobs: queue.Queue[tuple[Message, queue.Queue[Any]] | None] = queue.Queue()
         self._ready = threading.Event()
         self.error: BaseException | None = None
         self._args = (url, topic, name, options)
+        self._conn_kw = conn_kw
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -100,7 +102,7 @@ class ProtonPublisher:
     def _run(self) -> None:
         url, topic, name, options = self._args
         try:
-            conn = BlockingConnection(url)
+            conn = BlockingConnection(url, **self._conn_kw)
             snd = conn.create_sender(topic, name=name, options=options)
         except BaseException as e:  # noqa: BLE001
             self.error = e
