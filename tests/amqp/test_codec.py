@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from proton import Data
+
 from router.amqp import types as t
 from router.amqp.codec import decode, decode_all, dumps
 from router.amqp.errors import DecodeError

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from router.config import TopologyError, load_topology, parse_topology
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_shipped_single_topology_loads():
+    t = load_topology(ROOT / "topologies" / "single.yaml")
+    assert list(t.routers) == ["A"] and t.routers["A"].listen.port == 5672
+    assert t.settings.max_in_flight == 10000 and t.settings.subscriber_grace == 30.0
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"routers": {"A": {"listen": "nowhere"}}}, "f.yaml: routers.A.listen: expected HOST:PORT"),
+        ({"routers": {}}, "f.yaml: routers: expected at least one router"),
+        ({"routers": {"A": {"listen": "h:1"}}, "settings": {"max_in_flight": 0}}, "settings.max_in_flight: expected an integer >= 1"),
+        ({"routers": {"A": {"listen": "h:1"}}, "settings": {"subscriber_grace": "soon"}}, "settings.subscriber_grace: expected a duration"),
+        ({"routers": {"A": {"listen": "h:1"}}, "settings": {"colour": 1}}, "settings.colour: unknown key"),
+        ({"routers": {"A": {"listen": "h:1"}}, "links": [["A", "B"]]}, "links[0]: expected a router of ['A']"),
+        ({"routers": {"A": {"listen": "h:1"}}, "links": [["A", "A"]]}, "links[0]: expected [A, B] naming two different routers"),
+        ([1, 2], "f.yaml: (top level): expected a mapping"),
+    ],
+)
+def test_errors_name_file_key_and_expectation(doc, message):
+    with pytest.raises(TopologyError) as e:
+        parse_topology(doc, "f.yaml")
+    assert message in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("routers: {A: [\n")
+    with pytest.raises(TopologyError, match="bad.yaml: not valid YAML at line"):
+        load_topology(bad)
+    with pytest.raises(TopologyError, match="cannot read"):
+        load_topology(tmp_path / "missing.yaml")
+
+
+def test_durations_and_links_with_cost():
+    t = parse_topology({"routers": {"A": {"listen": "h:1"}, "B": {"listen": "h:2"}},
+                        "links": [{"between": ["A", "B"], "cost": 3}], "settings": {"subscriber_grace": "500ms"}})
+    assert t.links[0].cost == 3 and t.settings.subscriber_grace == 0.5

@@ -1,0 +1,163 @@
+"""The forwarding core through a test adaptor: no sockets, no engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from router.amqp.performatives import Accepted, Modified, Rejected, Released
+from router.config import Settings
+from router.core import Core, TagInUse
+
+
+class Pub:
+    def __init__(self) -> None:
+        self.credit_grants: list[int] = []
+        self.outcomes: list[tuple[Any, Any, bool]] = []
+
+    def grant(self, credit: int) -> None:
+        self.credit_grants.append(credit)
+
+    def outcome(self, handle: Any, outcome: Any, settle: bool) -> None:
+        self.outcomes.append((handle, outcome, settle))
+
+
+class Sub:
+    def __init__(self, credit: int = 100) -> None:
+        self._credit = credit
+        self.sent: list[tuple[Any, bool, int]] = []
+        self.settled: list[Any] = []
+
+    def credit(self) -> int:
+        return self._credit
+
+    def deliver(self, record: Any, settled: bool, redelivery: int) -> Any:
+        self._credit -= 1
+        self.sent.append((record, settled, redelivery))
+        return ("handle", len(self.sent))
+
+    def settle(self, handle: Any) -> None:
+        self.settled.append(handle)
+
+    def draining(self) -> bool:
+        return False
+
+    def drained(self) -> None:
+        pass
+
+
+def _core(**kw: Any) -> Core:
+    return Core("A", Settings(**kw), clock=lambda: 0.0)
+
+
+def test_outcome_waits_for_all_subscribers_then_settles_everyone():
+    core = _core()
+    s1, s2, p = Sub(), Sub(), Pub()
+    a, _ = core.add_subscriber(s1, "t", "c1", "l", False)
+    b, _ = core.add_subscriber(s2, "t", "c2", "l", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", settle_second=False)
+    rec = core.publish(pub, b"0", b"m", False, "pub-handle")
+    assert len(s1.sent) == len(s2.sent) == 1 and p.outcomes == []
+    core.subscriber_update(a, rec, s1.sent[0], Accepted(), settled=False)
+    assert p.outcomes == []
+    core.subscriber_update(b, rec, s2.sent[0], Accepted(), settled=True)
+    assert p.outcomes == [("pub-handle", Accepted(), True)]
+    assert s1.settled == [("handle", 1)] and s2.settled == []  # only the one still unsettled
+    assert len(core.records) == 0
+
+
+def test_rejection_is_reported_after_all_are_terminal():
+    core = _core()
+    s1, s2, p = Sub(), Sub(), Pub()
+    a, _ = core.add_subscriber(s1, "t", "c1", "l", False)
+    b, _ = core.add_subscriber(s2, "t", "c2", "l", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.subscriber_update(a, rec, None, Rejected(), True)
+    assert p.outcomes == []
+    core.subscriber_update(b, rec, None, Accepted(), True)
+    assert isinstance(p.outcomes[0][1], Rejected)
+
+
+def test_release_redelivers_up_to_the_limit_then_rejects():
+    core = _core(max_redeliveries=2)
+    s, p = Sub(), Pub()
+    sub, _ = core.add_subscriber(s, "t", "c", "l", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.subscriber_update(sub, rec, "h1", Released(), True)
+    core.subscriber_update(sub, rec, "h2", Modified(delivery_failed=True), True)
+    assert [r for _, _, r in s.sent] == [0, 1, 2]
+    core.subscriber_update(sub, rec, "h3", Released(), True)
+    assert len(s.sent) == 3
+    assert p.outcomes[0][1].error.condition == "once:redelivery-limit"
+
+
+def test_undeliverable_here_counts_as_rejection():
+    core = _core()
+    s, p = Sub(), Pub()
+    sub, _ = core.add_subscriber(s, "t", "c", "l", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.subscriber_update(sub, rec, "h1", Modified(undeliverable_here=True), True)
+    assert p.outcomes[0][1].error.condition == "once:undeliverable-here"
+
+
+def test_window_bounds_credit():
+    core = _core(max_in_flight=10, link_credit=100)
+    s, p = Sub(credit=0), Pub()
+    core.add_subscriber(s, "t", "c", "l", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    assert p.credit_grants == [10]
+    for i in range(10):
+        core.publish(pub, b"%d" % i, b"m", False, i)
+    core.after_batch()
+    assert p.credit_grants == [10] and len(core.records) == 10
+
+
+def test_tag_reuse_while_unsettled_is_refused_and_after_settlement_gets_a_new_gid():
+    core = _core()
+    s, p = Sub(), Pub()
+    sub, _ = core.add_subscriber(s, "t", "c", "l", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    first = core.publish(pub, b"same", b"m1", False, "h1")
+    try:
+        core.publish(pub, b"same", b"m2", False, "h2")
+        raise AssertionError("reuse of an unsettled tag was accepted")
+    except TagInUse:
+        pass
+    core.subscriber_update(sub, first, None, Accepted(), True)
+    second = core.publish(pub, b"same", b"m2", False, "h2")
+    assert second.gid != first.gid and second.generation == 1
+
+
+def test_new_incarnation_on_reattach_makes_tag_zero_a_new_delivery():
+    core = _core()
+    s, p = Sub(), Pub()
+    core.add_subscriber(s, "t", "c", "l", False)
+    pub1 = core.add_publisher(p, "t", "cp", "lp", False)
+    a = core.publish(pub1, b"\x00", b"m", False, "h")
+    core.remove_publisher(pub1)
+    pub2 = core.add_publisher(p, "t", "cp", "lp", False)
+    b = core.publish(pub2, b"\x00", b"m", False, "h")
+    assert pub2.incarnation == pub1.incarnation + 1 and a.gid != b.gid
+    assert len(s.sent) == 2
+
+
+def test_order_is_kept_per_subscriber_when_credit_arrives_late():
+    core = _core()
+    s, p = Sub(credit=0), Pub()
+    sub, _ = core.add_subscriber(s, "t", "c", "l", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    for i in range(5):
+        core.publish(pub, b"%d" % i, b"%d" % i, False, i)
+    s._credit = 5
+    core.pump(sub)
+    assert [r.payload for r, _, _ in s.sent] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_same_subscriber_key_displaces_the_old_link():
+    core = _core()
+    s1, s2 = Sub(), Sub()
+    old, _ = core.add_subscriber(s1, "t", "c", "l", False)
+    new, displaced = core.add_subscriber(s2, "t", "c", "l", False)
+    assert displaced is old and not old.attached and core.topics["t"][("c", "l")] is new
