@@ -43,7 +43,7 @@ def launch(topology_path: str, stop: threading.Event | None = None) -> int:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for rid, proc in procs.items():
+        for proc in procs.values():
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
