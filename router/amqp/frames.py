@@ -15,6 +15,7 @@ from typing import Any
 
 from . import codec
 from .errors import Condition, DecodeError, FramingError
+from .performatives import Transfer
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -91,6 +92,10 @@ class FrameReader:
 
 
 def _decode_body(ftype: FrameType, channel: int, body: bytes) -> Frame:
+    if ftype is FrameType.AMQP and body[:3] == b"\x00\x53\x14":
+        fast = _fast_transfer(body)
+        if fast is not None:
+            return Frame(ftype, channel, fast[0], fast[1])
     if body[0] != 0x00:
         raise DecodeError("frame body is not a described performative")
     performative, end = codec.decode(body, 0)
@@ -123,3 +128,79 @@ def encoded_size(performative: Any) -> int:
 
 def error_condition_name(cond: Condition | str) -> str:
     return cond.value if isinstance(cond, Condition) else cond
+
+
+_I = struct.Struct(">I")
+
+
+def _fast_transfer(body: bytes) -> tuple[Transfer, bytes] | None:
+    """Decode the common shapes of a transfer without the generic decoder.
+
+    Returns None for anything unusual (a delivery state, wide or odd encodings); the
+    generic path then decodes it, with its full checks. Truncation here is impossible to
+    mistake: every read is bounds-checked against the list's end.
+    """
+    n = len(body)
+    if n < 6:
+        return None
+    code = body[3]
+    if code == 0xC0:
+        size = body[4]
+        count = body[5]
+        p = 6
+        end = 5 + size
+    else:
+        return None
+    if end > n or count > 11:
+        return None
+    values: list = [None] * 11
+    for i in range(count):
+        if p >= end:
+            return None
+        c = body[p]
+        if c == 0x40:
+            p += 1
+        elif c == 0x43:
+            values[i] = 0
+            p += 1
+        elif c == 0x52:
+            if p + 2 > end:
+                return None
+            values[i] = body[p + 1]
+            p += 2
+        elif c == 0x70:
+            if p + 5 > end:
+                return None
+            values[i] = _I.unpack_from(body, p + 1)[0]
+            p += 5
+        elif c == 0x41:
+            values[i] = True
+            p += 1
+        elif c == 0x42:
+            values[i] = False
+            p += 1
+        elif c == 0xA0 and i == 2:
+            if p + 2 > end:
+                return None
+            ln = body[p + 1]
+            if p + 2 + ln > end:
+                return None
+            values[i] = body[p + 2:p + 2 + ln]
+            p += 2 + ln
+        else:
+            return None
+    if p != end:
+        return None
+    handle, did, tag, fmt, settled, more, rsm, _state, resume, aborted, batchable = values
+    if handle is None or type(handle) is bool or (tag is not None and type(tag) is not bytes):
+        return None
+    for flag in (settled, more, resume, aborted, batchable):
+        if flag is not None and type(flag) is not bool:
+            return None
+    for num in (did, fmt):
+        if num is not None and type(num) is not int:
+            return None
+    if rsm is not None:
+        return None
+    t = Transfer(handle, did, tag, fmt, settled, bool(more), None, None, bool(resume), bool(aborted), bool(batchable))
+    return t, body[end:]

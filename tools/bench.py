@@ -1,0 +1,238 @@
+"""``once bench``: throughput and latency through a real router process.
+
+The load clients run on our own engine in one process (one event loop), the router in
+another; each is pinned to its own core when the machine has two. Latency is what a
+publisher experiences: from writing a message to receiving its ``accepted``, which the
+router sends only after every subscriber accepted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from router.amqp.connection import Mode
+from router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkFlow, SessionBegun
+from router.amqp.performatives import ACCEPTED, Role, Source, Target
+from router.client import ClientProtocol, connect
+from router.loop import run
+
+BODY_SIZE = 100
+# An AMQP message with a single data section of 100 bytes; the first 8 carry the send time.
+_DATA_HEAD = b"\x00\x53\x75\xa0" + bytes([BODY_SIZE])
+_FILL = b"x" * (BODY_SIZE - 8)
+_Q = struct.Struct(">Q")
+
+
+@dataclass
+class Result:
+    scenario: str
+    msgs_per_s: float
+    p50_ms: float
+    p99_ms: float
+    messages: int
+    subscribers: int
+    through_router: bool
+    credit: int
+
+
+SCENARIOS = {"single-1to1": 1, "single-1to4": 4}
+
+
+class Publisher:
+    def __init__(self, topic: str, total: int) -> None:
+        self.topic = topic
+        self.total = total
+        self.sent = 0
+        self.accepted = 0
+        self.latencies: list[int] = []
+        self.link: Any = None
+        self.done = asyncio.get_running_loop().create_future()
+        self.started = 0.0
+        self.finished = 0.0
+
+    def __call__(self, proto: ClientProtocol, events: list[Any]) -> None:
+        engine = proto.engine
+        for ev in events:
+            t = type(ev)
+            if t is DeliveryUpdated:
+                if ev.settled:
+                    self.latencies.append(time.perf_counter_ns() - ev.delivery.context)
+                    self.accepted += 1
+            elif t is LinkFlow:
+                pass
+            elif t is SessionBegun and self.link is None:
+                self.link = engine.attach(ev.session, "bench-pub", Role.SENDER, target=Target(address=self.topic))
+        if self.link is None and engine.remote_open is not None and not engine.sessions:
+            engine.begin()
+        link = self.link
+        if link is not None and link.attached and link.credit > 0 and self.sent < self.total:
+            if not self.started:
+                self.started = time.perf_counter()
+            send = engine.send
+            now = time.perf_counter_ns
+            n = min(link.credit, self.total - self.sent)
+            for _ in range(n):
+                t0 = now()
+                d = send(link, _Q.pack(self.sent), _DATA_HEAD + _Q.pack(t0) + _FILL)
+                d.context = t0
+                self.sent += 1
+        if self.accepted >= self.total and not self.done.done():
+            self.finished = time.perf_counter()
+            self.done.set_result(None)
+
+
+class Subscriber:
+    def __init__(self, topic: str, name: str, credit: int) -> None:
+        self.topic = topic
+        self.name = name
+        self.credit = credit
+        self.received = 0
+        self.link: Any = None
+        self.attached = asyncio.get_running_loop().create_future()
+
+    def __call__(self, proto: ClientProtocol, events: list[Any]) -> None:
+        engine = proto.engine
+        disposition = engine.disposition
+        for ev in events:
+            t = type(ev)
+            if t is DeliveryReceived:
+                self.received += 1
+                disposition(ev.delivery, ACCEPTED, settled=True)
+            elif t is SessionBegun and self.link is None:
+                self.link = engine.attach(ev.session, self.name, Role.RECEIVER, source=Source(address=self.topic))
+            elif t is LinkAttached and ev.link is self.link:
+                engine.flow(self.link, self.credit)
+                if not self.attached.done():
+                    self.attached.set_result(None)
+        if self.link is None and engine.remote_open is not None and not engine.sessions:
+            engine.begin()
+        link = self.link
+        if link is not None and link.attached and link.credit < self.credit // 2:
+            engine.flow(link, self.credit)
+
+
+class Sink:
+    """Server side for --no-router: accepts every publisher link, accepts every message."""
+
+    def __init__(self, credit: int) -> None:
+        self.credit = credit
+
+    def __call__(self, proto: ClientProtocol, events: list[Any]) -> None:
+        engine = proto.engine
+        for ev in events:
+            t = type(ev)
+            if t is DeliveryReceived:
+                engine.disposition(ev.delivery, ACCEPTED, settled=True)
+            elif t is LinkAttached and ev.reply_needed:
+                link = ev.link
+                engine.attach(link.session, link.name, link.role, link=link, target=ev.attach.target)
+                engine.flow(link, self.credit)
+        for session in engine.sessions.values():
+            for link in session.links.values():
+                if not link.is_sender and link.attached and link.credit < self.credit // 2:
+                    engine.flow(link, self.credit)
+
+
+def _pin(cpu: int) -> None:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {cpu})
+
+
+def _start_router(credit: int, tmp: Path) -> tuple[subprocess.Popen[str], str, int]:
+    topo = tmp / "bench.yaml"
+    topo.write_text(yaml.safe_dump({"routers": {"A": {"listen": "127.0.0.1:0"}}, "links": [],
+                                    "settings": {"max_in_flight": 10000, "link_credit": credit}}))
+    cmd = [sys.executable, "-m", "tools.cli", "router", str(topo), "--id", "A", "--listen", "127.0.0.1:0"]
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
+        cmd = ["taskset", "-c", "0", *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "ready" not in line:
+        proc.kill()
+        raise RuntimeError(f"router failed to start: {line!r}")
+    host, port = line.split()[-1].removeprefix("amqp://").rsplit(":", 1)
+    return proc, host, int(port)
+
+
+async def _run_scenario(name: str, subscribers: int, messages: int, credit: int, host: str, port: int) -> Result:
+    topic = f"bench-{name}"
+    subs = [Subscriber(topic, f"bench-sub-{i}", credit) for i in range(subscribers)]
+    conns = [await connect(host, port, f"bench-sub-{i}", s) for i, s in enumerate(subs)]
+    await asyncio.wait_for(asyncio.gather(*(s.attached for s in subs)), 10)
+    pub = Publisher(topic, messages)
+    conns.append(await connect(host, port, "bench-pub", pub))
+    await asyncio.wait_for(pub.done, max(60, messages / 2000))
+    # Every accepted message must have reached every subscriber: a fast wrong answer is no answer.
+    short = [s.name for s in subs if s.received != messages]
+    if short:
+        raise RuntimeError(f"{name}: subscribers {short} received fewer than {messages} messages")
+    for c in conns:
+        c.engine.close()
+        c.flush()
+    elapsed = pub.finished - pub.started
+    lat = sorted(pub.latencies)
+    return Result(name, round(messages / elapsed), round(lat[len(lat) // 2] / 1e6, 3), round(lat[int(len(lat) * 0.99)] / 1e6, 3),
+                  messages, subscribers, True, credit)
+
+
+async def _run_direct(messages: int, credit: int) -> Result:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: ClientProtocol("sink", Sink(credit), mode=Mode.SERVER), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pub = Publisher("direct", messages)
+    conn = await connect("127.0.0.1", port, "bench-pub", pub)
+    await asyncio.wait_for(pub.done, max(60, messages / 2000))
+    conn.engine.close()
+    conn.flush()
+    server.close()
+    elapsed = pub.finished - pub.started
+    lat = sorted(pub.latencies)
+    return Result("clients-direct", round(messages / elapsed), round(lat[len(lat) // 2] / 1e6, 3),
+                  round(lat[int(len(lat) * 0.99)] / 1e6, 3), messages, 1, False, credit)
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+def bench(names: list[str], json_path: str | None, messages: int, credit: int, no_router: bool) -> int:
+    names = names or list(SCENARIOS)
+    for n in names:
+        if n not in SCENARIOS:
+            print(f"unknown scenario {n!r} (have {', '.join(SCENARIOS)})", file=sys.stderr)
+            return 2
+    results: list[Result] = []
+    _pin(1)
+    if no_router:
+        results.append(run(_run_direct(messages, credit)))
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in names:
+                proc, host, port = _start_router(credit, Path(tmp))
+                try:
+                    results.append(run(_run_scenario(name, SCENARIOS[name], messages, credit, host, port)))
+                finally:
+                    proc.terminate()
+                    proc.wait(10)
+    print(f"{'scenario':<16} {'msgs/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'messages':>9}")
+    for r in results:
+        print(f"{r.scenario:<16} {r.msgs_per_s:>10} {r.p50_ms:>8} {r.p99_ms:>8} {r.messages:>9}")
+    if json_path:
+        doc = [dict(asdict(r), date=time.strftime("%Y-%m-%d"), machine=machine()) for r in results]
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+    return 0
