@@ -247,6 +247,9 @@ class Connection:
         desired_capabilities: tuple[str, ...] | None = None,
     ) -> Link:
         """Attach a new link, or (``link`` given) answer the peer's attach of it."""
+        if link is not None and (link.state in (EndpointState.CLOSED, EndpointState.CLOSE_SENT)
+                                 or session.state is not EndpointState.MAPPED):
+            return link  # the peer detached (or ended) in the same batch: nothing left to answer
         if session.state not in (EndpointState.MAPPED, EndpointState.SENT):
             raise LocalProtocolError(f"attach on {session!r}")
         if link is None:
