@@ -109,10 +109,15 @@ class EdgeConnection(asyncio.Protocol):
         self._tick()
 
     def data_received(self, data: bytes) -> None:
-        for event in self.engine.receive_data(data):
-            handler = _HANDLERS.get(type(event))
-            if handler is not None:
-                handler(self, event)
+        try:
+            for event in self.engine.receive_data(data):
+                handler = _HANDLERS.get(type(event))
+                if handler is not None:
+                    handler(self, event)
+        except Exception:  # a bug of ours: lose this connection, never the router
+            log.exception("router %s: internal error on connection from %s", self.router.id, self.peer)
+            self.close(Error(condition=Condition.INTERNAL_ERROR.value, description="internal error"))
+            self._drop_all_links()
         self.core.after_batch()
         self.dirty()
         self.router.flush()

@@ -121,3 +121,31 @@ def test_message_properties_and_body_pass_through_untouched(router):
     sub.close()
     pub.close()
 
+
+
+def test_topics_are_isolated(router):
+    a = ProtonSubscriber(router.url, "topic-a", name="a")
+    b = ProtonSubscriber(router.url, "topic-b", name="b")
+    pa = ProtonPublisher(router.url, "topic-a")
+    pb = ProtonPublisher(router.url, "topic-b")
+    assert pa.send_wait("for a") == ACCEPTED
+    assert pb.send_wait("for b") == ACCEPTED
+    assert a.get().body == "for a" and b.get().body == "for b"
+    with pytest.raises(queue.Empty):
+        a.messages.get(timeout=0.2)
+    with pytest.raises(queue.Empty):
+        b.messages.get(timeout=0.2)
+    for c in (a, b, pa, pb):
+        c.close()
+
+
+def test_per_publisher_order_with_interleaved_publishers(router):
+    sub = ProtonSubscriber(router.url, "mix", name="mix")
+    pubs = [ProtonPublisher(router.url, "mix", name=f"p{i}") for i in range(3)]
+    outcomes = [(i, n, pubs[i].send(f"{i}:{n}")) for n in range(30) for i in range(3)]
+    assert all(o.get(timeout=20) == ACCEPTED for _, _, o in outcomes)
+    got = [m.body for m in sub.take(90)]
+    for i in range(3):
+        assert [b for b in got if b.startswith(f"{i}:")] == [f"{i}:{n}" for n in range(30)]
+    for c in (sub, *pubs):
+        c.close()
