@@ -8,7 +8,6 @@ publisher is told the outcome.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -23,25 +22,34 @@ class DuplicateGid(Exception):
     pass
 
 
-@dataclass(slots=True, eq=False)
 class Record:
-    gid: bytes
-    topic: str
-    payload: bytes
-    publisher: Any  # the publisher's identity (container-id, link name, incarnation)
-    tag: bytes  # the publisher's original delivery tag
-    generation: int
-    presettled: bool
-    message_format: int = 0
-    created: float = 0.0
-    states: dict[Any, SubState] = field(default_factory=dict)
-    pending: int = 0  # waiters still in doubt
-    rejection: Any = None  # the first rejecting waiter's error, if any
-    publisher_handle: Any = None  # the adaptor's handle to answer the publisher with
-    publisher_settled: bool = False
-    outcome_sent: bool = False
-    # waiter -> the adaptor's handle of our delivery to it while it is unsettled
-    unsettled: dict[Any, Any] = field(default_factory=dict)
+    """One delivery's record. A plain slotted class: it is built once per message."""
+
+    __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
+                 "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled")
+
+    def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
+                 presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
+        self.gid = gid
+        self.topic = topic
+        self.payload = payload
+        self.publisher = publisher  # the publisher's identity (container-id, link name, incarnation)
+        self.tag = tag  # the publisher's original delivery tag
+        self.generation = generation
+        self.presettled = presettled
+        self.message_format = message_format
+        self.created = created
+        self.states: dict[Any, SubState] = {}
+        self.pending = 0  # waiters still in doubt
+        self.rejection: Any = None  # the first rejecting waiter's error, if any
+        self.publisher_handle: Any = None  # the adaptor's handle to answer the publisher with
+        self.publisher_settled = False
+        self.outcome_sent = False
+        # waiter -> the adaptor's handle of our delivery to it while it is unsettled
+        self.unsettled: dict[Any, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"
 
     @property
     def complete(self) -> bool:
