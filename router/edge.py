@@ -19,6 +19,7 @@ from .amqp.errors import Condition
 from .amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
+    ConnectionOpened,
     DeliveryReceived,
     DeliveryUpdated,
     LinkAttached,
@@ -165,6 +166,7 @@ class EdgeConnection(asyncio.Protocol):
             self._log_failure(self.engine.failed.condition, self.engine.failed.description)
         self.dirty()
         self.router.flush()
+        self._timer = None
         if deadline is not None and not self._gone:
             self._timer = loop.call_at(max(deadline, now + 0.05), self._tick)
 
@@ -181,6 +183,12 @@ class EdgeConnection(asyncio.Protocol):
     def _on_failed(self, event: ConnectionFailed) -> None:
         self._log_failure(event.condition, event.description)
         self._drop_all_links()
+
+    def _on_opened(self, event: ConnectionOpened) -> None:
+        # The peer's idle timeout is known only now: re-arm the timer for its heartbeats.
+        if self._timer is not None:
+            self._timer.cancel()
+        asyncio.get_running_loop().call_soon(self._tick)
 
     def _on_closed(self, event: ConnectionClosed) -> None:
         self._drop_all_links()
@@ -277,6 +285,7 @@ class EdgeConnection(asyncio.Protocol):
 
 
 _HANDLERS: dict[type, Any] = {
+    ConnectionOpened: EdgeConnection._on_opened,
     ConnectionFailed: EdgeConnection._on_failed,
     ConnectionClosed: EdgeConnection._on_closed,
     LinkAttached: EdgeConnection._on_attach,

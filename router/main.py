@@ -28,7 +28,10 @@ async def serve(topology: Topology, router_id: str) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await router.stop()
-    print(f"router {router_id} stopped", flush=True)
+    try:
+        print(f"router {router_id} stopped", flush=True)
+    except BrokenPipeError:  # whoever read our ready line has gone; nothing to tell
+        pass
 
 
 def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topology:

@@ -157,7 +157,8 @@ class Connection:
             return b""
         out = bytes(self._out)
         self._out.clear()
-        self._sent = True
+        if out != EMPTY_FRAME:  # a lone heartbeat was already timed by tick()
+            self._sent = True
         return out
 
     def tick(self, now: float) -> float | None:

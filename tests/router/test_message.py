@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from proton import Message
+
+from router.message import delivery_count, mark_redelivered, sections
+
+
+def test_mark_redelivered_keeps_everything_else_and_proton_reads_it():
+    m = Message(body={"k": "v"}, durable=True, priority=7, ttl=5000, subject="s", properties={"a": 1})
+    raw = m.encode()
+    out = mark_redelivered(raw, 2)
+    back = Message()
+    back.decode(out)
+    assert back.delivery_count == 2 and back.first_acquirer is False
+    assert back.durable and back.priority == 7 and back.ttl == m.ttl
+    assert back.body == {"k": "v"} and back.subject == "s" and back.properties == {"a": 1}
+    assert delivery_count(mark_redelivered(out, 1)) == 3
+
+
+def test_mark_redelivered_adds_a_header_when_there_is_none():
+    raw = b"\x00\x53\x77\xa1\x02hi"  # amqp-value "hi" only
+    out = mark_redelivered(raw, 1)
+    assert out.endswith(raw) and delivery_count(out) == 1
+    assert [code for code, _, _ in sections(out)] == [0x70, 0x77]
+
+
+def test_sections_are_located_without_decoding_the_body():
+    raw = Message(body=b"x" * 1000, subject="s").encode()
+    codes = [code for code, _, _ in sections(raw)]
+    assert codes[-1] in (0x75, 0x77) and 0x73 in codes
