@@ -1,0 +1,117 @@
+"""One router's control plane, pure: link-state flooding, the subscriber table, sync.
+
+The router's glue feeds it neighbour up/down and received control messages and sends
+the ``(neighbour, message)`` pairs it returns. Everything takes effect immediately and
+deterministically, so ``tests/linkstate`` and the 100-router simulation drive it with
+no sockets and no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .graph import LinkStateDB
+from .messages import LinkStateAd, OriginState, SubAck, SubEvent, Subscription, Sync
+from .subscriptions import Out, SubscriberTable
+
+
+@dataclass
+class Result:
+    out: Out = field(default_factory=list)
+    completed: list[int] = field(default_factory=list)  # our own subscription events now acknowledged everywhere
+    topology_changed: bool = False
+    table_changed: bool = False
+
+    def extend(self, other: Result) -> Result:
+        self.out += other.out
+        self.completed += other.completed
+        self.topology_changed |= other.topology_changed
+        self.table_changed |= other.table_changed
+        return self
+
+
+class ControlPlane:
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.lsdb = LinkStateDB(me)
+        self.table = SubscriberTable(me)
+        self.neighbours: dict[str, int] = {}  # live neighbour -> cost
+        self.lsdb.set_neighbours({})
+        self.control_messages = 0
+
+    # ----------------------------------------------------------- neighbours
+
+    def neighbour_up(self, n: str, cost: int = 1) -> Result:
+        self.neighbours[n] = cost
+        ad = self.lsdb.set_neighbours(self.neighbours)
+        r = Result(topology_changed=True)
+        r.out += self._flood(ad, exclude=None)
+        r.out.append((n, self.sync_message()))
+        self.control_messages += 1
+        return r
+
+    def neighbour_down(self, n: str) -> Result:
+        if n not in self.neighbours:
+            return Result()
+        del self.neighbours[n]
+        ad = self.lsdb.set_neighbours(self.neighbours)
+        r = Result(topology_changed=True)
+        r.out += self._flood(ad, exclude=None)
+        out, done = self.table.neighbour_lost(n)
+        r.out += out
+        r.completed += done
+        return r
+
+    # ------------------------------------------------------- subscriptions
+
+    def subscribe(self, sub: Subscription, attached: bool = True) -> tuple[int, Result]:
+        seq, out, done = self.table.local(attached, sub, set(self.neighbours))
+        return seq, Result(out=out, completed=[seq] if done else [], table_changed=True)
+
+    def routers_for(self, topic: str) -> set[str]:
+        return self.table.routers_for(topic)
+
+    # ------------------------------------------------------------ receiving
+
+    def receive(self, sender: str, msg: object) -> Result:
+        if isinstance(msg, LinkStateAd):
+            if self.lsdb.apply(msg):
+                return Result(out=self._flood(msg, exclude=sender), topology_changed=True)
+            return Result()
+        if isinstance(msg, SubEvent):
+            out = self.table.on_event(msg, sender, set(self.neighbours))
+            return Result(out=out, table_changed=True)
+        if isinstance(msg, SubAck):
+            out, done = self.table.on_ack(msg, sender)
+            return Result(out=out, completed=done)
+        if isinstance(msg, Sync):
+            return self._on_sync(sender, msg)
+        raise TypeError(f"unknown control message {type(msg).__name__}")
+
+    def _on_sync(self, sender: str, sync: Sync) -> Result:
+        r = Result()
+        for st in sync.states:
+            ad = LinkStateAd(st.origin, st.ls_seq, st.neighbours)
+            if st.ls_seq and self.lsdb.apply(ad):
+                r.topology_changed = True
+                r.out += self._flood(ad, exclude=sender)
+            if self.table.merge(st):
+                r.table_changed = True
+        if r.table_changed:
+            # Pass news on: a neighbour that was behind us in time learns it too.
+            r.out += [(n, self.sync_message()) for n in sorted(self.neighbours) if n != sender]
+        return r
+
+    def sync_message(self) -> Sync:
+        origins = set(self.lsdb.ads) | set(self.table.origins) | {self.me}
+        states = []
+        for o in sorted(origins):
+            ad = self.lsdb.ads.get(o)
+            seq, subs = self.table.state(o) if o != self.me else (self.table.seq, tuple(self.table.subscriptions(o)))
+            states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs))
+        return Sync(tuple(states))
+
+    def _flood(self, msg: object, exclude: str | None) -> Out:
+        targets = [n for n in sorted(self.neighbours) if n != exclude]
+        self.control_messages += len(targets)
+        return [(n, msg) for n in targets]

@@ -1,0 +1,89 @@
+"""The router graph: a link-state database and the next hops computed from it.
+
+Each router floods a ``LinkStateAd`` listing its live neighbour links. An edge counts
+only when both ends advertise it, so a dead router (whose neighbours stopped listing
+it) drops out of the graph even though its own last advertisement lingers. Route
+computation is a pure function of the database (networkx shortest paths).
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from .messages import LinkStateAd
+
+
+class LinkStateDB:
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.ads: dict[str, LinkStateAd] = {}
+        self.my_seq = 0
+        self._hops: dict[str, str] | None = None
+
+    # ------------------------------------------------------------ updates
+
+    def set_neighbours(self, neighbours: dict[str, int]) -> LinkStateAd:
+        """Our own live links changed: return the new advertisement to flood."""
+        self.my_seq += 1
+        ad = LinkStateAd(self.me, self.my_seq, dict(neighbours))
+        self.ads[self.me] = ad
+        self._hops = None
+        return ad
+
+    def apply(self, ad: LinkStateAd) -> bool:
+        """Take a flooded advertisement; True if it was news (flood it on)."""
+        if ad.origin == self.me:
+            if ad.seq > self.my_seq:
+                self.my_seq = ad.seq  # an echo of an older life of ours: jump past it
+            return False
+        old = self.ads.get(ad.origin)
+        if old is not None and old.seq >= ad.seq:
+            return False
+        self.ads[ad.origin] = ad
+        self._hops = None
+        return True
+
+    # ------------------------------------------------------------- queries
+
+    def graph(self) -> nx.Graph:
+        g = nx.Graph()
+        g.add_node(self.me)
+        for a, ad in self.ads.items():
+            for b, cost in ad.neighbours.items():
+                other = self.ads.get(b)
+                if other is not None and a in other.neighbours:
+                    g.add_edge(a, b, weight=max(cost, other.neighbours[a]))
+        return g
+
+    def next_hops(self) -> dict[str, str]:
+        """Reachable router -> the neighbour to send through (shortest path, ties by id)."""
+        if self._hops is None:
+            g = self.graph()
+            hops: dict[str, str] = {}
+            if self.me in g:
+                paths = nx.single_source_dijkstra_path(g, self.me, weight="weight")
+                for dest, path in sorted(paths.items()):
+                    if len(path) >= 2:
+                        hops[dest] = path[1]
+            self._hops = hops
+        return self._hops
+
+    def reachable(self) -> set[str]:
+        return set(self.next_hops())
+
+    def route(self, dests: set[str], exclude: str | None = None) -> tuple[dict[str, set[str]], set[str]]:
+        """Split ``dests`` by next hop; return (hop -> dests, unroutable dests).
+
+        ``exclude`` is the neighbour a delivery came from: never send it back there
+        (split horizon), or a transient disagreement between routers could bounce it.
+        """
+        hops = self.next_hops()
+        out: dict[str, set[str]] = {}
+        stuck: set[str] = set()
+        for d in dests:
+            h = hops.get(d)
+            if h is None or h == exclude:
+                stuck.add(d)
+            else:
+                out.setdefault(h, set()).add(d)
+        return out, stuck

@@ -1,0 +1,97 @@
+"""Control-plane messages between routers: plain records with ``to_dict``/``from_dict``.
+
+They travel pre-settled on the inter-router control links, encoded as AMQP maps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class LinkStateAd:
+    """A router's own view of its live neighbour links, flooded with a sequence number."""
+
+    origin: str
+    seq: int
+    neighbours: dict[str, int]  # neighbour id -> cost
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    router: str
+    topic: str
+    container_id: str
+    link_name: str
+    resumed: bool = False
+    timeout: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.container_id, self.link_name)
+
+
+@dataclass(frozen=True, slots=True)
+class SubEvent:
+    """Subscriber attach (``attached``) or detach at ``origin``; ``seq`` numbers them per origin."""
+
+    origin: str
+    seq: int
+    attached: bool
+    subscription: Subscription
+
+
+@dataclass(frozen=True, slots=True)
+class SubAck:
+    """Echo acknowledgement: the sender and everything it flooded to have applied the event."""
+
+    origin: str
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class OriginState:
+    """Everything known about one origin: for a full sync."""
+
+    origin: str
+    ls_seq: int
+    neighbours: dict[str, int]
+    sub_seq: int
+    subscriptions: tuple[Subscription, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    """Full state, sent when an inter-router link (re)connects."""
+
+    states: tuple[OriginState, ...]
+
+
+Message = LinkStateAd | SubEvent | SubAck | Sync
+
+
+def to_dict(msg: Message) -> dict[str, Any]:
+    d = asdict(msg)
+    d["kind"] = type(msg).__name__
+    return d
+
+
+def from_dict(d: dict[str, Any]) -> Message:
+    kind = d.get("kind")
+    body = {k: v for k, v in d.items() if k != "kind"}
+    if kind == "LinkStateAd":
+        return LinkStateAd(body["origin"], int(body["seq"]), {str(k): int(v) for k, v in body["neighbours"].items()})
+    if kind == "SubEvent":
+        return SubEvent(body["origin"], int(body["seq"]), bool(body["attached"]), _sub(body["subscription"]))
+    if kind == "SubAck":
+        return SubAck(body["origin"], int(body["seq"]))
+    if kind == "Sync":
+        return Sync(tuple(OriginState(s["origin"], int(s["ls_seq"]), {str(k): int(v) for k, v in s["neighbours"].items()},
+                                      int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]))
+                          for s in body["states"]))
+    raise ValueError(f"unknown control message kind {kind!r}")
+
+
+def _sub(d: dict[str, Any]) -> Subscription:
+    return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]))

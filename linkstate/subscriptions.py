@@ -1,0 +1,175 @@
+"""The network-wide subscriber table, converging by flooding (no synchronous replication).
+
+Every router numbers its own attach/detach events (``seq`` per origin) and floods them.
+Events may arrive out of order over different paths, so each subscriber key carries the
+seq of its last event and an older event never overwrites a newer one. A full sync on
+every link (re)connect repairs whatever a broken link lost.
+
+Attach completion uses an echo (PIF) over the flood: a router acknowledges an event to
+the neighbour it first got it from once every other neighbour it forwarded to has
+acknowledged (a duplicate is acknowledged at once; a lost link counts as acknowledged,
+whatever lies behind it is no longer reachable that way). When all the origin's
+neighbours have acknowledged, every reachable router has applied the event: 2 messages
+per live link per event.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .messages import OriginState, SubAck, SubEvent, Subscription
+
+Out = list[tuple[str, object]]  # (neighbour, message) to send
+
+
+@dataclass
+class _Echo:
+    parent: str | None  # None: we are the origin
+    waiting: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Origin:
+    watermark: int = 0  # every seq <= watermark applied
+    above: set[int] = field(default_factory=set)  # applied seqs beyond the watermark
+    keys: dict[tuple[str, str], tuple[int, Subscription | None]] = field(default_factory=dict)
+
+    def seen(self, seq: int) -> bool:
+        return seq <= self.watermark or seq in self.above
+
+    def mark(self, seq: int) -> None:
+        self.above.add(seq)
+        while self.watermark + 1 in self.above:
+            self.watermark += 1
+            self.above.discard(self.watermark)
+
+
+class SubscriberTable:
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self.seq = 0
+        self.origins: dict[str, _Origin] = defaultdict(_Origin)
+        self.by_topic: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.echoes: dict[tuple[str, int], _Echo] = {}
+        self.messages_sent = 0
+
+    # ---------------------------------------------------------------- views
+
+    def routers_for(self, topic: str) -> set[str]:
+        counts = self.by_topic.get(topic)
+        return {r for r, n in counts.items() if n > 0} if counts else set()
+
+    def subscriptions(self, origin: str) -> list[Subscription]:
+        o = self.origins.get(origin)
+        return [s for _, s in o.keys.values() if s is not None] if o else []
+
+    def all_subscriptions(self) -> list[Subscription]:
+        return [s for origin in list(self.origins) for s in self.subscriptions(origin)]
+
+    # -------------------------------------------------------------- events
+
+    def local(self, attached: bool, sub: Subscription, neighbours: set[str]) -> tuple[int, Out, bool]:
+        """Our own attach/detach: apply, flood; return (seq, messages, complete-already)."""
+        self.seq += 1
+        ev = SubEvent(self.me, self.seq, attached, sub)
+        self._apply(ev)
+        echo = _Echo(None, set(neighbours))
+        out = self._send(neighbours, ev)
+        if not echo.waiting:
+            return self.seq, out, True
+        self.echoes[(self.me, self.seq)] = echo
+        return self.seq, out, False
+
+    def on_event(self, ev: SubEvent, sender: str, neighbours: set[str]) -> Out:
+        origin = self.origins[ev.origin]
+        if ev.origin == self.me or origin.seen(ev.seq):
+            return self._send({sender}, SubAck(ev.origin, ev.seq))
+        self._apply(ev)
+        targets = set(neighbours) - {sender, ev.origin}
+        out = self._send(targets, ev)
+        if not targets:
+            return out + self._send({sender}, SubAck(ev.origin, ev.seq))
+        self.echoes[(ev.origin, ev.seq)] = _Echo(sender, targets)
+        return out
+
+    def on_ack(self, ack: SubAck, sender: str) -> tuple[Out, list[int]]:
+        """Return messages to send and our own event seqs that completed."""
+        return self._acked((ack.origin, ack.seq), sender)
+
+    def neighbour_lost(self, n: str) -> tuple[Out, list[int]]:
+        out: Out = []
+        done: list[int] = []
+        for key in [k for k, e in self.echoes.items() if n in e.waiting]:
+            o, d = self._acked(key, n)
+            out += o
+            done += d
+        return out, done
+
+    def _acked(self, key: tuple[str, int], sender: str) -> tuple[Out, list[int]]:
+        echo = self.echoes.get(key)
+        if echo is None:
+            return [], []
+        echo.waiting.discard(sender)
+        if echo.waiting:
+            return [], []
+        del self.echoes[key]
+        if echo.parent is None:
+            return [], [key[1]]
+        return self._send({echo.parent}, SubAck(*key)), []
+
+    def _send(self, to: set[str], msg: object) -> Out:
+        self.messages_sent += len(to)
+        return [(n, msg) for n in sorted(to)]
+
+    def _apply(self, ev: SubEvent) -> None:
+        origin = self.origins[ev.origin]
+        origin.mark(ev.seq)
+        sub = ev.subscription
+        self._set(ev.origin, sub.key, ev.seq, sub if ev.attached else None)
+
+    def _set(self, origin_id: str, key: tuple[str, str], seq: int, sub: Subscription | None) -> None:
+        origin = self.origins[origin_id]
+        old_seq, old = origin.keys.get(key, (0, None))
+        if seq <= old_seq:
+            return  # an older event arriving late never overrides a newer one
+        if old is not None:
+            self.by_topic[old.topic][origin_id] -= 1
+        if sub is not None:
+            self.by_topic[sub.topic][origin_id] += 1
+        origin.keys[key] = (seq, sub)
+
+    # ----------------------------------------------------------- full sync
+
+    def state(self, origin_id: str) -> tuple[int, tuple[Subscription, ...]]:
+        o = self.origins.get(origin_id)
+        if o is None:
+            return 0, ()
+        return o.watermark, tuple(s for _, s in o.keys.values() if s is not None)
+
+    def merge(self, st: OriginState) -> bool:
+        """Take a neighbour's full view of one origin if it is newer; True if anything changed."""
+        if st.origin == self.me:
+            self.seq = max(self.seq, st.sub_seq)
+            return False
+        o = self.origins[st.origin]
+        if st.sub_seq <= o.watermark:
+            return False
+        present = {s.key for s in st.subscriptions}
+        for key, (_, sub) in list(o.keys.items()):
+            if sub is not None and key not in present:
+                self._set(st.origin, key, st.sub_seq, None)
+        for s in st.subscriptions:
+            self._set(st.origin, s.key, st.sub_seq, s)
+        o.watermark = st.sub_seq
+        o.above = {x for x in o.above if x > st.sub_seq}
+        return True
+
+    def forget_origin(self, origin_id: str) -> None:
+        """Drop everything an origin announced (its subscriptions end with it)."""
+        o = self.origins.pop(origin_id, None)
+        if o is None:
+            return
+        for _, sub in o.keys.values():
+            if sub is not None:
+                self.by_topic[sub.topic][origin_id] -= 1

@@ -1,0 +1,117 @@
+"""linkstate: pure, no I/O, no clock; driven through the in-process simulator."""
+
+from __future__ import annotations
+
+from linkstate.graph import LinkStateDB
+from linkstate.messages import LinkStateAd, SubEvent, Subscription, Sync, from_dict, to_dict
+from linkstate.simulate import Network, simulate
+from linkstate.subscriptions import SubscriberTable
+
+
+def _net(edges: list[tuple[str, str]]) -> Network:
+    names = sorted({n for e in edges for n in e})
+    net = Network.of(names)
+    for a, b in edges:
+        net.link_up(a, b)
+    net.run()
+    return net
+
+
+def test_next_hops_follow_shortest_paths_and_costs():
+    db = LinkStateDB("A")
+    db.set_neighbours({"B": 1, "C": 5})
+    db.apply(LinkStateAd("B", 1, {"A": 1, "C": 1}))
+    db.apply(LinkStateAd("C", 1, {"A": 5, "B": 1}))
+    assert db.next_hops() == {"B": "B", "C": "B"}  # A-B-C costs 2, A-C costs 5
+    assert db.route({"B", "C"}) == ({"B": {"B", "C"}}, set())
+    assert db.route({"C"}, exclude="B") == ({}, {"C"})  # never back where it came from
+
+
+def test_an_edge_needs_both_ends():
+    db = LinkStateDB("A")
+    db.set_neighbours({"B": 1})
+    db.apply(LinkStateAd("B", 1, {"A": 1, "D": 1}))
+    db.apply(LinkStateAd("D", 1, {}))  # D no longer lists B: the B-D edge is gone (D died or the link did)
+    assert db.reachable() == {"B"}
+
+
+def test_older_advertisements_are_ignored():
+    db = LinkStateDB("A")
+    assert db.apply(LinkStateAd("B", 2, {"A": 1}))
+    assert not db.apply(LinkStateAd("B", 1, {}))
+    assert db.ads["B"].neighbours == {"A": 1}
+
+
+def test_line3_converges_and_reroutes_in_mesh3():
+    line = _net([("A", "B"), ("B", "C")])
+    assert line.planes["A"].lsdb.next_hops() == {"B": "B", "C": "B"}
+    mesh = _net([("A", "B"), ("B", "C"), ("A", "C")])
+    assert mesh.planes["A"].lsdb.next_hops()["C"] == "C"
+    mesh.link_down("A", "C")
+    mesh.run()
+    assert mesh.planes["A"].lsdb.next_hops()["C"] == "B"
+    mesh.link_up("A", "C")
+    mesh.run()
+    assert mesh.planes["A"].lsdb.next_hops()["C"] == "C"
+
+
+def test_subscription_completes_only_after_every_router_applied_it():
+    net = _net([("A", "B"), ("B", "C")])
+    seq = net.subscribe("C", Subscription("C", "news", "cont", "link"))
+    assert "A" not in [p for p in net.planes if net.planes[p].routers_for("news")]
+    rounds = net.until_complete("C", seq)
+    assert rounds == 4  # out to A over two links and the echo back
+    for p in "ABC":
+        assert net.planes[p].routers_for("news") == {"C"}
+
+
+def test_detach_propagates():
+    net = _net([("A", "B"), ("B", "C")])
+    sub = Subscription("C", "news", "cont", "link")
+    net.until_complete("C", net.subscribe("C", sub))
+    net.until_complete("C", net.subscribe("C", sub, attached=False))
+    assert all(not p.routers_for("news") for p in net.planes.values())
+
+
+def test_lost_link_counts_as_acknowledged():
+    net = _net([("A", "B"), ("B", "C")])
+    seq = net.subscribe("A", Subscription("A", "t", "c", "l"))
+    net.round()  # A -> B delivered; B forwarded to C
+    net.link_down("B", "C")
+    net.until_complete("A", seq)  # completes: C is unreachable now
+
+
+def test_out_of_order_events_never_resurrect_a_detached_subscriber():
+    t = SubscriberTable("X")
+    sub = Subscription("O", "t", "c", "l")
+    t.on_event(SubEvent("O", 2, False, sub), "N", set())
+    t.on_event(SubEvent("O", 1, True, sub), "N", set())  # the older attach arrives late
+    assert t.routers_for("t") == set()
+
+
+def test_full_sync_heals_a_partition():
+    net = _net([("A", "B"), ("B", "C")])
+    net.link_down("B", "C")
+    net.run()
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "c", "l")))
+    net.until_complete("A", net.subscribe("A", Subscription("A", "t", "a", "l")))
+    assert net.planes["A"].routers_for("t") == {"A"} and net.planes["C"].routers_for("t") == {"C"}
+    net.link_up("B", "C")
+    net.run()
+    assert net.converged()
+    assert net.planes["A"].routers_for("t") == {"A", "C"}
+
+
+def test_messages_round_trip_through_dicts():
+    sync = _net([("A", "B")]).planes["A"].sync_message()
+    assert from_dict(to_dict(sync)) == sync
+    ev = SubEvent("A", 3, True, Subscription("A", "t", "c", "l", True, 2.5))
+    assert from_dict(to_dict(ev)) == ev
+    assert isinstance(sync, Sync)
+
+
+def test_hundred_routers_converge():
+    r = simulate(n=100, degree=4.0, events=5, seed=3)
+    assert r["routers"] == 100
+    assert r["attach_complete_rounds_median"] <= 2 * r["diameter"] + 2
+    assert r["messages_per_event_per_link"] <= 4
