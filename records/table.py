@@ -26,7 +26,8 @@ class Record:
     """One delivery's record. A plain slotted class: it is built once per message."""
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
-                 "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled")
+                 "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
+                 "upstreams", "hop_dests", "parked", "local", "orphan_since")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -47,6 +48,14 @@ class Record:
         self.outcome_sent = False
         # waiter -> the adaptor's handle of our delivery to it while it is unsettled
         self.unsettled: dict[Any, Any] = {}
+        # Network: who gave us this record (upstream hop -> its delivery handle), which
+        # destination routers each downstream hop carries it to, and destinations with no
+        # route right now (re-tried when the graph changes).
+        self.upstreams: dict[Any, Any] = {}
+        self.hop_dests: dict[Any, frozenset[str]] = {}
+        self.parked: set[str] = set()
+        self.local = True  # created by our own publisher (we are root), not forwarded to us
+        self.orphan_since: float | None = None
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ class Settings:
     max_frame_size: int = 65536
     max_message_size: int = 100 * 1024 * 1024
     max_redeliveries: int = 5
+    router_dead_after: float = 3.0  # an inter-router link silent this long is down (its idle timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ class Auth:
     users: dict[str, str] = field(default_factory=dict)
     allow_anonymous: bool = True
     mechanisms: tuple[str, ...] = ("ANONYMOUS", "PLAIN")
+    router_secret: str | None = None  # inter-router links authenticate with it (SASL PLAIN)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +166,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     s: dict[str, Any] = {}
     for k, v in settings_raw.items():
         key = f"settings.{k}"
-        if k in ("subscriber_grace", "idle_timeout"):
+        if k in ("subscriber_grace", "idle_timeout", "router_dead_after"):
             s[k] = ctx.duration(v, key)
         elif k == "max_frame_size":
             s[k] = ctx.positive_int(v, key, 512)
@@ -172,14 +175,23 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         else:
             s[k] = ctx.positive_int(v, key)
     auth_raw = ctx.mapping(top.get("auth") or {}, "auth")
-    ctx.keys(auth_raw, "auth", {"users_file", "allow_anonymous"})
+    ctx.keys(auth_raw, "auth", {"users_file", "allow_anonymous", "router_secret"})
     allow_anon = auth_raw.get("allow_anonymous", True)
     if not isinstance(allow_anon, bool):
         raise ctx.fail("auth.allow_anonymous", "true or false", allow_anon)
     users: dict[str, str] = {}
     if "users_file" in auth_raw:
         users = _load_users(ctx, Path(path).parent, auth_raw["users_file"])
-    return Topology(path, routers, tuple(links), Settings(**s), Auth(users, allow_anon))
+    secret = os.environ.get("ONCE_ROUTER_SECRET") or auth_raw.get("router_secret")
+    if secret is not None and (not isinstance(secret, str) or len(secret) < 8):
+        raise ctx.fail("auth.router_secret", "a string of at least 8 characters", secret)
+    if links and secret is None:
+        raise ctx.fail("auth.router_secret", "a shared secret for the inter-router links (or ONCE_ROUTER_SECRET)", None)
+    for link in links:
+        for end in (link.a, link.b):
+            if routers[end].inter_router is None:
+                raise ctx.fail(f"routers.{end}.inter_router", "HOST:PORT (the router has inter-router links)", None)
+    return Topology(path, routers, tuple(links), Settings(**s), Auth(users, allow_anon, router_secret=secret))
 
 
 def _load_users(ctx: _Ctx, base: Path, name: Any) -> dict[str, str]:

@@ -9,6 +9,17 @@ call it through this interface and it calls back through two small ports:
 ``SubscriberPort``: ``credit() -> int``, ``deliver(record, settled, redelivery) -> handle``,
 ``settle(handle)`` and ``drained()``.
 
+``HopPort`` (a neighbour router's data link, downstream): ``credit()``,
+``forward(record, dests, settled) -> handle``, ``settle(handle)``. Upstream hops
+(a neighbour forwarding to us) use the ``PublisherPort`` shape.
+
+Network rules (seed 002): the root forwards one copy per next hop, carrying the set of
+destination routers behind that hop; a router answers its upstream once its local
+subscribers and its own downstream hops have all answered; settlement flows back down.
+A gid already known is answered from its record and never delivered twice. Deliveries
+forwarded to us draw on a separate transit window, so two routers publishing towards
+each other can never hold each other's credit (a cycle would deadlock).
+
 Semantics (single router; README "Delivery semantics" is the user-facing version):
 
 * A publisher's unsettled delivery is answered only when every subscriber attached to
@@ -98,6 +109,52 @@ class Subscriber:
         return f"Subscriber({self.container_id}/{self.link_name} on {self.topic!r})"
 
 
+class HopPort(Protocol):
+    def credit(self) -> int: ...
+    def forward(self, record: Record, dests: frozenset[str], settled: bool) -> Any: ...
+    def settle(self, handle: Any) -> None: ...
+
+
+class Hop:
+    """Our data link towards one neighbour router: a waiter, like a subscriber."""
+
+    __slots__ = ("peer", "port", "queue", "attached")
+
+    def __init__(self, peer: str, port: HopPort) -> None:
+        self.peer = peer
+        self.port = port
+        self.queue: deque[tuple[Record, frozenset[str]]] = deque()
+        self.attached = True
+
+    def __repr__(self) -> str:
+        return f"Hop({self.peer})"
+
+
+class Upstream:
+    """A neighbour router's data link towards us."""
+
+    __slots__ = ("peer", "port", "credit", "attached")
+
+    def __init__(self, peer: str, port: PublisherPort) -> None:
+        self.peer = peer
+        self.port = port
+        self.credit = 0
+        self.attached = True
+
+
+class _Parked:
+    """Stands in as a waiter while some destinations of a record have no route."""
+
+    def __repr__(self) -> str:
+        return "PARKED"
+
+
+PARKED = _Parked()
+def no_route(dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
+    """A single router: no destination is reachable."""
+    return {}, set(dests)
+
+
 class Core:
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
         self.router_id = router_id
@@ -109,6 +166,14 @@ class Core:
         self.incarnations: dict[tuple[str, str], int] = {}
         self.outstanding = 0  # credit granted to publishers and not yet used
         self._rr = 0
+        # The network layer plugs these in: where other subscribers are, how to reach them.
+        self.remote_routers: Callable[[str], set[str]] = lambda topic: set()
+        self.route = no_route
+        self.hops: dict[str, Hop] = {}
+        self.upstreams: dict[str, Upstream] = {}
+        self.parked: set[Record] = set()
+        self.local_count = 0  # records we are root for
+        self.transit_outstanding = 0
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
 
     # ----------------------------------------------------------- publishers
@@ -166,16 +231,51 @@ class Core:
         if not settled:
             record.publisher_handle = handle
             pub.live[tag] = record
-        subscribers = self.topics.get(pub.topic)
+        self.local_count += 1
+        self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
+        return record
+
+    def _fan_out(self, record: Record, remote: set[str] | frozenset[str], exclude: str | None, local: bool) -> None:
+        subscribers = self.topics.get(record.topic) if local else None
         if subscribers:
             for sub in subscribers.values():
                 record.add_waiter(sub)
                 sub.queue.append((record, 0))
-            for sub in subscribers.values():
+        dests = set(remote)
+        dests.discard(self.router_id)
+        if dests:
+            self._forward(record, dests, exclude)
+        if subscribers:
+            for sub in list(subscribers.values()):
                 self.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
             self._complete(record)
-        return record
+
+    def _forward(self, record: Record, dests: set[str], exclude: str | None) -> None:
+        by_hop, stuck = self.route(dests, exclude)
+        touched = []
+        for peer, ds in by_hop.items():
+            hop = self.hops.get(peer)
+            if hop is None:
+                stuck |= ds
+                continue
+            fds = frozenset(ds)
+            if hop in record.hop_dests:
+                fds = fds - record.hop_dests[hop]
+                if not fds:
+                    continue
+                record.hop_dests[hop] = record.hop_dests[hop] | fds
+            else:
+                record.hop_dests[hop] = fds
+            record.add_waiter(hop)
+            hop.queue.append((record, fds))
+            touched.append(hop)
+        if stuck:
+            record.parked |= stuck
+            record.add_waiter(PARKED)
+            self.parked.add(record)
+        for hop in touched:
+            self.pump_hop(hop)
 
     def publisher_settled(self, pub: Publisher, record: Record) -> None:
         """The publisher settled (receiver-settle-mode second): relay settlement on."""
@@ -185,6 +285,154 @@ class Core:
         self._retire(record)
         self._settle_subscribers(record)
         self._maybe_free(record)
+
+    # ------------------------------------------------------------- network
+
+    def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
+                  presettled: bool, message_format: int) -> Record | None:
+        """A neighbour forwarded a delivery to us, for ``dests`` (which may include us)."""
+        if up.credit > 0:
+            up.credit -= 1
+            self.transit_outstanding -= 1
+        record = self.records.get(gid)
+        if record is not None:
+            # Seen before (a re-forward after rerouting): answer from the record, never deliver twice.
+            if not presettled:
+                record.upstreams[up] = handle
+                record.orphan_since = None
+            covered: set[str] = set()
+            for ds in record.hop_dests.values():
+                covered |= ds
+            covered |= record.parked
+            new = set(dests) - covered - {self.router_id}
+            if new:
+                self._forward(record, new, up.peer)
+            if record.outcome_sent and not presettled:
+                up.port.outcome(handle, self._outcome(record), False)
+            return record
+        record = Record(gid, topic, payload, None, gid, 0, presettled, message_format, self.clock())
+        record.local = False
+        self.records.add(record)
+        if not presettled:
+            record.upstreams[up] = handle
+        self._fan_out(record, dests, up.peer, local=self.router_id in dests)
+        return record
+
+    def upstream_settled(self, up: Upstream, record: Record) -> None:
+        """The upstream settled its delivery: relay settlement down and forget the record."""
+        record.upstreams.pop(up, None)
+        if record.publisher_settled:
+            return
+        record.publisher_settled = True
+        self._settle_subscribers(record)
+        self._maybe_free(record)
+
+    def hop_update(self, hop: Hop, record: Record, handle: Any, state: Any, settled: bool) -> None:
+        """A downstream router's answer for its whole subtree."""
+        if settled:
+            record.unsettled.pop(hop, None)
+        kind = type(state)
+        done = False
+        if kind is Accepted:
+            done = record.resolve(hop, SubState.ACCEPTED)
+        elif kind is Rejected:
+            done = record.resolve(hop, SubState.REJECTED, state.error)
+        elif state is not None and kind is not Received:
+            done = record.resolve(hop, SubState.REJECTED, Error(condition="amqp:internal-error",
+                                                                description=f"router {hop.peer} answered {kind.__name__}"))
+        if done and not record.outcome_sent:
+            self._complete(record)
+        else:
+            self._maybe_free(record)
+
+    def add_hop(self, peer: str, port: HopPort) -> Hop:
+        hop = Hop(peer, port)
+        self.hops[peer] = hop
+        return hop
+
+    def add_upstream(self, peer: str, port: PublisherPort) -> Upstream:
+        up = Upstream(peer, port)
+        self.upstreams[peer] = up
+        self.replenish_transit()
+        return up
+
+    def hop_lost(self, peer: str) -> None:
+        """The data link to ``peer`` is gone: re-route everything it had not answered."""
+        hop = self.hops.pop(peer, None)
+        if hop is None:
+            return
+        hop.attached = False
+        hop.queue.clear()
+        for record in [r for r in self.records.records.values() if hop in r.states]:
+            record.unsettled.pop(hop, None)
+            dests = record.hop_dests.pop(hop, frozenset())
+            if record.states.get(hop) is SubState.IN_DOUBT:
+                exclude = next(iter(record.upstreams)).peer if record.upstreams else None
+                self._forward(record, set(dests), exclude)
+                if record.drop_waiter(hop) and not record.outcome_sent:
+                    self._complete(record)
+            else:
+                record.states.pop(hop, None)
+                self._maybe_free(record)
+
+    def upstream_lost(self, peer: str) -> None:
+        up = self.upstreams.pop(peer, None)
+        if up is None:
+            return
+        up.attached = False
+        self.transit_outstanding -= up.credit
+        up.credit = 0
+        now = self.clock()
+        for record in self.records.records.values():
+            if up in record.upstreams:
+                del record.upstreams[up]
+                if not record.upstreams and not record.local and not record.publisher_settled:
+                    record.orphan_since = now  # kept for a re-forward; collected by expire()
+
+    def retry_parked(self) -> None:
+        """The graph or the subscriber table changed: route what had no route."""
+        for record in list(self.parked):
+            dests = {d for d in record.parked if d in self.remote_routers(record.topic)}
+            record.parked = set()
+            self.parked.discard(record)
+            exclude = next(iter(record.upstreams)).peer if record.upstreams else None
+            if dests:
+                self._forward(record, dests, exclude)
+            if record.drop_waiter(PARKED) and not record.outcome_sent:
+                self._complete(record)
+
+    def expire(self, now: float, orphan_ttl: float) -> int:
+        """Free forwarded records whose upstream vanished and never came back."""
+        gone = [r for r in self.records.records.values()
+                if r.orphan_since is not None and now - r.orphan_since > orphan_ttl and r.pending == 0]
+        for r in gone:
+            r.publisher_settled = True
+            self._settle_subscribers(r)
+            self._maybe_free(r)
+        return len(gone)
+
+    def pump_hop(self, hop: Hop) -> None:
+        queue = hop.queue
+        if not queue:
+            return
+        port = hop.port
+        credit = port.credit()
+        while credit > 0 and queue:
+            record, dests = queue.popleft()
+            if record.states.get(hop) is not SubState.IN_DOUBT:
+                continue
+            handle = port.forward(record, dests, record.presettled)
+            credit -= 1
+            if record.presettled:
+                if record.resolve(hop, SubState.ACCEPTED) and not record.outcome_sent:
+                    self._complete(record)
+                else:
+                    self._maybe_free(record)
+            else:
+                record.unsettled[hop] = handle
+
+    def _outcome(self, record: Record) -> Any:
+        return ACCEPTED if record.rejection is None else Rejected(error=record.rejection)
 
     # ---------------------------------------------------------- subscribers
 
@@ -300,9 +548,17 @@ class Core:
         for sub in record.states:
             if isinstance(sub, Subscriber):
                 sub.attempts.pop(record.gid, None)
+        if not record.local:
+            if not record.presettled:
+                outcome = self._outcome(record)
+                for up, handle in list(record.upstreams.items()):
+                    if up.attached:
+                        up.port.outcome(handle, outcome, False)  # the upstream settles, then we relay it
+            self._maybe_free(record)
+            return
         pub: Publisher = record.publisher
         if not record.presettled and record.publisher_handle is not None and pub.attached:
-            outcome = ACCEPTED if record.rejection is None else Rejected(error=record.rejection)
+            outcome = self._outcome(record)
             settle = not pub.settle_second
             pub.port.outcome(record.publisher_handle, outcome, settle)
             if settle:
@@ -313,6 +569,8 @@ class Core:
 
     def _retire(self, record: Record) -> None:
         pub: Publisher = record.publisher
+        if pub is None:
+            return
         if pub.live.get(record.tag) is record:
             del pub.live[record.tag]
             pub.retired[record.tag] = record.generation
@@ -329,6 +587,9 @@ class Core:
         if record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled:
             if record.gid in self.records:
                 self.records.free(record)
+                if record.local:
+                    self.local_count -= 1
+                self.parked.discard(record)
                 self._credit_dirty = True
 
     _credit_dirty = False
@@ -339,6 +600,26 @@ class Core:
         if self._credit_dirty:
             self._credit_dirty = False
             self.replenish()
+            self.replenish_transit()
+
+    def replenish_transit(self) -> None:
+        """Credit for neighbours forwarding to us, from the transit window."""
+        ups = [u for u in self.upstreams.values() if u.attached]
+        if not ups:
+            return
+        window = self.settings.max_in_flight
+        budget = window - (len(self.records) - self.local_count) - self.transit_outstanding
+        share = max(1, min(self.settings.link_credit, window // len(ups)))
+        for up in ups:
+            if budget <= 0:
+                return
+            if up.credit * 2 > share:
+                continue
+            give = min(share - up.credit, budget)
+            up.credit += give
+            self.transit_outstanding += give
+            budget -= give
+            up.port.grant(up.credit)
 
     def replenish(self) -> None:
         """Top up publisher credit within the room the in-flight window has left."""
@@ -346,7 +627,7 @@ class Core:
         if not pubs:
             return
         window = self.settings.max_in_flight
-        budget = window - len(self.records) - self.outstanding
+        budget = window - self.local_count - self.outstanding
         if budget <= 0:
             return
         share = max(1, min(self.settings.link_credit, window // len(pubs)))

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from linkstate.messages import Subscription
 from records.table import Record
 
 from .amqp.connection import Connection, Mode
@@ -206,8 +207,6 @@ class EdgeConnection(asyncio.Protocol):
                              "a subscriber needs source.address = topic (dynamic sources are not supported)")
                 return
             presettled = attach.snd_settle_mode is SenderSettleMode.SETTLED
-            engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
-                          snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode)
             sub, displaced = self.core.add_subscriber(SubscriberLink(self, link), address, container_id, link.name, presettled)
             link.context = sub
             if displaced is not None:
@@ -216,7 +215,16 @@ class EdgeConnection(asyncio.Protocol):
                     condition=Condition.STOLEN.value, description="the same subscriber attached again"))
                 old.link.context = None
                 old.conn.dirty()
-            self.core.pump(sub)
+
+            def complete() -> None:
+                # Every reachable router has the subscription now: only now does the attach complete.
+                engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
+                              snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode)
+                self.core.pump(sub)
+                self.dirty()
+                self.router.flush()
+
+            self.router.network.subscribe(self._subscription(sub), True, complete)
         else:  # the peer sends: a publisher
             address = attach.target.address if attach.target is not None else None
             if not address:
@@ -241,6 +249,9 @@ class EdgeConnection(asyncio.Protocol):
         for link in list(event.session.links.values()):
             self._drop_link(link)
 
+    def _subscription(self, sub: Subscriber) -> Subscription:
+        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name)
+
     def _drop_link(self, link: Link) -> None:
         ctx = link.context
         link.context = None
@@ -248,6 +259,7 @@ class EdgeConnection(asyncio.Protocol):
             self.core.remove_publisher(ctx)
         elif isinstance(ctx, Subscriber):
             self.core.remove_subscriber(ctx)
+            self.router.network.subscribe(self._subscription(ctx), False)
 
     def _drop_all_links(self) -> None:
         for session in list(self.engine.sessions.values()):

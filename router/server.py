@@ -10,19 +10,24 @@ from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Topology
 from .core import Core
 from .edge import EdgeConnection
+from .interrouter import InterRouterConnection, dial
+from .network import Network
 
 log = logging.getLogger("once.router")
 
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """Readiness: listeners bound (the network issue adds: neighbours connected)."""
+    """Readiness: listeners bound and every neighbour link of the topology up."""
 
     router_id: str
     amqp: Address
+    inter_router: Address | None = None
+    neighbours: tuple[str, ...] = ()
 
     def line(self) -> str:
-        return f"router {self.router_id} ready amqp://{self.amqp}"
+        extra = f" neighbours {','.join(self.neighbours)}" if self.neighbours else ""
+        return f"router {self.router_id} ready amqp://{self.amqp}{extra}"
 
 
 class Router:
@@ -41,19 +46,56 @@ class Router:
             allow_bare=auth.allow_anonymous,
         )
         self.core = Core(router_id, self.settings)
+        self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
+        self.network = Network(self)
         self.connections: set[EdgeConnection] = set()
-        self.dirty: set[EdgeConnection] = set()
+        self.inter_connections: set[InterRouterConnection] = set()
+        self.dirty: set = set()
         self._servers: list[asyncio.AbstractServer] = []
+        self._tasks: list[asyncio.Task] = []
+        self.stopping = False
         self.ready: Ready | None = None
 
-    async def start(self) -> Ready:
+    async def start(self, neighbour_timeout: float | None = None) -> Ready:
+        """Bind the listeners, dial the higher-id neighbours, wait until every neighbour is up."""
         loop = asyncio.get_running_loop()
         listen = self.spec.listen
         server = await loop.create_server(lambda: EdgeConnection(self), listen.host, listen.port, reuse_address=True)
         self._servers.append(server)
         host, port = server.sockets[0].getsockname()[:2]
-        self.ready = Ready(self.id, Address(host, port))
+        inter = None
+        if self.neighbour_ids and self.spec.inter_router is not None:
+            ir = self.spec.inter_router
+            iserver = await loop.create_server(self._accept_router, ir.host, ir.port, reuse_address=True)
+            self._servers.append(iserver)
+            ihost, iport = iserver.sockets[0].getsockname()[:2]
+            inter = Address(ihost, iport)
+            for peer in sorted(self.neighbour_ids):
+                if self.id < peer:
+                    self._tasks.append(loop.create_task(dial(self, peer)))
+        self._tasks.append(loop.create_task(self._housekeeping()))
+        if neighbour_timeout is None:
+            await self.network.all_up.wait()
+        else:
+            try:
+                await asyncio.wait_for(self.network.all_up.wait(), neighbour_timeout)
+            except TimeoutError:
+                pass
+        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)))
         return self.ready
+
+    def _accept_router(self) -> InterRouterConnection:
+        conn = InterRouterConnection(self, None)
+        self.inter_connections.add(conn)
+        return conn
+
+    async def _housekeeping(self) -> None:
+        """Collect forwarded records orphaned by a vanished upstream."""
+        while not self.stopping:
+            await asyncio.sleep(1.0)
+            if self.core.expire(self.core.clock(), self.settings.subscriber_grace):
+                self.core.after_batch()
+                self.flush()
 
     def flush(self) -> None:
         """Write what every touched connection has to send, once per batch."""
@@ -64,15 +106,18 @@ class Router:
                 conn.write_out()
 
     async def stop(self, grace: float = 2.0) -> None:
+        self.stopping = True
+        for task in self._tasks:
+            task.cancel()
         for server in self._servers:
             server.close()
-        for conn in list(self.connections):
+        for conn in list(self.connections) + list(self.inter_connections):
             conn.close()
         self.flush()
         deadline = asyncio.get_running_loop().time() + grace
-        while self.connections and asyncio.get_running_loop().time() < deadline:
+        while (self.connections or self.inter_connections) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.02)
-        for conn in list(self.connections):
+        for conn in list(self.connections) + list(self.inter_connections):
             if conn.transport is not None:
                 conn.transport.abort()
         for server in self._servers:

@@ -26,6 +26,10 @@ def test_shipped_single_topology_loads():
         ({"routers": {"A": {"listen": "h:1"}}, "links": [["A", "B"]]}, "links[0]: expected a router of ['A']"),
         ({"routers": {"A": {"listen": "h:1"}}, "links": [["A", "A"]]}, "links[0]: expected [A, B] naming two different routers"),
         ([1, 2], "f.yaml: (top level): expected a mapping"),
+        ({"routers": {"A": {"listen": "h:1", "inter_router": "h:3"}, "B": {"listen": "h:2", "inter_router": "h:4"}},
+          "links": [["A", "B"]]}, "auth.router_secret: expected a shared secret"),
+        ({"routers": {"A": {"listen": "h:1"}, "B": {"listen": "h:2", "inter_router": "h:4"}},
+          "links": [["A", "B"]], "auth": {"router_secret": "long-enough"}}, "routers.A.inter_router: expected HOST:PORT"),
     ],
 )
 def test_errors_name_file_key_and_expectation(doc, message):
@@ -45,6 +49,7 @@ def test_bad_yaml_and_missing_file(tmp_path):
 
 
 def test_durations_and_links_with_cost():
-    t = parse_topology({"routers": {"A": {"listen": "h:1"}, "B": {"listen": "h:2"}},
-                        "links": [{"between": ["A", "B"], "cost": 3}], "settings": {"subscriber_grace": "500ms"}})
+    t = parse_topology({"routers": {"A": {"listen": "h:1", "inter_router": "h:11"}, "B": {"listen": "h:2", "inter_router": "h:12"}},
+                        "links": [{"between": ["A", "B"], "cost": 3}], "settings": {"subscriber_grace": "500ms"},
+                        "auth": {"router_secret": "s3cret-s3cret"}})
     assert t.links[0].cost == 3 and t.settings.subscriber_grace == 0.5

@@ -31,11 +31,11 @@ def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: floa
 class RouterProcess:
     """One ``once router`` OS process listening on a free port."""
 
-    def __init__(self, topology: Path, router_id: str = "A") -> None:
+    def __init__(self, topology: Path, router_id: str = "A", proc: subprocess.Popen[str] | None = None) -> None:
         self.topology = topology
         self.router_id = router_id
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
+        self.proc = proc or subprocess.Popen(
             [sys.executable, "-m", "tools.cli", "router", str(topology), "--id", router_id, "--listen", "127.0.0.1:0"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
@@ -44,9 +44,13 @@ class RouterProcess:
         if not line.startswith(f"router {router_id} ready "):
             self.proc.kill()
             raise AssertionError(f"router did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
-        self.url = line.split()[-1]
+        self.url = line.split()[3]
         self.host, port = self.url.removeprefix("amqp://").rsplit(":", 1)
         self.port = int(port)
+
+    @classmethod
+    def adopt(cls, proc: subprocess.Popen[str], topology: Path, router_id: str) -> RouterProcess:
+        return cls(topology, router_id, proc)
 
     def stderr_lines(self) -> list[str]:
         """Stop the router and return what it logged."""
@@ -83,3 +87,37 @@ def write_topology(tmp: Path, settings: dict[str, Any] | None = None, auth: dict
     path = tmp / "topology.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+class Network:
+    """Every router of a shipped topology as OS processes on free ports; ready when all are."""
+
+    def __init__(self, topology: str, tmp: Path, settings: dict[str, Any] | None = None) -> None:
+        from tools.topology_ports import with_free_ports
+
+        self.path = with_free_ports(ROOT / "topologies" / topology, tmp / topology, settings)
+        doc = yaml.safe_load(self.path.read_text())
+        self.ids = sorted(doc["routers"])
+        self.routers: dict[str, RouterProcess] = {}
+        self.start(*self.ids)
+
+    def start(self, *ids: str) -> None:
+        procs = {i: _spawn(self.path, i) for i in ids}
+        for i, proc in procs.items():
+            self.routers[i] = RouterProcess.adopt(proc, self.path, i)
+
+    def __getitem__(self, rid: str) -> RouterProcess:
+        return self.routers[rid]
+
+    def stop(self) -> None:
+        for r in self.routers.values():
+            if r.proc.poll() is None:
+                r.proc.send_signal(signal.SIGTERM)  # all at once: they stop in parallel
+        for r in self.routers.values():
+            r.stop()
+
+
+def _spawn(topology: Path, router_id: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "tools.cli", "router", str(topology), "--id", router_id],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

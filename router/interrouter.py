@@ -1,0 +1,337 @@
+"""Inter-router connections: one AMQP connection per neighbour, on our engine.
+
+The lower router id dials the higher one's ``inter_router`` address and reconnects with
+backoff; both sides authenticate with SASL PLAIN as ``router:ID`` and the topology's
+shared secret, so a client cannot pose as a router. Each side attaches two sending links
+on one session: ``once-control`` (pre-settled control messages) and ``once-data``
+(forwarded deliveries; acceptance and settlement come back as dispositions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from linkstate.messages import from_dict, to_dict
+from records.table import Record
+
+from .amqp.codec import decode, dumps
+from .amqp.connection import Connection, Mode
+from .amqp.endpoints import Delivery, Link
+from .amqp.errors import AMQPError
+from .amqp.events import (
+    ConnectionClosed,
+    ConnectionFailed,
+    ConnectionOpened,
+    DeliveryReceived,
+    DeliveryUpdated,
+    LinkAttached,
+    LinkDetached,
+    LinkFlow,
+    SessionBegun,
+    SessionEnded,
+)
+from .amqp.performatives import Role, Source, Target
+from .amqp.sasl import SaslClientConfig, SaslServerConfig
+from .amqp.types import Described, symbol, ulong
+from .core import Hop, Upstream
+from .wire import ONCE_FORMAT, pack, unpack
+
+if TYPE_CHECKING:
+    from .server import Router
+
+log = logging.getLogger("once.interrouter")
+CONTROL = "once-control"
+DATA = "once-data"
+CONTROL_CREDIT = 100_000
+
+
+def router_sasl_server(secret: str, neighbours: set[str]) -> SaslServerConfig:
+    def authenticate(mechanism: str, response: bytes) -> str | None:
+        parts = response.split(b"\x00")
+        if mechanism != "PLAIN" or len(parts) != 3:
+            return None
+        user, password = parts[1].decode(errors="replace"), parts[2].decode(errors="replace")
+        if not user.startswith("router:") or user[7:] not in neighbours or password != secret:
+            return None
+        return user
+
+    return SaslServerConfig(("PLAIN",), authenticate, allow_bare=False)
+
+
+class HopLink:
+    """The core's port onto our data link towards the neighbour."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: InterRouterConnection) -> None:
+        self.conn = conn
+
+    def credit(self) -> int:
+        link = self.conn.data_out
+        if link is None or not link.attached or self.conn.paused:
+            return 0
+        return link.credit
+
+    def forward(self, record: Record, dests: frozenset[str], settled: bool) -> Delivery:
+        conn = self.conn
+        payload = pack(record.topic, dests, record.presettled, record.message_format) + record.payload
+        d = conn.engine.send(conn.data_out, record.gid, payload, settled=settled, message_format=ONCE_FORMAT)
+        d.context = record
+        conn.dirty()
+        return d
+
+    def settle(self, handle: Delivery) -> None:
+        self.conn.engine.disposition(handle, handle.state, settled=True)
+        self.conn.dirty()
+
+
+class UpstreamLink:
+    """The core's port onto the neighbour's data link towards us."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: InterRouterConnection) -> None:
+        self.conn = conn
+
+    def grant(self, credit: int) -> None:
+        link = self.conn.data_in
+        if link is not None and link.attached:
+            self.conn.engine.flow(link, credit)
+            self.conn.dirty()
+
+    def outcome(self, handle: Delivery, outcome: Any, settle: bool) -> None:
+        self.conn.engine.disposition(handle, outcome, settled=settle)
+        self.conn.dirty()
+
+
+class InterRouterConnection(asyncio.Protocol):
+    def __init__(self, router: Router, peer: str | None) -> None:
+        self.router = router
+        self.peer = peer  # known when we dial; learnt from SASL when we accept
+        s = router.settings
+        secret = router.topology.auth.router_secret or ""
+        if peer is not None:
+            mode, sasl_c, sasl_s = Mode.CLIENT, SaslClientConfig("PLAIN", f"router:{router.id}", secret), None
+        else:
+            mode, sasl_c, sasl_s = Mode.SERVER, None, router_sasl_server(secret, router.neighbour_ids)
+        self.engine = Connection(mode, f"once-router-{router.id}", sasl_client=sasl_c, sasl_server=sasl_s,
+                                 idle_timeout=s.router_dead_after, max_frame_size=s.max_frame_size)
+        self.transport: asyncio.Transport | None = None
+        self.control_out: Link | None = None
+        self.data_out: Link | None = None
+        self.data_in: Link | None = None
+        self.control_queue: deque[bytes] = deque()
+        self.hop: Hop | None = None
+        self.upstream: Upstream | None = None
+        self.up = False
+        self.paused = False
+        self._gone = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.lost = asyncio.get_event_loop().create_future()
+
+    # -------------------------------------------------------------- asyncio
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        if self.engine.mode is Mode.CLIENT:
+            self.engine.open()
+        self.dirty()
+        self.router.flush()
+        self._tick()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            for ev in self.engine.receive_data(data):
+                self._handle(ev)
+        except AMQPError as e:
+            log.warning("router %s: inter-router link to %s: %s", self.router.id, self.peer, e)
+            self.engine.close()
+        self.router.core.after_batch()
+        self.dirty()
+        self.router.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._gone = True
+        self.router.inter_connections.discard(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._down()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.hop is not None:
+            self.router.core.pump_hop(self.hop)
+        self.router.flush()
+
+    def dirty(self) -> None:
+        self.router.dirty.add(self)
+
+    def write_out(self) -> None:
+        if self.transport is None or self._gone:
+            return
+        data = self.engine.data_to_send()
+        if data:
+            self.transport.write(data)
+        if self.engine.closed:
+            self._gone = True
+            self.transport.close()
+
+    def close(self) -> None:
+        self.engine.close()
+        self.dirty()
+
+    def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline = self.engine.tick(now)
+        self.dirty()
+        self.router.flush()
+        self._timer = None
+        if not self._gone:
+            self._timer = loop.call_at(max(deadline or now + 0.5, now + 0.05), self._tick)
+
+    # ------------------------------------------------------------- control
+
+    def send_control(self, msg: object) -> None:
+        self.control_queue.append(dumps(Described(ulong(0x77), _amqp_map(to_dict(msg)))))
+        self._flush_control()
+
+    def _flush_control(self) -> None:
+        link = self.control_out
+        if link is None or not link.attached:
+            return
+        while self.control_queue and link.credit > 0:
+            self.engine.send(link, b"", self.control_queue.popleft(), settled=True)
+        self.dirty()
+
+    # ------------------------------------------------------------- events
+
+    def _handle(self, ev: Any) -> None:
+        t = type(ev)
+        engine = self.engine
+        if t is DeliveryReceived:
+            d = ev.delivery
+            if d.link is self.data_in:
+                self._on_data(d)
+            else:
+                self._on_control(d)
+        elif t is DeliveryUpdated:
+            record = ev.delivery.context
+            if record is None:
+                return
+            if ev.delivery.link is self.data_out and self.hop is not None:
+                self.router.core.hop_update(self.hop, record, ev.delivery, ev.state, ev.settled)
+            elif ev.delivery.link is self.data_in and ev.settled and self.upstream is not None:
+                self.router.core.upstream_settled(self.upstream, record)
+        elif t is LinkFlow:
+            if ev.link is self.control_out:
+                self._flush_control()
+            elif ev.link is self.data_out and self.hop is not None:
+                self.router.core.pump_hop(self.hop)
+        elif t is ConnectionOpened:
+            if engine.mode is Mode.CLIENT:
+                engine.begin()  # the dialler opens the one session; both sides attach their senders on it
+        elif t is SessionBegun:
+            if self.peer is None:
+                user = engine.user or ""
+                self.peer = user[7:] if user.startswith("router:") else None
+            self._attach_senders(ev.session)
+        elif t is LinkAttached:
+            link = ev.link
+            if ev.reply_needed:
+                engine.attach(link.session, link.name, link.role, link=link, source=ev.attach.source, target=ev.attach.target)
+                if link.name == DATA:
+                    self.data_in = link
+                else:
+                    engine.flow(link, CONTROL_CREDIT)
+            self._maybe_up()
+        elif t in (LinkDetached, SessionEnded, ConnectionClosed):
+            self.engine.close()
+            self.dirty()
+        elif t is ConnectionFailed:
+            log.warning("router %s: inter-router link to %s failed: %s: %s", self.router.id, self.peer or "?",
+                        ev.condition, ev.description)
+
+    def _attach_senders(self, session: Any) -> None:
+        if self.control_out is None:
+            self.control_out = self.engine.attach(session, CONTROL, Role.SENDER, source=Source(address=CONTROL),
+                                                  target=Target(address=CONTROL))
+            self.data_out = self.engine.attach(session, DATA, Role.SENDER, source=Source(address=DATA),
+                                               target=Target(address=DATA))
+
+    def _maybe_up(self) -> None:
+        if self.up or self.peer is None:
+            return
+        links = (self.control_out, self.data_out, self.data_in)
+        if not all(lk is not None and lk.attached for lk in links):
+            return
+        self.up = True
+        self.router.network.link_up(self.peer, self)
+
+    def _down(self) -> None:
+        if self.up and self.peer is not None:
+            self.up = False
+            self.router.network.link_down(self.peer, self)
+
+    def _on_control(self, d: Delivery) -> None:
+        link = d.link
+        if link.credit < CONTROL_CREDIT // 2:
+            self.engine.flow(link, CONTROL_CREDIT)
+        if not self.up or self.peer is None:
+            return
+        value, _ = decode(d.payload, 0)
+        body = value.value if isinstance(value, Described) else value
+        self.router.network.receive(self.peer, from_dict(_py(body)))
+
+    def _on_data(self, d: Delivery) -> None:
+        if self.upstream is None:
+            return
+        topic, dests, presettled, fmt, message = unpack(d.payload)
+        d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
+                                               presettled or d.settled, fmt)
+
+
+def _amqp_map(value: Any) -> Any:
+    """Control dicts travel as AMQP maps with symbol keys."""
+    if isinstance(value, dict):
+        return {symbol(str(k)) if isinstance(k, str) else k: _amqp_map(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_amqp_map(v) for v in value]
+    return value
+
+
+def _py(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _py(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_py(v) for v in value]
+    return value
+
+
+async def dial(router: Router, peer: str) -> None:
+    """Keep a connection to ``peer`` up: connect, wait for loss, back off, again."""
+    addr = router.topology.routers[peer].inter_router
+    assert addr is not None
+    delay = 0.05
+    loop = asyncio.get_running_loop()
+    while not router.stopping:
+        try:
+            _, conn = await loop.create_connection(lambda: InterRouterConnection(router, peer), addr.host, addr.port)
+        except OSError:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            continue
+        router.inter_connections.add(conn)
+        await conn.lost
+        if conn.up or conn.engine.remote_open is not None:
+            delay = 0.05
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)

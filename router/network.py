@@ -1,0 +1,98 @@
+"""The router's place in the network: the control plane wired to links and the core.
+
+Pure decisions live in ``linkstate.engine.ControlPlane``; this module only carries its
+messages over the inter-router connections, tells the core about hops and routes, and
+completes subscriber attaches once the whole reachable network has acknowledged them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from linkstate.engine import ControlPlane, Result
+from linkstate.messages import Subscription
+
+from .interrouter import HopLink, InterRouterConnection, UpstreamLink
+
+if TYPE_CHECKING:
+    from .server import Router
+
+log = logging.getLogger("once.network")
+
+
+class Network:
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.me = router.id
+        self.plane = ControlPlane(router.id)
+        self.links: dict[str, InterRouterConnection] = {}
+        self.costs = {}
+        for link in router.topology.links:
+            if router.id in (link.a, link.b):
+                self.costs[link.b if link.a == router.id else link.a] = link.cost
+        self.pending: dict[int, Callable[[], None]] = {}
+        self.all_up = asyncio.Event()
+        if not self.costs:
+            self.all_up.set()
+        core = router.core
+        core.remote_routers = self.remote_routers
+        core.route = self.plane.lsdb.route
+
+    def remote_routers(self, topic: str) -> set[str]:
+        routers = self.plane.routers_for(topic)
+        routers.discard(self.me)
+        return routers
+
+    # ------------------------------------------------------------ links
+
+    def link_up(self, peer: str, conn: InterRouterConnection) -> None:
+        old = self.links.get(peer)
+        if old is not None and old is not conn:
+            old.close()  # a newer connection replaces a stale one
+            self.link_down(peer, old)
+        self.links[peer] = conn
+        core = self.router.core
+        conn.hop = core.add_hop(peer, HopLink(conn))
+        conn.upstream = core.add_upstream(peer, UpstreamLink(conn))
+        log.info("router %s: link to %s up", self.me, peer)
+        self._apply(self.plane.neighbour_up(peer, self.costs.get(peer, 1)))
+        if set(self.links) >= set(self.costs):
+            self.all_up.set()
+
+    def link_down(self, peer: str, conn: InterRouterConnection) -> None:
+        if self.links.get(peer) is not conn:
+            return
+        del self.links[peer]
+        log.info("router %s: link to %s down", self.me, peer)
+        result = self.plane.neighbour_down(peer)  # routes change before the core re-routes
+        core = self.router.core
+        core.hop_lost(peer)
+        core.upstream_lost(peer)
+        self._apply(result)
+        self.router.flush()
+
+    def receive(self, peer: str, msg: object) -> None:
+        self._apply(self.plane.receive(peer, msg))
+
+    # ---------------------------------------------------- subscriptions
+
+    def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None:
+        seq, result = self.plane.subscribe(sub, attached)
+        if on_complete is not None:
+            self.pending[seq] = on_complete
+        self._apply(result)
+
+    def _apply(self, result: Result) -> None:
+        for peer, msg in result.out:
+            conn = self.links.get(peer)
+            if conn is not None:
+                conn.send_control(msg)
+        for seq in result.completed:
+            done = self.pending.pop(seq, None)
+            if done is not None:
+                done()
+        if result.topology_changed or result.table_changed:
+            self.router.core.retry_parked()
