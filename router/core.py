@@ -171,7 +171,9 @@ class Core:
         self.route = no_route
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
-        self.parked: set[Record] = set()
+        self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
+        # destination router -> [neighbour it is pinned to, deliveries in flight there]
+        self.pins: dict[str, list] = {}
         self.local_count = 0  # records we are root for
         self.transit_outstanding = 0
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
@@ -253,6 +255,7 @@ class Core:
 
     def _forward(self, record: Record, dests: set[str], exclude: str | None) -> None:
         by_hop, stuck = self.route(dests, exclude)
+        by_hop = self._pinned(by_hop, exclude)
         touched = []
         for peer, ds in by_hop.items():
             hop = self.hops.get(peer)
@@ -270,10 +273,16 @@ class Core:
             record.add_waiter(hop)
             hop.queue.append((record, fds))
             touched.append(hop)
+            for d in fds:
+                pin = self.pins.get(d)
+                if pin is None or pin[0] != peer:
+                    self.pins[d] = [peer, 1]
+                else:
+                    pin[1] += 1
         if stuck:
             record.parked |= stuck
             record.add_waiter(PARKED)
-            self.parked.add(record)
+            self.parked[record] = None
         for hop in touched:
             self.pump_hop(hop)
 
@@ -287,6 +296,33 @@ class Core:
         self._maybe_free(record)
 
     # ------------------------------------------------------------- network
+
+    def _pinned(self, by_hop: dict[str, set[str]], exclude: str | None) -> dict[str, set[str]]:
+        """Keep each destination on the neighbour it already has deliveries in flight through.
+
+        When a route changes under load, switching at once would let newer deliveries
+        overtake older ones on the old path: per-publisher order would break at the far
+        end. A destination moves to its new route only once the old path has drained.
+        """
+        if not self.pins:
+            return by_hop
+        out: dict[str, set[str]] = {}
+        for peer, ds in by_hop.items():
+            for d in ds:
+                pin = self.pins.get(d)
+                target = peer
+                if pin is not None and pin[0] != peer and pin[0] in self.hops and pin[0] != exclude:
+                    target = pin[0]
+                out.setdefault(target, set()).add(d)
+        return out
+
+    def _unpin(self, hop: Hop, record: Record) -> None:
+        for d in record.hop_dests.get(hop, ()):
+            pin = self.pins.get(d)
+            if pin is not None and pin[0] == hop.peer:
+                pin[1] -= 1
+                if pin[1] <= 0:
+                    del self.pins[d]
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
                   presettled: bool, message_format: int) -> Record | None:
@@ -333,6 +369,8 @@ class Core:
             record.unsettled.pop(hop, None)
         kind = type(state)
         done = False
+        if record.states.get(hop) is SubState.IN_DOUBT and (kind is Accepted or kind is Rejected):
+            self._unpin(hop, record)
         if kind is Accepted:
             done = record.resolve(hop, SubState.ACCEPTED)
         elif kind is Rejected:
@@ -363,6 +401,8 @@ class Core:
             return
         hop.attached = False
         hop.queue.clear()
+        for d in [d for d, pin in self.pins.items() if pin[0] == peer]:
+            del self.pins[d]
         for record in [r for r in self.records.records.values() if hop in r.states]:
             record.unsettled.pop(hop, None)
             dests = record.hop_dests.pop(hop, frozenset())
@@ -394,7 +434,7 @@ class Core:
         for record in list(self.parked):
             dests = {d for d in record.parked if d in self.remote_routers(record.topic)}
             record.parked = set()
-            self.parked.discard(record)
+            self.parked.pop(record, None)
             exclude = next(iter(record.upstreams)).peer if record.upstreams else None
             if dests:
                 self._forward(record, dests, exclude)
@@ -424,6 +464,7 @@ class Core:
             handle = port.forward(record, dests, record.presettled)
             credit -= 1
             if record.presettled:
+                self._unpin(hop, record)
                 if record.resolve(hop, SubState.ACCEPTED) and not record.outcome_sent:
                     self._complete(record)
                 else:
@@ -589,7 +630,7 @@ class Core:
                 self.records.free(record)
                 if record.local:
                     self.local_count -= 1
-                self.parked.discard(record)
+                self.parked.pop(record, None)
                 self._credit_dirty = True
 
     _credit_dirty = False

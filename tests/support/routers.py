@@ -90,21 +90,43 @@ def write_topology(tmp: Path, settings: dict[str, Any] | None = None, auth: dict
 
 
 class Network:
-    """Every router of a shipped topology as OS processes on free ports; ready when all are."""
+    """Every router of a shipped topology as OS processes on free ports; ready when all are.
 
-    def __init__(self, topology: str, tmp: Path, settings: dict[str, Any] | None = None) -> None:
+    ``proxied`` links run through a ``Proxy`` the test can cut: the dialling router gets
+    its own copy of the topology naming the proxy as its neighbour's inter-router address.
+    """
+
+    def __init__(self, topology: str, tmp: Path, settings: dict[str, Any] | None = None,
+                 proxied: tuple[tuple[str, str], ...] = ()) -> None:
         from tools.topology_ports import with_free_ports
 
-        self.path = with_free_ports(ROOT / "topologies" / topology, tmp / topology, settings)
-        doc = yaml.safe_load(self.path.read_text())
+        from .proxy import Proxy
+
+        base = with_free_ports(ROOT / "topologies" / topology, tmp / topology, settings)
+        doc = yaml.safe_load(base.read_text())
         self.ids = sorted(doc["routers"])
+        self.paths = {i: base for i in self.ids}
+        self.proxies: dict[frozenset[str], Proxy] = {}
+        for a, b in proxied:
+            dialler, listener = sorted((a, b))
+            port = int(doc["routers"][listener]["inter_router"].rsplit(":", 1)[1])
+            proxy = Proxy(port)
+            self.proxies[frozenset((a, b))] = proxy
+            own = yaml.safe_load(self.paths[dialler].read_text())
+            own["routers"][listener]["inter_router"] = f"127.0.0.1:{proxy.port}"
+            path = tmp / f"{dialler}-{topology}"
+            path.write_text(yaml.safe_dump(own))
+            self.paths[dialler] = path
         self.routers: dict[str, RouterProcess] = {}
         self.start(*self.ids)
 
     def start(self, *ids: str) -> None:
-        procs = {i: _spawn(self.path, i) for i in ids}
+        procs = {i: _spawn(self.paths[i], i) for i in ids}
         for i, proc in procs.items():
-            self.routers[i] = RouterProcess.adopt(proc, self.path, i)
+            self.routers[i] = RouterProcess.adopt(proc, self.paths[i], i)
+
+    def proxy(self, a: str, b: str):
+        return self.proxies[frozenset((a, b))]
 
     def __getitem__(self, rid: str) -> RouterProcess:
         return self.routers[rid]
@@ -115,6 +137,8 @@ class Network:
                 r.proc.send_signal(signal.SIGTERM)  # all at once: they stop in parallel
         for r in self.routers.values():
             r.stop()
+        for p in self.proxies.values():
+            p.close()
 
 
 def _spawn(topology: Path, router_id: str) -> subprocess.Popen[str]:
