@@ -41,7 +41,7 @@ class LinkSpec:
 @dataclass(frozen=True, slots=True)
 class Settings:
     max_in_flight: int = 10000
-    link_credit: int = 1000
+    link_credit: int = 2000
     subscriber_grace: float = 30.0
     idle_timeout: float = 60.0
     max_frame_size: int = 65536

@@ -67,7 +67,7 @@ class TagInUse(Exception):
 
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
-                 "settle_second", "attached")
+                 "settle_second", "attached", "in_flight")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool) -> None:
@@ -82,6 +82,7 @@ class Publisher:
         self.retired: OrderedDict[bytes, int] = OrderedDict()  # settled tag -> generation
         self.settle_second = settle_second
         self.attached = True
+        self.in_flight = 0  # its records still held
 
     @property
     def key(self) -> tuple[str, str]:
@@ -234,6 +235,7 @@ class Core:
             record.publisher_handle = handle
             pub.live[tag] = record
         self.local_count += 1
+        pub.in_flight += 1
         self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
         return record
 
@@ -304,17 +306,24 @@ class Core:
         overtake older ones on the old path: per-publisher order would break at the far
         end. A destination moves to its new route only once the old path has drained.
         """
-        if not self.pins:
+        pins = self.pins
+        if not pins:
             return by_hop
-        out: dict[str, set[str]] = {}
+        moved = None
         for peer, ds in by_hop.items():
             for d in ds:
-                pin = self.pins.get(d)
-                target = peer
+                pin = pins.get(d)
                 if pin is not None and pin[0] != peer and pin[0] in self.hops and pin[0] != exclude:
-                    target = pin[0]
-                out.setdefault(target, set()).add(d)
-        return out
+                    if moved is None:
+                        moved = []
+                    moved.append((peer, d, pin[0]))
+        if moved is None:
+            return by_hop  # the usual case: every destination already on its routed neighbour
+        out = {peer: set(ds) for peer, ds in by_hop.items()}
+        for peer, d, target in moved:
+            out[peer].discard(d)
+            out.setdefault(target, set()).add(d)
+        return {peer: ds for peer, ds in out.items() if ds}
 
     def _unpin(self, hop: Hop, record: Record) -> None:
         for d in record.hop_dests.get(hop, ()):
@@ -630,6 +639,7 @@ class Core:
                 self.records.free(record)
                 if record.local:
                     self.local_count -= 1
+                    record.publisher.in_flight -= 1
                 self.parked.pop(record, None)
                 self._credit_dirty = True
 
@@ -671,14 +681,18 @@ class Core:
         budget = window - self.local_count - self.outstanding
         if budget <= 0:
             return
+        # link_credit is each publisher's window: its messages in flight plus its unused
+        # credit. Topping up at three quarters keeps the pipe full without letting one
+        # publisher queue the whole router window (latency grows with what is queued).
         share = max(1, min(self.settings.link_credit, window // len(pubs)))
         n = len(pubs)
         start = self._rr % n
         for i in range(n):
             pub = pubs[(start + i) % n]
-            if pub.credit * 2 > share:
+            held = pub.credit + pub.in_flight
+            if held * 4 > share * 3:
                 continue
-            give = min(share - pub.credit, budget)
+            give = min(share - held, budget)
             if give <= 0:
                 continue
             pub.credit += give

@@ -48,7 +48,20 @@ class Result:
     credit: int
 
 
-SCENARIOS = {"single-1to1": 1, "single-1to4": 4}
+@dataclass(frozen=True)
+class Scenario:
+    topology: str
+    publisher: str  # router the publisher attaches to
+    subscribers: tuple[str, ...]  # router of each subscriber
+
+
+SCENARIOS = {
+    "single-1to1": Scenario("single.yaml", "A", ("A",)),
+    "single-1to4": Scenario("single.yaml", "A", ("A",) * 4),
+    "line3-1to1": Scenario("line3.yaml", "A", ("C",)),
+    "mesh3-fanout": Scenario("mesh3.yaml", "A", ("A",) * 3 + ("B",) * 3 + ("C",) * 3),
+}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Publisher:
@@ -151,31 +164,45 @@ def _pin(cpu: int) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def _start_router(credit: int, tmp: Path) -> tuple[subprocess.Popen[str], str, int]:
-    topo = tmp / "bench.yaml"
-    topo.write_text(yaml.safe_dump({"routers": {"A": {"listen": "127.0.0.1:0"}}, "links": [],
-                                    "settings": {"max_in_flight": 10000, "link_credit": credit}}))
-    cmd = [sys.executable, "-m", "tools.cli", "router", str(topo), "--id", "A", "--listen", "127.0.0.1:0"]
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) >= 2:
-        cmd = ["taskset", "-c", "0", *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            cwd=Path(__file__).resolve().parents[1])
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "ready" not in line:
-        proc.kill()
-        raise RuntimeError(f"router failed to start: {line!r}")
-    host, port = line.split()[-1].removeprefix("amqp://").rsplit(":", 1)
-    return proc, host, int(port)
+def _unpin() -> None:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
 
 
-async def _run_scenario(name: str, subscribers: int, messages: int, credit: int, host: str, port: int) -> Result:
+def _start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any] | None = None) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
+    """Every router of the scenario's topology as OS processes on free ports."""
+    from .topology_ports import with_free_ports
+
+    # The routers run with the topology's own settings: --credit is the clients' credit.
+    topo = with_free_ports(ROOT / "topologies" / scenario.topology, tmp / scenario.topology, router_settings)
+    ids = sorted(yaml.safe_load(topo.read_text())["routers"])
+    single = len(ids) == 1 and (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
+    procs, addrs = [], {}
+    for rid in ids:
+        cmd = [sys.executable, "-m", "tools.cli", "router", str(topo), "--id", rid]
+        if single:
+            cmd = ["taskset", "-c", "0", *cmd]  # one router, one core; the clients get the other
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT))
+    for rid, proc in zip(ids, procs):
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "ready" not in line:
+            for p in procs:
+                p.kill()
+            raise RuntimeError(f"router {rid} failed to start: {line!r}")
+        host, port = line.split()[3].removeprefix("amqp://").rsplit(":", 1)
+        addrs[rid] = (host, int(port))
+    return procs, addrs
+
+
+async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: int,
+                        addrs: dict[str, tuple[str, int]]) -> Result:
     topic = f"bench-{name}"
-    subs = [Subscriber(topic, f"bench-sub-{i}", credit) for i in range(subscribers)]
-    conns = [await connect(host, port, f"bench-sub-{i}", s) for i, s in enumerate(subs)]
+    subs = [Subscriber(topic, f"bench-sub-{i}", credit) for i in range(len(scenario.subscribers))]
+    conns = [await connect(*addrs[r], f"bench-sub-{i}", s) for i, (r, s) in enumerate(zip(scenario.subscribers, subs))]
     await asyncio.wait_for(asyncio.gather(*(s.attached for s in subs)), 10)
     pub = Publisher(topic, messages)
-    conns.append(await connect(host, port, "bench-pub", pub))
+    conns.append(await connect(*addrs[scenario.publisher], "bench-pub", pub))
     await asyncio.wait_for(pub.done, max(60, messages / 2000))
     # Every accepted message must have reached every subscriber: a fast wrong answer is no answer.
     short = [s.name for s in subs if s.received != messages]
@@ -187,7 +214,7 @@ async def _run_scenario(name: str, subscribers: int, messages: int, credit: int,
     elapsed = pub.finished - pub.started
     lat = sorted(pub.latencies)
     return Result(name, round(messages / elapsed), round(lat[len(lat) // 2] / 1e6, 3), round(lat[int(len(lat) * 0.99)] / 1e6, 3),
-                  messages, subscribers, True, credit)
+                  messages, len(subs), True, credit)
 
 
 async def _run_direct(messages: int, credit: int) -> Result:
@@ -217,18 +244,24 @@ def bench(names: list[str], json_path: str | None, messages: int, credit: int, n
             print(f"unknown scenario {n!r} (have {', '.join(SCENARIOS)})", file=sys.stderr)
             return 2
     results: list[Result] = []
-    _pin(1)
     if no_router:
+        _pin(1)
         results.append(run(_run_direct(messages, credit)))
     else:
         with tempfile.TemporaryDirectory() as tmp:
             for name in names:
-                proc, host, port = _start_router(credit, Path(tmp))
+                scenario = SCENARIOS[name]
+                _unpin()  # children inherit affinity: never start routers from a pinned process
+                procs, addrs = _start_routers(scenario, Path(tmp))
+                if len(addrs) == 1:
+                    _pin(1)
                 try:
-                    results.append(run(_run_scenario(name, SCENARIOS[name], messages, credit, host, port)))
+                    results.append(run(_run_scenario(name, scenario, messages, credit, addrs)))
                 finally:
-                    proc.terminate()
-                    proc.wait(10)
+                    for proc in procs:
+                        proc.terminate()
+                    for proc in procs:
+                        proc.wait(10)
     print(f"{'scenario':<16} {'msgs/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'messages':>9}")
     for r in results:
         print(f"{r.scenario:<16} {r.msgs_per_s:>10} {r.p50_ms:>8} {r.p99_ms:>8} {r.messages:>9}")

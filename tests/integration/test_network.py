@@ -5,6 +5,9 @@ from __future__ import annotations
 import queue
 
 import pytest
+import yaml
+from proton import ConnectionException
+from proton.utils import BlockingConnection
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.routers import Network
 
@@ -92,3 +95,29 @@ def test_rejection_far_away_reaches_the_publisher(line3):
     assert outcome.get(timeout=10) == 37
     no.close()
     pub.close()
+
+
+def test_a_client_cannot_pose_as_a_router(line3):
+    doc = yaml.safe_load(line3.paths["B"].read_text())
+    url = "amqp://" + doc["routers"]["B"]["inter_router"]
+    with pytest.raises(ConnectionException):  # anonymous: the inter-router port offers PLAIN only
+        BlockingConnection(url, timeout=5)
+    with pytest.raises(ConnectionException):  # the right user name, the wrong secret
+        BlockingConnection(url, user="router:A", password="guess", allowed_mechs="PLAIN", timeout=5)
+    with pytest.raises(ConnectionException):  # the secret, but not a neighbour of B
+        BlockingConnection(url, user="router:Z", password="change-me-before-production", allowed_mechs="PLAIN", timeout=5)
+
+
+def test_ring5_delivers_to_every_router(tmp_path):
+    net = Network("ring5.yaml", tmp_path)
+    try:
+        subs = {r: ProtonSubscriber(net[r].url, "ring", name=f"sub-{r}") for r in "ABCDE"}
+        pub = ProtonPublisher(net["A"].url, "ring")
+        outcomes = [pub.send(i) for i in range(30)]
+        assert [o.get(timeout=30) for o in outcomes] == [ACCEPTED] * 30
+        for s in subs.values():
+            assert [m.body for m in s.take(30)] == list(range(30))
+        for c in (*subs.values(), pub):
+            c.close()
+    finally:
+        net.stop()
