@@ -64,3 +64,18 @@ def test_launch_rejects_bad_topology_before_starting(tmp_path: Path):
     bad.write_text("routers: 5\n")
     r = _once("launch", str(bad))
     assert r.returncode == 2 and r.stderr.strip() == f"{bad}: routers: expected a mapping, got 5"
+
+
+def test_launch_mesh3_reports_each_router_ready_with_its_neighbours(tmp_path):
+    from tools.topology_ports import with_free_ports
+
+    topo = with_free_ports(ROOT / "topologies" / "mesh3.yaml", tmp_path / "mesh3.yaml")
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = [proc.stdout.readline().strip() for _ in range(4)]
+    for line, (rid, neighbours) in zip(lines, [("A", "B,C"), ("B", "A,C"), ("C", "A,B")]):
+        assert line.startswith(f"router {rid} ready amqp://127.0.0.1:") and line.endswith(f"neighbours {neighbours}")
+    assert lines[3].startswith("3 router(s) ready")
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "all routers stopped" in out
