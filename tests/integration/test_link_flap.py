@@ -89,3 +89,26 @@ def test_link_flap_loses_nothing_duplicates_nothing(tmp_path, topology, link):
             s.close()
     finally:
         net.stop()
+
+
+def test_a_silent_link_is_declared_down_by_heartbeat_and_traffic_reroutes(tmp_path):
+    net = Network("mesh3.yaml", tmp_path, settings={"router_dead_after": "1s"}, proxied=(("A", "C"),))
+    try:
+        sub = ProtonSubscriber(net["C"].url, "hung", name="c")
+        pub = StreamPublisher(net["A"].url, "hung", 200)
+        pub.limit = 50
+        t = ContainerThread(pub)
+        wait_for(lambda: pub.accepted() == 50, 20, what="the first 50 over the direct link")
+        net.proxy("A", "C").freeze()  # no close, no reset: the link just goes quiet
+        t.call(pub.release_rest)
+        # Nothing arrives over A-C any more; after router_dead_after the routers give up on it
+        # and the rest goes A -> B -> C.
+        wait_for(lambda: pub.accepted() == 200, 20, what="all accepted over the detour")
+        assert [m.body for m in sub.take(200)] == list(range(200))
+        assert sub.messages.empty()
+        t.stop()
+        sub.close()
+        logs = "\n".join(net["A"].stderr_lines())
+        assert "link to C down" in logs
+    finally:
+        net.stop()

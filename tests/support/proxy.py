@@ -12,6 +12,7 @@ class Proxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.blocked = threading.Event()
+        self.frozen = threading.Event()  # bytes are swallowed, connections stay open: a hung peer
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
         self.connections_made = 0
@@ -44,7 +45,8 @@ class Proxy:
                 data = src.recv(65536)
                 if not data:
                     break
-                dst.sendall(data)
+                if not self.frozen.is_set():
+                    dst.sendall(data)
         except OSError:
             pass
         for s in (src, dst):
@@ -66,8 +68,13 @@ class Proxy:
                 pass
             s.close()
 
+    def freeze(self) -> None:
+        """Stop passing bytes but keep every connection open: only heartbeats can tell."""
+        self.frozen.set()
+
     def heal(self) -> None:
         self.blocked.clear()
+        self.frozen.clear()
 
     def close(self) -> None:
         self._closed = True
