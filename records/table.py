@@ -69,6 +69,12 @@ class Record:
             self.states[waiter] = SubState.IN_DOUBT
             self.pending += 1
 
+    def reopen(self, waiter: Any) -> None:
+        """Wait for ``waiter`` again (a new copy went to a hop that had already answered)."""
+        if self.states.get(waiter) is not SubState.IN_DOUBT:
+            self.states[waiter] = SubState.IN_DOUBT
+            self.pending += 1
+
     def resolve(self, waiter: Any, state: SubState, error: Any = None) -> bool:
         """Record a waiter's terminal state; return True when this completed the record."""
         old = self.states.get(waiter)

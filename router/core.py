@@ -270,9 +270,10 @@ class Core:
                 if not fds:
                     continue
                 record.hop_dests[hop] = record.hop_dests[hop] | fds
+                record.reopen(hop)  # its earlier answer did not cover these destinations
             else:
                 record.hop_dests[hop] = fds
-            record.add_waiter(hop)
+                record.add_waiter(hop)
             hop.queue.append((record, fds))
             touched.append(hop)
             for d in fds:
@@ -351,8 +352,10 @@ class Core:
             covered |= record.parked
             new = set(dests) - covered - {self.router_id}
             if new:
+                # New destinations: the answer must wait for them, this upstream's and the earlier ones.
+                record.outcome_sent = False
                 self._forward(record, new, up.peer)
-            if record.outcome_sent and not presettled:
+            elif record.outcome_sent and not presettled:
                 up.port.outcome(handle, self._outcome(record), False)
             return record
         record = Record(gid, topic, payload, None, gid, 0, presettled, message_format, self.clock())
@@ -366,8 +369,8 @@ class Core:
     def upstream_settled(self, up: Upstream, record: Record) -> None:
         """The upstream settled its delivery: relay settlement down and forget the record."""
         record.upstreams.pop(up, None)
-        if record.publisher_settled:
-            return
+        if record.publisher_settled or record.local:
+            return  # a root record is settled by its publisher, not by a hop that looped back
         record.publisher_settled = True
         self._settle_subscribers(record)
         self._maybe_free(record)
@@ -598,12 +601,12 @@ class Core:
         for sub in record.states:
             if isinstance(sub, Subscriber):
                 sub.attempts.pop(record.gid, None)
+        if record.upstreams and not record.presettled:
+            outcome = self._outcome(record)
+            for up, handle in list(record.upstreams.items()):
+                if up.attached:
+                    up.port.outcome(handle, outcome, False)  # the upstream settles, then we relay it
         if not record.local:
-            if not record.presettled:
-                outcome = self._outcome(record)
-                for up, handle in list(record.upstreams.items()):
-                    if up.attached:
-                        up.port.outcome(handle, outcome, False)  # the upstream settles, then we relay it
             self._maybe_free(record)
             return
         pub: Publisher = record.publisher

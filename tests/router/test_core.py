@@ -161,3 +161,104 @@ def test_same_subscriber_key_displaces_the_old_link():
     old, _ = core.add_subscriber(s1, "t", "c", "l", False)
     new, displaced = core.add_subscriber(s2, "t", "c", "l", False)
     assert displaced is old and not old.attached and core.topics["t"][("c", "l")] is new
+
+
+class HopP:
+    """A test port for a downstream router."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, frozenset]] = []
+        self.settled: list[Any] = []
+
+    def credit(self) -> int:
+        return 100
+
+    def forward(self, record: Any, dests: frozenset, settled: bool) -> Any:
+        self.sent.append((record, dests))
+        return ("hop", len(self.sent))
+
+    def settle(self, handle: Any) -> None:
+        self.settled.append(handle)
+
+
+def _routed(core: Core, table: dict[str, str], remote: set[str]) -> None:
+    def route(dests, exclude):
+        out, stuck = {}, set()
+        for d in dests:
+            h = table.get(d)
+            if h is None or h == exclude or h not in core.hops:
+                stuck.add(d)
+            else:
+                out.setdefault(h, set()).add(d)
+        return out, stuck
+
+    core.route = route
+    core.remote_routers = lambda topic: set(remote)
+
+
+def test_root_waits_for_downstream_hops_and_settles_them():
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    _routed(core, {"B": "B", "C": "B"}, {"B", "C"})
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert hb.sent == [(rec, frozenset({"B", "C"}))] and p.outcomes == []
+    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
+    assert p.outcomes == [("h", Accepted(), True)] and hb.settled == [("hop", 1)]
+    assert len(core.records) == 0
+
+
+def test_lost_hop_reroutes_in_doubt_records_and_parks_unroutable():
+    core = _core()
+    hb, hc = HopP(), HopP()
+    core.add_hop("B", hb)
+    core.add_hop("C", hc)
+    table = {"B": "B", "C": "C"}
+    _routed(core, table, {"B", "C"})
+    pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    table["C"] = "B"  # the graph now says: C via B
+    core.hop_lost("C")
+    assert hb.sent[-1] == (rec, frozenset({"C"}))  # a new copy for C through B
+    assert core.records.get(rec.gid).pending == 1  # B was reopened for C
+    core.hop_lost("B")  # nothing left: parked
+    assert rec in core.parked and rec.parked == {"B", "C"}
+    core.add_hop("B", hb)
+    core.retry_parked()
+    assert hb.sent[-1] == (rec, frozenset({"B", "C"}))
+
+
+def test_reforward_through_a_hop_that_already_answered_waits_again():
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    core.add_hop("C", HopP())
+    table = {"B": "B", "C": "C"}
+    _routed(core, table, {"B", "C"})
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)  # B answered for itself
+    table["C"] = "B"
+    core.hop_lost("C")  # C's copy now goes through B, which must answer again
+    assert p.outcomes == []
+    core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
+    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+
+
+def test_forwarded_gid_seen_twice_is_delivered_once_and_answered_twice():
+    core = _core()
+    s = Sub()
+    core.add_subscriber(s, "t", "c", "l", False)
+    up1, up2 = Pub(), Pub()
+    u1 = core.add_upstream("X", up1)
+    u2 = core.add_upstream("Y", up2)
+    gid = b"g" * 16
+    rec = core.forwarded(u1, "d1", gid, "t", b"m", frozenset({"A"}), False, 0)
+    again = core.forwarded(u2, "d2", gid, "t", b"m", frozenset({"A"}), False, 0)
+    assert again is rec and len(s.sent) == 1
+    sub = next(iter(core.topics["t"].values()))
+    core.subscriber_update(sub, rec, None, Accepted(), True)
+    assert ("d1", Accepted(), False) in up1.outcomes and ("d2", Accepted(), False) in up2.outcomes
