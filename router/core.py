@@ -89,8 +89,25 @@ class Publisher:
         return (self.container_id, self.link_name)
 
 
+class Suspended:
+    """The port of a subscriber whose connection vanished: no credit until it resumes."""
+
+    def credit(self) -> int:
+        return 0
+
+    def draining(self) -> bool:
+        return False
+
+    def settle(self, handle: Any) -> None:
+        pass
+
+
+SUSPENDED = Suspended()
+
+
 class Subscriber:
-    __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached")
+    __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
+                 "suspended_until")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
         self.port = port
@@ -101,6 +118,7 @@ class Subscriber:
         self.queue: deque[tuple[Record, int]] = deque()
         self.attempts: dict[bytes, int] = {}  # gid -> redeliveries so far
         self.attached = True
+        self.suspended_until: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -491,17 +509,53 @@ class Core:
 
     def add_subscriber(self, port: SubscriberPort, topic: str, container_id: str, link_name: str,
                        presettled: bool) -> tuple[Subscriber, Subscriber | None]:
-        """Attach a subscriber; return it and the subscriber it displaced (same key), if any."""
-        subs = self.topics.setdefault(topic, {})
-        old = subs.get((container_id, link_name))
-        for other_topic, other in self.topics.items():
-            if other_topic != topic and (container_id, link_name) in other:
-                old = other[(container_id, link_name)]
-        if old is not None:
-            self.remove_subscriber(old)
+        """Attach a subscriber; return it and the subscriber it displaced (same key), if any.
+
+        The same key on the same topic takes the old subscription over (a resume, or a
+        second link stealing the first): whatever the old one had not accepted is
+        delivered again, marked as a redelivery when it had been sent. A standard client
+        resumes with no unsettled map, so this is at-least-once with duplicates marked.
+        """
+        key = (container_id, link_name)
+        old = None
+        for other_topic, other in list(self.topics.items()):
+            if key in other:
+                old = other[key]
+                if other_topic != topic:
+                    self.remove_subscriber(old)  # a different subscription under the same name
         sub = Subscriber(port, topic, container_id, link_name, presettled)
+        if old is not None and old.topic == topic:
+            self._take_over(old, sub)
         self.topics.setdefault(topic, {})[sub.key] = sub
         return sub, old
+
+    def _take_over(self, old: Subscriber, new: Subscriber) -> None:
+        old.attached = False
+        queued = {id(r) for r, _ in old.queue}
+        in_doubt = SubState.IN_DOUBT
+        for record in self.records.records.values():  # publish order
+            state = record.states.pop(old, None)
+            if state is None:
+                continue
+            record.states[new] = state
+            was_sent = record.unsettled.pop(old, None) is not None or (state is in_doubt and id(record) not in queued)
+            if state is in_doubt:
+                new.queue.append((record, 1 if was_sent else 0))
+        new.attempts = old.attempts
+        old.queue.clear()
+
+    def suspend_subscriber(self, sub: Subscriber, until: float) -> None:
+        """Its connection vanished without a closing detach: keep the subscription, stop sending."""
+        sub.port = SUSPENDED  # type: ignore[assignment]
+        sub.suspended_until = until
+
+    def expire_suspended(self, now: float) -> list[Subscriber]:
+        """Drop subscribers suspended for longer than their grace; return them."""
+        gone = [s for subs in self.topics.values() for s in subs.values()
+                if s.suspended_until is not None and s.suspended_until <= now]
+        for s in gone:
+            self.remove_subscriber(s)
+        return gone
 
     def remove_subscriber(self, sub: Subscriber) -> None:
         if not sub.attached:

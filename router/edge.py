@@ -129,7 +129,7 @@ class EdgeConnection(asyncio.Protocol):
         if self._timer is not None:
             self._timer.cancel()
         self.router.connections.discard(self)
-        self._drop_all_links()
+        self._drop_all_links(suspend=True)  # no close frame came: the client may come back
         self.core.after_batch()
         self.router.flush()
 
@@ -183,7 +183,7 @@ class EdgeConnection(asyncio.Protocol):
 
     def _on_failed(self, event: ConnectionFailed) -> None:
         self._log_failure(event.condition, event.description)
-        self._drop_all_links()
+        self._drop_all_links(suspend=True)
 
     def _on_opened(self, event: ConnectionOpened) -> None:
         # The peer's idle timeout is known only now: re-arm the timer for its heartbeats.
@@ -209,8 +209,8 @@ class EdgeConnection(asyncio.Protocol):
             presettled = attach.snd_settle_mode is SenderSettleMode.SETTLED
             sub, displaced = self.core.add_subscriber(SubscriberLink(self, link), address, container_id, link.name, presettled)
             link.context = sub
-            if displaced is not None:
-                old: SubscriberLink = displaced.port  # type: ignore[assignment]
+            if displaced is not None and isinstance(displaced.port, SubscriberLink):
+                old: SubscriberLink = displaced.port
                 old.conn.engine.detach(old.link, closed=True, error=Error(
                     condition=Condition.STOLEN.value, description="the same subscriber attached again"))
                 old.link.context = None
@@ -243,7 +243,7 @@ class EdgeConnection(asyncio.Protocol):
         self.dirty()
 
     def _on_detach(self, event: LinkDetached) -> None:
-        self._drop_link(event.link)
+        self._drop_link(event.link, suspend=not event.closed)
 
     def _on_session_ended(self, event: SessionEnded) -> None:
         for link in list(event.session.links.values()):
@@ -252,19 +252,27 @@ class EdgeConnection(asyncio.Protocol):
     def _subscription(self, sub: Subscriber) -> Subscription:
         return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name)
 
-    def _drop_link(self, link: Link) -> None:
+    def _drop_link(self, link: Link, suspend: bool = False) -> None:
+        """The link is gone: a closed subscription ends; an interrupted one is suspended."""
         ctx = link.context
         link.context = None
         if isinstance(ctx, Publisher):
             self.core.remove_publisher(ctx)
         elif isinstance(ctx, Subscriber):
-            self.core.remove_subscriber(ctx)
-            self.router.network.subscribe(self._subscription(ctx), False)
+            source = link.source
+            durable = source is not None and source.expiry_policy == "never"
+            if suspend or durable:
+                timeout = float(source.timeout) if source is not None else 0.0
+                grace = max(timeout, self.router.settings.subscriber_grace)
+                self.core.suspend_subscriber(ctx, self.core.clock() + grace)
+            else:
+                self.core.remove_subscriber(ctx)
+                self.router.network.subscribe(self._subscription(ctx), False)
 
-    def _drop_all_links(self) -> None:
+    def _drop_all_links(self, suspend: bool = False) -> None:
         for session in list(self.engine.sessions.values()):
             for link in list(session.links.values()):
-                self._drop_link(link)
+                self._drop_link(link, suspend)
 
     def _on_delivery(self, event: DeliveryReceived) -> None:
         d = event.delivery

@@ -6,6 +6,8 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from linkstate.messages import Subscription
+
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Topology
 from .core import Core
@@ -90,10 +92,16 @@ class Router:
         return conn
 
     async def _housekeeping(self) -> None:
-        """Collect forwarded records orphaned by a vanished upstream."""
+        """Collect forwarded records orphaned by a vanished upstream, and subscribers
+        suspended past their grace (nothing waits for them any more)."""
         while not self.stopping:
-            await asyncio.sleep(1.0)
-            if self.core.expire(self.core.clock(), self.settings.subscriber_grace):
+            await asyncio.sleep(min(1.0, self.settings.subscriber_grace / 4 or 1.0))
+            now = self.core.clock()
+            changed = self.core.expire(now, self.settings.subscriber_grace)
+            for sub in self.core.expire_suspended(now):
+                changed += 1
+                self.network.subscribe(Subscription(self.id, sub.topic, sub.container_id, sub.link_name), False)
+            if changed:
                 self.core.after_batch()
                 self.flush()
 

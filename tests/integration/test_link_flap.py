@@ -3,54 +3,12 @@ with nothing lost, nothing duplicated and per-publisher order kept."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from proton import Message
 from support.proton_clients import ProtonSubscriber
-from support.proton_events import ContainerThread, Recorder
+from support.proton_events import ContainerThread, StreamPublisher
 from support.routers import Network, wait_for
 
 N = 600
-
-
-class StreamPublisher(Recorder):
-    """Sends N numbered messages as fast as credit allows; counts outcomes."""
-
-    def __init__(self, url: str, topic: str, total: int) -> None:
-        super().__init__()
-        self.url, self.topic, self.total = url, topic, total
-        self.sent = 0
-        self.limit = total * 2 // 3  # the rest goes out after the link has healed
-        self.outcomes: dict[int, Any] = {}
-
-    def on_start(self, event: Any) -> None:
-        self.sender = event.container.create_sender(event.container.connect(self.url), self.topic, name="stream")
-
-    def on_sendable(self, event: Any) -> None:
-        self.send_more()
-
-    def send_more(self) -> None:
-        while self.sender.credit and self.sent < min(self.limit, self.total):
-            d = self.sender.send(Message(body=self.sent))
-            d.number = self.sent
-            self.sent += 1
-
-    def release_rest(self) -> None:
-        self.limit = self.total
-        self.send_more()
-
-    def on_accepted(self, event: Any) -> None:
-        with self.lock:
-            self.outcomes[event.delivery.number] = "accepted"
-
-    def on_rejected(self, event: Any) -> None:
-        with self.lock:
-            self.outcomes[event.delivery.number] = "rejected"
-
-    def accepted(self) -> int:
-        with self.lock:
-            return sum(v == "accepted" for v in self.outcomes.values())
 
 
 def _check_exactly_once_in_order(subs: dict[str, ProtonSubscriber]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
@@ -72,3 +73,46 @@ class ContainerThread:
 
         self.call(shutdown)
         self.thread.join(10)
+
+
+class StreamPublisher(Recorder):
+    """Sends N numbered messages as fast as credit allows; counts outcomes."""
+
+    def __init__(self, url: str, topic: str, total: int) -> None:
+        super().__init__()
+        self.url, self.topic, self.total = url, topic, total
+        self.sent = 0
+        self.limit = total * 2 // 3  # the rest goes out after the link has healed
+        self.outcomes: dict[int, Any] = {}
+
+    def on_start(self, event: Any) -> None:
+        self.sender = event.container.create_sender(event.container.connect(self.url), self.topic, name="stream")
+
+    def on_sendable(self, event: Any) -> None:
+        self.send_more()
+
+    def send_more(self) -> None:
+        while self.sender.credit and self.sent < min(self.limit, self.total):
+            d = self.sender.send(Message(body=self.sent))
+            d.number = self.sent
+            self.sent += 1
+
+    def release_rest(self) -> None:
+        self.limit = self.total
+        self.send_more()
+
+    def on_accepted(self, event: Any) -> None:
+        with self.lock:
+            self.outcomes[event.delivery.number] = "accepted"
+
+    def on_rejected(self, event: Any) -> None:
+        with self.lock:
+            self.outcomes[event.delivery.number] = "rejected"
+
+    def accepted(self) -> int:
+        with self.lock:
+            return sum(v == "accepted" for v in self.outcomes.values())
+
+    def outcome_count(self) -> int:
+        with self.lock:
+            return len(self.outcomes)

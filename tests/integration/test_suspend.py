@@ -1,0 +1,91 @@
+"""Subscribers whose connection vanishes are suspended, not gone (issue 4, first part).
+
+A standard client that comes back under the same container-id and link name gets again
+what it had not accepted, marked as redelivered (delivery-count > 0, first-acquirer
+false): at-least-once. Past its grace the subscription ends and nothing waits for it.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.proton_events import ContainerThread, StreamPublisher
+from support.routers import wait_for
+
+HOLDER = Path(__file__).resolve().parents[1] / "support" / "holding_subscriber.py"
+ACCEPTED = 36
+
+
+def _holder(url: str, container: str, link: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, str(HOLDER), url, "susp", container, link], stdout=subprocess.PIPE, text=True)
+    assert json.loads(proc.stdout.readline()) == {"attached": True}
+    return proc
+
+
+def _lines(proc: subprocess.Popen[str], n: int, timeout: float = 15.0) -> list[dict]:
+    out = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n:
+        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"the subscriber process printed {len(out)} of {n} messages"
+        out.append(json.loads(proc.stdout.readline()))
+    return out
+
+
+def test_killed_subscriber_is_waited_for_and_resumes_at_least_once_marked(router):
+    holder = _holder(router.url, "resumer", "sub")
+    pub = StreamPublisher(router.url, "susp", 6)
+    pub.limit = 5
+    t = ContainerThread(pub)
+    got = _lines(holder, 5)
+    assert [g["body"] for g in got] == list(range(5)) and all(g["delivery_count"] == 0 for g in got)
+    holder.send_signal(signal.SIGKILL)  # no detach, no close: the router must wait for it
+    holder.wait()
+    holder.stdout.close()
+    t.call(pub.release_rest)  # published while it is suspended: waits for it too
+    wait_for(lambda: pub.sent == 6, what="the sixth message sent")
+    t.call(lambda: None)
+    assert pub.outcome_count() == 0  # nothing is accepted while the subscriber is away
+    back = ProtonSubscriber(router.url, "susp", name="sub", container_id="resumer")
+    again = back.take(6)
+    assert [m.body for m in again] == list(range(6))
+    assert all(m.delivery_count >= 1 and m.first_acquirer is False for m in again[:5])
+    assert again[5].delivery_count == 0  # never sent before: not a redelivery
+    wait_for(lambda: pub.accepted() == 6, what="all six accepted after the resume")
+    back.close()
+    t.stop()
+
+
+def test_suspended_subscriber_expires_after_its_grace(make_router):
+    r = make_router(settings={"subscriber_grace": "1s"})
+    holder = _holder(r.url, "gone", "sub")
+    pub = ProtonPublisher(r.url, "susp")
+    outcome = pub.send("m")
+    assert _lines(holder, 1)[0]["body"] == "m"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    holder.stdout.close()
+    with pytest.raises(queue.Empty):
+        outcome.get(timeout=0.5)  # still suspended: waited for
+    assert outcome.get(timeout=10) == ACCEPTED  # past its grace nothing waits for it
+    assert pub.send_wait("after") == ACCEPTED
+    pub.close()
+
+
+def test_clean_close_ends_the_subscription_at_once(router):
+    sub = ProtonSubscriber(router.url, "susp", name="clean", auto_accept=False)
+    pub = ProtonPublisher(router.url, "susp")
+    outcome = pub.send("m")
+    assert sub.get().body == "m"
+    sub.close()  # close frame: expiry-policy session-end applies, the subscription is gone
+    assert outcome.get(timeout=5) == ACCEPTED
+    pub.close()

@@ -1,0 +1,21 @@
+"""A Proton subscriber as its own OS process, so a test can SIGKILL it.
+
+It prints one JSON line per message (body, delivery-count, first-acquirer) and never
+accepts anything. Usage: python holding_subscriber.py URL TOPIC CONTAINER LINK
+"""
+
+import json
+import sys
+
+from proton.utils import BlockingConnection
+
+url, topic, container, link = sys.argv[1:5]
+conn = BlockingConnection(url, container_id=container)
+rcv = conn.create_receiver(topic, name=link, credit=100)
+print(json.dumps({"attached": True}), flush=True)
+while True:
+    try:
+        m = rcv.receive(timeout=60)
+    except Exception:  # noqa: BLE001 - Proton's Timeout
+        continue
+    print(json.dumps({"body": m.body, "delivery_count": m.delivery_count, "first_acquirer": m.first_acquirer}), flush=True)
