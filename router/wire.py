@@ -16,7 +16,21 @@ _H = struct.Struct(">BIH")  # flags, inner message format, topic length
 PRESETTLED = 0x01
 
 
-def pack(topic: str, dests: frozenset[str] | set[str], presettled: bool, message_format: int) -> bytes:
+_PACKED: dict[tuple[str, frozenset[str], bool, int], bytes] = {}
+
+
+def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int) -> bytes:
+    """The header for one forward; the same few (topic, destinations) recur, so cache them."""
+    key = (topic, dests, presettled, message_format)
+    header = _PACKED.get(key)
+    if header is None:
+        if len(_PACKED) > 4096:
+            _PACKED.clear()
+        header = _PACKED[key] = _pack(topic, dests, presettled, message_format)
+    return header
+
+
+def _pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int) -> bytes:
     t = topic.encode()
     parts = [_H.pack(PRESETTLED if presettled else 0, message_format, len(t)), t, bytes((len(dests),))]
     for d in sorted(dests):

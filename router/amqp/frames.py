@@ -15,7 +15,7 @@ from typing import Any
 
 from . import codec
 from .errors import Condition, DecodeError, FramingError
-from .performatives import Transfer
+from .performatives import ACCEPTED, Disposition, Role, Transfer
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -92,10 +92,15 @@ class FrameReader:
 
 
 def _decode_body(ftype: FrameType, channel: int, body: bytes) -> Frame:
-    if ftype is FrameType.AMQP and body[:3] == b"\x00\x53\x14":
-        fast = _fast_transfer(body)
-        if fast is not None:
-            return Frame(ftype, channel, fast[0], fast[1])
+    if ftype is FrameType.AMQP and body[:2] == b"\x00\x53":
+        if body[2] == 0x14:
+            fast = _fast_transfer(body)
+            if fast is not None:
+                return Frame(ftype, channel, fast[0], fast[1])
+        elif body[2] == 0x15:
+            disp = _fast_disposition(body)
+            if disp is not None:
+                return Frame(ftype, channel, disp)
     if body[0] != 0x00:
         raise DecodeError("frame body is not a described performative")
     performative, end = codec.decode(body, 0)
@@ -204,3 +209,73 @@ def _fast_transfer(body: bytes) -> tuple[Transfer, bytes] | None:
         return None
     t = Transfer(handle, did, tag, fmt, settled, bool(more), None, None, bool(resume), bool(aborted), bool(batchable))
     return t, body[end:]
+
+
+_ACCEPTED_STATE = b"\x00\x53\x24\x45"
+
+
+def _fast_disposition(body: bytes) -> Disposition | None:
+    """Decode the common disposition shape (role, first, last, settled, accepted or none)."""
+    n = len(body)
+    if n < 6 or body[3] != 0xC0:
+        return None
+    end = 5 + body[4]
+    count = body[5]
+    if end != n or count > 6 or count < 2:
+        return None
+    p = 6
+    c = body[p]
+    if c == 0x41:
+        role = Role.RECEIVER
+    elif c == 0x42:
+        role = Role.SENDER
+    else:
+        return None
+    p += 1
+    nums: list[int | None] = []
+    for _ in range(min(count - 1, 2)):
+        if p >= end:
+            return None
+        c = body[p]
+        if c == 0x43:
+            nums.append(0)
+            p += 1
+        elif c == 0x52 and p + 2 <= end:
+            nums.append(body[p + 1])
+            p += 2
+        elif c == 0x70 and p + 5 <= end:
+            nums.append(_I.unpack_from(body, p + 1)[0])
+            p += 5
+        elif c == 0x40 and nums:
+            nums.append(None)
+            p += 1
+        else:
+            return None
+    first = nums[0]
+    last = nums[1] if len(nums) > 1 else None
+    settled = False
+    state = None
+    if count >= 4:
+        c = body[p]
+        if c == 0x41:
+            settled = True
+        elif c not in (0x42, 0x40):
+            return None
+        p += 1
+    if count >= 5:
+        if body[p:p + 4] == _ACCEPTED_STATE:
+            state = ACCEPTED
+            p += 4
+        elif body[p] == 0x40:
+            p += 1
+        else:
+            return None
+    batchable = False
+    if count == 6:
+        if body[p] not in (0x40, 0x41, 0x42):
+            return None
+        batchable = body[p] == 0x41
+        p += 1
+    if p != end or first is None:
+        return None
+    return Disposition(role, first, last, settled, state, batchable)

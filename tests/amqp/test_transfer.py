@@ -64,3 +64,28 @@ def test_fast_decoder_never_crashes_on_garbage(tail):
     body = b"\x00\x53\x14" + tail
     result = _fast_transfer(body)
     assert result is None or isinstance(result[0], Transfer)
+
+
+@settings(max_examples=500, deadline=None)
+@given(role=st.sampled_from(list(Role)), first=u32, last=st.none() | u32, settled=st.booleans(),
+       state=st.sampled_from([None, Accepted(), Rejected()]), batchable=st.booleans())
+def test_fast_disposition_agrees_with_generic(role, first, last, settled, state, batchable):
+    from router.amqp.frames import _fast_disposition
+
+    frame = build_frame(0, Disposition(role=role, first=first, last=last, settled=settled, state=state, batchable=batchable))
+    body = bytes(frame[8:])
+    generic, _ = decode(body, 0)
+    fast = _fast_disposition(body)
+    if fast is not None:
+        assert fast == generic
+    if state is None or isinstance(state, Accepted):
+        assert fast is not None  # the common shapes take the fast path
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=24))
+def test_fast_disposition_never_crashes_on_garbage(tail):
+    from router.amqp.frames import _fast_disposition
+
+    result = _fast_disposition(b"\x00\x53\x15" + tail)
+    assert result is None or isinstance(result, Disposition)

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import pytest
+
+from router.amqp.errors import DecodeError
+from router.wire import pack, unpack
+
+
+def test_routing_header_roundtrip():
+    msg = b"\x00\x53\x77\xa1\x02hi"
+    for dests in (frozenset(), frozenset({"B"}), frozenset({"B", "C", "router-with-a-long-name"})):
+        for presettled in (False, True):
+            data = pack("tópic", dests, presettled, 7) + msg
+            assert unpack(data) == ("tópic", dests, presettled, 7, msg)
+            assert pack("tópic", dests, presettled, 7) is pack("tópic", dests, presettled, 7)  # cached
+
+
+@pytest.mark.parametrize("bad", [b"", b"\x00\x00", b"\x00\x00\x00\x00\x00\x00\x05ab", b"\x00\x00\x00\x00\x00\x00\x01a\x03\x05B"])
+def test_malformed_header_is_a_decode_error(bad):
+    with pytest.raises(DecodeError):
+        unpack(bad)
