@@ -69,7 +69,11 @@ class ControlPlane:
         return seq, Result(out=out, completed=[seq] if done else [], table_changed=True)
 
     def routers_for(self, topic: str) -> set[str]:
-        return self.table.routers_for(topic)
+        """Routers a message for ``topic`` must reach now (see ``SubscriberTable.effective_routers``)."""
+        return self.table.effective_routers(topic, self.lsdb.reachable() | {self.me})
+
+    def moved(self, topic: str, origin: str) -> dict[str, frozenset[tuple[str, str]]]:
+        return self.table.moved(topic, origin, self.lsdb.reachable() | {self.me})
 
     # ------------------------------------------------------------ receiving
 

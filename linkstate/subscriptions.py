@@ -53,12 +53,46 @@ class SubscriberTable:
         self.by_topic: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.echoes: dict[tuple[str, int], _Echo] = {}
         self.messages_sent = 0
+        self.by_key: dict[tuple[str, str], set[str]] = defaultdict(set)  # subscriber key -> origins holding it
 
     # ---------------------------------------------------------------- views
 
     def routers_for(self, topic: str) -> set[str]:
         counts = self.by_topic.get(topic)
         return {r for r, n in counts.items() if n > 0} if counts else set()
+
+    def effective_routers(self, topic: str, reachable: set[str]) -> set[str]:
+        """Routers whose subscribers a message for ``topic`` must reach.
+
+        A router we cannot reach still counts while its subscribers are suspended there
+        (deliveries wait for them), unless a subscriber's key has attached again at a
+        router we reach: it moved, and the router it left no longer counts for it.
+        """
+        out = set()
+        for origin in self.routers_for(topic):
+            if origin in reachable:
+                out.add(origin)
+                continue
+            for sub in self._subs_of(origin, topic):
+                if not (self.by_key.get(sub.key, set()) & reachable):
+                    out.add(origin)
+                    break
+        return out
+
+    def moved(self, topic: str, origin: str, reachable: set[str]) -> dict[str, frozenset[tuple[str, str]]]:
+        """Keys of ``origin``'s subscribers for ``topic`` now attached at a reachable router: router -> keys."""
+        out: dict[str, set[tuple[str, str]]] = {}
+        for sub in self._subs_of(origin, topic):
+            for where in self.by_key.get(sub.key, set()) & reachable:
+                if where != origin:
+                    out.setdefault(where, set()).add(sub.key)
+        return {r: frozenset(k) for r, k in out.items()}
+
+    def _subs_of(self, origin: str, topic: str) -> list[Subscription]:
+        o = self.origins.get(origin)
+        if o is None:
+            return []
+        return [s for _, s in o.keys.values() if s is not None and s.topic == topic]
 
     def subscriptions(self, origin: str) -> list[Subscription]:
         o = self.origins.get(origin)
@@ -135,8 +169,10 @@ class SubscriberTable:
             return  # an older event arriving late never overrides a newer one
         if old is not None:
             self.by_topic[old.topic][origin_id] -= 1
+            self.by_key[key].discard(origin_id)
         if sub is not None:
             self.by_topic[sub.topic][origin_id] += 1
+            self.by_key[key].add(origin_id)
         origin.keys[key] = (seq, sub)
 
     # ----------------------------------------------------------- full sync
@@ -170,6 +206,7 @@ class SubscriberTable:
         o = self.origins.pop(origin_id, None)
         if o is None:
             return
-        for _, sub in o.keys.values():
+        for key, (_, sub) in o.keys.items():
             if sub is not None:
                 self.by_topic[sub.topic][origin_id] -= 1
+                self.by_key[key].discard(origin_id)

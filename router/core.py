@@ -130,7 +130,7 @@ class Subscriber:
 
 class HopPort(Protocol):
     def credit(self) -> int: ...
-    def forward(self, record: Record, dests: frozenset[str], settled: bool) -> Any: ...
+    def forward(self, record: Record, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Any: ...
     def settle(self, handle: Any) -> None: ...
 
 
@@ -142,7 +142,8 @@ class Hop:
     def __init__(self, peer: str, port: HopPort) -> None:
         self.peer = peer
         self.port = port
-        self.queue: deque[tuple[Record, frozenset[str]]] = deque()
+        # (record, destinations, subscriber keys it is re-targeted to, or None)
+        self.queue: deque[tuple[Record, frozenset[str], frozenset | None]] = deque()
         self.attached = True
 
     def __repr__(self) -> str:
@@ -188,6 +189,7 @@ class Core:
         # The network layer plugs these in: where other subscribers are, how to reach them.
         self.remote_routers: Callable[[str], set[str]] = lambda topic: set()
         self.route = no_route
+        self.moved: Callable[[str, str], dict[str, frozenset]] = lambda topic, origin: {}
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
@@ -257,23 +259,31 @@ class Core:
         self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
         return record
 
-    def _fan_out(self, record: Record, remote: set[str] | frozenset[str], exclude: str | None, local: bool) -> None:
-        subscribers = self.topics.get(record.topic) if local else None
-        if subscribers:
-            for sub in subscribers.values():
-                record.add_waiter(sub)
-                sub.queue.append((record, 0))
+    def _fan_out(self, record: Record, remote: set[str] | frozenset[str], exclude: str | None, local: bool,
+                 keys: frozenset | None = None) -> None:
+        targets = self._local_targets(record, keys) if local else []
+        for sub in targets:
+            record.add_waiter(sub)
+            sub.queue.append((record, 1 if keys is not None else 0))
         dests = set(remote)
         dests.discard(self.router_id)
         if dests:
-            self._forward(record, dests, exclude)
-        if subscribers:
-            for sub in list(subscribers.values()):
-                self.pump(sub)
+            self._forward(record, dests, exclude, keys)
+        for sub in targets:
+            self.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
             self._complete(record)
 
-    def _forward(self, record: Record, dests: set[str], exclude: str | None) -> None:
+    def _local_targets(self, record: Record, keys: frozenset | None) -> list[Subscriber]:
+        """Local subscribers for a record: all of them, or only the keys it was re-targeted to."""
+        subscribers = self.topics.get(record.topic)
+        if not subscribers:
+            return []
+        if keys is None:
+            return list(subscribers.values())
+        return [s for k, s in subscribers.items() if k in keys and s not in record.states]
+
+    def _forward(self, record: Record, dests: set[str], exclude: str | None, keys: frozenset | None = None) -> None:
         by_hop, stuck = self.route(dests, exclude)
         by_hop = self._pinned(by_hop, exclude)
         touched = []
@@ -292,7 +302,7 @@ class Core:
             else:
                 record.hop_dests[hop] = fds
                 record.add_waiter(hop)
-            hop.queue.append((record, fds))
+            hop.queue.append((record, fds, keys))
             touched.append(hop)
             for d in fds:
                 pin = self.pins.get(d)
@@ -353,8 +363,12 @@ class Core:
                     del self.pins[d]
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
-                  presettled: bool, message_format: int) -> Record | None:
-        """A neighbour forwarded a delivery to us, for ``dests`` (which may include us)."""
+                  presettled: bool, message_format: int, keys: frozenset | None = None) -> Record | None:
+        """A neighbour forwarded a delivery to us, for ``dests`` (which may include us).
+
+        ``keys``: the delivery was re-targeted to subscribers that moved (their router
+        died): only they get it, marked as a redelivery since they may have seen it.
+        """
         if up.credit > 0:
             up.credit -= 1
             self.transit_outstanding -= 1
@@ -369,10 +383,17 @@ class Core:
                 covered |= ds
             covered |= record.parked
             new = set(dests) - covered - {self.router_id}
-            if new:
+            moved_here = self._local_targets(record, keys) if keys is not None and self.router_id in dests else []
+            if new or moved_here:
                 # New destinations: the answer must wait for them, this upstream's and the earlier ones.
                 record.outcome_sent = False
-                self._forward(record, new, up.peer)
+                for sub in moved_here:
+                    record.add_waiter(sub)
+                    sub.queue.append((record, 1))
+                if new:
+                    self._forward(record, new, up.peer, keys)
+                for sub in moved_here:
+                    self.pump(sub)
             elif record.outcome_sent and not presettled:
                 up.port.outcome(handle, self._outcome(record), False)
             return record
@@ -381,7 +402,7 @@ class Core:
         self.records.add(record)
         if not presettled:
             record.upstreams[up] = handle
-        self._fan_out(record, dests, up.peer, local=self.router_id in dests)
+        self._fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
         return record
 
     def upstream_settled(self, up: Upstream, record: Record) -> None:
@@ -462,13 +483,30 @@ class Core:
     def retry_parked(self) -> None:
         """The graph or the subscriber table changed: route what had no route."""
         for record in list(self.parked):
-            dests = {d for d in record.parked if d in self.remote_routers(record.topic)}
+            wanted = self.remote_routers(record.topic)
+            dests = {d for d in record.parked if d in wanted}
+            retarget: dict[str, set] = {}
+            for gone in record.parked - dests:
+                # Its subscribers moved on (their router died): follow them, to them alone.
+                for where, keys in self.moved(record.topic, gone).items():
+                    retarget.setdefault(where, set()).update(keys)
             record.parked = set()
             self.parked.pop(record, None)
+            # Stop waiting on PARKED first: re-forwarding may park again, and only then may
+            # the record complete (the other order let a still-unroutable record complete).
+            record.drop_waiter(PARKED)
             exclude = next(iter(record.upstreams)).peer if record.upstreams else None
             if dests:
                 self._forward(record, dests, exclude)
-            if record.drop_waiter(PARKED) and not record.outcome_sent:
+            for where, keys in retarget.items():
+                if where == self.router_id:
+                    for sub in self._local_targets(record, frozenset(keys)):
+                        record.add_waiter(sub)
+                        sub.queue.append((record, 1))
+                        self.pump(sub)
+                else:
+                    self._forward(record, {where}, exclude, frozenset(keys))
+            if record.pending == 0 and not record.outcome_sent:
                 self._complete(record)
 
     def expire(self, now: float, orphan_ttl: float) -> int:
@@ -488,10 +526,10 @@ class Core:
         port = hop.port
         credit = port.credit()
         while credit > 0 and queue:
-            record, dests = queue.popleft()
+            record, dests, keys = queue.popleft()
             if record.states.get(hop) is not SubState.IN_DOUBT:
                 continue
-            handle = port.forward(record, dests, record.presettled)
+            handle = port.forward(record, dests, record.presettled, keys)
             credit -= 1
             if record.presettled:
                 self._unpin(hop, record)

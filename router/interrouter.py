@@ -75,9 +75,9 @@ class HopLink:
             return 0
         return link.credit
 
-    def forward(self, record: Record, dests: frozenset[str], settled: bool) -> Delivery:
+    def forward(self, record: Record, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Delivery:
         conn = self.conn
-        payload = pack(record.topic, dests, record.presettled, record.message_format) + record.payload
+        payload = pack(record.topic, dests, record.presettled, record.message_format, keys) + record.payload
         d = conn.engine.send(conn.data_out, record.gid, payload, settled=settled, message_format=ONCE_FORMAT)
         d.context = record
         conn.dirty()
@@ -294,9 +294,9 @@ class InterRouterConnection(asyncio.Protocol):
     def _on_data(self, d: Delivery) -> None:
         if self.upstream is None:
             return
-        topic, dests, presettled, fmt, message = unpack(d.payload)
+        topic, dests, presettled, fmt, message, keys = unpack(d.payload)
         d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
-                                               presettled or d.settled, fmt)
+                                               presettled or d.settled, fmt, keys)
 
 
 def _amqp_map(value: Any) -> Any:

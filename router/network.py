@@ -37,13 +37,18 @@ class Network:
         self.all_up = asyncio.Event()
         if not self.costs:
             self.all_up.set()
+        self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
         core = router.core
         core.remote_routers = self.remote_routers
         core.route = self.plane.lsdb.route
+        core.moved = self.plane.moved
 
     def remote_routers(self, topic: str) -> set[str]:
-        routers = self.plane.routers_for(topic)
-        routers.discard(self.me)
+        routers = self._routers.get(topic)
+        if routers is None:
+            routers = self.plane.routers_for(topic)
+            routers.discard(self.me)
+            self._routers[topic] = routers
         return routers
 
     # ------------------------------------------------------------ links
@@ -95,4 +100,5 @@ class Network:
             if done is not None:
                 done()
         if result.topology_changed or result.table_changed:
+            self._routers.clear()
             self.router.core.retry_parked()

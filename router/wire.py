@@ -14,48 +14,72 @@ from .amqp.errors import DecodeError
 ONCE_FORMAT = 0x4F4E4301  # "ONC" vendor prefix, version 1
 _H = struct.Struct(">BIH")  # flags, inner message format, topic length
 PRESETTLED = 0x01
+REDELIVERY = 0x02  # re-targeted to subscribers that moved here: they may have seen it
+KEYS = 0x04  # only these subscriber keys, not every local subscriber
 
 
+Keys = frozenset[tuple[str, str]]
 _PACKED: dict[tuple[str, frozenset[str], bool, int], bytes] = {}
 
 
-def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int) -> bytes:
+def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, keys: Keys | None = None) -> bytes:
     """The header for one forward; the same few (topic, destinations) recur, so cache them."""
+    if keys is not None:
+        return _pack(topic, dests, presettled, message_format, keys)
     key = (topic, dests, presettled, message_format)
     header = _PACKED.get(key)
     if header is None:
         if len(_PACKED) > 4096:
             _PACKED.clear()
-        header = _PACKED[key] = _pack(topic, dests, presettled, message_format)
+        header = _PACKED[key] = _pack(topic, dests, presettled, message_format, None)
     return header
 
 
-def _pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int) -> bytes:
+def _strings(values: list[str]) -> list[bytes]:
+    out = [bytes((len(values),))]
+    for v in values:
+        b = v.encode()
+        out.append(bytes((len(b),)))
+        out.append(b)
+    return out
+
+
+def _pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, keys: Keys | None) -> bytes:
     t = topic.encode()
-    parts = [_H.pack(PRESETTLED if presettled else 0, message_format, len(t)), t, bytes((len(dests),))]
-    for d in sorted(dests):
-        b = d.encode()
-        parts.append(bytes((len(b),)))
-        parts.append(b)
+    flags = (PRESETTLED if presettled else 0) | (REDELIVERY | KEYS if keys is not None else 0)
+    parts = [_H.pack(flags, message_format, len(t)), t, *_strings(sorted(dests))]
+    if keys is not None:
+        parts += _strings([f"{c}\x00{n}" for c, n in sorted(keys)])
     return b"".join(parts)
 
 
-def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes]:
-    """(topic, destinations, presettled, inner message format, message bytes)."""
+def _read_strings(payload: bytes, p: int) -> tuple[list[str], int]:
+    n = payload[p]
+    p += 1
+    out = []
+    for _ in range(n):
+        ln = payload[p]
+        if p + 1 + ln > len(payload):
+            raise IndexError
+        out.append(payload[p + 1:p + 1 + ln].decode())
+        p += 1 + ln
+    return out, p
+
+
+def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None]:
+    """(topic, destinations, presettled, inner message format, message bytes, target keys)."""
     try:
         flags, fmt, tlen = _H.unpack_from(payload, 0)
         p = _H.size
+        if p + tlen > len(payload):
+            raise IndexError
         topic = payload[p:p + tlen].decode()
         p += tlen
-        n = payload[p]
-        p += 1
-        dests = []
-        for _ in range(n):
-            ln = payload[p]
-            dests.append(payload[p + 1:p + 1 + ln].decode())
-            p += 1 + ln
-        if p > len(payload):
-            raise IndexError
+        dests, p = _read_strings(payload, p)
+        keys = None
+        if flags & KEYS:
+            raw, p = _read_strings(payload, p)
+            keys = frozenset(tuple(k.split("\x00", 1)) for k in raw)  # type: ignore[misc]
     except (struct.error, IndexError, UnicodeDecodeError):
         raise DecodeError("malformed inter-router routing header") from None
-    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:]
+    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys

@@ -115,3 +115,18 @@ def test_hundred_routers_converge():
     assert r["routers"] == 100
     assert r["attach_complete_rounds_median"] <= 2 * r["diameter"] + 2
     assert r["messages_per_event_per_link"] <= 4
+
+
+def test_a_key_that_moves_away_from_an_unreachable_router():
+    net = _net([("A", "B"), ("B", "C"), ("A", "C")])
+    k = Subscription("C", "t", "client", "sub")
+    net.until_complete("C", net.subscribe("C", k))
+    a = net.planes["A"]
+    assert a.routers_for("t") == {"C"}
+    net.link_down("A", "C")
+    net.link_down("B", "C")  # C is dead as far as A and B can tell
+    net.run()
+    assert a.routers_for("t") == {"C"}  # its subscriber is suspended there: still waited for
+    net.until_complete("B", net.subscribe("B", Subscription("B", "t", "client", "sub")))
+    assert a.routers_for("t") == {"B"}  # the key moved to B: C no longer counts
+    assert a.moved("t", "C") == {"B": frozenset({("client", "sub")})}

@@ -173,7 +173,7 @@ class HopP:
     def credit(self) -> int:
         return 100
 
-    def forward(self, record: Any, dests: frozenset, settled: bool) -> Any:
+    def forward(self, record: Any, dests: frozenset, settled: bool, keys: Any = None) -> Any:
         self.sent.append((record, dests))
         return ("hop", len(self.sent))
 
@@ -262,3 +262,35 @@ def test_forwarded_gid_seen_twice_is_delivered_once_and_answered_twice():
     sub = next(iter(core.topics["t"].values()))
     core.subscriber_update(sub, rec, None, Accepted(), True)
     assert ("d1", Accepted(), False) in up1.outcomes and ("d2", Accepted(), False) in up2.outcomes
+
+
+def test_retrying_a_still_unroutable_record_keeps_it_waiting():
+    core = _core()
+    _routed(core, {}, {"C"})  # C has subscribers but no route
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert rec in core.parked
+    for _ in range(3):
+        core.retry_parked()  # the graph changed, but C is still unreachable
+    assert p.outcomes == [] and rec.pending == 1 and rec in core.parked
+
+
+def test_parked_record_follows_its_subscriber_to_another_router():
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    table = {"B": "B"}
+    remote = {"C"}
+    _routed(core, table, remote)
+    core.moved = lambda topic, origin: {"B": frozenset({("client", "k")})} if origin == "C" and "B" in remote else {}
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert rec in core.parked and hb.sent == []
+    remote.clear()
+    remote.add("B")  # the key attached again at B: C no longer counts
+    core.retry_parked()
+    assert hb.sent == [(rec, frozenset({"B"}))] and rec not in core.parked
+    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
+    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)

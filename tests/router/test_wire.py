@@ -11,7 +11,9 @@ def test_routing_header_roundtrip():
     for dests in (frozenset(), frozenset({"B"}), frozenset({"B", "C", "router-with-a-long-name"})):
         for presettled in (False, True):
             data = pack("tópic", dests, presettled, 7) + msg
-            assert unpack(data) == ("tópic", dests, presettled, 7, msg)
+            assert unpack(data) == ("tópic", dests, presettled, 7, msg, None)
+            keys = frozenset({("client", "sub"), ("c2", "s2")})
+            assert unpack(pack("tópic", dests, presettled, 7, keys) + msg) == ("tópic", dests, presettled, 7, msg, keys)
             assert pack("tópic", dests, presettled, 7) is pack("tópic", dests, presettled, 7)  # cached
 
 

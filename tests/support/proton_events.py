@@ -42,6 +42,8 @@ class ContainerThread:
     def __init__(self, handler: Recorder) -> None:
         self.handler = handler
         self.container = Container(handler)
+        if getattr(handler, "container_id", None):
+            self.container.container_id = handler.container_id  # the subscriber key's first half
         handler.container = self.container
         # The injector wakes the container's selector at once; a scheduled timer would
         # wait for its next poll timeout.
