@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
+_NONE: frozenset[str] = frozenset()
+
 
 class SubState(Enum):
     IN_DOUBT = 0
@@ -53,7 +55,7 @@ class Record:
         # route right now (re-tried when the graph changes).
         self.upstreams: dict[Any, Any] = {}
         self.hop_dests: dict[Any, frozenset[str]] = {}
-        self.parked: set[str] = set()
+        self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
         self.local = True  # created by our own publisher (we are root), not forwarded to us
         self.orphan_since: float | None = None
 

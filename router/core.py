@@ -378,10 +378,9 @@ class Core:
             if not presettled:
                 record.upstreams[up] = handle
                 record.orphan_since = None
-            covered: set[str] = set()
+            covered: set[str] = set(record.parked)
             for ds in record.hop_dests.values():
                 covered |= ds
-            covered |= record.parked
             new = set(dests) - covered - {self.router_id}
             moved_here = self._local_targets(record, keys) if keys is not None and self.router_id in dests else []
             if new or moved_here:
@@ -490,7 +489,7 @@ class Core:
                 # Its subscribers moved on (their router died): follow them, to them alone.
                 for where, keys in self.moved(record.topic, gone).items():
                     retarget.setdefault(where, set()).update(keys)
-            record.parked = set()
+            record.parked = frozenset()
             self.parked.pop(record, None)
             # Stop waiting on PARKED first: re-forwarding may park again, and only then may
             # the record complete (the other order let a still-unroutable record complete).

@@ -31,6 +31,9 @@ class FrameType(IntEnum):
     SASL = 1
 
 
+_FRAME_TYPES = (FrameType.AMQP, FrameType.SASL)  # indexed: no enum call per frame
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     type: FrameType
@@ -83,10 +86,10 @@ class FrameReader:
                 end = pos + size
                 pos = end
                 if start == end:
-                    yield Frame(FrameType(ftype), channel, None)
+                    yield Frame(_FRAME_TYPES[ftype], channel, None)
                     continue
                 body = bytes(buf[start:end])
-                yield _decode_body(FrameType(ftype), channel, body)
+                yield _decode_body(_FRAME_TYPES[ftype], channel, body)
         finally:
             del buf[:pos]
 
