@@ -30,6 +30,7 @@ from .amqp.events import (
 )
 from .amqp.performatives import Error, ReceiverSettleMode, SenderSettleMode
 from .core import Publisher, Subscriber, TagInUse
+from .engineio import EngineProtocol
 from .message import mark_redelivered
 
 if TYPE_CHECKING:
@@ -86,20 +87,16 @@ class SubscriberLink:
         self.conn.dirty()
 
 
-class EdgeConnection(asyncio.Protocol):
+class EdgeConnection(EngineProtocol):
     def __init__(self, router: Router) -> None:
-        self.router = router
+        super().__init__(router)
         self.core = router.core
         s = router.settings
         self.engine = Connection(
             Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
             sasl_server=router.sasl, channel_max=255,
         )
-        self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.paused = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._gone = False
 
     # -------------------------------------------------------------- asyncio
 
@@ -125,55 +122,21 @@ class EdgeConnection(asyncio.Protocol):
         self.router.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._gone = True
-        if self._timer is not None:
-            self._timer.cancel()
+        self._stop_timer()
         self.router.connections.discard(self)
         self._drop_all_links(suspend=True)  # no close frame came: the client may come back
         self.core.after_batch()
         self.router.flush()
 
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
+    def on_writable(self) -> None:
         for session in list(self.engine.sessions.values()):
             for link in list(session.links.values()):
                 if isinstance(link.context, Subscriber):
                     self.core.pump(link.context)
-        self.router.flush()
 
-    # ---------------------------------------------------------------- output
-
-    def dirty(self) -> None:
-        self.router.dirty.add(self)
-
-    def write_out(self) -> None:
-        if self.transport is None or self._gone:
-            return
-        data = self.engine.data_to_send()
-        if data:
-            self.transport.write(data)
-        if self.engine.closed:
-            self._gone = True
-            self.transport.close()
-
-    def _tick(self) -> None:
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        deadline = self.engine.tick(now)
-        if self.engine.failed is not None and self.engine.closed and not self._gone:
-            self._log_failure(self.engine.failed.condition, self.engine.failed.description)
-        self.dirty()
-        self.router.flush()
-        self._timer = None
-        if deadline is not None and not self._gone:
-            self._timer = loop.call_at(max(deadline, now + 0.05), self._tick)
-
-    def close(self, error: Error | None = None) -> None:
-        self.engine.close(error)
-        self.dirty()
+    def on_tick_failure(self) -> None:
+        assert self.engine.failed is not None
+        self._log_failure(self.engine.failed.condition, self.engine.failed.description)
 
     # ------------------------------------------------------------- handlers
 
@@ -186,10 +149,7 @@ class EdgeConnection(asyncio.Protocol):
         self._drop_all_links(suspend=True)
 
     def _on_opened(self, event: ConnectionOpened) -> None:
-        # The peer's idle timeout is known only now: re-arm the timer for its heartbeats.
-        if self._timer is not None:
-            self._timer.cancel()
-        asyncio.get_running_loop().call_soon(self._tick)
+        self._rearm()  # the peer's idle timeout is known only now: its heartbeats are due
 
     def _on_closed(self, event: ConnectionClosed) -> None:
         self._drop_all_links()

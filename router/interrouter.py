@@ -37,6 +37,7 @@ from .amqp.performatives import Role, Source, Target
 from .amqp.sasl import SaslClientConfig, SaslServerConfig
 from .amqp.types import Described, symbol, ulong
 from .core import Hop, Upstream
+from .engineio import EngineProtocol
 from .wire import ONCE_FORMAT, pack, unpack
 
 if TYPE_CHECKING:
@@ -107,9 +108,9 @@ class UpstreamLink:
         self.conn.dirty()
 
 
-class InterRouterConnection(asyncio.Protocol):
+class InterRouterConnection(EngineProtocol):
     def __init__(self, router: Router, peer: str | None) -> None:
-        self.router = router
+        super().__init__(router)
         self.peer = peer  # known when we dial; learnt from SASL when we accept
         s = router.settings
         secret = router.topology.auth.router_secret or ""
@@ -119,7 +120,6 @@ class InterRouterConnection(asyncio.Protocol):
             mode, sasl_c, sasl_s = Mode.SERVER, None, router_sasl_server(secret, router.neighbour_ids)
         self.engine = Connection(mode, f"once-router-{router.id}", sasl_client=sasl_c, sasl_server=sasl_s,
                                  idle_timeout=s.router_dead_after, max_frame_size=s.max_frame_size)
-        self.transport: asyncio.Transport | None = None
         self.control_out: Link | None = None
         self.data_out: Link | None = None
         self.data_in: Link | None = None
@@ -127,9 +127,6 @@ class InterRouterConnection(asyncio.Protocol):
         self.hop: Hop | None = None
         self.upstream: Upstream | None = None
         self.up = False
-        self.paused = False
-        self._gone = False
-        self._timer: asyncio.TimerHandle | None = None
         self.lost = asyncio.get_event_loop().create_future()
 
     # -------------------------------------------------------------- asyncio
@@ -154,49 +151,15 @@ class InterRouterConnection(asyncio.Protocol):
         self.router.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._gone = True
+        self._stop_timer()
         self.router.inter_connections.discard(self)
-        if self._timer is not None:
-            self._timer.cancel()
         self._down()
         if not self.lost.done():
             self.lost.set_result(None)
 
-    def pause_writing(self) -> None:
-        self.paused = True
-
-    def resume_writing(self) -> None:
-        self.paused = False
+    def on_writable(self) -> None:
         if self.hop is not None:
             self.router.core.pump_hop(self.hop)
-        self.router.flush()
-
-    def dirty(self) -> None:
-        self.router.dirty.add(self)
-
-    def write_out(self) -> None:
-        if self.transport is None or self._gone:
-            return
-        data = self.engine.data_to_send()
-        if data:
-            self.transport.write(data)
-        if self.engine.closed:
-            self._gone = True
-            self.transport.close()
-
-    def close(self) -> None:
-        self.engine.close()
-        self.dirty()
-
-    def _tick(self) -> None:
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        deadline = self.engine.tick(now)
-        self.dirty()
-        self.router.flush()
-        self._timer = None
-        if not self._gone:
-            self._timer = loop.call_at(max(deadline or now + 0.5, now + 0.05), self._tick)
 
     # ------------------------------------------------------------- control
 
@@ -237,6 +200,7 @@ class InterRouterConnection(asyncio.Protocol):
             elif ev.link is self.data_out and self.hop is not None:
                 self.router.core.pump_hop(self.hop)
         elif t is ConnectionOpened:
+            self._rearm()  # heartbeats and the dead-link timeout start with the open exchange
             if engine.mode is Mode.CLIENT:
                 engine.begin()  # the dialler opens the one session; both sides attach their senders on it
         elif t is SessionBegun:
