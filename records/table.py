@@ -29,7 +29,7 @@ class Record:
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
-                 "upstreams", "hop_dests", "parked", "local", "orphan_since")
+                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -58,6 +58,9 @@ class Record:
         self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
         self.local = True  # created by our own publisher (we are root), not forwarded to us
         self.orphan_since: float | None = None
+        # Upstreams that handed us this record for particular subscribers only (they
+        # moved here): each is answered when those waiters are, not with the record.
+        self.keyed: dict[Any, tuple[Any, list[Any]]] | None = None
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"

@@ -284,6 +284,8 @@ class Core:
         return [s for k, s in subscribers.items() if k in keys and s not in record.states]
 
     def _forward(self, record: Record, dests: set[str], exclude: str | None, keys: frozenset | None = None) -> None:
+        """Send ``record`` towards ``dests``. A keyed copy (re-targeted to subscribers that
+        moved) goes even where the record already went: it is for someone new there."""
         by_hop, stuck = self.route(dests, exclude)
         by_hop = self._pinned(by_hop, exclude)
         touched = []
@@ -294,7 +296,8 @@ class Core:
                 continue
             fds = frozenset(ds)
             if hop in record.hop_dests:
-                fds = fds - record.hop_dests[hop]
+                if keys is None:
+                    fds = fds - record.hop_dests[hop]
                 if not fds:
                     continue
                 record.hop_dests[hop] = record.hop_dests[hop] | fds
@@ -374,6 +377,9 @@ class Core:
             self.transit_outstanding -= 1
         record = self.records.get(gid)
         if record is not None:
+            if keys is not None:
+                self._keyed_copy(record, up, handle, dests, keys, presettled)
+                return record
             # Seen before (a re-forward after rerouting): answer from the record, never deliver twice.
             if not presettled:
                 record.upstreams[up] = handle
@@ -382,17 +388,10 @@ class Core:
             for ds in record.hop_dests.values():
                 covered |= ds
             new = set(dests) - covered - {self.router_id}
-            moved_here = self._local_targets(record, keys) if keys is not None and self.router_id in dests else []
-            if new or moved_here:
+            if new:
                 # New destinations: the answer must wait for them, this upstream's and the earlier ones.
                 record.outcome_sent = False
-                for sub in moved_here:
-                    record.add_waiter(sub)
-                    sub.queue.append((record, 1))
-                if new:
-                    self._forward(record, new, up.peer, keys)
-                for sub in moved_here:
-                    self.pump(sub)
+                self._forward(record, new, up.peer)
             elif record.outcome_sent and not presettled:
                 up.port.outcome(handle, self._outcome(record), False)
             return record
@@ -404,9 +403,52 @@ class Core:
         self._fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
         return record
 
+    def _keyed_copy(self, record: Record, up: Upstream, handle: Any, dests: frozenset[str], keys: frozenset,
+                    presettled: bool) -> None:
+        """A record we already have, handed to us again for subscribers that moved (keys).
+
+        The upstream may itself be one of this record's downstream hops (it handed back
+        what it held for a subscriber that left it): answering it only with the whole
+        record would make each wait for the other. It is answered for those keys alone.
+        """
+        targets: list[Any] = []
+        if self.router_id in dests:
+            for sub in self._local_targets(record, keys):
+                record.add_waiter(sub)
+                sub.queue.append((record, 1))
+                targets.append(sub)
+        onward = set(dests) - {self.router_id}
+        if onward:
+            before = set(record.states)
+            self._forward(record, onward, None, keys)
+            targets += [w for w in record.states if w not in before]
+        if not presettled:
+            if record.keyed is None:
+                record.keyed = {}
+            record.keyed[up] = (handle, targets)
+        for sub in targets:
+            if isinstance(sub, Subscriber):
+                self.pump(sub)
+        self._answer_keyed(record)
+
+    def _answer_keyed(self, record: Record) -> None:
+        keyed = record.keyed
+        if not keyed:
+            return
+        for up, (handle, waiters) in list(keyed.items()):
+            states = [record.states.get(w) for w in waiters]
+            if any(st is SubState.IN_DOUBT for st in states):
+                continue
+            del keyed[up]
+            rejected = any(st is SubState.REJECTED for st in states)
+            if up.attached:
+                up.port.outcome(handle, Rejected(error=record.rejection) if rejected else ACCEPTED, False)
+
     def upstream_settled(self, up: Upstream, record: Record) -> None:
         """The upstream settled its delivery: relay settlement down and forget the record."""
-        record.upstreams.pop(up, None)
+        if up not in record.upstreams:
+            return  # a hand-over's (or a looped-back copy's) settlement concerns only its own answer
+        del record.upstreams[up]
         if record.publisher_settled or record.local:
             return  # a root record is settled by its publisher, not by a hop that looped back
         record.publisher_settled = True
@@ -581,6 +623,36 @@ class Core:
         new.attempts = old.attempts
         old.queue.clear()
 
+    def subscriber_moved(self, sub: Subscriber, where: str) -> None:
+        """A suspended subscriber's key attached at router ``where``: hand its deliveries over.
+
+        Everything it had not accepted goes there, to that key alone, marked; only when
+        that router answers does the record stop waiting for it. Dropping them here (as the
+        grace expiry would) would lose them.
+        """
+        if not sub.attached or sub.suspended_until is None:
+            return
+        held = [r for r in self.records.records.values() if r.states.get(sub) is SubState.IN_DOUBT]
+        sub.suspended_until = None
+        subs = self.topics.get(sub.topic)
+        if subs is not None and subs.get(sub.key) is sub:
+            del subs[sub.key]
+            if not subs:
+                del self.topics[sub.topic]
+        sub.attached = False
+        sub.queue.clear()
+        for record in held:
+            self._forward(record, {where}, None, frozenset({sub.key}))
+            if record.drop_waiter(sub) and not record.outcome_sent:
+                self._complete(record)
+        for record in [r for r in self.records.records.values() if sub in r.states]:
+            record.states.pop(sub, None)
+            record.unsettled.pop(sub, None)
+            self._maybe_free(record)
+
+    def suspended(self) -> list[Subscriber]:
+        return [s for subs in self.topics.values() for s in subs.values() if s.suspended_until is not None]
+
     def suspend_subscriber(self, sub: Subscriber, until: float) -> None:
         """Its connection vanished without a closing detach: keep the subscription, stop sending."""
         sub.port = SUSPENDED  # type: ignore[assignment]
@@ -728,6 +800,8 @@ class Core:
             record.unsettled.clear()
 
     def _maybe_free(self, record: Record) -> None:
+        if record.keyed:
+            self._answer_keyed(record)
         if record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled:
             if record.gid in self.records:
                 self.records.free(record)

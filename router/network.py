@@ -101,4 +101,17 @@ class Network:
                 done()
         if result.topology_changed or result.table_changed:
             self._routers.clear()
+            self._follow_moved_subscribers()
             self.router.core.retry_parked()
+
+    def _follow_moved_subscribers(self) -> None:
+        """Our suspended subscribers whose key attached at another reachable router moved there."""
+        core = self.router.core
+        suspended = core.suspended()
+        if not suspended:
+            return
+        reachable = self.plane.lsdb.reachable()
+        for sub in suspended:
+            where = self.plane.table.by_key.get(sub.key, set()) & reachable
+            if where:
+                core.subscriber_moved(sub, min(where))

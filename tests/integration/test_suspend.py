@@ -25,8 +25,24 @@ HOLDER = Path(__file__).resolve().parents[1] / "support" / "holding_subscriber.p
 ACCEPTED = 36
 
 
+_HOLDERS: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _reap_holders():
+    yield
+    while _HOLDERS:
+        proc = _HOLDERS.pop()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdout is not None and not proc.stdout.closed:
+            proc.stdout.close()
+
+
 def _holder(url: str, container: str, link: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, str(HOLDER), url, "susp", container, link], stdout=subprocess.PIPE, text=True)
+    _HOLDERS.append(proc)
     assert json.loads(proc.stdout.readline()) == {"attached": True}
     return proc
 
@@ -89,3 +105,29 @@ def test_clean_close_ends_the_subscription_at_once(router):
     sub.close()  # close frame: expiry-policy session-end applies, the subscription is gone
     assert outcome.get(timeout=5) == ACCEPTED
     pub.close()
+
+
+def test_a_client_that_comes_back_on_another_live_router_gets_what_it_missed(tmp_path):
+    from support.routers import Network
+
+    net = Network("line3.yaml", tmp_path)
+    try:
+        holder = _holder(net["C"].url, "wanderer", "sub")
+        pub = StreamPublisher(net["A"].url, "susp", 8)
+        pub.limit = 5
+        t = ContainerThread(pub)
+        assert [g["body"] for g in _lines(holder, 5)] == list(range(5))
+        holder.send_signal(signal.SIGKILL)  # the client dies; its router C lives on
+        holder.wait()
+        holder.stdout.close()
+        t.call(pub.release_rest)
+        back = ProtonSubscriber(net["B"].url, "susp", name="sub", container_id="wanderer")
+        got = back.take(8)
+        assert [m.body for m in got] == list(range(8))
+        assert all(m.delivery_count >= 1 and m.first_acquirer is False for m in got[:5])
+        # Well inside the 30s grace: C handed its deliveries over instead of holding them.
+        wait_for(lambda: pub.accepted() == 8, 10, what="all accepted after the move")
+        back.close()
+        t.stop()
+    finally:
+        net.stop()

@@ -294,3 +294,43 @@ def test_parked_record_follows_its_subscriber_to_another_router():
     assert hb.sent == [(rec, frozenset({"B"}))] and rec not in core.parked
     core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
     assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+
+
+def test_suspended_subscriber_that_moved_hands_its_deliveries_over():
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    _routed(core, {"B": "B"}, set())
+    s, p = Sub(credit=0), Pub()
+    sub, _ = core.add_subscriber(s, "t", "client", "k", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.suspend_subscriber(sub, until=100.0)
+    core.subscriber_moved(sub, "B")
+    assert hb.sent == [(rec, frozenset({"B"}))]
+    assert p.outcomes == [] and rec.pending == 1  # now waiting for B, not for the vanished link
+    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
+    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+    assert core.expire_suspended(1000.0) == []  # nothing left to expire: it moved
+
+
+def test_hand_over_from_a_downstream_hop_is_answered_alone_and_its_settlement_settles_nothing_else():
+    core = _core()
+    hc = HopP()
+    core.add_hop("C", hc)
+    _routed(core, {"C": "C"}, {"C"})
+    up_a, up_c = Pub(), Pub()
+    ua = core.add_upstream("X", up_a)
+    uc = core.add_upstream("C", up_c)
+    s = Sub()
+    gid = b"h" * 16
+    rec = core.forwarded(ua, "from-x", gid, "t", b"m", frozenset({"C"}), False, 0)  # transit: X -> us -> C
+    assert hc.sent == [(rec, frozenset({"C"}))]
+    sub, _ = core.add_subscriber(s, "t", "client", "k", False)  # the key moved here from C...
+    core.forwarded(uc, "from-c", gid, "t", b"m", frozenset({"A"}), False, 0, frozenset({("client", "k")}))
+    assert len(s.sent) == 1 and s.sent[0][2] == 1  # ...and C handed its delivery over, marked
+    core.subscriber_update(sub, rec, s.sent[0], Accepted(), True)
+    assert up_c.outcomes == [("from-c", Accepted(), False)]  # answered for the key alone
+    assert up_a.outcomes == []  # the record itself still waits for C
+    core.upstream_settled(uc, rec)  # C settles its hand-over: the record stays
+    assert rec.gid in core.records and not rec.publisher_settled

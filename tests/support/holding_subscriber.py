@@ -7,6 +7,7 @@ accepts anything. Usage: python holding_subscriber.py URL TOPIC CONTAINER LINK
 import json
 import sys
 
+from proton import Timeout
 from proton.utils import BlockingConnection
 
 url, topic, container, link = sys.argv[1:5]
@@ -16,6 +17,8 @@ print(json.dumps({"attached": True}), flush=True)
 while True:
     try:
         m = rcv.receive(timeout=60)
-    except Exception:  # noqa: BLE001 - Proton's Timeout
+    except Timeout:
         continue
+    except Exception:  # noqa: BLE001 - the router went away: so do we
+        sys.exit(1)
     print(json.dumps({"body": m.body, "delivery_count": m.delivery_count, "first_acquirer": m.first_acquirer}), flush=True)
