@@ -26,6 +26,7 @@ async def serve(topology: Topology, router_id: str) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: logging.getLogger("once.router").info(router.describe()))
     await stop.wait()
     await router.stop()
     try:

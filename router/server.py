@@ -105,6 +105,18 @@ class Router:
                 self.core.after_batch()
                 self.flush()
 
+    def describe(self) -> str:
+        """One line of live state, for an operator (SIGUSR1 logs it)."""
+        core = self.core
+        subs = ", ".join(f"{t}:{k[0]}/{k[1]}(queue {len(s.queue)}, credit {s.port.credit()}"
+                         f"{', suspended' if s.suspended_until is not None else ''})"
+                         for t, d in core.topics.items() for k, s in d.items())
+        hops = ", ".join(f"{p}(queue {len(h.queue)}, credit {h.port.credit()})" for p, h in core.hops.items())
+        ups = ", ".join(f"{p}(credit {u.credit})" for p, u in core.upstreams.items())
+        return (f"router {self.id}: records {len(core.records)} (own {core.local_count}), parked {len(core.parked)}, "
+                f"subscribers [{subs}], hops [{hops}], upstreams [{ups}], publishers {len(core.publishers)}, "
+                f"connections {len(self.connections)}")
+
     def flush(self) -> None:
         """Write what every touched connection has to send, once per batch."""
         while self.dirty:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import queue
-import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,6 +26,8 @@ ACCEPTED = 36
 
 
 _HOLDERS: list[subprocess.Popen[str]] = []
+_LINES: dict[int, queue.Queue[str]] = {}
+_READERS: dict[int, threading.Thread] = {}
 
 
 @pytest.fixture(autouse=True)
@@ -36,14 +38,20 @@ def _reap_holders():
         if proc.poll() is None:
             proc.kill()
         proc.wait()
-        if proc.stdout is not None and not proc.stdout.closed:
-            proc.stdout.close()
+        _READERS.pop(proc.pid).join(5)  # the pipe is at its end once the process is gone
+        proc.stdout.close()
+        _LINES.pop(proc.pid, None)
 
 
 def _holder(url: str, container: str, link: str) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, str(HOLDER), url, "susp", container, link], stdout=subprocess.PIPE, text=True)
     _HOLDERS.append(proc)
-    assert json.loads(proc.stdout.readline()) == {"attached": True}
+    # A thread reads the pipe: select() on it would miss lines already in Python's buffer.
+    lines: queue.Queue[str] = queue.Queue()
+    _LINES[proc.pid] = lines
+    reader = _READERS[proc.pid] = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
+    reader.start()
+    assert json.loads(lines.get(timeout=15)) == {"attached": True}
     return proc
 
 
@@ -51,9 +59,10 @@ def _lines(proc: subprocess.Popen[str], n: int, timeout: float = 15.0) -> list[d
     out = []
     deadline = time.monotonic() + timeout
     while len(out) < n:
-        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, f"the subscriber process printed {len(out)} of {n} messages"
-        out.append(json.loads(proc.stdout.readline()))
+        try:
+            out.append(json.loads(_LINES[proc.pid].get(timeout=max(0.01, deadline - time.monotonic()))))
+        except queue.Empty:
+            raise AssertionError(f"the subscriber process printed {len(out)} of {n} messages") from None
     return out
 
 
@@ -66,7 +75,6 @@ def test_killed_subscriber_is_waited_for_and_resumes_at_least_once_marked(router
     assert [g["body"] for g in got] == list(range(5)) and all(g["delivery_count"] == 0 for g in got)
     holder.send_signal(signal.SIGKILL)  # no detach, no close: the router must wait for it
     holder.wait()
-    holder.stdout.close()
     t.call(pub.release_rest)  # published while it is suspended: waits for it too
     wait_for(lambda: pub.sent == 6, what="the sixth message sent")
     t.call(lambda: None)
@@ -89,7 +97,6 @@ def test_suspended_subscriber_expires_after_its_grace(make_router):
     assert _lines(holder, 1)[0]["body"] == "m"
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    holder.stdout.close()
     with pytest.raises(queue.Empty):
         outcome.get(timeout=0.5)  # still suspended: waited for
     assert outcome.get(timeout=10) == ACCEPTED  # past its grace nothing waits for it
@@ -119,7 +126,6 @@ def test_a_client_that_comes_back_on_another_live_router_gets_what_it_missed(tmp
         assert [g["body"] for g in _lines(holder, 5)] == list(range(5))
         holder.send_signal(signal.SIGKILL)  # the client dies; its router C lives on
         holder.wait()
-        holder.stdout.close()
         t.call(pub.release_rest)
         back = ProtonSubscriber(net["B"].url, "susp", name="sub", container_id="wanderer")
         got = back.take(8)
