@@ -574,12 +574,16 @@ class Core:
             credit -= 1
             if record.presettled:
                 self._unpin(hop, record)
-                if record.resolve(hop, SubState.ACCEPTED) and not record.outcome_sent:
-                    self._complete(record)
-                else:
-                    self._maybe_free(record)
+                self._sent_settled(record, hop)
             else:
                 record.unsettled[hop] = handle
+
+    def _sent_settled(self, record: Record, waiter: Any) -> None:
+        """A pre-settled send is that waiter's final state: at-most-once, nothing comes back."""
+        if record.resolve(waiter, SubState.ACCEPTED) and not record.outcome_sent:
+            self._complete(record)
+        else:
+            self._maybe_free(record)
 
     def _outcome(self, record: Record) -> Any:
         return ACCEPTED if record.rejection is None else Rejected(error=record.rejection)
@@ -702,10 +706,7 @@ class Core:
             credit -= 1
             self.stats["delivered"] += 1
             if settled:
-                if record.resolve(sub, SubState.ACCEPTED) and not record.outcome_sent:
-                    self._complete(record)
-                else:
-                    self._maybe_free(record)
+                self._sent_settled(record, sub)
             else:
                 record.unsettled[sub] = handle
         if not queue and port.draining():

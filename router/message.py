@@ -5,7 +5,6 @@ Only the header is ever rewritten (to mark a redelivery); the body is never deco
 
 from __future__ import annotations
 
-from . import amqp  # noqa: F401  (package import keeps the layering explicit)
 from .amqp.codec import decode, dumps
 from .amqp.errors import DecodeError
 from .amqp.types import Described, ubyte, uint, ulong

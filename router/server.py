@@ -115,7 +115,7 @@ class Router:
         ups = ", ".join(f"{p}(credit {u.credit})" for p, u in core.upstreams.items())
         return (f"router {self.id}: records {len(core.records)} (own {core.local_count}), parked {len(core.parked)}, "
                 f"subscribers [{subs}], hops [{hops}], upstreams [{ups}], publishers {len(core.publishers)}, "
-                f"connections {len(self.connections)}")
+                f"connections {len(self.connections)}, totals {core.stats}")
 
     def flush(self) -> None:
         """Write what every touched connection has to send, once per batch."""

@@ -475,7 +475,7 @@ class Connection:
         if self.failed is not None or self.state is State.CLOSED:
             return
         self.failed = error
-        if self.state in (State.OPEN, State.AMQP_HEADER) or (self.state is State.CLOSE_SENT and False):
+        if self.state in (State.OPEN, State.AMQP_HEADER):
             if not self.open_sent:
                 self._send_open()
             self._out += build_frame(0, Close(error=_error(error.condition, error.description)))

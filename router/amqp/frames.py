@@ -14,7 +14,7 @@ from enum import IntEnum
 from typing import Any
 
 from . import codec
-from .errors import Condition, DecodeError, FramingError
+from .errors import DecodeError, FramingError
 from .performatives import ACCEPTED, Disposition, Role, Transfer
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
@@ -127,15 +127,6 @@ def build_frame(channel: int, performative: Any, payload: bytes | memoryview = b
     _HDR.pack_into(out, 0, len(out), 2, ftype, channel)
     return out
 
-
-def encoded_size(performative: Any) -> int:
-    out = bytearray()
-    performative.amqp_encode(out)
-    return len(out)
-
-
-def error_condition_name(cond: Condition | str) -> str:
-    return cond.value if isinstance(cond, Condition) else cond
 
 
 _I = struct.Struct(">I")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from enum import IntEnum
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 from . import codec
 from .errors import DecodeError
@@ -86,7 +86,6 @@ def composite(code: int, name: str, kinds: dict[str, Kind], mandatory: tuple[str
         flds = [f for f in fields(cls)]  # type: ignore[arg-type]
         names = [f.name for f in flds]
         spec = [(f.name, kinds.get(f.name, ANY)) for f in flds]
-        defaults = {f.name: f for f in flds}
 
         def from_list(values: list[Any]) -> Any:
             kw: dict[str, Any] = {}
@@ -121,7 +120,6 @@ def composite(code: int, name: str, kinds: dict[str, Kind], mandatory: tuple[str
         cls.from_list = staticmethod(from_list)  # type: ignore[attr-defined]
         cls.amqp_encode = amqp_encode  # type: ignore[attr-defined]
         cls.FIELD_NAMES = tuple(names)  # type: ignore[attr-defined]
-        del defaults
         codec.register_composite(code, name, from_list)
         return cls
 
@@ -389,4 +387,3 @@ class SaslOutcome:
 
 
 SASL_FRAMES = (SaslMechanisms, SaslInit, SaslChallenge, SaslResponse, SaslOutcome)
-ClassVarAny = ClassVar[Any]
