@@ -43,6 +43,9 @@ class Settings:
     max_in_flight: int = 10000
     link_credit: int = 2000
     subscriber_grace: float = 30.0
+    # how long a publisher whose connection vanished may take to resume before its
+    # unsettled deliveries are settled without it (and the orphan/placeholder lifetime)
+    publisher_grace: float = 30.0
     idle_timeout: float = 60.0
     max_frame_size: int = 65536
     max_message_size: int = 100 * 1024 * 1024
@@ -166,7 +169,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     s: dict[str, Any] = {}
     for k, v in settings_raw.items():
         key = f"settings.{k}"
-        if k in ("subscriber_grace", "idle_timeout", "router_dead_after"):
+        if k in ("subscriber_grace", "publisher_grace", "idle_timeout", "router_dead_after"):
             s[k] = ctx.duration(v, key)
         elif k == "max_frame_size":
             s[k] = ctx.positive_int(v, key, 512)

@@ -36,6 +36,7 @@ Semantics (single router; README "Delivery semantics" is the user-facing version
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -67,7 +68,7 @@ class TagInUse(Exception):
 
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
-                 "settle_second", "attached", "in_flight")
+                 "settle_second", "attached", "in_flight", "suspended_until")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool) -> None:
@@ -83,6 +84,7 @@ class Publisher:
         self.settle_second = settle_second
         self.attached = True
         self.in_flight = 0  # its records still held
+        self.suspended_until: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -183,7 +185,10 @@ class Core:
         self.records = RecordTable()
         self.topics: dict[str, dict[tuple[str, str], Subscriber]] = {}
         self.publishers: list[Publisher] = []
-        self.incarnations: dict[tuple[str, str], int] = {}
+        self.suspended_publishers: dict[tuple[str, str], Publisher] = {}
+        # (subscriber key, gid) -> expiry: a resuming subscriber said it already accepted
+        # that delivery, which has not reached us (yet): never deliver it to that key.
+        self.placeholders: dict[tuple[tuple[str, str], bytes], float] = {}
         self.outstanding = 0  # credit granted to publishers and not yet used
         self._rr = 0
         # The network layer plugs these in: where other subscribers are, how to reach them.
@@ -202,24 +207,64 @@ class Core:
     # ----------------------------------------------------------- publishers
 
     def add_publisher(self, port: PublisherPort, topic: str, container_id: str, link_name: str,
-                      settle_second: bool) -> Publisher:
-        key = (container_id, link_name)
-        # A fresh attach starts a new incarnation: its tags may restart at 0 (Proton does).
-        incarnation = self.incarnations.get(key, 0) + 1
-        self.incarnations[key] = incarnation
+                      settle_second: bool, incarnation: int | None = None, grant: bool = True) -> Publisher:
+        """Attach a publisher. ``incarnation``: the one a resuming link carries; None starts anew.
+
+        A fresh attach starts a new incarnation, because its tags may restart at 0 (Proton
+        does). It is random (63 bits), not a per-router counter: after a failover two
+        routers counting on their own would hand the same number to two different
+        attaches of one link name, and a reused tag would then merge a new message into
+        the record of an old one (lost). A resuming client carries its incarnation back
+        (attach property ``once:incarnation``), so any router computes the same gids.
+        """
+        if incarnation is None:
+            incarnation = secrets.randbits(63) or 1
         pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second)
+        old = self.suspended_publishers.get(pub.key)
+        if old is not None and old.incarnation != incarnation:
+            # A fresh link under the old name: the old one never resumes. (A resuming one
+            # takes its records over one by one as they are resent; what it does not
+            # resend is released when the old link's grace runs out.)
+            del self.suspended_publishers[pub.key]
+            self._release_publisher(old)
         self.publishers.append(pub)
-        self.replenish()
+        if grant:  # (an adaptor that must answer the attach first grants afterwards)
+            self.replenish()
         return pub
 
     def remove_publisher(self, pub: Publisher) -> None:
         if not pub.attached:
             return
+        self._detach_publisher(pub)
+        self._release_publisher(pub)
+
+    def _detach_publisher(self, pub: Publisher) -> None:
         pub.attached = False
         self.publishers.remove(pub)
         self.outstanding -= pub.credit
         pub.credit = 0
+        for record in pub.live.values():
+            record.publisher_handle = None
+
+    def suspend_publisher(self, pub: Publisher, until: float) -> None:
+        """Its connection vanished without a closing detach: it may resume (here or elsewhere).
+
+        Its unsettled records stay unsettled until then, so that a resent delivery
+        (same gid) merges with its record instead of reaching the subscribers again.
+        """
+        if not pub.attached:
+            return
+        self._detach_publisher(pub)
+        pub.suspended_until = until
+        earlier = self.suspended_publishers.get(pub.key)
+        if earlier is not None:
+            self._release_publisher(earlier)
+        self.suspended_publishers[pub.key] = pub
+        self.replenish()
+
+    def _release_publisher(self, pub: Publisher) -> None:
         # Nobody is left to answer: the records live on until their subscribers finish.
+        pub.suspended_until = None
         for record in list(pub.live.values()):
             record.publisher_handle = None
             record.publisher_settled = True
@@ -236,7 +281,11 @@ class Core:
             self.replenish()
 
     def publish(self, pub: Publisher, tag: bytes, payload: bytes, settled: bool, handle: Any,
-                message_format: int = 0) -> Record:
+                message_format: int = 0, resumed: bool = False) -> Record | None:
+        """A publisher's delivery. ``resumed``: a transfer with resume=true (it used no credit).
+
+        Returns None for a resumed delivery we know nothing of (AMQP: ignored).
+        """
         if tag in pub.live:
             raise TagInUse(f"delivery tag {tag!r} reused while its delivery is unsettled")
         generation = 0
@@ -245,8 +294,13 @@ class Core:
             if previous is not None:
                 generation = previous + 1
         gid = gid_from_prefix(pub.prefix, tag, generation)
+        known = self.records.records.get(gid)
+        if known is not None:
+            return self._adopt(pub, known, settled, handle, resumed)
+        if resumed and not payload:
+            return None
         record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format, self.clock())
-        if pub.credit > 0:
+        if pub.credit > 0 and not resumed:
             pub.credit -= 1
             self.outstanding -= 1
         self.records.add(record)
@@ -259,12 +313,106 @@ class Core:
         self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
         return record
 
+    def _adopt(self, pub: Publisher, record: Record, settled: bool, handle: Any, resumed: bool) -> Record:
+        """A resent delivery whose gid we hold: become its root, never deliver it twice.
+
+        The record is ours already (the publisher resumed on this router), or it was
+        forwarded to us by a root that died or lost the publisher: we answer the
+        publisher from now on, and send it wherever the old root had not.
+        """
+        if pub.credit > 0 and not resumed:
+            pub.credit -= 1
+            self.outstanding -= 1
+        old = record.publisher
+        if record.local:
+            if old is not pub and isinstance(old, Publisher):
+                if old.live.get(record.tag) is record:
+                    del old.live[record.tag]
+                old.in_flight -= 1
+                pub.in_flight += 1
+        else:
+            record.local = True
+            record.orphan_since = None
+            self.local_count += 1
+            pub.in_flight += 1
+        record.publisher = pub
+        if settled:  # the publisher adopted the outcome we told it, and settles
+            record.publisher_handle = None
+            if not record.presettled:
+                pub.live[record.tag] = record
+                self.publisher_settled(pub, record)
+            return record
+        pub.live[record.tag] = record
+        record.publisher_handle = handle
+        covered: set[str] = set(record.parked)
+        for ds in record.hop_dests.values():
+            covered |= ds
+        new = set(self.remote_routers(record.topic)) - covered - {self.router_id}
+        if new:
+            record.outcome_sent = False
+            self._forward(record, new, None)
+        if record.pending == 0:
+            record.outcome_sent = False
+            self._complete(record)
+        return record
+
+    def publisher_resume_map(self, pub: Publisher, theirs: dict[bytes, Any]) -> dict[bytes, Any]:
+        """Our side of a resuming publisher's unsettled map: tag -> outcome, or None while
+        in doubt. Tags we hold no record of are left out: the publisher resends those."""
+        out: dict[bytes, Any] = {}
+        for tag in theirs:
+            if not isinstance(tag, bytes):
+                continue
+            record = self.records.records.get(gid_from_prefix(pub.prefix, tag, 0))
+            if record is None or record.presettled:
+                continue
+            record.orphan_since = None  # about to be adopted: keep it
+            out[tag] = self._outcome(record) if record.pending == 0 else None
+        return out
+
+    def resume_subscriber(self, sub: Subscriber, theirs: dict[bytes, Any], until: float) -> dict[bytes, Any]:
+        """Take a resuming subscriber's unsettled map: what it already accepted (or
+        rejected) is its answer and is never sent again; a gid we have not seen yet gets a
+        placeholder until ``until``, so a copy arriving later is not delivered either.
+        Returns our map for the attach answer."""
+        out: dict[bytes, Any] = {}
+        for gid, state in theirs.items():
+            if not isinstance(gid, bytes) or not isinstance(state, (Accepted, Rejected)):
+                continue
+            out[gid] = state
+            record = self.records.records.get(gid)
+            if record is None or sub not in record.states:
+                self.placeholders[(sub.key, gid)] = until
+                continue
+            if record.states[sub] is SubState.IN_DOUBT:
+                if type(state) is Accepted:
+                    done = record.resolve(sub, SubState.ACCEPTED)
+                else:
+                    done = record.resolve(sub, SubState.REJECTED, state.error or Error(
+                        condition="amqp:not-allowed", description="rejected by a subscriber"))
+                if done and not record.outcome_sent:
+                    self._complete(record)
+                else:
+                    self._maybe_free(record)
+        return out
+
+    def _enqueue(self, record: Record, sub: Subscriber, redelivery: int) -> bool:
+        """Make ``sub`` a waiter of ``record`` and queue it, unless a placeholder says it
+        already accepted it (it told us when it resumed)."""
+        if self.placeholders and self.placeholders.pop((sub.key, record.gid), None) is not None:
+            if sub not in record.states:
+                record.states[sub] = SubState.ACCEPTED
+            return False
+        record.add_waiter(sub)
+        sub.queue.append((record, redelivery))
+        return True
+
     def _fan_out(self, record: Record, remote: set[str] | frozenset[str], exclude: str | None, local: bool,
                  keys: frozenset | None = None) -> None:
         targets = self._local_targets(record, keys) if local else []
-        for sub in targets:
-            record.add_waiter(sub)
-            sub.queue.append((record, 1 if keys is not None else 0))
+        if targets:
+            redelivery = 1 if keys is not None else 0
+            targets = [sub for sub in targets if self._enqueue(record, sub, redelivery)]
         dests = set(remote)
         dests.discard(self.router_id)
         if dests:
@@ -388,6 +536,18 @@ class Core:
             for ds in record.hop_dests.values():
                 covered |= ds
             new = set(dests) - covered - {self.router_id}
+            back = self.hops.get(up.peer)
+            if back is not None and record.states.get(back) is SubState.IN_DOUBT and not presettled:
+                # It comes back from a router we forwarded it to: that router became its
+                # root (the publisher resumed there). Waiting for it while it waits for us
+                # would hang both: answer it for everything but itself.
+                if new:
+                    self._forward(record, new, up.peer)
+                if record.keyed is None:
+                    record.keyed = {}
+                record.keyed[up] = (handle, [w for w in record.states if w is not back])
+                self._answer_keyed(record)
+                return record
             if new:
                 # New destinations: the answer must wait for them, this upstream's and the earlier ones.
                 record.outcome_sent = False
@@ -414,9 +574,8 @@ class Core:
         targets: list[Any] = []
         if self.router_id in dests:
             for sub in self._local_targets(record, keys):
-                record.add_waiter(sub)
-                sub.queue.append((record, 1))
-                targets.append(sub)
+                if self._enqueue(record, sub, 1):
+                    targets.append(sub)
         onward = set(dests) - {self.router_id}
         if onward:
             before = set(record.states)
@@ -449,8 +608,11 @@ class Core:
         if up not in record.upstreams:
             return  # a hand-over's (or a looped-back copy's) settlement concerns only its own answer
         del record.upstreams[up]
-        if record.publisher_settled or record.local:
+        if record.publisher_settled:
+            return
+        if record.local and (record.publisher is None or record.publisher.attached):
             return  # a root record is settled by its publisher, not by a hop that looped back
+        # (A root whose publisher is suspended follows the router it resumed on.)
         record.publisher_settled = True
         self._settle_subscribers(record)
         self._maybe_free(record)
@@ -542,9 +704,8 @@ class Core:
             for where, keys in retarget.items():
                 if where == self.router_id:
                     for sub in self._local_targets(record, frozenset(keys)):
-                        record.add_waiter(sub)
-                        sub.queue.append((record, 1))
-                        self.pump(sub)
+                        if self._enqueue(record, sub, 1):
+                            self.pump(sub)
                 else:
                     self._forward(record, {where}, exclude, frozenset(keys))
             if record.pending == 0 and not record.outcome_sent:
@@ -663,7 +824,15 @@ class Core:
         sub.suspended_until = until
 
     def expire_suspended(self, now: float) -> list[Subscriber]:
-        """Drop subscribers suspended for longer than their grace; return them."""
+        """Drop subscribers suspended for longer than their grace; return them. Publishers
+        that did not resume in time and stale placeholders go too."""
+        for key, pub in list(self.suspended_publishers.items()):
+            if pub.suspended_until is not None and pub.suspended_until <= now:
+                del self.suspended_publishers[key]
+                self._release_publisher(pub)
+        if self.placeholders:
+            for k in [k for k, until in self.placeholders.items() if until <= now]:
+                del self.placeholders[k]
         gone = [s for subs in self.topics.values() for s in subs.values()
                 if s.suspended_until is not None and s.suspended_until <= now]
         for s in gone:

@@ -29,6 +29,7 @@ from .amqp.events import (
     SessionEnded,
 )
 from .amqp.performatives import Error, ReceiverSettleMode, SenderSettleMode
+from .amqp.types import symbol, ulong
 from .core import Publisher, Subscriber, TagInUse
 from .engineio import EngineProtocol
 from .message import mark_redelivered
@@ -176,10 +177,17 @@ class EdgeConnection(EngineProtocol):
                 old.link.context = None
                 old.conn.dirty()
 
+            their_map = attach.unsettled
+            ours = None
+            if their_map is not None:  # resuming: what it accepted is never sent again
+                grace = self.router.settings.publisher_grace
+                ours = self.core.resume_subscriber(sub, their_map, self.core.clock() + grace)
+
             def complete() -> None:
                 # Every reachable router has the subscription now: only now does the attach complete.
                 engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
-                              snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode)
+                              snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
+                              unsettled=ours)
                 self.core.pump(sub)
                 self.dirty()
                 self.router.flush()
@@ -190,11 +198,18 @@ class EdgeConnection(EngineProtocol):
             if not address:
                 self._refuse(link, Condition.INVALID_FIELD, "a publisher needs target.address = topic")
                 return
+            second = attach.rcv_settle_mode is ReceiverSettleMode.SECOND
+            incarnation = _incarnation(attach.properties)
+            resuming = attach.unsettled is not None or incarnation is not None
+            pub = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second,
+                                          incarnation if resuming else None, grant=False)
+            link.context = pub
+            ours = self.core.publisher_resume_map(pub, attach.unsettled or {}) if resuming else None
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                           snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
-                          max_message_size=self.router.settings.max_message_size)
-            second = attach.rcv_settle_mode is ReceiverSettleMode.SECOND
-            link.context = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second)
+                          max_message_size=self.router.settings.max_message_size, unsettled=ours,
+                          properties={INCARNATION: ulong(pub.incarnation)})
+            self.core.replenish()
         self.dirty()
 
     def _refuse(self, link: Link, condition: Condition, description: str) -> None:
@@ -217,7 +232,10 @@ class EdgeConnection(EngineProtocol):
         ctx = link.context
         link.context = None
         if isinstance(ctx, Publisher):
-            self.core.remove_publisher(ctx)
+            if suspend:
+                self.core.suspend_publisher(ctx, self.core.clock() + self.router.settings.publisher_grace)
+            else:
+                self.core.remove_publisher(ctx)
         elif isinstance(ctx, Subscriber):
             source = link.source
             durable = source is not None and source.expiry_policy == "never"
@@ -240,7 +258,10 @@ class EdgeConnection(EngineProtocol):
         if not isinstance(pub, Publisher):
             return
         try:
-            d.context = self.core.publish(pub, d.tag, d.payload, d.settled, d, d.message_format)
+            d.context = self.core.publish(pub, d.tag, d.payload, d.settled, d, d.message_format, d.resume)
+            if d.context is None and not d.settled:
+                # resumed, and we hold nothing of it (AMQP: ignored): settle so nothing hangs
+                self.engine.disposition(d, d.state, settled=True)
         except TagInUse as e:
             self.engine.detach(d.link, closed=True, error=Error(condition=Condition.NOT_ALLOWED.value, description=str(e)))
             self._drop_link(d.link)
@@ -262,6 +283,17 @@ class EdgeConnection(EngineProtocol):
             self.core.pump(ctx)
         elif isinstance(ctx, Publisher):
             self.core.publisher_credit_changed(ctx, event.link.credit)
+
+
+INCARNATION = symbol("once:incarnation")
+
+
+def _incarnation(properties: Any) -> int | None:
+    """The incarnation a resuming publisher carries back (our client library does)."""
+    if not isinstance(properties, dict):
+        return None
+    value = properties.get(INCARNATION)
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 _HANDLERS: dict[type, Any] = {
