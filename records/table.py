@@ -29,7 +29,7 @@ class Record:
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
-                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed")
+                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -61,6 +61,9 @@ class Record:
         # Upstreams that handed us this record for particular subscribers only (they
         # moved here): each is answered when those waiters are, not with the record.
         self.keyed: dict[Any, tuple[Any, list[Any]]] | None = None
+        # (router, subscriber key) pairs the root already sent this record to after
+        # those subscribers moved away from a dead router
+        self.followed: set[tuple[str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"

@@ -707,9 +707,47 @@ class Core:
                         if self._enqueue(record, sub, 1):
                             self.pump(sub)
                 else:
-                    self._forward(record, {where}, exclude, frozenset(keys))
+                    # The upstream itself may be where they went: a keyed copy may go back to it.
+                    self._forward(record, {where}, None if where == exclude else exclude, frozenset(keys))
             if record.pending == 0 and not record.outcome_sent:
                 self._complete(record)
+
+    def follow_moved(self, reachable: set[str]) -> None:
+        """Root: subscribers of a dead router attached elsewhere: send them what they were
+        owed now, from here, before anything newer.
+
+        The router holding those deliveries for the dead one hands them over too, but
+        its copies can arrive after newer deliveries that went to the new place straight
+        from here: per-publisher order would break. Ours go first on the same path as
+        the newer ones; the later copies find the subscriber served (``_keyed_copy``).
+        """
+        if not self.local_count:
+            return
+        for record in list(self.records.records.values()):  # publish order
+            if not record.local or record.outcome_sent or record.presettled:
+                continue
+            targets: dict[str, set] = {}
+            for hop, ds in record.hop_dests.items():
+                if record.states.get(hop) is not SubState.IN_DOUBT:
+                    continue
+                for gone in ds:
+                    if gone in reachable:
+                        continue
+                    for where, keys in self.moved(record.topic, gone).items():
+                        done = record.followed
+                        new = {k for k in keys if done is None or (where, k) not in done}
+                        if new:
+                            targets.setdefault(where, set()).update(new)
+            for where, keys in targets.items():
+                if record.followed is None:
+                    record.followed = set()
+                record.followed.update((where, k) for k in keys)
+                if where == self.router_id:
+                    for sub in self._local_targets(record, frozenset(keys)):
+                        if self._enqueue(record, sub, 1):
+                            self.pump(sub)
+                else:
+                    self._forward(record, {where}, None, frozenset(keys))
 
     def expire(self, now: float, orphan_ttl: float) -> int:
         """Free forwarded records whose upstream vanished and never came back."""

@@ -102,6 +102,7 @@ class Network:
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self._follow_moved_subscribers()
+            self.router.core.follow_moved(self.plane.lsdb.reachable() | {self.me})
             self.router.core.retry_parked()
 
     def _follow_moved_subscribers(self) -> None:

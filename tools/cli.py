@@ -44,6 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--name", default=None, help="link name (the subscriber key is container-id + name)")
     rc.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
 
+    h = sub.add_parser("harness", help="run a failover scenario and check that nothing was lost or duplicated")
+    h.add_argument("scenario", nargs="?", help="a scenario file (see topologies/scenarios/)")
+    h.add_argument("--out", help="directory for the run's records (default: runs/NAME-TIME)")
+    h.add_argument("--random", action="store_true", help="a random fault schedule instead of a file")
+    h.add_argument("--seed", type=int, default=1, help="seed of --random (repeat a run with the same seed)")
+    h.add_argument("--runs", type=int, default=1, help="with --random: this many schedules, seeds SEED, SEED+1, ...")
+    h.add_argument("--messages", type=int, default=None, help="messages per publisher (overrides the scenario)")
+    h.add_argument("--topology", default="ring5.yaml", help="with --random: the topology (default ring5.yaml)")
+    h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
+
     b = sub.add_parser("bench", help="measure throughput and latency")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: all)")
     b.add_argument("--json", dest="json_path", help="also write the results as JSON here")
@@ -72,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             from .clients import recv
 
             return recv(args.url, args.topic, args.count, args.name, args.timeout)
+        if args.command == "harness":
+            from .harness.main import harness
+
+            return harness(args)
         if args.command == "bench":
             from .bench import bench
 

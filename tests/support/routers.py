@@ -100,7 +100,7 @@ class Network:
                  proxied: tuple[tuple[str, str], ...] = ()) -> None:
         from tools.topology_ports import with_free_ports
 
-        from .proxy import Proxy
+        from tools.harness.proxy import Proxy
 
         base = with_free_ports(ROOT / "topologies" / topology, tmp / topology, settings)
         doc = yaml.safe_load(base.read_text())

@@ -1,0 +1,180 @@
+"""One client link's connection, failing over between a list of routers.
+
+``FailoverConnection`` keeps one AMQP connection up to some router of its list: it
+tries them in turn (a refused or dropped connection moves to the next one at once, a
+full round without success backs off up to one second), opens one session, and asks
+its owner (a Publisher or Subscriber) to attach its link. The owner sees the engine's
+events and is told when the connection goes down; it never deals with sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..amqp.connection import Connection, Mode
+from ..amqp.endpoints import Session
+from ..amqp.events import ConnectionClosed, ConnectionFailed, SessionBegun
+from ..amqp.sasl import SaslClientConfig
+
+log = logging.getLogger("once.client")
+
+
+def parse_router(url: str) -> tuple[str, int]:
+    """``amqp://host:port``, ``host:port`` or ``host`` (port 5672)."""
+    parts = urlsplit(url if "://" in url else f"amqp://{url}")
+    if parts.scheme not in ("amqp", ""):
+        raise ValueError(f"router address {url!r}: only amqp:// is supported")
+    if not parts.hostname:
+        raise ValueError(f"router address {url!r} has no host")
+    return parts.hostname, parts.port or 5672
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, owner: FailoverConnection, engine: Connection) -> None:
+        self.owner = owner
+        self.engine = engine
+        self.transport: asyncio.Transport | None = None
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.engine.open()
+        self.flush()
+
+    def data_received(self, data: bytes) -> None:
+        events = self.engine.receive_data(data)
+        self.owner._events(self, events)
+        self.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+    def flush(self) -> None:
+        data = self.engine.data_to_send()
+        transport = self.transport
+        if data and transport is not None and not transport.is_closing():
+            transport.write(data)
+        if (self.engine.closed or self.engine.failed is not None) and transport is not None:
+            transport.close()
+
+
+class FailoverConnection:
+    def __init__(self, routers: Sequence[str], container_id: str, *,
+                 on_session: Callable[[Connection, Session], None],
+                 on_events: Callable[[Connection, list[Any]], None],
+                 on_down: Callable[[], None],
+                 sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
+                 connect_timeout: float = 2.0) -> None:
+        if not routers:
+            raise ValueError("give at least one router address")
+        self.routers = [parse_router(u) for u in routers]
+        self.container_id = container_id
+        self.on_session = on_session
+        self.on_events = on_events
+        self.on_down = on_down
+        self.sasl = sasl
+        self.idle_timeout = idle_timeout
+        self.connect_timeout = connect_timeout
+        self.protocol: _Protocol | None = None
+        self.current: tuple[str, int] | None = None
+        self.up = asyncio.Event()  # a session is open (the owner is attaching or attached)
+        self.connects = 0  # successful connections so far
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    @property
+    def engine(self) -> Connection | None:
+        return self.protocol.engine if self.protocol is not None else None
+
+    def flush(self) -> None:
+        if self.protocol is not None:
+            self.protocol.flush()
+
+    async def close(self, timeout: float = 2.0) -> None:
+        self._closing = True
+        proto = self.protocol
+        if proto is not None and proto.transport is not None:
+            proto.engine.close()
+            proto.flush()
+            try:
+                await asyncio.wait_for(asyncio.shield(proto.lost), timeout)
+            except TimeoutError:
+                proto.transport.abort()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def abort(self) -> None:
+        """Drop the connection without a close frame (for tests: as if the client died)."""
+        if self.protocol is not None and self.protocol.transport is not None:
+            self.protocol.transport.abort()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        index = 0
+        failures = 0
+        while not self._closing:
+            host, port = self.routers[index % len(self.routers)]
+            engine = Connection(Mode.CLIENT, self.container_id, sasl_client=self.sasl,
+                                idle_timeout=self.idle_timeout)
+            try:
+                _, proto = await asyncio.wait_for(
+                    loop.create_connection(lambda e=engine: _Protocol(self, e), host, port), self.connect_timeout)
+            except (OSError, TimeoutError) as e:
+                log.debug("router %s:%d: %s", host, port, e)
+                index += 1
+                failures += 1
+                if failures % len(self.routers) == 0:  # a whole round failed: back off
+                    await asyncio.sleep(min(1.0, 0.05 * 2 ** (failures // len(self.routers))))
+                continue
+            failures = 0
+            self.protocol = proto
+            self.current = (host, port)
+            self.connects += 1
+            ticker = loop.create_task(self._tick(proto))
+            try:
+                await proto.lost
+            finally:
+                ticker.cancel()
+                self.protocol = None
+                self.current = None
+                self.up.clear()
+                if not self._closing:
+                    self.on_down()
+            index += 1  # the router we lost may be dead: try the next one first
+
+    async def _tick(self, proto: _Protocol) -> None:
+        while True:
+            proto.engine.tick(time.monotonic())
+            proto.flush()
+            await asyncio.sleep(0.5)
+
+    def _events(self, proto: _Protocol, events: list[Any]) -> None:
+        engine = proto.engine
+        if engine.remote_open is not None and not engine.sessions and not engine.closed:
+            engine.begin()
+        mine = []
+        for ev in events:
+            t = type(ev)
+            if t is SessionBegun:
+                self.up.set()
+                self.on_session(engine, ev.session)
+            elif t is ConnectionFailed or t is ConnectionClosed:
+                log.info("connection to %s:%s ended: %s", *(self.current or ("?", 0)), getattr(ev, "description", "")
+                         or getattr(ev, "error", ""))
+            else:
+                mine.append(ev)
+        if mine:
+            self.on_events(engine, mine)

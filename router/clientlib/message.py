@@ -1,0 +1,53 @@
+"""The few message sections the client library writes and reads.
+
+A message goes out as a properties section (message-id) and one data section; on the
+way in, any body section is accepted, and the header tells whether it is a redelivery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..amqp.codec import decode, dumps
+from ..amqp.types import Described, ulong
+from ..message import sections
+
+_PROPERTIES, _DATA, _SEQUENCE, _VALUE, _HEADER = 0x73, 0x75, 0x76, 0x77, 0x70
+
+
+def encode(body: bytes, message_id: str | None = None) -> bytes:
+    out = b""
+    if message_id is not None:
+        out += dumps(Described(ulong(_PROPERTIES), [message_id]))
+    return out + dumps(Described(ulong(_DATA), bytes(body)))
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    body: Any
+    message_id: Any
+    delivery_count: int
+    first_acquirer: bool
+
+
+def decode_message(payload: bytes) -> Decoded:
+    body: Any = None
+    message_id: Any = None
+    count = 0
+    first = True
+    for code, start, _end in sections(payload):
+        value, _ = decode(payload, start)
+        fields = value.value if isinstance(value, Described) else None
+        if code == _HEADER and isinstance(fields, list):
+            if len(fields) > 3 and fields[3] is not None:
+                first = bool(fields[3])
+            if len(fields) > 4 and fields[4] is not None:
+                count = int(fields[4])
+        elif code == _PROPERTIES and isinstance(fields, list) and fields:
+            message_id = fields[0]
+        elif code == _DATA:
+            body = fields if body is None else body + fields
+        elif code in (_VALUE, _SEQUENCE):
+            body = fields
+    return Decoded(body, message_id, count, first)

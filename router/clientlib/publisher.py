@@ -1,0 +1,240 @@
+"""The exactly-once publisher: durable outbox, resuming link, failover.
+
+Every message is committed to the SQLite outbox before it goes on the wire, under a
+delivery tag never used before on this link (a counter kept in the store). The link's
+incarnation is chosen once and kept too, and sent on every attach (``once:incarnation``),
+so every router computes the same gid for a tag: a message resent after a failover or
+a restart merges with its record wherever it got to, and reaches no subscriber twice.
+
+On every reattach the link resumes (AMQP 1.0 section 2.6.13) with an unsettled map of
+the whole outbox, and the router answers with what it knows (section 3.4.6):
+
+* an outcome: adopt it, settle (a resumed, settled transfer with no payload), done;
+* known, outcome pending: resend with ``resume=true`` (the router attaches it to its record);
+* unknown: resend as a new delivery.
+
+The router is in receiver-settle-mode ``second``: it settles (and relays settlement to
+the subscribers) only after we settle, so a message stays known to the network until we
+have seen its outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..amqp.connection import Connection
+from ..amqp.endpoints import Delivery, Link, Session
+from ..amqp.events import DeliveryUpdated, LinkAttached, LinkDetached
+from ..amqp.performatives import Accepted, ReceiverSettleMode, Rejected, Role, SenderSettleMode, Target
+from ..amqp.sasl import SaslClientConfig
+from ..amqp.types import symbol, ulong
+from .connection import FailoverConnection
+from .message import encode
+from .store import Store
+
+INCARNATION = symbol("once:incarnation")
+_TAG = 8
+
+
+def _tag(n: int) -> bytes:
+    return n.to_bytes(_TAG, "big")
+
+
+class Publisher:
+    """``await pub.send(body)`` returns the outcome (``Accepted`` once every subscriber
+    accepted, or ``Rejected``). The message is durable (and will be delivered) as soon
+    as ``send_nowait`` returns its future, even if this process dies right after."""
+
+    def __init__(self, routers: Sequence[str], topic: str, store: str | Path, *, name: str | None = None,
+                 sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
+                 on_outcome: Callable[[int, Any], None] | None = None) -> None:
+        """``on_outcome(tag, outcome)``: called for every outcome, also of messages sent
+        before a restart (tags count from 0 and are never reused on this store)."""
+        self.topic = topic
+        self.on_outcome = on_outcome
+        self.store = Store(store)
+        self.container_id, self.link_name = self.store.identity("pub", name)
+        self.incarnation = self.store.incarnation()
+        self._next = self.store.next_tag()
+        self.conn = FailoverConnection(routers, self.container_id, on_session=self._on_session,
+                                       on_events=self._on_events, on_down=self._on_down, sasl=sasl,
+                                       idle_timeout=idle_timeout)
+        self.link: Link | None = None
+        self.attached = asyncio.Event()
+        # tag -> payload, for everything not settled (mirrors the outbox table)
+        self._unsettled: dict[int, bytes] = dict(self.store.outbox())
+        self._futures: dict[int, asyncio.Future[Any]] = {}
+        self._to_send: deque[int] = deque()  # waiting for credit, in tag order
+        self._batch: list[tuple[int, bytes]] = []
+        self._flush_scheduled = False
+        self._ever_attached = bool(self._unsettled) or self.store.get("attached") == "1"
+        self.resumes = 0  # attaches that resumed an earlier link
+        self.closed = False
+
+    async def start(self) -> Publisher:
+        self.conn.start()
+        return self
+
+    async def __aenter__(self) -> Publisher:
+        return await self.start()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    @property
+    def pending(self) -> int:
+        """Messages not yet settled (including those from before a restart)."""
+        return len(self._unsettled)
+
+    @property
+    def next_tag(self) -> int:
+        """The tag the next message gets (after a restart: how many were ever sent)."""
+        return self._next
+
+    def send_nowait(self, body: bytes, message_id: str | None = None) -> asyncio.Future[Any]:
+        if self.closed:
+            raise RuntimeError("publisher closed")
+        tag = self._next
+        self._next += 1
+        payload = encode(body, message_id)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[tag] = fut
+        self._batch.append((tag, payload))
+        self._schedule()
+        return fut
+
+    async def send(self, body: bytes, message_id: str | None = None) -> Any:
+        return await self.send_nowait(body, message_id)
+
+    async def wait_settled(self, timeout: float | None = None) -> None:
+        """Wait until every message (also those from before a restart) has its outcome."""
+        async def settled() -> None:
+            while self._unsettled or self._batch:
+                await asyncio.sleep(0.02)
+        await asyncio.wait_for(settled(), timeout)
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self._flush()
+        self.closed = True
+        await self.conn.close()
+        self.store.close()
+
+    # ------------------------------------------------------------ internals
+
+    def _schedule(self) -> None:
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Commit what was queued this turn of the loop, then put it on the wire."""
+        self._flush_scheduled = False
+        if self._batch:
+            self.store.add_outbox(self._batch, self._next)
+            for tag, payload in self._batch:
+                self._unsettled[tag] = payload
+                self._to_send.append(tag)
+            self._batch = []
+        self._pump()
+        self.conn.flush()
+
+    def _on_session(self, engine: Connection, session: Session) -> None:
+        resuming = self._ever_attached
+        unsettled = {_tag(t): None for t in self._unsettled} if resuming else None
+        self.link = engine.attach(
+            session, self.link_name, Role.SENDER, target=Target(address=self.topic),
+            snd_settle_mode=SenderSettleMode.UNSETTLED, rcv_settle_mode=ReceiverSettleMode.SECOND,
+            unsettled=unsettled, properties={INCARNATION: ulong(self.incarnation)})
+
+    def _on_down(self) -> None:
+        self.link = None
+        self.attached.clear()
+
+    def _on_events(self, engine: Connection, events: list[Any]) -> None:
+        outcomes: list[tuple[Delivery, Any]] = []
+        for ev in events:
+            t = type(ev)
+            if t is DeliveryUpdated:
+                if ev.delivery.context is not None and isinstance(ev.state, (Accepted, Rejected)):
+                    outcomes.append((ev.delivery, ev.state))
+            elif t is LinkAttached:
+                self._on_attached(engine, ev.link, ev.attach.unsettled)
+            elif t is LinkDetached:
+                if ev.error is not None:
+                    for fut in self._futures.values():
+                        if not fut.done():
+                            fut.set_exception(ConnectionError(f"router refused the link: {ev.error}"))
+                engine.close()
+        if outcomes:
+            self._on_outcomes(engine, outcomes)
+        self._pump()
+
+    def _on_attached(self, engine: Connection, link: Link, theirs: Any) -> None:
+        if link is not self.link:
+            return
+        theirs = theirs if isinstance(theirs, dict) else {}
+        if self._ever_attached:
+            self.resumes += 1
+        else:
+            self._ever_attached = True
+            self.store.put("attached", "1")
+        done: list[tuple[int, Any]] = []
+        fresh: list[int] = []
+        for tag in sorted(self._unsettled):
+            key = _tag(tag)
+            if key in theirs:
+                state = theirs[key]
+                if isinstance(state, (Accepted, Rejected)):
+                    done.append((tag, state))  # the router knows the outcome: adopt it, resend nothing
+                else:
+                    d = engine.send(link, key, self._unsettled[tag], resume=True)
+                    d.context = tag
+            else:
+                fresh.append(tag)  # unknown to this router: a new delivery (same tag, so the same gid)
+        if done:
+            # Forget before settling: settled at the router, the record goes, and a copy
+            # resent after a crash here would then be a new message.
+            self.store.settle_outbox([tag for tag, _ in done])
+            for tag, state in done:
+                del self._unsettled[tag]
+                engine.send(link, _tag(tag), b"", settled=True, state=state, resume=True)
+                self._resolve(tag, state)
+        self._to_send = deque(fresh)
+        self.attached.set()
+
+    def _pump(self) -> None:
+        link = self.link
+        engine = self.conn.engine
+        if link is None or engine is None or not link.attached or not self.attached.is_set():
+            return
+        queue = self._to_send
+        while queue and link.credit > 0:
+            tag = queue.popleft()
+            payload = self._unsettled.get(tag)
+            if payload is None:
+                continue
+            d = engine.send(link, _tag(tag), payload)
+            d.context = tag
+
+    def _on_outcomes(self, engine: Connection, outcomes: list[tuple[Delivery, Any]]) -> None:
+        """Outcomes arrived: forget the messages (committed), then settle them."""
+        tags = [d.context for d, _ in outcomes if d.context in self._unsettled]
+        if tags:
+            self.store.settle_outbox(tags)
+        for d, state in outcomes:
+            self._unsettled.pop(d.context, None)
+            engine.disposition(d, state, settled=True)
+            self._resolve(d.context, state)
+
+    def _resolve(self, tag: int, state: Any) -> None:
+        if self.on_outcome is not None:
+            self.on_outcome(tag, state)
+        fut = self._futures.pop(tag, None)
+        if fut is not None and not fut.done():
+            fut.set_result(state)

@@ -1,0 +1,185 @@
+"""The harness's verdict, from the clients' own records (DESIGN.md "Invariants").
+
+For every message a publisher saw accepted, every subscriber got it: exactly once (our
+client), or at least once with every repeat marked as a redelivery (standard clients);
+first arrivals in publish order per publisher; nothing arrives that was never sent.
+``check`` is pure: records in, report out.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    id: str
+    redelivered: bool
+    t: float
+
+
+@dataclass
+class SubscriberReport:
+    name: str
+    client: str
+    received: int = 0  # arrivals, repeats included
+    distinct: int = 0
+    lost: int = 0
+    duplicated: int = 0  # repeats that break the client's promise (any for ours, unmarked for standard)
+    marked_repeats: int = 0  # repeats a standard client is allowed (marked as redeliveries)
+    reordered: int = 0
+    phantom: int = 0
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    scenario: str
+    sent: int = 0
+    accepted: int = 0
+    rejected: int = 0
+    subscribers: list[SubscriberReport] = field(default_factory=list)
+    resume: list[dict[str, Any]] = field(default_factory=list)  # per fault: what, when, seconds to resume
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def violations(self) -> dict[str, int]:
+        total: dict[str, int] = defaultdict(int)
+        for s in self.subscribers:
+            for kind in ("lost", "duplicated", "reordered", "phantom"):
+                total[kind] += getattr(s, kind)
+        total["rejected"] = self.rejected
+        return dict(total)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and not any(self.violations.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "ok": self.ok, "sent": self.sent, "accepted": self.accepted,
+                "rejected": self.rejected, "violations": self.violations,
+                "subscribers": [vars(s) for s in self.subscribers], "resume": self.resume, "errors": self.errors}
+
+    def text(self) -> str:
+        lines = [f"scenario {self.scenario}: sent {self.sent}, accepted {self.accepted}, rejected {self.rejected}"]
+        for s in self.subscribers:
+            lines.append(f"  {s.name} ({s.client}): received {s.received} ({s.distinct} distinct), lost {s.lost}, "
+                         f"duplicated {s.duplicated}, marked repeats {s.marked_repeats}, reordered {s.reordered}, "
+                         f"phantom {s.phantom}")
+            for kind, ids in s.examples.items():
+                lines.append(f"    first {kind}: {', '.join(ids)}")
+        for r in self.resume:
+            took = "no traffic after it" if r["seconds"] is None else f"{r['seconds']:.3f}s"
+            lines.append(f"  fault at {r['at']:.2f}s, {r['fault']}: resumed after {took} ({r['by']})")
+        for e in self.errors:
+            lines.append(f"  error: {e}")
+        lines.append("PASS" if self.ok else f"FAIL: {', '.join(f'{k} {v}' for k, v in self.violations.items() if v)}"
+                     + ("; errors" if self.errors else ""))
+        return "\n".join(lines)
+
+
+def _seq(mid: str) -> tuple[str, int]:
+    pub, _, seq = mid.rpartition(":")
+    return pub, int(seq) if seq.isdigit() else -1
+
+
+def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscribers: dict[str, tuple[str, list[Arrival]]],
+          faults: list[dict[str, Any]] | None = None, homes: dict[str, str] | None = None) -> Report:
+    """``publishers``: name -> its events; ``subscribers``: name -> (client kind, arrivals in
+    order); ``faults``: {"at" (wall clock), "t" (seconds into the run), "fault", "router"?}."""
+    report = Report(scenario)
+    sent: set[str] = set()
+    accepted: set[str] = set()
+    progress: dict[str, list[float]] = {}
+    for name, events in publishers.items():
+        times = []
+        for e in events:
+            if e["e"] == "sent":
+                sent.add(e["id"])
+            elif e["e"] == "accepted":
+                accepted.add(e["id"])
+                times.append(e["t"])
+            elif e["e"] == "rejected":
+                report.rejected += 1
+        progress[name] = sorted(times)
+    report.sent, report.accepted = len(sent), len(accepted)
+    for name, (client, arrivals) in subscribers.items():
+        s = SubscriberReport(name, client, received=len(arrivals))
+        seen: set[str] = set()
+        last: dict[str, int] = {}
+        examples: dict[str, list[str]] = defaultdict(list)
+        for a in arrivals:
+            if a.id not in sent:
+                s.phantom += 1
+                examples["phantom"].append(a.id)
+            if a.id in seen:
+                if client == "once" or not a.redelivered:
+                    s.duplicated += 1
+                    examples["duplicated"].append(a.id)
+                else:
+                    s.marked_repeats += 1
+                continue
+            seen.add(a.id)
+            pub, seq = _seq(a.id)
+            if seq < last.get(pub, -1):
+                s.reordered += 1
+                examples["reordered"].append(a.id)
+            last[pub] = max(seq, last.get(pub, -1))
+        s.distinct = len(seen)
+        missing = sorted(accepted - seen, key=_seq)
+        s.lost = len(missing)
+        examples["lost"] = missing
+        s.examples = {k: v[:5] for k, v in examples.items() if v}
+        report.subscribers.append(s)
+        progress[name] = sorted(a.t for a in arrivals)
+    homes = homes or {}
+    for f in faults or []:
+        affected = [c for c, home in homes.items() if f.get("router") is not None and home == f["router"]]
+        if f.get("client"):
+            affected = [f["client"]]
+        candidates = affected or list(progress)
+        worst: float | None = None
+        by = "first delivery or acceptance after it"
+        for c in candidates:
+            after = next((t for t in progress.get(c, []) if t > f["at"]), None)
+            if after is not None and (worst is None or after - f["at"] > worst):
+                worst = after - f["at"]
+                by = f"{c}'s first {'acceptance' if c in publishers else 'delivery'} after it"
+        report.resume.append({"at": f["t"], "fault": f["fault"], "seconds": worst, "by": by})
+    return report
+
+
+def read_records(out: Path, subscribers: dict[str, str]) -> tuple[dict[str, list[dict[str, Any]]],
+                                                                    dict[str, tuple[str, list[Arrival]]]]:
+    """What the client processes wrote under ``out`` (``subscribers``: name -> client kind)."""
+    pubs: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted(out.glob("pub-*.jsonl")):
+        name = path.stem.removeprefix("pub-")
+        pubs[name] = [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    subs: dict[str, tuple[str, list[Arrival]]] = {}
+    for name, client in subscribers.items():
+        arrivals: list[Arrival] = []
+        if client == "once":
+            db_path = out / f"sub-{name}.db"
+            if db_path.exists():
+                db = sqlite3.connect(db_path)
+                try:
+                    rows = db.execute("SELECT id, redelivered, t FROM received ORDER BY n").fetchall()
+                except sqlite3.OperationalError:
+                    rows = []
+                db.close()
+                arrivals = [Arrival(r[0], bool(r[1]), r[2]) for r in rows]
+        else:
+            path = out / f"sub-{name}.jsonl"
+            if path.exists():
+                for line in path.read_text().splitlines():
+                    if line.endswith("}"):
+                        d = json.loads(line)
+                        arrivals.append(Arrival(d["id"], d["count"] > 0 or not d["first"], d["t"]))
+        subs[name] = (client, arrivals)
+    return pubs, subs

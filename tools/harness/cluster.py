@@ -1,0 +1,110 @@
+"""The harness's routers: OS processes on free ports, killed and restarted on demand.
+
+Links that a scenario cuts run through a ``Proxy`` (the dialling router's copy of the
+topology names the proxy as its neighbour's inter-router address). A restarted router
+gets the same ports, so clients and neighbours find it where it was.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools.topology_ports import with_free_ports
+
+from .proxy import Proxy
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Cluster:
+    def __init__(self, topology: Path, out: Path, settings: dict[str, Any], proxied: set[tuple[str, str]]) -> None:
+        self.out = out
+        base = with_free_ports(topology, out / "topology.yaml", settings)
+        doc = yaml.safe_load(base.read_text())
+        self.ids = sorted(doc["routers"])
+        self.urls = {i: "amqp://" + doc["routers"][i]["listen"] for i in self.ids}
+        self.paths = {i: base for i in self.ids}
+        self.proxies: dict[tuple[str, str], Proxy] = {}
+        for a, b in sorted(proxied):
+            dialler, listener = sorted((a, b))
+            port = int(doc["routers"][listener]["inter_router"].rsplit(":", 1)[1])
+            proxy = Proxy(port)
+            self.proxies[(dialler, listener)] = proxy
+            own = yaml.safe_load(self.paths[dialler].read_text())
+            own["routers"][listener]["inter_router"] = f"127.0.0.1:{proxy.port}"
+            path = out / f"topology-{dialler}.yaml"
+            path.write_text(yaml.safe_dump(own))
+            self.paths[dialler] = path
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.starts: dict[str, int] = {}
+
+    def start(self, *ids: str, timeout: float = 20.0) -> None:
+        ids = ids or tuple(self.ids)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        for i in ids:
+            if self.alive(i):
+                continue
+            n = self.starts.get(i, 0) + 1
+            self.starts[i] = n
+            stdout = open(self.out / f"router-{i}.{n}.out", "wb")
+            stderr = open(self.out / f"router-{i}.{n}.log", "wb")
+            self.procs[i] = subprocess.Popen(
+                [sys.executable, "-m", "tools.cli", "router", str(self.paths[i]), "--id", i],
+                cwd=ROOT, stdout=stdout, stderr=stderr, env=env)
+        deadline = time.monotonic() + timeout
+        for i in ids:
+            ready = self.out / f"router-{i}.{self.starts[i]}.out"
+            while b" ready " not in ready.read_bytes():
+                if self.procs[i].poll() is not None:
+                    log = (self.out / f"router-{i}.{self.starts[i]}.log").read_text()[-500:]
+                    raise RuntimeError(f"router {i} exited with {self.procs[i].returncode}: {log}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"router {i} not ready after {timeout:g}s")
+                time.sleep(0.02)
+
+    def alive(self, i: str) -> bool:
+        proc = self.procs.get(i)
+        return proc is not None and proc.poll() is None
+
+    def kill(self, i: str) -> None:
+        proc = self.procs.get(i)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+    def cut(self, a: str, b: str) -> None:
+        self.proxies[tuple(sorted((a, b)))].cut()  # type: ignore[index]
+
+    def heal(self, a: str, b: str) -> None:
+        self.proxies[tuple(sorted((a, b)))].heal()  # type: ignore[index]
+
+    def dump_state(self) -> None:
+        """Ask every live router to log its state (SIGUSR1), for a run that got stuck."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)  # not synchronisation of the run: only gives the routers time to log
+
+    def failover_list(self, home: str) -> list[str]:
+        return [self.urls[home]] + [self.urls[i] for i in self.ids if i != home]
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for p in self.proxies.values():
+            p.close()

@@ -1,0 +1,48 @@
+"""``once harness``: one scenario file, or ``--random`` fault schedules, each checked."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .run import run
+from .scenario import ScenarioError, load, randomized
+
+
+def harness(args: argparse.Namespace) -> int:
+    if args.random:
+        scenarios = [randomized(args.seed + i, args.messages or 10000, args.topology) for i in range(args.runs)]
+    elif args.scenario:
+        try:
+            scenario = load(args.scenario)
+        except ScenarioError as e:
+            print(str(e), file=sys.stderr)
+            return 2
+        scenarios = [scenario.with_messages(args.messages) if args.messages else scenario]
+    else:
+        print("once harness: give a scenario file or --random", file=sys.stderr)
+        return 2
+    base = Path(args.out) if args.out else Path("runs") / f"{scenarios[0].name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    failed = 0
+    summary = []
+    for scenario in scenarios:
+        out = base / scenario.name if len(scenarios) > 1 else base
+        try:
+            report = run(scenario, out, progress=not args.quiet)
+        except ValueError as e:
+            print(f"once harness: {e}", file=sys.stderr)
+            return 2
+        print(report.text(), flush=True)
+        summary.append(report.to_json())
+        failed += not report.ok
+    if len(scenarios) > 1:
+        (base / "summary.json").write_text(json.dumps(summary, indent=2))
+        resumes = [r["seconds"] for s in summary for r in s["resume"] if r["seconds"] is not None]
+        lost = sum(s["violations"].get("lost", 0) for s in summary)
+        dup = sum(s["violations"].get("duplicated", 0) for s in summary)
+        print(f"{len(scenarios)} runs: {len(scenarios) - failed} passed, {failed} failed; lost {lost}, "
+              f"duplicated {dup}; time to resume max {max(resumes, default=0):.3f}s over {len(resumes)} faults")
+    return 1 if failed else 0

@@ -1,0 +1,194 @@
+"""``once harness``: run a scenario's routers and clients, apply its faults, check the records.
+
+Everything the run produces goes under ``--out DIR``: the topology with its ports, each
+router's log (one per start), each client's records and output, and ``report.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .check import Report, check, read_records
+from .cluster import ROOT, Cluster
+from .scenario import ClientSpec, Fault, Scenario
+
+
+class Clients:
+    """The scenario's client processes (each its own OS process, killed with SIGKILL)."""
+
+    def __init__(self, scenario: Scenario, cluster: Cluster, out: Path) -> None:
+        self.scenario = scenario
+        self.cluster = cluster
+        self.out = out
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.starts: dict[str, int] = {}
+        self.specs = {c.name: c for c in scenario.publishers + scenario.subscribers}
+
+    def start(self, name: str) -> None:
+        c = self.specs[name]
+        kind = "pub" if c in self.scenario.publishers else "sub"
+        spec = {"name": c.name, "client": c.client, "topic": self.scenario.topic, "out": str(self.out),
+                "routers": self.cluster.failover_list(c.router), "messages": self.scenario.messages,
+                "rate": self.scenario.rate}
+        n = self.starts.get(name, 0) + 1
+        self.starts[name] = n
+        self.procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "tools.harness.clients", kind, json.dumps(spec)], cwd=ROOT,
+            stdout=open(self.out / f"{name}.{n}.out", "wb"), stderr=open(self.out / f"{name}.{n}.err", "wb"),
+            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+    def output(self, name: str) -> bytes:
+        return (self.out / f"{name}.{self.starts[name]}.out").read_bytes()
+
+    def wait_attached(self, names: list[str], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for name in names:
+            while b"attached" not in self.output(name):
+                if self.procs[name].poll() is not None:
+                    raise RuntimeError(f"client {name} exited: {self.errors(name)}")
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"client {name} did not attach within {timeout:g}s")
+                time.sleep(0.02)
+
+    def errors(self, name: str) -> str:
+        return (self.out / f"{name}.{self.starts[name]}.err").read_text()[-800:]
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.get(name)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+    def running(self, name: str) -> bool:
+        return self.procs[name].poll() is None
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _count_accepted(out: Path, name: str) -> int:
+    path = out / f"pub-{name}.jsonl"
+    return path.read_bytes().count(b'"accepted"') if path.exists() else 0
+
+
+def _count_received(out: Path, c: ClientSpec) -> int:
+    if c.client == "once":
+        path = out / f"sub-{c.name}.db"
+        if not path.exists():
+            return 0
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2)
+            try:
+                return db.execute("SELECT COUNT(DISTINCT id) FROM received").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.OperationalError:
+            return 0
+    path = out / f"sub-{c.name}.jsonl"
+    return len({line for line in path.read_bytes().splitlines()}) if path.exists() else 0
+
+
+def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 30.0,
+        attach_timeout: float = 30.0) -> Report:
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} is not empty: a run's records must not mix with an earlier run's")
+    out.mkdir(parents=True, exist_ok=True)
+    say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
+    proxied = {f.target for f in scenario.faults if f.kind == "cut"}
+    cluster = Cluster(scenario.topology, out, scenario.settings, proxied)  # type: ignore[arg-type]
+    clients = Clients(scenario, cluster, out)
+    fault_log: list[dict[str, Any]] = []
+    errors: list[str] = []
+    try:
+        cluster.start()
+        say(f"harness {scenario.name}: routers {', '.join(cluster.ids)} up; results in {out}")
+        subs = [c.name for c in scenario.subscribers]
+        for name in subs:
+            clients.start(name)
+        clients.wait_attached(subs, attach_timeout)
+        for c in scenario.publishers:
+            clients.start(c.name)
+        t0 = time.monotonic()
+        pending: list[tuple[float, Fault, str]] = [(f.at, f, "apply") for f in scenario.faults]
+        pending += [(f.at + f.duration, f, "heal") for f in scenario.faults if f.kind == "cut"]
+        pending.sort(key=lambda p: p[0])
+        last_progress = time.monotonic()
+        last_counts: tuple[int, ...] = ()
+        next_report = t0
+        while True:
+            now = time.monotonic() - t0
+            while pending and pending[0][0] <= now:
+                _, f, action = pending.pop(0)
+                _apply(f, action, cluster, clients)
+                if action == "apply":
+                    fault_log.append({"t": round(now, 3), "at": time.time(), "fault": f.describe(),
+                                      "router": f.target if f.kind == "kill" else None,
+                                      "client": f.target if f.kind in ("kill_client", "restart_client") else None})
+                say(f"  {now:6.2f}s  {action} {f.describe()}")
+            accepted = sum(_count_accepted(out, c.name) for c in scenario.publishers)
+            received = [_count_received(out, c) for c in scenario.subscribers]
+            counts = (accepted, *received)
+            if counts != last_counts:
+                last_counts, last_progress = counts, time.monotonic()
+            if time.monotonic() >= next_report:
+                next_report += 1.0
+                say(f"  {now:6.2f}s  accepted {accepted}/{scenario.messages * len(scenario.publishers)}  "
+                    + "  ".join(f"{c.name} {n}" for c, n in zip(scenario.subscribers, received, strict=True)))
+            pubs_done = all(not clients.running(c.name) for c in scenario.publishers)
+            for c in scenario.publishers:
+                if not clients.running(c.name) and clients.procs[c.name].returncode != 0:
+                    errors.append(f"publisher {c.name} exited with {clients.procs[c.name].returncode}: "
+                                  f"{clients.errors(c.name)}")
+            if errors:
+                break
+            if pubs_done and not pending and all(n >= accepted for n in received):
+                break
+            if time.monotonic() - last_progress > stall and not pending:
+                errors.append(f"no progress for {stall:g}s: stopped waiting (router state dumped in the logs)")
+                cluster.dump_state()
+                break
+            time.sleep(0.1)
+        say(f"  {time.monotonic() - t0:6.2f}s  finished")
+    finally:
+        clients.stop()
+        cluster.stop()
+    pubs, subs_records = read_records(out, {c.name: c.client for c in scenario.subscribers})
+    homes = {c.name: c.router for c in scenario.publishers + scenario.subscribers}
+    report = check(scenario.name, pubs, subs_records, fault_log, homes)
+    report.errors += errors
+    (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
+    return report
+
+
+def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients) -> None:
+    if f.kind == "kill":
+        cluster.kill(f.target)  # type: ignore[arg-type]
+    elif f.kind == "restart":
+        cluster.start(f.target)  # type: ignore[arg-type]
+    elif f.kind == "cut":
+        a, b = f.target
+        if action == "apply":
+            cluster.cut(a, b)
+        else:
+            cluster.heal(a, b)
+    elif f.kind == "kill_client":
+        clients.kill(f.target)  # type: ignore[arg-type]
+    elif f.kind == "restart_client":
+        if not clients.running(f.target):  # type: ignore[arg-type]
+            clients.start(f.target)  # type: ignore[arg-type]

@@ -1,0 +1,195 @@
+"""Failover scenarios: what runs, where, and which faults hit it when.
+
+A scenario file (``topologies/scenarios/*.yaml``)::
+
+    topology: line3.yaml          # from topologies/, or a path
+    settings: {subscriber_grace: 20s}
+    topic: orders
+    messages: 3000                # per publisher
+    rate: 1500                    # per publisher, messages/s (0: as fast as credit allows)
+    publishers:  [{name: p1, router: A}]
+    subscribers: [{name: s1, router: C}, {name: s2, router: B, client: proton}]
+    faults:                       # seconds after the publishers start
+      - {at: 1.0, kill: A}        # SIGKILL a router
+      - {at: 4.0, restart: A}
+      - {at: 2.0, cut: [B, C], for: 1.5}   # drop an inter-router link, restore it after 1.5 s
+      - {at: 1.5, kill_client: s1}
+      - {at: 2.5, restart_client: s1}
+
+Every client gets its own router first in its failover list, then the others.
+Errors are one line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPOLOGIES = ROOT / "topologies"
+CLIENTS = ("once", "proton")
+FAULTS = ("kill", "restart", "cut", "kill_client", "restart_client")
+
+
+class ScenarioError(Exception):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    name: str
+    router: str
+    client: str = "once"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    at: float
+    kind: str  # one of FAULTS
+    target: str | tuple[str, str]
+    duration: float = 0.0  # cut: how long the link stays down
+
+    def describe(self) -> str:
+        if self.kind == "cut":
+            a, b = self.target
+            return f"cut link {a}-{b} for {self.duration:g}s"
+        return f"{self.kind.replace('_', ' ')} {self.target}"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    topology: Path
+    topic: str
+    messages: int
+    rate: float
+    publishers: tuple[ClientSpec, ...]
+    subscribers: tuple[ClientSpec, ...]
+    faults: tuple[Fault, ...]
+    settings: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    @property
+    def routers(self) -> list[str]:
+        return sorted(yaml.safe_load(self.topology.read_text())["routers"])
+
+    def with_messages(self, n: int) -> Scenario:
+        return Scenario(self.name, self.topology, self.topic, n, self.rate, self.publishers, self.subscribers,
+                        self.faults, self.settings, self.description)
+
+
+def load(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{path}: not valid YAML: {str(e).splitlines()[0]}") from None
+    return parse(doc, path.stem, str(path), path.parent)
+
+
+def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
+    def fail(key: str, msg: str) -> ScenarioError:
+        return ScenarioError(f"{where}: {key}: {msg}")
+
+    if not isinstance(doc, dict):
+        raise ScenarioError(f"{where}: expected a mapping at the top")
+    known = {"description", "topology", "settings", "topic", "messages", "rate", "publishers", "subscribers", "faults"}
+    for k in doc:
+        if k not in known:
+            raise fail(str(k), f"unknown key (expected one of {', '.join(sorted(known))})")
+    topo_name = doc.get("topology")
+    if not isinstance(topo_name, str):
+        raise fail("topology", "missing (a topology file, e.g. line3.yaml)")
+    topology = next((p for p in (base / topo_name, TOPOLOGIES / topo_name, Path(topo_name)) if p.is_file()), None)
+    if topology is None:
+        raise fail("topology", f"no such file {topo_name!r}")
+    routers = set(yaml.safe_load(topology.read_text())["routers"])
+    links = {frozenset(map(str, link)) for link in yaml.safe_load(topology.read_text()).get("links") or []}
+    messages = doc.get("messages", 1000)
+    if not isinstance(messages, int) or messages <= 0:
+        raise fail("messages", f"expected a positive integer, got {messages!r}")
+    rate = doc.get("rate", 1000)
+    if not isinstance(rate, (int, float)) or rate < 0:
+        raise fail("rate", f"expected messages per second >= 0, got {rate!r}")
+
+    def clients(key: str, allowed: tuple[str, ...]) -> tuple[ClientSpec, ...]:
+        items = doc.get(key) or []
+        if not isinstance(items, list) or not items:
+            raise fail(key, "expected a non-empty list of {name, router[, client]}")
+        out = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str) or item.get("router") not in routers:
+                raise fail(f"{key}[{i}]", f"expected {{name: ..., router: one of {sorted(routers)}}}, got {item!r}")
+            client = item.get("client", "once")
+            if client not in allowed:
+                raise fail(f"{key}[{i}].client", f"expected one of {', '.join(allowed)}, got {client!r}")
+            out.append(ClientSpec(item["name"], item["router"], client))
+        return tuple(out)
+
+    publishers = clients("publishers", ("once",))
+    subscribers = clients("subscribers", CLIENTS)
+    names = [c.name for c in publishers + subscribers]
+    if len(set(names)) != len(names):
+        raise fail("subscribers", "client names must be unique")
+    faults = []
+    for i, item in enumerate(doc.get("faults") or []):
+        key = f"faults[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("at"), (int, float)):
+            raise fail(key, f"expected {{at: SECONDS, <fault>: ...}}, got {item!r}")
+        kinds = [k for k in FAULTS if k in item]
+        if len(kinds) != 1:
+            raise fail(key, f"name exactly one of {', '.join(FAULTS)}")
+        kind = kinds[0]
+        target = item[kind]
+        duration = 0.0
+        if kind in ("kill", "restart"):
+            if target not in routers:
+                raise fail(f"{key}.{kind}", f"no router {target!r}")
+        elif kind == "cut":
+            if not isinstance(target, list) or frozenset(map(str, target)) not in links:
+                raise fail(f"{key}.cut", f"expected a link of the topology [A, B], got {target!r}")
+            target = tuple(sorted(map(str, target)))
+            duration = float(item.get("for", 1.0))
+        elif target not in [c.name for c in subscribers]:
+            raise fail(f"{key}.{kind}", f"no subscriber {target!r}")
+        faults.append(Fault(float(item["at"]), kind, target, duration))
+    settings = doc.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise fail("settings", "expected a mapping")
+    return Scenario(name, topology, str(doc.get("topic", "harness")), messages, float(rate), publishers, subscribers,
+                    tuple(sorted(faults, key=lambda f: f.at)), settings, str(doc.get("description", "")))
+
+
+def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", rate: float = 2000) -> Scenario:
+    """A random fault schedule: each fault is healed (router restarted, link restored,
+    client restarted) a little later, so every run can finish."""
+    rng = random.Random(seed)
+    path = TOPOLOGIES / topology
+    doc = yaml.safe_load(path.read_text())
+    routers = sorted(doc["routers"])
+    links = [tuple(sorted(map(str, link))) for link in doc.get("links") or []]
+    publishers = (ClientSpec("p1", rng.choice(routers)),)
+    subscribers = (ClientSpec("s1", rng.choice(routers)), ClientSpec("s2", rng.choice(routers)))
+    duration = messages / rate
+    faults: list[Fault] = []
+    t = rng.uniform(0.3, 1.0)
+    while t < duration * 0.8:
+        choice = rng.choice(("kill", "kill", "cut", "client"))
+        if choice == "kill":
+            victim = rng.choice(routers)
+            faults += [Fault(t, "kill", victim), Fault(t + rng.uniform(1.0, 3.0), "restart", victim)]
+        elif choice == "cut":
+            faults.append(Fault(t, "cut", rng.choice(links), rng.uniform(0.5, 2.0)))
+        else:
+            victim = rng.choice(subscribers).name
+            faults += [Fault(t, "kill_client", victim), Fault(t + rng.uniform(0.2, 1.5), "restart_client", victim)]
+        t += rng.uniform(1.5, 4.0)
+    return Scenario(f"random-{seed}", path, "harness", messages, rate, publishers, subscribers,
+                    tuple(sorted(faults, key=lambda f: f.at)), {"subscriber_grace": "60s", "publisher_grace": "60s"},
+                    f"random fault schedule, seed {seed}")
