@@ -707,8 +707,9 @@ class Core:
                         if self._enqueue(record, sub, 1):
                             self.pump(sub)
                 else:
-                    # The upstream itself may be where they went: a keyed copy may go back to it.
-                    self._forward(record, {where}, None if where == exclude else exclude, frozenset(keys))
+                    # No split horizon for a keyed copy: it is consumed where it goes, and the
+                    # way there may well be back through the upstream (or be the upstream).
+                    self._forward(record, {where}, None, frozenset(keys))
             if record.pending == 0 and not record.outcome_sent:
                 self._complete(record)
 

@@ -19,7 +19,9 @@ def configure_logging(router_id: str) -> None:
 
 async def serve(topology: Topology, router_id: str) -> None:
     router = Router(topology, router_id)
-    ready = await router.start()
+    # A router restarted while a neighbour is still down must come up all the same: it
+    # says ready (naming the neighbours it has) after waiting this long for the rest.
+    ready = await router.start(neighbour_timeout=10.0)
     # The ready line is the readiness protocol (stdout, one line, fixed format); logs go to stderr.
     print(ready.line(), flush=True)
     stop = asyncio.Event()

@@ -8,6 +8,7 @@ first arrivals in publish order per publisher; nothing arrives that was never se
 
 from __future__ import annotations
 
+import bisect
 import json
 import sqlite3
 from collections import defaultdict
@@ -142,16 +143,35 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
         affected = [c for c, home in homes.items() if f.get("router") is not None and home == f["router"]]
         if f.get("client"):
             affected = [f["client"]]
-        candidates = affected or list(progress)
         worst: float | None = None
-        by = "first delivery or acceptance after it"
-        for c in candidates:
-            after = next((t for t in progress.get(c, []) if t > f["at"]), None)
-            if after is not None and (worst is None or after - f["at"] > worst):
-                worst = after - f["at"]
-                by = f"{c}'s first {'acceptance' if c in publishers else 'delivery'} after it"
+        by = "no client traffic after it"
+        for c in affected or list(progress):
+            end = _pause_end(progress.get(c, []), f["at"])
+            if end is not None and (worst is None or end - f["at"] > worst):
+                worst = end - f["at"]
+                by = f"{c}'s longest pause ended"
         report.resume.append({"at": f["t"], "fault": f["fault"], "seconds": worst, "by": by})
     return report
+
+
+def _pause_end(times: list[float], at: float, window: float = 10.0) -> float | None:
+    """When a client's traffic resumed after a fault: the end of the longest pause in its
+    events from the last one before ``at`` to ``window`` seconds after. (The first event
+    after the fault is no measure: outcomes already on the wire still arrive.)"""
+    i = bisect.bisect_right(times, at)
+    if i >= len(times):
+        return None
+    start = max(i - 1, 0)
+    best_gap, best_end = -1.0, None
+    for j in range(start + 1, len(times)):
+        if times[j] > at + window:
+            break
+        gap = times[j] - max(times[j - 1], at)
+        if gap > best_gap:
+            best_gap, best_end = gap, times[j]
+    if best_end is None:
+        best_end = times[i]
+    return best_end
 
 
 def read_records(out: Path, subscribers: dict[str, str]) -> tuple[dict[str, list[dict[str, Any]]],

@@ -46,7 +46,7 @@ class Cluster:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.starts: dict[str, int] = {}
 
-    def start(self, *ids: str, timeout: float = 20.0) -> None:
+    def start(self, *ids: str, timeout: float = 20.0, wait: bool = True) -> None:
         ids = ids or tuple(self.ids)
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         for i in ids:
@@ -59,6 +59,8 @@ class Cluster:
             self.procs[i] = subprocess.Popen(
                 [sys.executable, "-m", "tools.cli", "router", str(self.paths[i]), "--id", i],
                 cwd=ROOT, stdout=stdout, stderr=stderr, env=env)
+        if not wait:
+            return  # a restart under a schedule: the run goes on while it comes up
         deadline = time.monotonic() + timeout
         for i in ids:
             ready = self.out / f"router-{i}.{self.starts[i]}.out"

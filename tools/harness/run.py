@@ -180,7 +180,7 @@ def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients) -> None:
     if f.kind == "kill":
         cluster.kill(f.target)  # type: ignore[arg-type]
     elif f.kind == "restart":
-        cluster.start(f.target)  # type: ignore[arg-type]
+        cluster.start(f.target, wait=False)  # type: ignore[arg-type]
     elif f.kind == "cut":
         a, b = f.target
         if action == "apply":
