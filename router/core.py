@@ -539,8 +539,14 @@ class Core:
             back = self.hops.get(up.peer)
             if back is not None and record.states.get(back) is SubState.IN_DOUBT and not presettled:
                 # It comes back from a router we forwarded it to: that router became its
-                # root (the publisher resumed there). Waiting for it while it waits for us
-                # would hang both: answer it for everything but itself.
+                # root (the publisher resumed there), or it found the way to some of its
+                # destinations now leads back through us. Those destinations are ours
+                # again; and waiting for it while it waits for us would hang both: answer
+                # it for everything but itself.
+                bounced = record.hop_dests.get(back, frozenset()) & set(dests)
+                if bounced:
+                    record.hop_dests[back] = record.hop_dests[back] - bounced
+                    new |= bounced - {self.router_id}
                 if new:
                     self._forward(record, new, up.peer)
                 if record.keyed is None:
@@ -574,8 +580,11 @@ class Core:
         targets: list[Any] = []
         if self.router_id in dests:
             for sub in self._local_targets(record, keys):
-                if self._enqueue(record, sub, 1):
-                    targets.append(sub)
+                self._enqueue(record, sub, 1)
+            # The answer waits for every one of those keys here, also those already
+            # waited for (an earlier copy reached them): an empty list would answer at once.
+            subs = self.topics.get(record.topic) or {}
+            targets += [s for k, s in subs.items() if k in keys and s in record.states]
         onward = set(dests) - {self.router_id}
         if onward:
             before = set(record.states)
@@ -698,9 +707,11 @@ class Core:
             # Stop waiting on PARKED first: re-forwarding may park again, and only then may
             # the record complete (the other order let a still-unroutable record complete).
             record.drop_waiter(PARKED)
-            exclude = next(iter(record.upstreams)).peer if record.upstreams else None
             if dests:
-                self._forward(record, dests, exclude)
+                # No split horizon on a retry: the routes have changed, and a destination
+                # now behind our upstream goes back to it, which takes it over (see
+                # ``forwarded``). Held here, it would wait for a route that never comes.
+                self._forward(record, dests, None)
             for where, keys in retarget.items():
                 if where == self.router_id:
                     for sub in self._local_targets(record, frozenset(keys)):

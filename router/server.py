@@ -113,7 +113,9 @@ class Router:
                          for t, d in core.topics.items() for k, s in d.items())
         hops = ", ".join(f"{p}(queue {len(h.queue)}, credit {h.port.credit()})" for p, h in core.hops.items())
         ups = ", ".join(f"{p}(credit {u.credit})" for p, u in core.upstreams.items())
-        return (f"router {self.id}: records {len(core.records)} (own {core.local_count}), parked {len(core.parked)}, "
+        parked = "; ".join(f"{r.gid.hex()[:8]} for {sorted(r.parked)}" for r in list(core.parked)[:3])
+        return (f"router {self.id}: records {len(core.records)} (own {core.local_count}), parked {len(core.parked)}"
+                f"{f' ({parked})' if parked else ''}, "
                 f"subscribers [{subs}], hops [{hops}], upstreams [{ups}], publishers {len(core.publishers)}, "
                 f"connections {len(self.connections)}, totals {core.stats}")
 

@@ -98,9 +98,8 @@ class Network:
 
     def __init__(self, topology: str, tmp: Path, settings: dict[str, Any] | None = None,
                  proxied: tuple[tuple[str, str], ...] = ()) -> None:
-        from tools.topology_ports import with_free_ports
-
         from tools.harness.proxy import Proxy
+        from tools.topology_ports import with_free_ports
 
         base = with_free_ports(ROOT / "topologies" / topology, tmp / topology, settings)
         doc = yaml.safe_load(base.read_text())

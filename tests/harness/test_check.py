@@ -1,0 +1,63 @@
+"""The harness's checker on hand-made records: each violation is caught and counted."""
+
+from __future__ import annotations
+
+from tools.harness.check import Arrival, check
+
+
+def _pub(n: int, accepted: range | None = None) -> list[dict]:
+    ev = [{"e": "sent", "id": f"p:{i}", "t": float(i)} for i in range(n)]
+    ev += [{"e": "accepted", "id": f"p:{i}", "t": float(i) + 0.5} for i in (accepted if accepted is not None else range(n))]
+    return ev
+
+
+def _arr(ids: list[int], redelivered: set[int] = frozenset(), prefix: str = "p") -> list[Arrival]:  # type: ignore[assignment]
+    return [Arrival(f"{prefix}:{i}", i in redelivered, float(k)) for k, i in enumerate(ids)]
+
+
+def test_clean_run_passes():
+    r = check("x", {"p": _pub(5)}, {"s": ("once", _arr([0, 1, 2, 3, 4]))})
+    assert r.ok and r.violations == {"lost": 0, "duplicated": 0, "reordered": 0, "phantom": 0, "rejected": 0}
+
+
+def test_each_violation_is_counted_with_examples():
+    arrivals = _arr([0, 2, 1, 2, 9], prefix="p") + [Arrival("ghost:1", False, 9.0)]
+    r = check("x", {"p": _pub(10)}, {"s": ("once", arrivals)})
+    s = r.subscribers[0]
+    assert not r.ok
+    assert (s.lost, s.duplicated, s.reordered, s.phantom) == (6, 1, 1, 1)
+    assert s.examples["lost"][:2] == ["p:3", "p:4"] and s.examples["phantom"] == ["ghost:1"]
+    assert s.examples["reordered"] == ["p:1"] and s.examples["duplicated"] == ["p:2"]
+
+
+def test_standard_client_may_repeat_only_marked():
+    r = check("x", {"p": _pub(3)}, {"marked": ("proton", _arr([0, 1, 1, 2], redelivered={1})),
+                                   "unmarked": ("proton", _arr([0, 1, 1, 2]))})
+    marked, unmarked = r.subscribers
+    assert (marked.duplicated, marked.marked_repeats) == (0, 1)
+    assert (unmarked.duplicated, unmarked.marked_repeats) == (1, 0)
+    assert r.violations["duplicated"] == 1
+
+
+def test_our_client_may_not_repeat_even_marked():
+    r = check("x", {"p": _pub(2)}, {"s": ("once", _arr([0, 1, 1], redelivered={1}))})
+    assert r.subscribers[0].duplicated == 1 and not r.ok
+
+
+def test_only_accepted_messages_must_arrive():
+    r = check("x", {"p": _pub(4, accepted=range(2))}, {"s": ("once", _arr([0, 1]))})
+    assert r.ok and r.accepted == 2 and r.sent == 4
+
+
+def test_rejections_fail_the_run():
+    events = _pub(1) + [{"e": "rejected", "id": "p:0", "t": 1.0}]
+    assert not check("x", {"p": events}, {}).ok
+
+
+def test_time_to_resume_is_the_pause_after_the_fault():
+    # a subscriber at 1 message per 10 ms, killed at t=1.0; two late arrivals, then back at 1.8
+    times = [i / 100 for i in range(101)] + [1.005, 1.01] + [1.8 + i / 100 for i in range(20)]
+    arrivals = [Arrival(f"p:{i}", False, t) for i, t in enumerate(times)]
+    r = check("x", {"p": _pub(len(times))}, {"s": ("once", arrivals)},
+              faults=[{"t": 1.0, "at": 1.0, "fault": "kill A", "router": "A"}], homes={"s": "A", "p": "B"})
+    assert abs(r.resume[0]["seconds"] - 0.8) < 1e-9 and r.resume[0]["by"].startswith("s's")

@@ -1,0 +1,63 @@
+"""Scenario files: every shipped one loads; a bad one fails with one line naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.cli import main
+from tools.harness.scenario import TOPOLOGIES, ScenarioError, load, parse, randomized
+
+SHIPPED = sorted((TOPOLOGIES / "scenarios").glob("*.yaml"))
+
+
+def test_the_six_scenarios_are_shipped():
+    names = {p.stem for p in SHIPPED}
+    assert names == {"publisher-router-dies", "subscriber-router-dies", "intermediate-router-dies",
+                     "two-routers-die", "subscriber-crash", "link-flap"}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_scenarios_load(path: Path):
+    s = load(path)
+    assert s.faults and s.publishers and s.subscribers
+
+
+BASE = {"topology": "line3.yaml", "publishers": [{"name": "p", "router": "A"}],
+        "subscribers": [{"name": "s", "router": "C"}]}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"topology": "nope.yaml"}, "topology: no such file 'nope.yaml'"),
+    ({"messages": 0}, "messages: expected a positive integer"),
+    ({"publishers": [{"name": "p", "router": "Z"}]}, "publishers[0]: expected {name: ..., router: one of"),
+    ({"subscribers": [{"name": "s", "router": "C", "client": "rhea"}]}, "subscribers[0].client: expected one of"),
+    ({"faults": [{"at": 1, "kill": "Z"}]}, "faults[0].kill: no router 'Z'"),
+    ({"faults": [{"at": 1, "cut": ["A", "C"]}]}, "faults[0].cut: expected a link of the topology"),
+    ({"faults": [{"at": 1, "kill": "A", "restart": "A"}]}, "faults[0]: name exactly one of"),
+    ({"faults": [{"at": 1, "kill_client": "p"}]}, "faults[0].kill_client: no subscriber 'p'"),
+    ({"colour": "red"}, "colour: unknown key"),
+])
+def test_bad_scenarios_fail_naming_the_field(change: dict, message: str):
+    with pytest.raises(ScenarioError) as e:
+        parse({**BASE, **change}, "bad", "bad.yaml")
+    assert str(e.value).startswith(f"bad.yaml: {message}") and "\n" not in str(e.value)
+
+
+def test_cli_reports_a_bad_file_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("topology: line3.yaml\nmessages: [1\n")
+    assert main(["harness", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"{bad}: not valid YAML") and "\n" not in err
+
+
+def test_random_schedules_repeat_by_seed_and_heal_every_fault():
+    a, b, c = randomized(7), randomized(7), randomized(8)
+    assert a == b and a.faults != c.faults
+    for s in (a, c):
+        kills = [f.target for f in s.faults if f.kind == "kill"]
+        restarts = [f.target for f in s.faults if f.kind == "restart"]
+        assert sorted(kills) == sorted(restarts)
+        assert all(f.duration > 0 for f in s.faults if f.kind == "cut")

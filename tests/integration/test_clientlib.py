@@ -1,0 +1,138 @@
+"""The once client library against a real router process: exactly-once across its own crash.
+
+A "crash" here drops the client's TCP connection with no closing frame and abandons its
+state in memory; only what it committed to its SQLite store survives, as after SIGKILL.
+(The harness scenario ``subscriber-crash`` does the same with real SIGKILLed processes.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from support.routers import RouterProcess
+
+from router.amqp.performatives import Accepted
+from router.clientlib import Publisher, Subscriber
+from tools.topology_ports import free_port
+
+EFFECT = "CREATE TABLE IF NOT EXISTS seen (id TEXT)"
+
+
+async def _until(condition, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def _crash(client: Publisher | Subscriber) -> None:
+    """Gone without a word: no detach, no close, nothing more committed."""
+    client.closed = True
+    client.conn._closing = True
+    client.conn.abort()
+    if client.conn._task is not None:
+        client.conn._task.cancel()
+    client.store.close()
+
+
+async def _subscriber(url: str, path: Path) -> Subscriber:
+    sub = Subscriber([url], "orders", path)
+    sub.db.execute(EFFECT)
+    await sub.start()
+    await asyncio.wait_for(sub.attached.wait(), 10)
+    return sub
+
+
+async def _accept(msg) -> None:
+    await msg.accept(lambda db: db.execute("INSERT INTO seen (id) VALUES (?)", (str(msg.message_id),)))
+
+
+def _effects(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return [r[0] for r in db.execute("SELECT id FROM seen ORDER BY rowid")]
+    finally:
+        db.close()
+
+
+async def test_send_completes_when_the_subscriber_accepted(router: RouterProcess, tmp_path: Path):
+    sub = await _subscriber(router.url, tmp_path / "sub.db")
+    async with Publisher([router.url], "orders", tmp_path / "pub.db") as pub:
+        fut = pub.send_nowait(b"hello", "m0")
+        msg = await sub.receive(10)
+        assert msg.body == b"hello" and msg.message_id == "m0" and not msg.redelivered
+        await asyncio.sleep(0.2)  # (not synchronisation: a window in which the outcome must NOT come)
+        assert not fut.done()
+        await _accept(msg)
+        assert isinstance(await asyncio.wait_for(fut, 10), Accepted)
+        assert pub.pending == 0
+    await sub.close(unsubscribe=True)
+
+
+async def test_subscriber_crash_and_restart_sees_everything_once(router: RouterProcess, tmp_path: Path):
+    store = tmp_path / "sub.db"
+    sub = await _subscriber(router.url, store)
+    async with Publisher([router.url], "orders", tmp_path / "pub.db") as pub:
+        futs = [pub.send_nowait(f"m{i}".encode(), f"m{i}") for i in range(40)]
+        for _ in range(25):  # takes all 40 in, accepts the first 25, then dies
+            await _accept(await sub.receive(10))
+        await _until(lambda: sub.queued >= 15, what="the rest to arrive")
+        await _crash(sub)
+        assert _effects(store) == [f"m{i}" for i in range(25)]
+        sub = await _subscriber(router.url, store)
+        for _ in range(15):
+            msg = await sub.receive(10)
+            assert msg.redelivered  # it had been sent before the crash
+            await _accept(msg)
+        outcomes = await asyncio.wait_for(asyncio.gather(*futs), 10)
+        assert all(isinstance(o, Accepted) for o in outcomes)
+        assert _effects(store) == [f"m{i}" for i in range(40)]  # each once, in order
+        assert sub.queued == 0
+    await sub.close(unsubscribe=True)
+
+
+async def test_publisher_crash_and_restart_resumes_without_duplicates(router: RouterProcess, tmp_path: Path):
+    sub_store, pub_store = tmp_path / "sub.db", tmp_path / "pub.db"
+    sub = await _subscriber(router.url, sub_store)
+    pub = await Publisher([router.url], "orders", pub_store).start()
+    for i in range(20):
+        pub.send_nowait(f"m{i}".encode(), f"m{i}")
+    held = [await sub.receive(10) for _ in range(20)]  # the router has all 20, none answered yet
+    await _crash(pub)
+    for msg in held[:5]:  # accepted while the publisher is away
+        await _accept(msg)
+    outcomes: dict[int, object] = {}
+    pub = Publisher([router.url], "orders", pub_store, on_outcome=lambda tag, o: outcomes.setdefault(tag, o))
+    assert pub.pending == 20 and pub.next_tag == 20
+    await pub.start()
+    for msg in held[5:]:
+        await _accept(msg)
+    await pub.wait_settled(10)
+    assert sorted(outcomes) == list(range(20)) and all(isinstance(o, Accepted) for o in outcomes.values())
+    assert _effects(sub_store) == [f"m{i}" for i in range(20)]
+    assert sub.queued == 0 and sub.duplicates == 0  # nothing came twice, not even to be dropped
+    await pub.close()
+    await sub.close(unsubscribe=True)
+
+
+async def test_messages_sent_while_no_router_is_up_go_out_once_after_restart(router: RouterProcess, tmp_path: Path):
+    sub_store, pub_store = tmp_path / "sub.db", tmp_path / "pub.db"
+    sub = await _subscriber(router.url, sub_store)
+    nowhere = f"amqp://127.0.0.1:{free_port()}"
+    pub = await Publisher([nowhere], "orders", pub_store).start()
+    for i in range(5):
+        pub.send_nowait(f"m{i}".encode(), f"m{i}")
+    await _until(lambda: pub.pending == 5, what="the outbox")
+    await _crash(pub)
+    async with Publisher([nowhere, router.url], "orders", pub_store) as pub:  # fails over to the live one
+        for _ in range(5):
+            await _accept(await sub.receive(10))
+        await pub.wait_settled(10)
+        fut = pub.send_nowait(b"m5", "m5")  # tags go on after the ones from before the crash
+        await _accept(await sub.receive(10))
+        assert isinstance(await asyncio.wait_for(fut, 10), Accepted)
+    assert _effects(sub_store) == [f"m{i}" for i in range(6)]
+    await sub.close(unsubscribe=True)
