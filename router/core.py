@@ -714,9 +714,7 @@ class Core:
                 self._forward(record, dests, None)
             for where, keys in retarget.items():
                 if where == self.router_id:
-                    for sub in self._local_targets(record, frozenset(keys)):
-                        if self._enqueue(record, sub, 1):
-                            self.pump(sub)
+                    self._enqueue_owed(record, frozenset(keys))
                 else:
                     # No split horizon for a keyed copy: it is consumed where it goes, and the
                     # way there may well be back through the upstream (or be the upstream).
@@ -755,11 +753,19 @@ class Core:
                     record.followed = set()
                 record.followed.update((where, k) for k in keys)
                 if where == self.router_id:
-                    for sub in self._local_targets(record, frozenset(keys)):
-                        if self._enqueue(record, sub, 1):
-                            self.pump(sub)
+                    self._enqueue_owed(record, frozenset(keys))
                 else:
                     self._forward(record, {where}, None, frozenset(keys))
+
+    def _enqueue_owed(self, record: Record, keys: frozenset) -> None:
+        """Queue a record owed to subscribers that moved here, in publish order: it may be
+        older than what they were queued since they attached."""
+        for sub in self._local_targets(record, keys):
+            if self._enqueue(record, sub, 1):
+                queue = sub.queue
+                if len(queue) > 1 and queue[-2][0].created > record.created:
+                    sub.queue = deque(sorted(queue, key=lambda item: item[0].created))
+                self.pump(sub)
 
     def expire(self, now: float, orphan_ttl: float) -> int:
         """Free forwarded records whose upstream vanished and never came back."""

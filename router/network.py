@@ -95,15 +95,17 @@ class Network:
             conn = self.links.get(peer)
             if conn is not None:
                 conn.send_control(msg)
-        for seq in result.completed:
-            done = self.pending.pop(seq, None)
-            if done is not None:
-                done()
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self._follow_moved_subscribers()
             self.router.core.follow_moved(self.plane.lsdb.reachable() | {self.me})
             self.router.core.retry_parked()
+        # Attaches complete last: a subscriber that moved here has what it was owed queued
+        # (older first) before its first delivery goes out.
+        for seq in result.completed:
+            done = self.pending.pop(seq, None)
+            if done is not None:
+                done()
 
     def _follow_moved_subscribers(self) -> None:
         """Our suspended subscribers whose key attached at another reachable router moved there."""

@@ -54,11 +54,11 @@ class Cluster:
                 continue
             n = self.starts.get(i, 0) + 1
             self.starts[i] = n
-            stdout = open(self.out / f"router-{i}.{n}.out", "wb")
-            stderr = open(self.out / f"router-{i}.{n}.log", "wb")
-            self.procs[i] = subprocess.Popen(
-                [sys.executable, "-m", "tools.cli", "router", str(self.paths[i]), "--id", i],
-                cwd=ROOT, stdout=stdout, stderr=stderr, env=env)
+            with open(self.out / f"router-{i}.{n}.out", "wb") as stdout, \
+                    open(self.out / f"router-{i}.{n}.log", "wb") as stderr:  # the child keeps its own copies
+                self.procs[i] = subprocess.Popen(
+                    [sys.executable, "-m", "tools.cli", "router", str(self.paths[i]), "--id", i],
+                    cwd=ROOT, stdout=stdout, stderr=stderr, env=env)
         if not wait:
             return  # a restart under a schedule: the run goes on while it comes up
         deadline = time.monotonic() + timeout

@@ -40,10 +40,10 @@ class Clients:
                 "rate": self.scenario.rate}
         n = self.starts.get(name, 0) + 1
         self.starts[name] = n
-        self.procs[name] = subprocess.Popen(
-            [sys.executable, "-m", "tools.harness.clients", kind, json.dumps(spec)], cwd=ROOT,
-            stdout=open(self.out / f"{name}.{n}.out", "wb"), stderr=open(self.out / f"{name}.{n}.err", "wb"),
-            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        with open(self.out / f"{name}.{n}.out", "wb") as stdout, open(self.out / f"{name}.{n}.err", "wb") as stderr:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "tools.harness.clients", kind, json.dumps(spec)], cwd=ROOT,
+                stdout=stdout, stderr=stderr, env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
     def output(self, name: str) -> bytes:
         return (self.out / f"{name}.{self.starts[name]}.out").read_bytes()

@@ -1,0 +1,118 @@
+"""Resumption in the core (issue 4): incarnations, adoption, resume maps, placeholders."""
+
+from __future__ import annotations
+
+from test_core import HopP, Pub, Sub, _core, _routed
+
+from records.gid import gid_from_prefix, gid_prefix
+from records.table import SubState
+from router.amqp.performatives import Accepted
+
+
+def test_fresh_attaches_get_random_incarnations_and_a_resume_keeps_its_own():
+    core = _core()
+    a = core.add_publisher(Pub(), "t", "c", "l", False)
+    b = core.add_publisher(Pub(), "t", "c", "l", False)
+    assert a.incarnation != b.incarnation and a.incarnation > 0
+    c = core.add_publisher(Pub(), "t", "c", "l", False, incarnation=a.incarnation)
+    ra = core.publish(c, b"\x07", b"m", False, "h")
+    assert ra.gid == gid_from_prefix(gid_prefix("c", "l", a.incarnation), b"\x07")
+
+
+def test_suspended_publisher_keeps_its_deliveries_unsettled_until_its_grace_ends():
+    core = _core()
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "cs", "ls", False)
+    pub = core.add_publisher(Pub(), "t", "c", "l", settle_second=True)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.suspend_publisher(pub, until=10.0)
+    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
+    assert s.settled == [] and rec.gid in core.records  # a resent copy would still merge with it
+    core.expire_suspended(5.0)
+    assert s.settled == []
+    core.expire_suspended(10.0)
+    assert s.settled == [("handle", 1)] and len(core.records) == 0
+
+
+def test_resumed_publisher_adopts_its_record_and_nothing_is_delivered_twice():
+    core = _core()
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "cs", "ls", False)
+    old = core.add_publisher(Pub(), "t", "c", "l", settle_second=True)
+    rec = core.publish(old, b"0", b"m", False, "h-old")
+    core.suspend_publisher(old, until=10.0)
+    p = Pub()
+    new = core.add_publisher(p, "t", "c", "l", settle_second=True, incarnation=old.incarnation)
+    assert core.publisher_resume_map(new, {b"0": None, b"1": None}) == {b"0": None}  # b"1": resend it
+    again = core.publish(new, b"0", b"", False, "h-new", resumed=True)
+    assert again is rec and len(s.sent) == 1
+    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
+    assert p.outcomes == [("h-new", Accepted(), False)]
+    core.suspend_publisher(new, until=10.0)  # gone again before it settled
+    newer = core.add_publisher(Pub(), "t", "c", "l", settle_second=True, incarnation=old.incarnation)
+    assert core.publisher_resume_map(newer, {b"0": None}) == {b"0": Accepted()}  # known, with its outcome
+    core.publish(newer, b"0", b"", True, "h-settle", resumed=True)  # it adopts the outcome and settles
+    assert s.settled == [("handle", 1)] and len(core.records) == 0
+
+
+def test_a_resumed_transfer_nobody_knows_is_ignored():
+    core = _core()
+    pub = core.add_publisher(Pub(), "t", "c", "l", False, incarnation=5)
+    assert core.publish(pub, b"9", b"", True, "h", resumed=True) is None and len(core.records) == 0
+
+
+def test_publisher_resuming_where_a_forwarded_copy_waits_becomes_its_root():
+    core = _core()
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "cs", "ls", False)
+    up = core.add_upstream("X", Pub())
+    gid = gid_from_prefix(gid_prefix("c", "l", 42), b"0")
+    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0)
+    core.upstream_lost("X")  # the root died
+    assert rec.orphan_since is not None
+    p = Pub()
+    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=42)
+    assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}
+    core.publish(pub, b"0", b"m", False, "h", resumed=True)
+    assert rec.local and rec.orphan_since is None and len(s.sent) == 1
+    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
+    assert p.outcomes == [("h", Accepted(), False)]
+
+
+def test_adopting_root_sends_to_routers_the_old_root_had_not_reached():
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    _routed(core, {"B": "B"}, {"B"})
+    up = core.add_upstream("X", Pub())
+    gid = gid_from_prefix(gid_prefix("c", "l", 1), b"0")
+    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0)
+    core.upstream_lost("X")
+    p = Pub()
+    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=1)
+    core.publish(pub, b"0", b"m", False, "h", resumed=True)
+    assert hb.sent == [(rec, frozenset({"B"}))] and p.outcomes == []
+    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
+    assert p.outcomes == [("h", Accepted(), False)]
+
+
+def test_resuming_subscriber_map_answers_for_it_and_placeholders_stop_late_copies():
+    core = _core()
+    s1 = Sub()
+    sub, _ = core.add_subscriber(s1, "t", "cs", "ls", False)
+    p = Pub()
+    pub = core.add_publisher(p, "t", "c", "l", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    late_gid = gid_from_prefix(pub.prefix, b"1")
+    s2 = Sub()
+    new, _ = core.add_subscriber(s2, "t", "cs", "ls", False)  # the same key comes back
+    ours = core.resume_subscriber(new, {rec.gid: Accepted(), late_gid: Accepted()}, until=30.0)
+    assert set(ours) == {rec.gid, late_gid}
+    assert p.outcomes == [("h", Accepted(), True)]  # its word is its acceptance
+    core.pump(new)
+    assert s2.sent == []  # never sent again
+    late = core.publish(pub, b"1", b"m", False, "h1")
+    assert late.gid == late_gid and s2.sent == [] and late.states[new] is SubState.ACCEPTED
+    assert p.outcomes[-1] == ("h1", Accepted(), True)
+    core.expire_suspended(31.0)
+    assert core.placeholders == {}
