@@ -136,3 +136,16 @@ async def test_messages_sent_while_no_router_is_up_go_out_once_after_restart(rou
         assert isinstance(await asyncio.wait_for(fut, 10), Accepted)
     assert _effects(sub_store) == [f"m{i}" for i in range(6)]
     await sub.close(unsubscribe=True)
+
+
+def test_the_readme_example_runs(router: RouterProcess, tmp_path: Path, monkeypatch, capsys):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    first_router = 'ROUTERS = ["amqp://127.0.0.1:5672", "amqp://127.0.0.1:5673"]'
+    assert first_router in code
+    # the first address refuses (nothing listens there): the example fails over to ours
+    code = code.replace(first_router, f'ROUTERS = ["amqp://127.0.0.1:{free_port()}", "{router.url}"]')
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out.strip() == "Accepted()"
+    assert (tmp_path / "orders-sub.db").exists()
