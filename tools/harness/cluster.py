@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -99,14 +100,20 @@ class Cluster:
         return [self.urls[home]] + [self.urls[i] for i in self.ids if i != home]
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(self.procs.values())
         for p in self.proxies.values():
             p.close()
+
+
+def stop_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to all at once (they stop in parallel), SIGKILL to whatever hangs."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

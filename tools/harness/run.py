@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import Report, check, read_records
-from .cluster import ROOT, Cluster
+from .cluster import ROOT, Cluster, stop_all
 from .scenario import ClientSpec, Fault, Scenario
 
 
@@ -71,15 +71,7 @@ class Clients:
         return self.procs[name].poll() is None
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(self.procs.values())
 
 
 def _count_accepted(out: Path, name: str) -> int:
