@@ -172,6 +172,10 @@ class _Parked:
 
 
 PARKED = _Parked()
+def _rejection(state: Rejected) -> Error:
+    return state.error or Error(condition="amqp:not-allowed", description="rejected by a subscriber")
+
+
 def no_route(dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
     """A single router: no destination is reachable."""
     return {}, set(dests)
@@ -388,8 +392,7 @@ class Core:
                 if type(state) is Accepted:
                     done = record.resolve(sub, SubState.ACCEPTED)
                 else:
-                    done = record.resolve(sub, SubState.REJECTED, state.error or Error(
-                        condition="amqp:not-allowed", description="rejected by a subscriber"))
+                    done = record.resolve(sub, SubState.REJECTED, _rejection(state))
                 if done and not record.outcome_sent:
                     self._complete(record)
                 else:
@@ -855,11 +858,7 @@ class Core:
             return
         held = [r for r in self.records.records.values() if r.states.get(sub) is SubState.IN_DOUBT]
         sub.suspended_until = None
-        subs = self.topics.get(sub.topic)
-        if subs is not None and subs.get(sub.key) is sub:
-            del subs[sub.key]
-            if not subs:
-                del self.topics[sub.topic]
+        self._unlink(sub)
         sub.attached = False
         sub.queue.clear()
         for record in held:
@@ -895,15 +894,18 @@ class Core:
             self.remove_subscriber(s)
         return gone
 
-    def remove_subscriber(self, sub: Subscriber) -> None:
-        if not sub.attached:
-            return
-        sub.attached = False
+    def _unlink(self, sub: Subscriber) -> None:
         subs = self.topics.get(sub.topic)
         if subs is not None and subs.get(sub.key) is sub:
             del subs[sub.key]
             if not subs:
                 del self.topics[sub.topic]
+
+    def remove_subscriber(self, sub: Subscriber) -> None:
+        if not sub.attached:
+            return
+        sub.attached = False
+        self._unlink(sub)
         sub.queue.clear()
         for record in [r for r in self.records.records.values() if sub in r.states]:
             if record.drop_waiter(sub) and not record.outcome_sent:
@@ -947,8 +949,7 @@ class Core:
             done = record.resolve(sub, SubState.ACCEPTED)
             self.stats["accepted"] += 1
         elif kind is Rejected:
-            done = record.resolve(sub, SubState.REJECTED, state.error or Error(condition="amqp:not-allowed",
-                                                                                  description="rejected by a subscriber"))
+            done = record.resolve(sub, SubState.REJECTED, _rejection(state))
             self.stats["rejected"] += 1
         elif kind is Released or kind is Modified:
             if kind is Modified and state.undeliverable_here:
