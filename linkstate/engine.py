@@ -21,12 +21,14 @@ class Result:
     completed: list[int] = field(default_factory=list)  # our own subscription events now acknowledged everywhere
     topology_changed: bool = False
     table_changed: bool = False
+    adopted: list[Subscription] = field(default_factory=list)  # ours from an earlier life (see SubscriberTable._adopt)
 
     def extend(self, other: Result) -> Result:
         self.out += other.out
         self.completed += other.completed
         self.topology_changed |= other.topology_changed
         self.table_changed |= other.table_changed
+        self.adopted += other.adopted
         return self
 
 
@@ -101,7 +103,11 @@ class ControlPlane:
                 r.out += self._flood(ad, exclude=sender)
             if self.table.merge(st):
                 r.table_changed = True
-        if r.table_changed:
+        if self.table.adopted:
+            # The sender, too, must learn that our numbering moved past our earlier life.
+            r.adopted, self.table.adopted = self.table.adopted, []
+            r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]
+        elif r.table_changed:
             # Pass news on: a neighbour that was behind us in time learns it too.
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours) if n != sender]
         return r

@@ -26,6 +26,10 @@ class Subscription:
     link_name: str
     resumed: bool = False
     timeout: float = 0.0
+    # When it attached (microseconds of the attaching router's wall clock). A key attached
+    # at several routers lives at the newest attach: the others are left-overs of a move
+    # (or of a router's earlier life) that no delivery may wait for.
+    since: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -94,4 +98,5 @@ def from_dict(d: dict[str, Any]) -> Message:
 
 
 def _sub(d: dict[str, Any]) -> Subscription:
-    return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]))
+    return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]),
+                        int(d.get("since", 0)))

@@ -23,6 +23,7 @@ class Network:
     queue: list[tuple[str, str, object]] = field(default_factory=list)  # (from, to, msg)
     links: set[frozenset[str]] = field(default_factory=set)
     completed: dict[str, list[int]] = field(default_factory=dict)
+    adopted: dict[str, list[Subscription]] = field(default_factory=dict)
     delivered = 0
 
     @classmethod
@@ -34,6 +35,14 @@ class Network:
             self.queue.append((src, to, msg))
         if r.completed:
             self.completed.setdefault(src, []).extend(r.completed)
+        if r.adopted:
+            self.adopted.setdefault(src, []).extend(r.adopted)
+
+    def restart(self, name: str) -> None:
+        """The router loses everything (a process restart); its links come back later."""
+        for link in [tuple(x) for x in self.links if name in x]:
+            self.link_down(*link)
+        self.planes[name] = ControlPlane(name)
 
     def link_up(self, a: str, b: str, cost: int = 1) -> None:
         self.links.add(frozenset((a, b)))

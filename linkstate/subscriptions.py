@@ -54,6 +54,7 @@ class SubscriberTable:
         self.echoes: dict[tuple[str, int], _Echo] = {}
         self.messages_sent = 0
         self.by_key: dict[tuple[str, str], set[str]] = defaultdict(set)  # subscriber key -> origins holding it
+        self.adopted: list[Subscription] = []  # our subscriptions from an earlier life, for the router to take up
 
     # ---------------------------------------------------------------- views
 
@@ -61,31 +62,39 @@ class SubscriberTable:
         counts = self.by_topic.get(topic)
         return {r for r, n in counts.items() if n > 0} if counts else set()
 
+    def home(self, key: tuple[str, str]) -> str | None:
+        """The router a subscriber key lives at: its newest attach (ties: the larger id,
+        so that every router picks the same one)."""
+        best: tuple[int, str] | None = None
+        for origin in self.by_key.get(key, ()):
+            sub = self.origins[origin].keys[key][1]
+            if sub is not None and (best is None or (sub.since, origin) > best):
+                best = (sub.since, origin)
+        return best[1] if best else None
+
     def effective_routers(self, topic: str, reachable: set[str]) -> set[str]:
         """Routers whose subscribers a message for ``topic`` must reach.
 
-        A router we cannot reach still counts while its subscribers are suspended there
-        (deliveries wait for them), unless a subscriber's key has attached again at a
-        router we reach: it moved, and the router it left no longer counts for it.
+        A router counts for the keys that live there (``home``), reachable or not: while
+        it is unreachable deliveries wait for its subscribers. A key that attached again
+        elsewhere later has moved; the router it left (dead, or restarted and holding a
+        stale record of it) no longer counts for it.
         """
         out = set()
         for origin in self.routers_for(topic):
-            if origin in reachable:
-                out.add(origin)
-                continue
             for sub in self._subs_of(origin, topic):
-                if not (self.by_key.get(sub.key, set()) & reachable):
+                if self.home(sub.key) == origin:
                     out.add(origin)
                     break
         return out
 
     def moved(self, topic: str, origin: str, reachable: set[str]) -> dict[str, frozenset[tuple[str, str]]]:
-        """Keys of ``origin``'s subscribers for ``topic`` now attached at a reachable router: router -> keys."""
+        """Keys of ``origin``'s subscribers for ``topic`` that now live at another reachable router: router -> keys."""
         out: dict[str, set[tuple[str, str]]] = {}
         for sub in self._subs_of(origin, topic):
-            for where in self.by_key.get(sub.key, set()) & reachable:
-                if where != origin:
-                    out.setdefault(where, set()).add(sub.key)
+            where = self.home(sub.key)
+            if where is not None and where != origin and where in reachable:
+                out.setdefault(where, set()).add(sub.key)
         return {r: frozenset(k) for r, k in out.items()}
 
     def _subs_of(self, origin: str, topic: str) -> list[Subscription]:
@@ -186,8 +195,7 @@ class SubscriberTable:
     def merge(self, st: OriginState) -> bool:
         """Take a neighbour's full view of one origin if it is newer; True if anything changed."""
         if st.origin == self.me:
-            self.seq = max(self.seq, st.sub_seq)
-            return False
+            return self._adopt(st)
         o = self.origins[st.origin]
         if st.sub_seq <= o.watermark:
             return False
@@ -199,6 +207,28 @@ class SubscriberTable:
             self._set(st.origin, s.key, st.sub_seq, s)
         o.watermark = st.sub_seq
         o.above = {x for x in o.above if x > st.sub_seq}
+        return True
+
+    def _adopt(self, st: OriginState) -> bool:
+        """Our own state from an earlier life of ours (we restarted): the network still
+        knows our subscribers, and deliveries are on their way to them.
+
+        Forgetting them would let deliveries for them be accepted here with nobody to take
+        them; so they become ours again (suspended, until they come back or their grace
+        ends). Keys attached or detached since we restarted are newer and stay as they are.
+        Our numbering jumps past that life, so the state we then send wins everywhere.
+        """
+        if st.sub_seq <= self.seq:
+            return False  # an echo of this life
+        mine = self.origins[self.me]
+        taken = [s for s in st.subscriptions if s.key not in mine.keys]
+        self.seq = st.sub_seq + 1
+        for key, (_, sub) in list(mine.keys.items()):
+            self._set(self.me, key, self.seq, sub)
+        for sub in taken:
+            self._set(self.me, sub.key, self.seq, sub)
+        mine.watermark, mine.above = self.seq, set()
+        self.adopted += taken
         return True
 
     def forget_origin(self, origin_id: str) -> None:

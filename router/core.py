@@ -870,6 +870,17 @@ class Core:
             record.unsettled.pop(sub, None)
             self._maybe_free(record)
 
+    def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float) -> None:
+        """A subscriber of ours from before we restarted: suspended here until it resumes
+        (here, or elsewhere and moved) or its grace ends; deliveries for it wait."""
+        subs = self.topics.setdefault(topic, {})
+        key = (container_id, link_name)
+        if key in subs:
+            return
+        sub = Subscriber(SUSPENDED, topic, container_id, link_name, False)  # type: ignore[arg-type]
+        sub.suspended_until = until
+        subs[key] = sub
+
     def suspended(self) -> list[Subscriber]:
         return [s for subs in self.topics.values() for s in subs.values() if s.suspended_until is not None]
 

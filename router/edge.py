@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from linkstate.messages import Subscription
@@ -192,7 +193,7 @@ class EdgeConnection(EngineProtocol):
                 self.dirty()
                 self.router.flush()
 
-            self.router.network.subscribe(self._subscription(sub), True, complete)
+            self.router.network.subscribe(self._subscription(sub, time.time_ns() // 1000), True, complete)
         else:  # the peer sends: a publisher
             address = attach.target.address if attach.target is not None else None
             if not address:
@@ -224,8 +225,8 @@ class EdgeConnection(EngineProtocol):
         for link in list(event.session.links.values()):
             self._drop_link(link)
 
-    def _subscription(self, sub: Subscriber) -> Subscription:
-        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name)
+    def _subscription(self, sub: Subscriber, since: int = 0) -> Subscription:
+        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name, since=since)
 
     def _drop_link(self, link: Link, suspend: bool = False) -> None:
         """The link is gone: a closed subscription ends; an interrupted one is suspended."""

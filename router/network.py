@@ -38,6 +38,7 @@ class Network:
         if not self.costs:
             self.all_up.set()
         self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
+        self.ended: list[Subscription] = []  # subscribers that moved away, their detach not yet flooded
         core = router.core
         core.remote_routers = self.remote_routers
         core.route = self.plane.lsdb.route
@@ -95,11 +96,17 @@ class Network:
             conn = self.links.get(peer)
             if conn is not None:
                 conn.send_control(msg)
+        core = self.router.core
+        if result.adopted:
+            until = core.clock() + self.router.settings.subscriber_grace
+            for sub in result.adopted:
+                core.adopt_subscriber(sub.topic, sub.container_id, sub.link_name,
+                                      core.clock() + sub.timeout if sub.timeout else until)
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self._follow_moved_subscribers()
-            self.router.core.follow_moved(self.plane.lsdb.reachable() | {self.me})
-            self.router.core.retry_parked()
+            core.follow_moved(self.plane.lsdb.reachable() | {self.me})
+            core.retry_parked()
         # Attaches complete last: a subscriber that moved here has what it was owed queued
         # (older first) before its first delivery goes out.
         for seq in result.completed:
@@ -108,13 +115,27 @@ class Network:
                 done()
 
     def _follow_moved_subscribers(self) -> None:
-        """Our suspended subscribers whose key attached at another reachable router moved there."""
+        """Our suspended subscribers whose key now lives at another reachable router moved
+        there: hand their deliveries over and end them here (network-wide, once the
+        changes in hand are applied)."""
         core = self.router.core
         suspended = core.suspended()
         if not suspended:
             return
         reachable = self.plane.lsdb.reachable()
+        table = self.plane.table
         for sub in suspended:
-            where = self.plane.table.by_key.get(sub.key, set()) & reachable
-            if where:
-                core.subscriber_moved(sub, min(where))
+            where = table.home(sub.key)
+            if where is not None and where != self.me and where in reachable:
+                core.subscriber_moved(sub, where)
+                self.ended.append(Subscription(self.me, sub.topic, sub.container_id, sub.link_name))
+        if self.ended:
+            asyncio.get_running_loop().call_soon(self._end_moved)
+
+    def _end_moved(self) -> None:
+        ended, self.ended = self.ended, []
+        topics = self.router.core.topics
+        for sub in ended:
+            if sub.key not in topics.get(sub.topic, {}):  # not back here meanwhile
+                self.subscribe(sub, False)
+        self.router.flush()

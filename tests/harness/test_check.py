@@ -61,3 +61,14 @@ def test_time_to_resume_is_the_pause_after_the_fault():
     r = check("x", {"p": _pub(len(times))}, {"s": ("once", arrivals)},
               faults=[{"t": 1.0, "at": 1.0, "fault": "kill A", "router": "A"}], homes={"s": "A", "p": "B"})
     assert abs(r.resume[0]["seconds"] - 0.8) < 1e-9 and r.resume[0]["by"].startswith("s's")
+
+
+def test_a_pause_that_begins_after_the_next_fault_is_not_charged_to_this_one():
+    # steady until 2.0, a short pause at 1.0-1.2 (first fault), a long one 2.0-3.5 (second fault at 1.9)
+    times = [i / 100 for i in range(100)] + [1.2 + i / 100 for i in range(81)] + [3.5 + i / 100 for i in range(10)]
+    arrivals = [Arrival(f"p:{i}", False, t) for i, t in enumerate(times)]
+    faults = [{"t": 1.0, "at": 1.0, "fault": "kill A", "router": "A"},
+              {"t": 1.9, "at": 1.9, "fault": "kill B", "router": "A"}]
+    r = check("x", {"p": _pub(len(times))}, {"s": ("once", arrivals)}, faults=faults, homes={"s": "A"})
+    assert abs(r.resume[0]["seconds"] - 0.2) < 1e-9
+    assert abs(r.resume[1]["seconds"] - 1.6) < 1e-9

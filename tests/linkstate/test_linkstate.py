@@ -119,7 +119,7 @@ def test_hundred_routers_converge():
 
 def test_a_key_that_moves_away_from_an_unreachable_router():
     net = _net([("A", "B"), ("B", "C"), ("A", "C")])
-    k = Subscription("C", "t", "client", "sub")
+    k = Subscription("C", "t", "client", "sub", since=1)
     net.until_complete("C", net.subscribe("C", k))
     a = net.planes["A"]
     assert a.routers_for("t") == {"C"}
@@ -127,6 +127,38 @@ def test_a_key_that_moves_away_from_an_unreachable_router():
     net.link_down("B", "C")  # C is dead as far as A and B can tell
     net.run()
     assert a.routers_for("t") == {"C"}  # its subscriber is suspended there: still waited for
-    net.until_complete("B", net.subscribe("B", Subscription("B", "t", "client", "sub")))
+    net.until_complete("B", net.subscribe("B", Subscription("B", "t", "client", "sub", since=2)))
     assert a.routers_for("t") == {"B"}  # the key moved to B: C no longer counts
     assert a.moved("t", "C") == {"B": frozenset({("client", "sub")})}
+
+
+def test_a_restarted_router_takes_its_subscribers_back_and_its_events_count():
+    net = _net([("A", "B"), ("B", "C")])
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", "sub", since=1)))
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "other", "sub", since=1)))
+    net.restart("C")
+    net.link_up("B", "C")
+    net.run()
+    # The network still routes to C for them; C must hold deliveries for them, not accept them.
+    assert [s.key for s in net.adopted["C"]] == [("client", "sub"), ("other", "sub")]
+    assert net.planes["C"].routers_for("t") == {"C"}
+    # A detach of its new life is numbered past its old one: it takes effect everywhere.
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "other", "sub"), attached=False))
+    assert net.converged()
+    assert [s.key for s in net.planes["A"].table.subscriptions("C")] == [("client", "sub")]
+
+
+def test_a_stale_entry_at_a_reachable_router_does_not_count():
+    """The key moved from C to A while C was down; C restarted holding it (adopted):
+    the newer attach at A is where it lives, and C is not waited for."""
+    net = _net([("A", "B"), ("B", "C")])
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", "sub", since=1)))
+    net.restart("C")
+    net.until_complete("A", net.subscribe("A", Subscription("A", "t", "client", "sub", since=2)))
+    net.link_up("B", "C")
+    net.run()
+    assert net.adopted["C"][0].key == ("client", "sub")
+    for plane in net.planes.values():
+        assert plane.routers_for("t") == {"A"}
+        assert plane.table.home(("client", "sub")) == "A"
+    assert net.planes["B"].moved("t", "C") == {"A": frozenset({("client", "sub")})}

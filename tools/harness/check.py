@@ -139,14 +139,17 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
         report.subscribers.append(s)
         progress[name] = sorted(a.t for a in arrivals)
     homes = homes or {}
-    for f in faults or []:
+    faults = faults or []
+    for n, f in enumerate(faults):
+        # A pause that begins after the next fault is that fault's doing, not this one's.
+        until = faults[n + 1]["at"] if n + 1 < len(faults) else None
         affected = [c for c, home in homes.items() if f.get("router") is not None and home == f["router"]]
         if f.get("client"):
             affected = [f["client"]]
         worst: float | None = None
         by = "no client traffic after it"
         for c in affected or list(progress):
-            end = _pause_end(progress.get(c, []), f["at"])
+            end = _pause_end(progress.get(c, []), f["at"], until=until)
             if end is not None and (worst is None or end - f["at"] > worst):
                 worst = end - f["at"]
                 by = f"{c}'s longest pause ended"
@@ -154,17 +157,18 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
     return report
 
 
-def _pause_end(times: list[float], at: float, window: float = 10.0) -> float | None:
+def _pause_end(times: list[float], at: float, window: float = 10.0, until: float | None = None) -> float | None:
     """When a client's traffic resumed after a fault: the end of the longest pause in its
-    events from the last one before ``at`` to ``window`` seconds after. (The first event
-    after the fault is no measure: outcomes already on the wire still arrive.)"""
+    events from the last one before ``at`` to ``window`` seconds after, among the pauses
+    that began before ``until`` (the next fault). (The first event after the fault is no
+    measure: outcomes already on the wire still arrive.)"""
     i = bisect.bisect_right(times, at)
     if i >= len(times):
         return None
     start = max(i - 1, 0)
     best_gap, best_end = -1.0, None
     for j in range(start + 1, len(times)):
-        if times[j] > at + window:
+        if times[j] > at + window or (until is not None and times[j - 1] >= until):
             break
         gap = times[j] - max(times[j - 1], at)
         if gap > best_gap:
