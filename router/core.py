@@ -39,7 +39,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from records.gid import RETIRED_TAGS, gid_from_prefix, gid_prefix
@@ -47,6 +47,7 @@ from records.table import Record, RecordTable, SubState
 
 from .amqp.performatives import ACCEPTED, Accepted, Error, Modified, Received, Rejected, Released
 from .config import Settings
+from .journal import Event, Journal
 
 
 class PublisherPort(Protocol):
@@ -202,11 +203,12 @@ class Core:
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
-        # destination router -> [neighbour it is pinned to, deliveries in flight there]
-        self.pins: dict[str, list] = {}
+        # destination router -> {neighbour: deliveries in flight there}, oldest path first
+        self.pins: dict[str, dict[str, int]] = {}
         self.local_count = 0  # records we are root for
         self.transit_outstanding = 0
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
+        self.journal: Journal | None = None  # delivery events, when the operator asked for them
 
     # ----------------------------------------------------------- publishers
 
@@ -309,6 +311,8 @@ class Core:
             self.outstanding -= 1
         self.records.add(record)
         self.stats["published"] += 1
+        if self.journal is not None:
+            self.journal.add(Event.RECEIVED, gid, record.topic, "client")
         if not settled:
             record.publisher_handle = handle
             pub.live[tag] = record
@@ -438,6 +442,15 @@ class Core:
         """Send ``record`` towards ``dests``. A keyed copy (re-targeted to subscribers that
         moved) goes even where the record already went: it is for someone new there."""
         by_hop, stuck = self.route(dests, exclude)
+        if stuck and exclude is not None and exclude in self.hops:
+            # Only reachable back through where it came from (the routes changed under it):
+            # it goes back, and that router takes those destinations over (``forwarded``).
+            # Parked here it would wait for a route change that may never come.
+            back, stuck = self.route(stuck, None)
+            if back:
+                by_hop = {peer: set(ds) for peer, ds in by_hop.items()}
+                for ds in back.values():
+                    by_hop.setdefault(exclude, set()).update(ds)
         by_hop = self._pinned(by_hop, exclude)
         touched = []
         for peer, ds in by_hop.items():
@@ -460,10 +473,10 @@ class Core:
             touched.append(hop)
             for d in fds:
                 pin = self.pins.get(d)
-                if pin is None or pin[0] != peer:
-                    self.pins[d] = [peer, 1]
+                if pin is None:
+                    self.pins[d] = {peer: 1}
                 else:
-                    pin[1] += 1
+                    pin[peer] = pin.get(peer, 0) + 1
         if stuck:
             record.parked |= stuck
             record.add_waiter(PARKED)
@@ -476,6 +489,8 @@ class Core:
         if record.publisher_settled:
             return
         record.publisher_settled = True
+        if self.journal is not None:
+            self.journal.add(Event.SETTLED, record.gid, record.topic)
         self._retire(record)
         self._settle_subscribers(record)
         self._maybe_free(record)
@@ -487,7 +502,8 @@ class Core:
 
         When a route changes under load, switching at once would let newer deliveries
         overtake older ones on the old path: per-publisher order would break at the far
-        end. A destination moves to its new route only once the old path has drained.
+        end. A destination moves to its new route only once the old paths have drained;
+        with several in flight (a reroute that could not use the old one), the oldest wins.
         """
         pins = self.pins
         if not pins:
@@ -496,10 +512,13 @@ class Core:
         for peer, ds in by_hop.items():
             for d in ds:
                 pin = pins.get(d)
-                if pin is not None and pin[0] != peer and pin[0] in self.hops and pin[0] != exclude:
+                if pin is None or peer in pin and len(pin) == 1:
+                    continue
+                target = next((p for p in pin if p in self.hops and p != exclude), None)
+                if target is not None and target != peer:
                     if moved is None:
                         moved = []
-                    moved.append((peer, d, pin[0]))
+                    moved.append((peer, d, target))
         if moved is None:
             return by_hop  # the usual case: every destination already on its routed neighbour
         out = {peer: set(ds) for peer, ds in by_hop.items()}
@@ -509,12 +528,17 @@ class Core:
         return {peer: ds for peer, ds in out.items() if ds}
 
     def _unpin(self, hop: Hop, record: Record) -> None:
-        for d in record.hop_dests.get(hop, ()):
+        self._unpin_dests(hop.peer, record.hop_dests.get(hop, ()))
+
+    def _unpin_dests(self, peer: str, dests: Iterable[str]) -> None:
+        for d in dests:
             pin = self.pins.get(d)
-            if pin is not None and pin[0] == hop.peer:
-                pin[1] -= 1
-                if pin[1] <= 0:
-                    del self.pins[d]
+            if pin is not None and peer in pin:
+                pin[peer] -= 1
+                if pin[peer] <= 0:
+                    del pin[peer]
+                    if not pin:
+                        del self.pins[d]
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
                   presettled: bool, message_format: int, keys: frozenset | None = None) -> Record | None:
@@ -548,6 +572,7 @@ class Core:
                 # it for everything but itself.
                 bounced = record.hop_dests.get(back, frozenset()) & set(dests)
                 if bounced:
+                    self._unpin_dests(back.peer, bounced)
                     record.hop_dests[back] = record.hop_dests[back] - bounced
                     new |= bounced - {self.router_id}
                 if new:
@@ -567,6 +592,8 @@ class Core:
         record = Record(gid, topic, payload, None, gid, 0, presettled, message_format, self.clock())
         record.local = False
         self.records.add(record)
+        if self.journal is not None:
+            self.journal.add(Event.RECEIVED, gid, topic, up.peer)
         if not presettled:
             record.upstreams[up] = handle
         self._fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
@@ -626,6 +653,8 @@ class Core:
             return  # a root record is settled by its publisher, not by a hop that looped back
         # (A root whose publisher is suspended follows the router it resumed on.)
         record.publisher_settled = True
+        if self.journal is not None:
+            self.journal.add(Event.SETTLED, record.gid, record.topic)
         self._settle_subscribers(record)
         self._maybe_free(record)
 
@@ -667,8 +696,10 @@ class Core:
             return
         hop.attached = False
         hop.queue.clear()
-        for d in [d for d, pin in self.pins.items() if pin[0] == peer]:
-            del self.pins[d]
+        for d in [d for d, pin in self.pins.items() if peer in pin]:
+            del self.pins[d][peer]
+            if not self.pins[d]:
+                del self.pins[d]
         for record in [r for r in self.records.records.values() if hop in r.states]:
             record.unsettled.pop(hop, None)
             dests = record.hop_dests.pop(hop, frozenset())
@@ -792,6 +823,8 @@ class Core:
                 continue
             handle = port.forward(record, dests, record.presettled, keys)
             credit -= 1
+            if self.journal is not None:
+                self.journal.add(Event.FORWARDED, record.gid, record.topic, hop.peer)
             if record.presettled:
                 self._unpin(hop, record)
                 self._sent_settled(record, hop)
@@ -999,6 +1032,8 @@ class Core:
     def _complete(self, record: Record) -> None:
         """Every waiter reached a terminal state: answer the publisher."""
         record.outcome_sent = True
+        if self.journal is not None and not record.presettled:
+            self.journal.add(Event.REJECTED if record.rejection is not None else Event.ACCEPTED, record.gid, record.topic)
         for sub in record.states:
             if isinstance(sub, Subscriber):
                 sub.attempts.pop(record.gid, None)
@@ -1017,6 +1052,8 @@ class Core:
             pub.port.outcome(record.publisher_handle, outcome, settle)
             if settle:
                 record.publisher_settled = True
+                if self.journal is not None:
+                    self.journal.add(Event.SETTLED, record.gid, record.topic)
                 self._retire(record)
                 self._settle_subscribers(record)
         self._maybe_free(record)

@@ -17,8 +17,8 @@ def configure_logging(router_id: str) -> None:
                         format=f"%(asctime)s {router_id} %(levelname)s %(message)s")
 
 
-async def serve(topology: Topology, router_id: str) -> None:
-    router = Router(topology, router_id)
+async def serve(topology: Topology, router_id: str, journal: str | None = None) -> None:
+    router = Router(topology, router_id, journal)
     # A router restarted while a neighbour is still down must come up all the same: it
     # says ready (naming the neighbours it has) after waiting this long for the rest.
     ready = await router.start(neighbour_timeout=10.0)
@@ -47,11 +47,11 @@ def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topol
     return Topology(topology.path, routers, topology.links, topology.settings, topology.auth)
 
 
-def main(topology_path: str, router_id: str, listen: str | None = None) -> int:
+def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None) -> int:
     topology = with_listen(load_topology(topology_path), router_id, listen)
     if router_id not in topology.routers:
         print(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})", file=sys.stderr)
         return 2
     configure_logging(router_id)
-    run(serve(topology, router_id))
+    run(serve(topology, router_id, journal))
     return 0

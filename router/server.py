@@ -13,6 +13,7 @@ from .config import Address, Topology
 from .core import Core
 from .edge import EdgeConnection
 from .interrouter import InterRouterConnection, dial
+from .journal import router_journal
 from .network import Network
 
 log = logging.getLogger("once.router")
@@ -33,7 +34,7 @@ class Ready:
 
 
 class Router:
-    def __init__(self, topology: Topology, router_id: str) -> None:
+    def __init__(self, topology: Topology, router_id: str, journal_dir: str | None = None) -> None:
         if router_id not in topology.routers:
             raise KeyError(f"{topology.path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
         self.topology = topology
@@ -48,6 +49,7 @@ class Router:
             allow_bare=auth.allow_anonymous,
         )
         self.core = Core(router_id, self.settings)
+        self.journal_dir = journal_dir
         self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
         self.network = Network(self)
         self.connections: set[EdgeConnection] = set()
@@ -61,6 +63,9 @@ class Router:
     async def start(self, neighbour_timeout: float | None = None) -> Ready:
         """Bind the listeners, dial the higher-id neighbours, wait until every neighbour is up."""
         loop = asyncio.get_running_loop()
+        if self.journal_dir is not None:
+            self.core.journal = router_journal(self.journal_dir, self.id)
+            self.core.journal.start()
         listen = self.spec.listen
         server = await loop.create_server(lambda: EdgeConnection(self), listen.host, listen.port, reuse_address=True)
         self._servers.append(server)
@@ -144,3 +149,5 @@ class Router:
                 conn.transport.abort()
         for server in self._servers:
             await server.wait_closed()
+        if self.core.journal is not None:
+            self.core.journal.close()

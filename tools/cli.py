@@ -26,9 +26,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("topology")
     r.add_argument("--id", required=True, help="the router id in the topology")
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
+    r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
 
     la = sub.add_parser("launch", help="start every router of a topology on this machine (one process each)")
     la.add_argument("topology", nargs="?", default=None, help=f"default: {DEFAULT_TOPOLOGY}")
+    la.add_argument("--journal", metavar="DIR", help="every router writes its delivery journal under DIR")
 
     s = sub.add_parser("send", help="publish messages to a topic")
     s.add_argument("topic")
@@ -69,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "router":
             from router.main import main as router_main
 
-            return router_main(args.topology, args.id, args.listen)
+            return router_main(args.topology, args.id, args.listen, args.journal)
         if args.command == "launch":
             from .launch import launch
 
-            return launch(args.topology or _default_topology())
+            return launch(args.topology or _default_topology(), journal=args.journal)
         if args.command == "send":
             from .clients import send
 

@@ -11,7 +11,7 @@ import threading
 from router.config import load_topology
 
 
-def launch(topology_path: str, stop: threading.Event | None = None) -> int:
+def launch(topology_path: str, stop: threading.Event | None = None, journal: str | None = None) -> int:
     topology = load_topology(topology_path)  # validate before starting anything
     procs: dict[str, subprocess.Popen[str]] = {}
     stop = stop or threading.Event()
@@ -20,7 +20,8 @@ def launch(topology_path: str, stop: threading.Event | None = None) -> int:
     try:
         for rid in topology.routers:
             procs[rid] = subprocess.Popen(
-                [sys.executable, "-m", "tools.cli", "router", topology_path, "--id", rid],
+                [sys.executable, "-m", "tools.cli", "router", topology_path, "--id", rid,
+                 *(["--journal", journal] if journal else [])],
                 stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
                 cwd=os.getcwd(),
             )

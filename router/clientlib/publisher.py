@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from records.gid import compute_gid
+
 from ..amqp.connection import Connection
 from ..amqp.endpoints import Delivery, Link, Session
 from ..amqp.events import DeliveryUpdated, LinkAttached, LinkDetached
@@ -94,6 +96,10 @@ class Publisher:
     def next_tag(self) -> int:
         """The tag the next message gets (after a restart: how many were ever sent)."""
         return self._next
+
+    def gid(self, tag: int) -> bytes:
+        """The network-wide id every router gives the message with this tag (for journals)."""
+        return compute_gid(self.container_id, self.link_name, self.incarnation, _tag(tag))
 
     def send_nowait(self, body: bytes, message_id: str | None = None) -> asyncio.Future[Any]:
         if self.closed:

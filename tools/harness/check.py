@@ -142,7 +142,9 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
     faults = faults or []
     for n, f in enumerate(faults):
         # A pause that begins after the next fault is that fault's doing, not this one's.
-        until = faults[n + 1]["at"] if n + 1 < len(faults) else None
+        # (Traffic in flight stops a little before the kill is logged: a pause that begins
+        # within MARGIN of the next fault is charged to that one.)
+        until = faults[n + 1]["at"] - MARGIN if n + 1 < len(faults) else None
         affected = [c for c, home in homes.items() if f.get("router") is not None and home == f["router"]]
         if f.get("client"):
             affected = [f["client"]]
@@ -155,6 +157,9 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
                 by = f"{c}'s longest pause ended"
         report.resume.append({"at": f["t"], "fault": f["fault"], "seconds": worst, "by": by})
     return report
+
+
+MARGIN = 0.25
 
 
 def _pause_end(times: list[float], at: float, window: float = 10.0, until: float | None = None) -> float | None:

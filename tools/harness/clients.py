@@ -13,6 +13,11 @@ Each writes its own records under the run directory; the harness reads them at t
   received, written before accepting (at-least-once: a crash may repeat the last ones).
 
 Message ids are ``PUBLISHER:SEQ`` (SEQ = the once publisher's delivery tag, from 0).
+
+Every client also writes its delivery journal (``router/journal.py``) under
+``journal/``, row by row as it happens, for ``once audit``. A once subscriber's journal
+follows its store: rows are written after the transaction commits, and a restarted
+subscriber first writes what a crash kept it from writing.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from router.journal import Event, Journal, Source
+
 RECEIVED = """CREATE TABLE IF NOT EXISTS received
-              (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, redelivered INTEGER, t REAL)"""
+              (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, redelivered INTEGER, t REAL, gid BLOB, t_acc REAL)"""
 
 
 def _line(f: Any, **kw: Any) -> None:
@@ -40,11 +47,15 @@ async def run_once_publisher(spec: dict[str, Any]) -> None:
     out = Path(spec["out"])
     name = spec["name"]
     records = open(out / f"pub-{name}.jsonl", "a")
+    journal = Journal(out / "journal" / f"publisher-{name}.csv", Source.PUBLISHER, name, sync_every_row=True)
+    topic = spec["topic"]
 
     def outcome(tag: int, state: Any) -> None:
-        _line(records, e="accepted" if isinstance(state, Accepted) else "rejected", id=f"{name}:{tag}", t=time.time())
+        accepted = isinstance(state, Accepted)
+        _line(records, e="accepted" if accepted else "rejected", id=f"{name}:{tag}", t=time.time())
+        journal.add(Event.ACCEPTED if accepted else Event.REJECTED, pub.gid(tag), topic, mid=f"{name}:{tag}")
 
-    pub = Publisher(spec["routers"], spec["topic"], out / f"pub-{name}.db", name=name, on_outcome=outcome)
+    pub = Publisher(spec["routers"], topic, out / f"pub-{name}.db", name=name, on_outcome=outcome)
     await pub.start()
     total, rate, window = spec["messages"], spec["rate"], spec.get("window", 500)
     start = time.monotonic()
@@ -61,6 +72,7 @@ async def run_once_publisher(spec: dict[str, Any]) -> None:
                 await asyncio.sleep(delay)
         mid = f"{name}:{seq}"
         _line(records, e="sent", id=mid, t=time.time())
+        journal.add(Event.SENT, pub.gid(seq), topic, mid=mid)
         in_flight.add(pub.send_nowait(f"body of {mid}".encode(), mid))
     await pub.wait_settled()
     print("done", flush=True)
@@ -74,17 +86,55 @@ async def run_once_subscriber(spec: dict[str, Any]) -> None:
     name = spec["name"]
     sub = Subscriber(spec["routers"], spec["topic"], out / f"sub-{name}.db", name=name, grace=spec.get("grace", 30))
     sub.db.execute(RECEIVED)
+    journal = catch_up_journal(out, name, spec["topic"], sub.db)
     await sub.start()
     await sub.attached.wait()
     print("attached", flush=True)
     accepting: list[Any] = []
+    rows: list[tuple[str, float, bytes]] = []
     async for msg in sub:
-        row = (str(msg.message_id), int(msg.redelivered), time.time())
+        row = (str(msg.message_id), int(msg.redelivered), time.time(), msg.gid)
+        rows.append((row[0], row[2], msg.gid))
         accepting.append(asyncio.ensure_future(msg.accept(
-            lambda db, row=row: db.execute("INSERT INTO received (id, redelivered, t) VALUES (?, ?, ?)", row))))
+            lambda db, row=row: db.execute("INSERT INTO received (id, redelivered, t, gid, t_acc) VALUES (?, ?, ?, ?, ?)",
+                                           (*row, time.time())))))
         if sub.queued == 0 or len(accepting) >= 200:  # accepted together: one transaction
             await asyncio.gather(*accepting)
             accepting.clear()
+            _journal_rows(journal, spec["topic"], [(mid, t, gid, time.time()) for mid, t, gid in rows])
+            rows.clear()
+
+
+def _journal_rows(journal: Journal, topic: str, rows: list[tuple[str, float, bytes, float]]) -> None:
+    for mid, t, gid, t_acc in rows:
+        journal.rows.append((int(t * 1e6), Event.RECEIVED, gid, topic, "", mid))
+        journal.rows.append((int(t_acc * 1e6), Event.ACCEPTED, gid, topic, "", mid))
+    journal.flush()
+
+
+def catch_up_journal(out: Path, name: str, topic: str, db: Any) -> Journal:
+    """Open a once subscriber's journal and write the acceptances its store holds and the
+    journal does not (this process, or an earlier one, died between the two)."""
+    path = out / "journal" / f"subscriber-{name}.csv"
+    done = 0
+    if path.exists():
+        text = path.read_text()
+        if text and not text.endswith("\n"):  # a row cut short by a kill: drop it
+            text = text[:text.rfind("\n") + 1]
+            path.write_text(text)
+        done = sum(1 for line in text.splitlines() if ",accepted," in line)
+    journal = Journal(path, Source.SUBSCRIBER, name)
+    missing = db.execute("SELECT id, t, gid, t_acc FROM received WHERE n > ? ORDER BY n", (done,)).fetchall()
+    _journal_rows(journal, topic, [(mid, t, gid, t_acc or t) for mid, t, gid, t_acc in missing])
+    return journal
+
+
+def _proton_tag(delivery: Any) -> bytes:
+    """The delivery tag as bytes: Proton's ``Delivery.tag`` decodes it as UTF-8, which
+    fails on our binary tags (the gid)."""
+    import cproton
+
+    return cproton.bytes2pybytes(cproton.lib.pn_delivery_tag(delivery._impl))
 
 
 def run_proton_subscriber(spec: dict[str, Any]) -> None:
@@ -95,6 +145,8 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
     out = Path(spec["out"])
     name = spec["name"]
     records = open(out / f"sub-{name}.jsonl", "a")
+    journal = Journal(out / "journal" / f"subscriber-{name}.csv", Source.SUBSCRIBER, name, sync_every_row=True)
+    topic = spec["topic"]
 
     class Handler(MessagingHandler):
         def __init__(self) -> None:
@@ -111,7 +163,10 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
         def on_message(self, event: Any) -> None:
             msg: Message = event.message
             _line(records, id=str(msg.id), count=msg.delivery_count, first=bool(msg.first_acquirer), t=time.time())
+            gid = _proton_tag(event.delivery)
+            journal.add(Event.RECEIVED, gid, topic, mid=str(msg.id))
             self.accept(event.delivery)
+            journal.add(Event.ACCEPTED, gid, topic, mid=str(msg.id))
 
     container = Container(Handler())
     container.container_id = f"harness-{name}"

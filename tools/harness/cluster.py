@@ -58,7 +58,8 @@ class Cluster:
             with open(self.out / f"router-{i}.{n}.out", "wb") as stdout, \
                     open(self.out / f"router-{i}.{n}.log", "wb") as stderr:  # the child keeps its own copies
                 self.procs[i] = subprocess.Popen(
-                    [sys.executable, "-m", "tools.cli", "router", str(self.paths[i]), "--id", i],
+                    [sys.executable, "-m", "tools.cli", "router", str(self.paths[i]), "--id", i,
+                     "--journal", str(self.out / "journal")],
                     cwd=ROOT, stdout=stdout, stderr=stderr, env=env)
         if not wait:
             return  # a restart under a schedule: the run goes on while it comes up
