@@ -3,7 +3,8 @@
 Schema (version 1; the header line names the columns, in this order):
 
 =========  ===================================================================
-t_us       wall-clock time of the event, integer microseconds since the epoch
+t_us       wall-clock time of the event, integer microseconds since the epoch;
+           strictly increasing within one file, so it also gives the order of events
 source     ``router``, ``publisher`` or ``subscriber``
 node       router id, or the client's name
 event      see ``Event`` (which events each source writes is listed there)
@@ -11,7 +12,8 @@ gid        the delivery's network-wide id, 32 hex digits
 mid        message-id (clients only: routers never decode payloads), or empty
 topic      the topic (address)
 peer       router rows: where it came from (``received``) or went (``forwarded``):
-           a router id, or ``client`` for a local publisher; empty otherwise
+           a router id, or ``client`` for a local publisher; subscriber rows:
+           ``redelivery`` when the delivery was marked as a possible repeat; else empty
 =========  ===================================================================
 
 Rows are buffered and written in batches (every ``interval`` seconds or ``batch`` rows),
@@ -76,11 +78,23 @@ class Journal:
         self.written = 0
         self._timer: asyncio.TimerHandle | None = None
         self._topics: dict[str, str] = {}
+        self._last = 0
 
     def add(self, event: Event, gid: bytes, topic: str, peer: str = "", mid: str = "") -> None:
-        self.rows.append((time.time_ns() // 1000, event, gid, topic, peer, mid))
+        t = time.time_ns() // 1000
+        if t <= self._last:
+            t = self._last + 1
+        self._last = t
+        self.rows.append((t, event, gid, topic, peer, mid))
         if len(self.rows) >= self.batch:
             self.flush()
+
+    def add_at(self, t_us: int, event: Event, gid: bytes, topic: str, peer: str = "", mid: str = "") -> None:
+        """A row for an event that happened earlier (a client catching up after a crash)."""
+        if t_us <= self._last:
+            t_us = self._last + 1
+        self._last = t_us
+        self.rows.append((t_us, event, gid, topic, peer, mid))
 
     def flush(self) -> None:
         rows, self.rows = self.rows, []

@@ -55,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--messages", type=int, default=None, help="messages per publisher (overrides the scenario)")
     h.add_argument("--topology", default="ring5.yaml", help="with --random: the topology (default ring5.yaml)")
     h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
+    h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
+    h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")
+
+    a = sub.add_parser("audit", help="check a run's delivery journals on Apache Spark (PySpark)")
+    a.add_argument("run_dir", help="a run directory (with journal/): a local path or any path Spark reads")
+    a.add_argument("--master", default=None, help="Spark master URL, e.g. spark://host:7077 (default local[*])")
 
     b = sub.add_parser("bench", help="measure throughput and latency")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: all)")
@@ -88,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
             from .harness.main import harness
 
             return harness(args)
+        if args.command == "audit":
+            from .audit.main import main as audit_main
+
+            return audit_main(args.run_dir, args.master)
         if args.command == "bench":
             from .bench import bench
 

@@ -91,24 +91,28 @@ async def run_once_subscriber(spec: dict[str, Any]) -> None:
     await sub.attached.wait()
     print("attached", flush=True)
     accepting: list[Any] = []
-    rows: list[tuple[str, float, bytes]] = []
+    rows: list[list[Any]] = []
+
+    def effect(db: Any, row: list[Any]) -> None:
+        row[3] = time.time()  # accepted: in the transaction, before the router can hear of it
+        db.execute("INSERT INTO received (id, redelivered, t, gid, t_acc) VALUES (?, ?, ?, ?, ?)",
+                   (row[0], row[4], row[1], row[2], row[3]))
+
     async for msg in sub:
-        row = (str(msg.message_id), int(msg.redelivered), time.time(), msg.gid)
-        rows.append((row[0], row[2], msg.gid))
-        accepting.append(asyncio.ensure_future(msg.accept(
-            lambda db, row=row: db.execute("INSERT INTO received (id, redelivered, t, gid, t_acc) VALUES (?, ?, ?, ?, ?)",
-                                           (*row, time.time())))))
+        row = [str(msg.message_id), time.time(), msg.gid, None, int(msg.redelivered)]
+        rows.append(row)
+        accepting.append(asyncio.ensure_future(msg.accept(lambda db, row=row: effect(db, row))))
         if sub.queued == 0 or len(accepting) >= 200:  # accepted together: one transaction
             await asyncio.gather(*accepting)
             accepting.clear()
-            _journal_rows(journal, spec["topic"], [(mid, t, gid, time.time()) for mid, t, gid in rows])
+            _journal_rows(journal, spec["topic"], [tuple(r) for r in rows])  # type: ignore[misc]
             rows.clear()
 
 
-def _journal_rows(journal: Journal, topic: str, rows: list[tuple[str, float, bytes, float]]) -> None:
-    for mid, t, gid, t_acc in rows:
-        journal.rows.append((int(t * 1e6), Event.RECEIVED, gid, topic, "", mid))
-        journal.rows.append((int(t_acc * 1e6), Event.ACCEPTED, gid, topic, "", mid))
+def _journal_rows(journal: Journal, topic: str, rows: list[tuple[str, float, bytes, float, int]]) -> None:
+    for mid, t, gid, t_acc, redelivered in rows:
+        journal.add_at(int(t * 1e6), Event.RECEIVED, gid, topic, "redelivery" if redelivered else "", mid)
+        journal.add_at(int(t_acc * 1e6), Event.ACCEPTED, gid, topic, "", mid)
     journal.flush()
 
 
@@ -124,8 +128,8 @@ def catch_up_journal(out: Path, name: str, topic: str, db: Any) -> Journal:
             path.write_text(text)
         done = sum(1 for line in text.splitlines() if ",accepted," in line)
     journal = Journal(path, Source.SUBSCRIBER, name)
-    missing = db.execute("SELECT id, t, gid, t_acc FROM received WHERE n > ? ORDER BY n", (done,)).fetchall()
-    _journal_rows(journal, topic, [(mid, t, gid, t_acc or t) for mid, t, gid, t_acc in missing])
+    missing = db.execute("SELECT id, t, gid, t_acc, redelivered FROM received WHERE n > ? ORDER BY n", (done,)).fetchall()
+    _journal_rows(journal, topic, [(mid, t, gid, t_acc or t, red) for mid, t, gid, t_acc, red in missing])
     return journal
 
 
@@ -164,7 +168,8 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
             msg: Message = event.message
             _line(records, id=str(msg.id), count=msg.delivery_count, first=bool(msg.first_acquirer), t=time.time())
             gid = _proton_tag(event.delivery)
-            journal.add(Event.RECEIVED, gid, topic, mid=str(msg.id))
+            repeat = msg.delivery_count > 0 or not msg.first_acquirer
+            journal.add(Event.RECEIVED, gid, topic, "redelivery" if repeat else "", mid=str(msg.id))
             self.accept(event.delivery)
             journal.add(Event.ACCEPTED, gid, topic, mid=str(msg.id))
 

@@ -28,6 +28,7 @@ def harness(args: argparse.Namespace) -> int:
     base = Path(args.out) if args.out else Path("runs") / f"{scenarios[0].name}-{time.strftime('%Y%m%d-%H%M%S')}"
     failed = 0
     summary = []
+    outs = []
     for scenario in scenarios:
         out = base / scenario.name if len(scenarios) > 1 else base
         try:
@@ -38,6 +39,7 @@ def harness(args: argparse.Namespace) -> int:
         print(report.text(), flush=True)
         summary.append(report.to_json())
         failed += not report.ok
+        outs.append(out)
     if len(scenarios) > 1:
         (base / "summary.json").write_text(json.dumps(summary, indent=2))
         resumes = [r["seconds"] for s in summary for r in s["resume"] if r["seconds"] is not None]
@@ -45,4 +47,23 @@ def harness(args: argparse.Namespace) -> int:
         dup = sum(s["violations"].get("duplicated", 0) for s in summary)
         print(f"{len(scenarios)} runs: {len(scenarios) - failed} passed, {failed} failed; lost {lost}, "
               f"duplicated {dup}; time to resume max {max(resumes, default=0):.3f}s over {len(resumes)} faults")
+    if getattr(args, "audit", False):
+        failed += _audit(outs, args.master)
     return 1 if failed else 0
+
+
+def _audit(outs: list[Path], master: str | None) -> int:
+    """Audit each run on Spark (one session for all); the number of runs that failed it."""
+    from ..audit.main import run_audit, verdict
+    from ..audit.session import spark_session
+
+    spark = spark_session(master)
+    failed = 0
+    try:
+        for out in outs:
+            result = run_audit(spark, str(out))
+            print(f"{out}: " + verdict(result), flush=True)
+            failed += not result.ok
+    finally:
+        spark.stop()
+    return failed

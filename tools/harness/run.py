@@ -162,6 +162,10 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
         cluster.stop()
     _finish_journals(out, scenario)
     (out / "journal" / "faults.json").write_text(json.dumps(fault_log, indent=1))
+    (out / "journal" / "clients.json").write_text(json.dumps(
+        {c.name: {"role": "publisher" if c in scenario.publishers else "subscriber", "topic": scenario.topic,
+                  "guarantee": "exactly-once" if c.client == "once" else "at-least-once", "router": c.router}
+         for c in scenario.publishers + scenario.subscribers}, indent=1))
     pubs, subs_records = read_records(out, {c.name: c.client for c in scenario.subscribers})
     homes = {c.name: c.router for c in scenario.publishers + scenario.subscribers}
     report = check(scenario.name, pubs, subs_records, fault_log, homes)

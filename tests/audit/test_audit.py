@@ -1,0 +1,80 @@
+"""``once audit`` on Spark: injected violations are caught with the right counts, a clean
+harness run audits clean, and the audit agrees with the harness's own checker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.audit.main import main as audit_main
+from tools.audit.main import run_audit
+from tools.audit.synthetic import Inject, generate
+from tools.harness.run import run
+from tools.harness.scenario import load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_clean_synthetic_run_audits_clean_with_latency_and_throughput(spark, tmp_path):
+    rows = generate(tmp_path, 2000)
+    result = run_audit(spark, str(tmp_path))
+    s = result.summary
+    assert s["ok"] and s["rows"] == rows and (s["sent"], s["accepted"]) == (2000, 2000)
+    assert all(n == 0 for n in s["violations"].values())
+    e2e = s["latency_ms"]["end_to_end"]["t"]
+    assert e2e["count"] == 4000 and e2e["p50"] == pytest.approx(0.030, abs=0.002)
+    hops = s["latency_ms"]["per_hop"]
+    assert hops["publisher→A"]["p50"] == pytest.approx(0.010) and hops["A→B"]["p50"] == pytest.approx(0.009)
+    assert hops["in A"]["p50"] == pytest.approx(0.001)
+    assert s["throughput"]["accepted_per_s_peak"] == 2000  # 2,000 messages at 20,000/s: all in the first second
+    assert json.loads((tmp_path / "audit" / "summary.json").read_text())["ok"] is True
+    page = (tmp_path / "audit" / "report.html").read_text()
+    assert "no violations" in page and page.count("<svg") == 2
+
+
+def test_each_injected_violation_is_counted(spark, tmp_path):
+    inject = Inject(lost=7, duplicated=5, reordered=4, phantom=3, early_acceptance=6, rejected=2)
+    generate(tmp_path, 3000, inject)
+    s = run_audit(spark, str(tmp_path)).summary
+    assert s["violations"] == {"lost": 7, "duplicated": 5, "reordered": 4, "phantom": 3, "early_acceptance": 6,
+                               "rejected": 2}
+    s1, s2 = sorted(s["subscribers"], key=lambda x: x["name"])
+    assert (s1["lost"], s1["duplicated"], s1["reordered"], s1["phantom"]) == (7, 5, 4, 3)
+    assert (s2["lost"], s2["early_acceptance"]) == (0, 6)
+    assert s["examples"]["lost"][0] == "s1: p1:10" and s["examples"]["phantom"][0].startswith("s1: ghost:")
+    assert "VIOLATIONS" in (tmp_path / "audit" / "report.html").read_text()
+
+
+def test_the_cli_exits_non_zero_naming_examples(spark, tmp_path, capsys):
+    generate(tmp_path, 200, Inject(lost=1))
+    assert audit_main(str(tmp_path), "local[2]") == 1
+    out = capsys.readouterr().out
+    assert "lost 1: first s1: p1:10" in out and "FAIL: lost 1" in out
+
+
+def test_a_directory_without_journals_is_a_one_line_error(tmp_path, capsys):
+    assert audit_main(str(tmp_path)) == 2
+    assert "no journal/ directory" in capsys.readouterr().err
+
+
+def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path):
+    scenario = load(ROOT / "topologies" / "scenarios" / "subscriber-crash.yaml").with_messages(1500)
+    report = run(scenario, tmp_path / "run", progress=False)
+    assert report.ok, report.text()
+    s = run_audit(spark, str(tmp_path / "run")).summary
+    assert s["ok"], s["violations"]
+    assert (s["sent"], s["accepted"]) == (report.sent, report.accepted)
+    ours = {x["name"]: x for x in s["subscribers"]}
+    for sub in report.subscribers:
+        mine = ours[sub.name]
+        assert (mine["received"], mine["distinct"], mine["lost"], mine["duplicated"], mine["reordered"],
+                mine["phantom"], mine["marked_repeats"]) == (sub.received, sub.distinct, sub.lost, sub.duplicated,
+                                                             sub.reordered, sub.phantom, sub.marked_repeats)
+    faults = [f["fault"] for f in s["faults"]]
+    assert faults == [r["fault"] for r in report.resume]
+    for mine, theirs in zip(s["faults"], report.resume):
+        if theirs["seconds"] is not None:
+            assert mine["resume_seconds"] == pytest.approx(theirs["seconds"], abs=0.01)
+    assert s["latency_ms"]["per_hop"] and s["throughput"]["accepted_per_s_peak"] > 0

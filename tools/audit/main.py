@@ -1,0 +1,97 @@
+"""``once audit RUN_DIR [--master URL]``: read a run's journals, check, write ``RUN_DIR/audit/``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .job import KINDS, Result, audit, read_journal
+from .report import html, summary_json
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path or path.startswith("file://")
+
+
+def _local(path: str) -> Path:
+    return Path(path.removeprefix("file://"))
+
+
+def _read_text(spark: Any, path: str) -> str | None:
+    """A small side file of the run (faults.json, clients.json), wherever the run lives."""
+    if _is_local(path):
+        p = _local(path)
+        return p.read_text() if p.exists() else None
+    try:
+        return "\n".join(r.value for r in spark.read.text(path, wholetext=True).collect())
+    except Exception:  # noqa: BLE001 (Spark raises AnalysisException for a missing path)
+        return None
+
+
+def _write_text(spark: Any, path: str, text: str) -> None:
+    if _is_local(path):
+        p = _local(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        return
+    jvm = spark._jvm  # the cluster's Hadoop file systems (hdfs://, s3a://, ...)
+    target = jvm.org.apache.hadoop.fs.Path(path)
+    out = target.getFileSystem(spark._jsc.hadoopConfiguration()).create(target, True)
+    out.write(bytearray(text.encode()))
+    out.close()
+
+
+def run_audit(spark: Any, run_dir: str) -> Result:
+    run_dir = run_dir.rstrip("/")
+    faults = json.loads(_read_text(spark, f"{run_dir}/journal/faults.json") or "[]")
+    clients = json.loads(_read_text(spark, f"{run_dir}/journal/clients.json") or "{}")
+    result = audit(spark, read_journal(spark, run_dir), clients, faults)
+    _write_text(spark, f"{run_dir}/audit/summary.json", summary_json(result))
+    _write_text(spark, f"{run_dir}/audit/report.html", html(result, run_dir))
+    return result
+
+
+def verdict(result: Result) -> str:
+    s = result.summary
+    lines = [f"audit: {s['rows']} rows, sent {s['sent']}, accepted {s['accepted']}"]
+    for name, v in s["latency_ms"]["end_to_end"].items():
+        lines.append(f"  latency {name}: p50 {v['p50']:.2f} ms, p99 {v['p99']:.2f} ms, p99.9 {v['p99.9']:.2f} ms")
+    for f in s["faults"]:
+        took = "no traffic after it" if f["resume_seconds"] is None else f"resumed after {f['resume_seconds']:.3f}s"
+        lines.append(f"  fault at {f['at']}s, {f['fault']}: {took}")
+    bad = {k: n for k, n in s["violations"].items() if n}
+    for k in KINDS:
+        if k in bad:
+            lines.append(f"  {k} {bad[k]}: first {', '.join(s['examples'].get(k, []))}")
+    lines.append("PASS" if not bad else "FAIL: " + ", ".join(f"{k} {n}" for k, n in bad.items()))
+    return "\n".join(lines)
+
+
+def main(run_dir: str, master: str | None = None) -> int:
+    if _is_local(run_dir) and not (_local(run_dir) / "journal").is_dir():
+        print(f"{run_dir}: no journal/ directory (a run of `once harness`, or routers started with --journal)",
+              file=sys.stderr)
+        return 2
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print("once audit needs PySpark: python3 -m pip install -e '.[audit]'", file=sys.stderr)
+        return 2
+    from pyspark.sql import SparkSession
+
+    from .session import spark_session
+
+    started = time.monotonic()
+    ours = SparkSession.getActiveSession() is None  # a caller's session (tests, a notebook) is left running
+    spark = spark_session(master)
+    try:
+        result = run_audit(spark, run_dir)
+    finally:
+        if ours:
+            spark.stop()
+    print(verdict(result))
+    print(f"report: {run_dir.rstrip('/')}/audit/report.html ({time.monotonic() - started:.1f}s)")
+    return 0 if result.ok else 1

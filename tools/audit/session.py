@@ -1,0 +1,43 @@
+"""The Spark session of an audit: local mode on this machine unless told otherwise."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def under_spark_submit() -> bool:
+    """spark-submit passes the master itself; a master set here would override it."""
+    return "SPARK_SUBMIT_OPTS" in os.environ or os.environ.get("SPARK_ENV_LOADED") == "1"
+
+
+def spark_session(master: str | None = None, app: str = "once-audit", *, for_tests: bool = False,
+                  shuffle_partitions: int | None = None) -> Any:
+    # Executors must run this Python (another one fails with "Python worker failed to
+    # connect back"), and a laptop's Spark binds to its public name unless told not to.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master is None or master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if master is not None:
+        builder = builder.master(master)
+    elif not under_spark_submit():
+        builder = builder.master("local[*]")
+    cores = os.cpu_count() or 2
+    partitions = shuffle_partitions or (2 if for_tests else max(4, 2 * cores))
+    builder = (builder
+               .config("spark.sql.shuffle.partitions", str(partitions))
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    if master is None or master.startswith("local"):
+        # A small machine: no web UI, a compact GC, the driver is the executor.
+        builder = (builder.config("spark.ui.enabled", "false")
+                   .config("spark.driver.memory", os.environ.get("ONCE_AUDIT_DRIVER_MEMORY", "2g"))
+                   .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC" + (" -XX:TieredStopAtLevel=1" if for_tests else "")))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
