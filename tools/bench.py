@@ -169,7 +169,8 @@ def _unpin() -> None:
         os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
 
 
-def _start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any] | None = None) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
+def _start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any] | None = None,
+                   journal: bool = False) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
     """Every router of the scenario's topology as OS processes on free ports."""
     from .topology_ports import with_free_ports
 
@@ -179,7 +180,8 @@ def _start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any
     single = len(ids) == 1 and (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
     procs, addrs = [], {}
     for rid in ids:
-        cmd = [sys.executable, "-m", "tools.cli", "router", str(topo), "--id", rid]
+        cmd = [sys.executable, "-m", "tools.cli", "router", str(topo), "--id", rid,
+               *(["--journal", str(tmp / "journal")] if journal else [])]
         if single:
             cmd = ["taskset", "-c", "0", *cmd]  # one router, one core; the clients get the other
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT))
@@ -237,7 +239,8 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
-def bench(names: list[str], json_path: str | None, messages: int, credit: int, no_router: bool) -> int:
+def bench(names: list[str], json_path: str | None, messages: int, credit: int, no_router: bool,
+          journal: bool = False) -> int:
     names = names or list(SCENARIOS)
     for n in names:
         if n not in SCENARIOS:
@@ -252,7 +255,7 @@ def bench(names: list[str], json_path: str | None, messages: int, credit: int, n
             for name in names:
                 scenario = SCENARIOS[name]
                 _unpin()  # children inherit affinity: never start routers from a pinned process
-                procs, addrs = _start_routers(scenario, Path(tmp))
+                procs, addrs = _start_routers(scenario, Path(tmp), journal=journal)
                 if len(addrs) == 1:
                     _pin(1)
                 try:

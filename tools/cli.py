@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--messages", type=int, default=200_000, help="messages per scenario")
     b.add_argument("--credit", type=int, default=1000)
     b.add_argument("--no-router", action="store_true", help="clients straight to each other: the clients' ceiling")
+    b.add_argument("--journal", action="store_true", help="routers write their delivery journal (its cost)")
     return p
 
 
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             from .bench import bench
 
-            return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router)
+            return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router, args.journal)
     except TopologyError as e:
         print(str(e), file=sys.stderr)
         return 2
