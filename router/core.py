@@ -488,12 +488,16 @@ class Core:
         """The publisher settled (receiver-settle-mode second): relay settlement on."""
         if record.publisher_settled:
             return
+        self._publisher_settled(record)
+        self._maybe_free(record)
+
+    def _publisher_settled(self, record: Record) -> None:
+        """Settlement starts at the root: retire the tag, relay it to the subscribers."""
         record.publisher_settled = True
         if self.journal is not None:
             self.journal.add(Event.SETTLED, record.gid, record.topic)
         self._retire(record)
         self._settle_subscribers(record)
-        self._maybe_free(record)
 
     # ------------------------------------------------------------- network
 
@@ -732,10 +736,17 @@ class Core:
             wanted = self.remote_routers(record.topic)
             dests = {d for d in record.parked if d in wanted}
             retarget: dict[str, set] = {}
-            for gone in record.parked - dests:
-                # Its subscribers moved on (their router died): follow them, to them alone.
-                for where, keys in self.moved(record.topic, gone).items():
-                    retarget.setdefault(where, set()).update(keys)
+            for d in record.parked:
+                # Subscribers of a dead router that attached elsewhere: follow them there, to
+                # them alone, also while others are still waited for at the dead router.
+                for where, keys in self.moved(record.topic, d).items():
+                    done = record.followed
+                    new = {k for k in keys if done is None or (where, k) not in done}
+                    if new:
+                        retarget.setdefault(where, set()).update(new)
+                        if done is None:
+                            record.followed = done = set()
+                        done.update((where, k) for k in new)
             record.parked = frozenset()
             self.parked.pop(record, None)
             # Stop waiting on PARKED first: re-forwarding may park again, and only then may
@@ -1051,11 +1062,7 @@ class Core:
             settle = not pub.settle_second
             pub.port.outcome(record.publisher_handle, outcome, settle)
             if settle:
-                record.publisher_settled = True
-                if self.journal is not None:
-                    self.journal.add(Event.SETTLED, record.gid, record.topic)
-                self._retire(record)
-                self._settle_subscribers(record)
+                self._publisher_settled(record)
         self._maybe_free(record)
 
     def _retire(self, record: Record) -> None:

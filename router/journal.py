@@ -66,7 +66,7 @@ class Journal:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open for the writer's life)
+        self._file = open(self.path, "a", encoding="utf-8")  # kept open for the writer's life
         if fresh:
             self._file.write(HEADER)
             self._file.flush()

@@ -18,6 +18,7 @@ from linkstate.messages import Subscription
 from .interrouter import HopLink, InterRouterConnection, UpstreamLink
 
 if TYPE_CHECKING:
+    from .core import Subscriber
     from .server import Router
 
 log = logging.getLogger("once.network")
@@ -38,7 +39,7 @@ class Network:
         if not self.costs:
             self.all_up.set()
         self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
-        self.ended: list[Subscription] = []  # subscribers that moved away, their detach not yet flooded
+        self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
         core = router.core
         core.remote_routers = self.remote_routers
         core.route = self.plane.lsdb.route
@@ -91,6 +92,10 @@ class Network:
             self.pending[seq] = on_complete
         self._apply(result)
 
+    def end(self, sub: Subscriber) -> None:
+        """A subscription of ours is over (expired, or moved away): tell the network."""
+        self.subscribe(Subscription(self.me, sub.topic, sub.container_id, sub.link_name), False)
+
     def _apply(self, result: Result) -> None:
         for peer, msg in result.out:
             conn = self.links.get(peer)
@@ -128,7 +133,7 @@ class Network:
             where = table.home(sub.key)
             if where is not None and where != self.me and where in reachable:
                 core.subscriber_moved(sub, where)
-                self.ended.append(Subscription(self.me, sub.topic, sub.container_id, sub.link_name))
+                self.ended.append(sub)
         if self.ended:
             asyncio.get_running_loop().call_soon(self._end_moved)
 
@@ -137,5 +142,5 @@ class Network:
         topics = self.router.core.topics
         for sub in ended:
             if sub.key not in topics.get(sub.topic, {}):  # not back here meanwhile
-                self.subscribe(sub, False)
+                self.end(sub)
         self.router.flush()

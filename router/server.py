@@ -6,8 +6,6 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from linkstate.messages import Subscription
-
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Topology
 from .core import Core
@@ -105,7 +103,7 @@ class Router:
             changed = self.core.expire(now, self.settings.subscriber_grace)
             for sub in self.core.expire_suspended(now):
                 changed += 1
-                self.network.subscribe(Subscription(self.id, sub.topic, sub.container_id, sub.link_name), False)
+                self.network.end(sub)
             if changed:
                 self.core.after_batch()
                 self.flush()

@@ -296,6 +296,29 @@ def test_parked_record_follows_its_subscriber_to_another_router():
     assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
 
 
+def test_parked_record_follows_a_moved_subscriber_while_others_still_wait_at_the_dead_router():
+    """s1 left dead C for this router; s2 has not moved yet, so C still counts. s1 must get
+    what was parked for C now (ahead of anything newer), not when s2 finally moves."""
+    core = _core()
+    _routed(core, {}, {"C"})  # C is unreachable and still has a subscriber (s2)
+    moved: dict = {}
+    core.moved = lambda topic, origin: dict(moved) if origin == "C" else {}
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    old = core.publish(pub, b"0", b"old", False, "h0")
+    s1 = Sub(credit=0)
+    core.add_subscriber(s1, "t", "client", "s1", False)  # s1 resumed here
+    moved["A"] = frozenset({("client", "s1")})
+    core.retry_parked()
+    new = core.publish(pub, b"1", b"new", False, "h1")  # newer: reaches s1 directly
+    s1._credit = 10  # its credit arrives only now: the order is what was queued
+    core.pump(core.topics["t"][("client", "s1")])
+    assert [r for r, _, _ in s1.sent] == [old, new]
+    assert old in core.parked and old.parked == {"C"}  # still waited for at C, for s2
+    core.retry_parked()
+    assert [r for r, _, _ in s1.sent] == [old, new]  # followed once, never twice
+
+
 def test_suspended_subscriber_that_moved_hands_its_deliveries_over():
     core = _core()
     hb = HopP()

@@ -18,12 +18,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from router.journal import COLUMNS
+from tools.harness.check import MARGIN
 
 SCHEMA = StructType([StructField(c, LongType() if c == "t_us" else StringType()) for c in COLUMNS])
 PERCENTILES = (0.5, 0.99, 0.999)
 CDF_POINTS = [i / 100 for i in range(100)] + [0.995, 0.999, 1.0]
 RESUME_WINDOW_US = 10_000_000  # a fault's effect is looked for this long after it
-MARGIN_US = 250_000  # a pause that begins this close to the next fault is that fault's (as in the harness)
+MARGIN_US = int(MARGIN * 1_000_000)  # a pause that begins this close to the next fault is that fault's
 EXAMPLES = 5
 KINDS = ("lost", "duplicated", "reordered", "phantom", "early_acceptance", "rejected")
 

@@ -27,7 +27,7 @@ def _read_text(spark: Any, path: str) -> str | None:
         return p.read_text() if p.exists() else None
     try:
         return "\n".join(r.value for r in spark.read.text(path, wholetext=True).collect())
-    except Exception:  # noqa: BLE001 (Spark raises AnalysisException for a missing path)
+    except Exception:  # Spark raises AnalysisException for a missing path
         return None
 
 

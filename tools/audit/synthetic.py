@@ -82,15 +82,12 @@ def generate(out: Path, messages: int, inject: Inject = Inject(), t0_us: int = 1
             ra.append(f"{to + 55},router,A,settled,{g},,t,\n")
             rows += 6
             if len(pub) >= 20_000:
-                for k, f in files.items():
-                    f.write("".join(sorted(buf[k], key=lambda r: int(r.split(",", 1)[0]))))
-                    buf[k].clear()
+                _write(files, buf)
         for n in range(inject.phantom):
             t = t0_us + messages * step + 100 + n * 10
             buf["subscriber-s1"].append(f"{t},subscriber,s1,received,{_gid(10**12 + n)},ghost:{n},t,\n")
             rows += 1
-        for k, f in files.items():
-            f.write("".join(sorted(buf[k], key=lambda r: int(r.split(",", 1)[0]))))
+        _write(files, buf)
     finally:
         for f in files.values():
             f.close()
@@ -100,6 +97,13 @@ def generate(out: Path, messages: int, inject: Inject = Inject(), t0_us: int = 1
         "s2": {"role": "subscriber", "topic": "t", "guarantee": "exactly-once", "router": "B"}}))
     (j / "faults.json").write_text("[]")
     return rows
+
+
+def _write(files: dict, buf: dict[str, list[str]]) -> None:
+    """Each file's buffered rows, in time order (a file's clock must increase)."""
+    for k, f in files.items():
+        f.write("".join(sorted(buf[k], key=lambda r: int(r.split(",", 1)[0]))))
+        buf[k].clear()
 
 
 def main() -> None:
