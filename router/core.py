@@ -466,6 +466,9 @@ class Core:
                     continue
                 record.hop_dests[hop] = record.hop_dests[hop] | fds
                 record.reopen(hop)  # its earlier answer did not cover these destinations
+                # Nor does an answer still to come for the earlier copy: only the newest
+                # copy's answer speaks for everything sent on this hop (``hop_update``).
+                record.unsettled.pop(hop, None)
             else:
                 record.hop_dests[hop] = fds
                 record.add_waiter(hop)
@@ -664,6 +667,11 @@ class Core:
 
     def hop_update(self, hop: Hop, record: Record, handle: Any, state: Any, settled: bool) -> None:
         """A downstream router's answer for its whole subtree."""
+        if record.unsettled.get(hop) != handle:
+            # An earlier copy's answer: a newer copy (a reroute, a hand-over) went on this
+            # hop since, for more than that answer covers. Taking it would count the newer
+            # one as delivered while it still sits in the queue or on the wire.
+            return
         if settled:
             record.unsettled.pop(hop, None)
         kind = type(state)

@@ -357,3 +357,47 @@ def test_hand_over_from_a_downstream_hop_is_answered_alone_and_its_settlement_se
     assert up_a.outcomes == []  # the record itself still waits for C
     core.upstream_settled(uc, rec)  # C settles its hand-over: the record stays
     assert rec.gid in core.records and not rec.publisher_settled
+
+
+def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_on_the_same_hop():
+    """B answers the record it had; meanwhile a hand-over for a subscriber that moved to B
+    was queued on the same hop (no credit yet). That answer must not count for the
+    hand-over: the record would complete and the queued copy would never be sent."""
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    _routed(core, {"B": "B"}, {"B"})
+    s, p = Sub(credit=0), Pub()
+    sub, _ = core.add_subscriber(s, "t", "client", "k", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert hb.sent == [(rec, frozenset({"B"}))]
+    hb.credit = lambda: 0  # type: ignore[method-assign]
+    core.suspend_subscriber(sub, until=100.0)
+    core.subscriber_moved(sub, "B")  # k moved to B: its copy waits for credit
+    assert len(hb.sent) == 1
+    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)  # B's answer for the first copy
+    assert p.outcomes == [] and rec.pending == 1
+    del hb.credit
+    core.pump_hop(core.hops["B"])
+    assert hb.sent[-1] == (rec, frozenset({"B"}))  # the hand-over went after all
+    core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
+    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+
+
+def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_in_flight():
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    _routed(core, {"B": "B"}, {"B"})
+    s, p = Sub(credit=0), Pub()
+    sub, _ = core.add_subscriber(s, "t", "client", "k", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.suspend_subscriber(sub, until=100.0)
+    core.subscriber_moved(sub, "B")
+    assert len(hb.sent) == 2
+    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
+    assert p.outcomes == [] and rec.pending == 1
+    core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
+    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
