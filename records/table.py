@@ -29,7 +29,7 @@ class Record:
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
-                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed")
+                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -64,6 +64,10 @@ class Record:
         # (router, subscriber key) pairs the root already sent this record to after
         # those subscribers moved away from a dead router
         self.followed: set[tuple[str, Any]] | None = None
+        # The root's stamp (microseconds of its wall clock, strictly increasing there):
+        # publish order across routers, for a subscriber whose deliveries come by
+        # several paths after it moved.
+        self.born = 0
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"

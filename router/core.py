@@ -10,7 +10,8 @@ call it through this interface and it calls back through two small ports:
 ``settle(handle)`` and ``drained()``.
 
 ``HopPort`` (a neighbour router's data link, downstream): ``credit()``,
-``forward(record, dests, settled) -> handle``, ``settle(handle)``. Upstream hops
+``forward(record, dests, settled) -> handle``, ``settle(handle)``, ``marker(msg)``
+(a hand-over marker, sent only after everything queued ahead of it). Upstream hops
 (a neighbour forwarding to us) use the ``PublisherPort`` shape.
 
 Network rules (seed 002): the root forwards one copy per next hop, carrying the set of
@@ -135,6 +136,7 @@ class HopPort(Protocol):
     def credit(self) -> int: ...
     def forward(self, record: Record, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Any: ...
     def settle(self, handle: Any) -> None: ...
+    def marker(self, msg: Any) -> None: ...
 
 
 class Hop:
@@ -145,8 +147,9 @@ class Hop:
     def __init__(self, peer: str, port: HopPort) -> None:
         self.peer = peer
         self.port = port
-        # (record, destinations, subscriber keys it is re-targeted to, or None)
-        self.queue: deque[tuple[Record, frozenset[str], frozenset | None]] = deque()
+        # (record, destinations, subscriber keys it is re-targeted to, or None); a
+        # hand-over marker is queued as (marker, None, None) behind what it vouches for
+        self.queue: deque[tuple[Any, frozenset[str] | None, frozenset | None]] = deque()
         self.attached = True
 
     def __repr__(self) -> str:
@@ -183,10 +186,13 @@ def no_route(dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]],
 
 
 class Core:
-    def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], int] = lambda: time.time_ns() // 1000) -> None:
         self.router_id = router_id
         self.settings = settings
         self.clock = clock
+        self.wall = wall  # microseconds: the stamps of the records we are root for
+        self._born = 0
         self.records = RecordTable()
         self.topics: dict[str, dict[tuple[str, str], Subscriber]] = {}
         self.publishers: list[Publisher] = []
@@ -200,6 +206,8 @@ class Core:
         self.remote_routers: Callable[[str], set[str]] = lambda topic: set()
         self.route = no_route
         self.moved: Callable[[str, str], dict[str, frozenset]] = lambda topic, origin: {}
+        # a hand-over marker whose hop went down: the network sends it on another way
+        self.reroute_marker: Callable[[Any], None] = lambda marker: None
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
@@ -306,6 +314,7 @@ class Core:
         if resumed and not payload:
             return None
         record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format, self.clock())
+        record.born = self._stamp()
         if pub.credit > 0 and not resumed:
             pub.credit -= 1
             self.outstanding -= 1
@@ -320,6 +329,14 @@ class Core:
         pub.in_flight += 1
         self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
         return record
+
+    def _stamp(self) -> int:
+        """Strictly increasing here even if the wall clock steps back."""
+        t = self.wall()
+        if t <= self._born:
+            t = self._born + 1
+        self._born = t
+        return t
 
     def _adopt(self, pub: Publisher, record: Record, settled: bool, handle: Any, resumed: bool) -> Record:
         """A resent delivery whose gid we hold: become its root, never deliver it twice.
@@ -480,12 +497,19 @@ class Core:
                     self.pins[d] = {peer: 1}
                 else:
                     pin[peer] = pin.get(peer, 0) + 1
+        owed = None
         if stuck:
             record.parked |= stuck
             record.add_waiter(PARKED)
             self.parked[record] = None
+            # Subscribers of an unreachable router that already attached elsewhere get it
+            # there now: waiting for the next change of the graph would stall them, and
+            # let newer deliveries reach them first.
+            owed = self._owed_elsewhere(record, stuck)
         for hop in touched:
             self.pump_hop(hop)
+        if owed:
+            self._send_owed(record, owed)
 
     def publisher_settled(self, pub: Publisher, record: Record) -> None:
         """The publisher settled (receiver-settle-mode second): relay settlement on."""
@@ -548,7 +572,7 @@ class Core:
                         del self.pins[d]
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
-                  presettled: bool, message_format: int, keys: frozenset | None = None) -> Record | None:
+                  presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0) -> Record | None:
         """A neighbour forwarded a delivery to us, for ``dests`` (which may include us).
 
         ``keys``: the delivery was re-targeted to subscribers that moved (their router
@@ -598,6 +622,7 @@ class Core:
             return record
         record = Record(gid, topic, payload, None, gid, 0, presettled, message_format, self.clock())
         record.local = False
+        record.born = born or self._stamp()
         self.records.add(record)
         if self.journal is not None:
             self.journal.add(Event.RECEIVED, gid, topic, up.peer)
@@ -707,6 +732,7 @@ class Core:
         if hop is None:
             return
         hop.attached = False
+        markers = [m for m, dests, _ in hop.queue if dests is None]
         hop.queue.clear()
         for d in [d for d, pin in self.pins.items() if peer in pin]:
             del self.pins[d][peer]
@@ -723,6 +749,8 @@ class Core:
             else:
                 record.states.pop(hop, None)
                 self._maybe_free(record)
+        for marker in markers:  # behind the deliveries it vouches for, re-routed just now
+            self.reroute_marker(marker)
 
     def upstream_lost(self, peer: str) -> None:
         up = self.upstreams.pop(peer, None)
@@ -743,18 +771,9 @@ class Core:
         for record in list(self.parked):
             wanted = self.remote_routers(record.topic)
             dests = {d for d in record.parked if d in wanted}
-            retarget: dict[str, set] = {}
-            for d in record.parked:
-                # Subscribers of a dead router that attached elsewhere: follow them there, to
-                # them alone, also while others are still waited for at the dead router.
-                for where, keys in self.moved(record.topic, d).items():
-                    done = record.followed
-                    new = {k for k in keys if done is None or (where, k) not in done}
-                    if new:
-                        retarget.setdefault(where, set()).update(new)
-                        if done is None:
-                            record.followed = done = set()
-                        done.update((where, k) for k in new)
+            # Subscribers of a dead router that attached elsewhere: follow them there, to
+            # them alone, also while others are still waited for at the dead router.
+            retarget = self._owed_elsewhere(record, record.parked)
             record.parked = frozenset()
             self.parked.pop(record, None)
             # Stop waiting on PARKED first: re-forwarding may park again, and only then may
@@ -765,13 +784,7 @@ class Core:
                 # now behind our upstream goes back to it, which takes it over (see
                 # ``forwarded``). Held here, it would wait for a route that never comes.
                 self._forward(record, dests, None)
-            for where, keys in retarget.items():
-                if where == self.router_id:
-                    self._enqueue_owed(record, frozenset(keys))
-                else:
-                    # No split horizon for a keyed copy: it is consumed where it goes, and the
-                    # way there may well be back through the upstream (or be the upstream).
-                    self._forward(record, {where}, None, frozenset(keys))
+            self._send_owed(record, retarget)
             if record.pending == 0 and not record.outcome_sent:
                 self._complete(record)
 
@@ -789,26 +802,34 @@ class Core:
         for record in list(self.records.records.values()):  # publish order
             if not record.local or record.outcome_sent or record.presettled:
                 continue
-            targets: dict[str, set] = {}
-            for hop, ds in record.hop_dests.items():
-                if record.states.get(hop) is not SubState.IN_DOUBT:
-                    continue
-                for gone in ds:
-                    if gone in reachable:
-                        continue
-                    for where, keys in self.moved(record.topic, gone).items():
-                        done = record.followed
-                        new = {k for k in keys if done is None or (where, k) not in done}
-                        if new:
-                            targets.setdefault(where, set()).update(new)
-            for where, keys in targets.items():
-                if record.followed is None:
-                    record.followed = set()
-                record.followed.update((where, k) for k in keys)
-                if where == self.router_id:
-                    self._enqueue_owed(record, frozenset(keys))
-                else:
-                    self._forward(record, {where}, None, frozenset(keys))
+            gone = {d for hop, ds in record.hop_dests.items() if record.states.get(hop) is SubState.IN_DOUBT
+                    for d in ds if d not in reachable}
+            if gone:
+                self._send_owed(record, self._owed_elsewhere(record, gone))
+
+    def _owed_elsewhere(self, record: Record, gone: Iterable[str]) -> dict[str, set]:
+        """Where the subscribers of the unreachable routers ``gone`` attached since, with
+        their keys, leaving out those this record already followed (marked as followed)."""
+        retarget: dict[str, set] = {}
+        for d in gone:
+            for where, keys in self.moved(record.topic, d).items():
+                done = record.followed
+                new = {k for k in keys if done is None or (where, k) not in done}
+                if new:
+                    retarget.setdefault(where, set()).update(new)
+                    if done is None:
+                        record.followed = done = set()
+                    done.update((where, k) for k in new)
+        return retarget
+
+    def _send_owed(self, record: Record, retarget: dict[str, set]) -> None:
+        for where, keys in retarget.items():
+            if where == self.router_id:
+                self._enqueue_owed(record, frozenset(keys))
+            else:
+                # No split horizon for a keyed copy: it is consumed where it goes, and the
+                # way there may well be back through the upstream (or be the upstream).
+                self._forward(record, {where}, None, frozenset(keys))
 
     def _enqueue_owed(self, record: Record, keys: frozenset) -> None:
         """Queue a record owed to subscribers that moved here, in publish order: it may be
@@ -816,9 +837,35 @@ class Core:
         for sub in self._local_targets(record, keys):
             if self._enqueue(record, sub, 1):
                 queue = sub.queue
-                if len(queue) > 1 and queue[-2][0].created > record.created:
-                    sub.queue = deque(sorted(queue, key=lambda item: item[0].created))
+                if len(queue) > 1 and queue[-2][0].born > record.born:
+                    self._order_queue(sub)
                 self.pump(sub)
+
+    @staticmethod
+    def _order_queue(sub: Subscriber) -> None:
+        sub.queue = deque(sorted(sub.queue, key=lambda item: item[0].born))
+
+    def attach_completed(self, sub: Subscriber) -> None:
+        """The network has handed over everything it held for ``sub`` (it moved here, or
+        resumed): what reached it by several paths goes out in publish order."""
+        queue = sub.queue
+        if any(queue[i][0].born > queue[i + 1][0].born for i in range(len(queue) - 1)):
+            self._order_queue(sub)
+        self.pump(sub)
+
+    # --------------------------------------------------------------- markers
+
+    def marker_hops(self, target: str) -> list[Hop]:
+        """Every neighbour a delivery towards ``target`` may be queued or in flight on:
+        those with deliveries pinned there, and the current route."""
+        peers = dict.fromkeys(self.pins.get(target, ()))
+        by_hop, _ = self.route({target}, None)
+        peers.update(dict.fromkeys(by_hop))
+        return [self.hops[p] for p in peers if p in self.hops]
+
+    def queue_marker(self, hop: Hop, marker: Any) -> None:
+        hop.queue.append((marker, None, None))
+        self.pump_hop(hop)
 
     def expire(self, now: float, orphan_ttl: float) -> int:
         """Free forwarded records whose upstream vanished and never came back."""
@@ -838,6 +885,9 @@ class Core:
         credit = port.credit()
         while credit > 0 and queue:
             record, dests, keys = queue.popleft()
+            if dests is None:
+                port.marker(record)
+                continue
             if record.states.get(hop) is not SubState.IN_DOUBT:
                 continue
             handle = port.forward(record, dests, record.presettled, keys)

@@ -189,7 +189,7 @@ class EdgeConnection(EngineProtocol):
                 engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                               snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
                               unsettled=ours)
-                self.core.pump(sub)
+                self.core.attach_completed(sub)
                 self.dirty()
                 self.router.flush()
 

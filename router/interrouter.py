@@ -14,7 +14,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from linkstate.messages import from_dict, to_dict
+from linkstate.messages import HandOver, from_dict, to_dict
 from records.table import Record
 
 from .amqp.codec import decode, dumps
@@ -78,7 +78,7 @@ class HopLink:
 
     def forward(self, record: Record, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Delivery:
         conn = self.conn
-        payload = pack(record.topic, dests, record.presettled, record.message_format, keys) + record.payload
+        payload = pack(record.topic, dests, record.presettled, record.message_format, record.born, keys) + record.payload
         d = conn.engine.send(conn.data_out, record.gid, payload, settled=settled, message_format=ONCE_FORMAT)
         d.context = record
         conn.dirty()
@@ -87,6 +87,11 @@ class HopLink:
     def settle(self, handle: Delivery) -> None:
         self.conn.engine.disposition(handle, handle.state, settled=True)
         self.conn.dirty()
+
+    def marker(self, msg: HandOver) -> None:
+        # On the control link, but only once the deliveries queued ahead of it went out
+        # on the data link of the same connection: frames keep their order.
+        self.conn.send_control(msg)
 
 
 class UpstreamLink:
@@ -258,9 +263,9 @@ class InterRouterConnection(EngineProtocol):
     def _on_data(self, d: Delivery) -> None:
         if self.upstream is None:
             return
-        topic, dests, presettled, fmt, message, keys = unpack(d.payload)
+        topic, dests, presettled, fmt, message, keys, born = unpack(d.payload)
         d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
-                                               presettled or d.settled, fmt, keys)
+                                               presettled or d.settled, fmt, keys, born)
 
 
 def _amqp_map(value: Any) -> Any:

@@ -2,7 +2,15 @@
 
 Pure decisions live in ``linkstate.engine.ControlPlane``; this module only carries its
 messages over the inter-router connections, tells the core about hops and routes, and
-completes subscriber attaches once the whole reachable network has acknowledged them.
+completes subscriber attaches once the whole reachable network has acknowledged them
+and handed over what it held for them.
+
+The hand-over: a subscriber that moved here (its router died, or it reconnected
+elsewhere) is owed deliveries that sit at other routers; they follow it here as soon as
+each router learns of the attach. Newer deliveries can reach it sooner by a shorter
+path, so its attach completes, and its first delivery goes out, only once every router
+that was reachable has sent a ``HandOver`` marker behind what it forwarded this way;
+the queue then goes out in publish order (``Core.attach_completed``).
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from linkstate.engine import ControlPlane, Result
-from linkstate.messages import Subscription
+from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription
 
 from .interrouter import HopLink, InterRouterConnection, UpstreamLink
 
@@ -22,6 +30,23 @@ if TYPE_CHECKING:
     from .server import Router
 
 log = logging.getLogger("once.network")
+
+# A marker can be lost with the link it was on; the attach then completes this much later
+# instead of never. Everything the marker vouched for was already on its way.
+HANDOVER_WAIT = 1.0
+
+
+class _Fence:
+    """One attach of ours, waiting for its echo and for the hand-over markers."""
+
+    __slots__ = ("done", "owed", "echoed", "timer", "sub")
+
+    def __init__(self, done: Callable[[], None], routers: set[str], sub: Subscription) -> None:
+        self.done = done
+        self.owed = dict.fromkeys(routers, WHOLE)  # router -> weight not yet received
+        self.echoed = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.sub = sub
 
 
 class Network:
@@ -34,7 +59,8 @@ class Network:
         for link in router.topology.links:
             if router.id in (link.a, link.b):
                 self.costs[link.b if link.a == router.id else link.a] = link.cost
-        self.pending: dict[int, Callable[[], None]] = {}
+        self.fences: dict[int, _Fence] = {}  # our subscription event seq -> its attach
+        self.marked: dict[tuple[str, int], None] = {}  # remote attaches we sent our marker for
         self.all_up = asyncio.Event()
         if not self.costs:
             self.all_up.set()
@@ -44,6 +70,7 @@ class Network:
         core.remote_routers = self.remote_routers
         core.route = self.plane.lsdb.route
         core.moved = self.plane.moved
+        core.reroute_marker = self._send_marker
 
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)
@@ -82,14 +109,77 @@ class Network:
         self.router.flush()
 
     def receive(self, peer: str, msg: object) -> None:
+        if type(msg) is HandOver:
+            if msg.target == self.me:
+                self._handed_over(msg)
+            else:
+                self._send_marker(msg)
+            return
         self._apply(self.plane.receive(peer, msg))
+        if type(msg) is SubEvent and msg.attached and msg.origin != self.me:
+            # What we hold for that subscriber was sent towards it just now (``_apply``):
+            # the marker goes behind it, once per attach however often the flood brings it.
+            mark = (msg.origin, msg.seq)
+            if mark not in self.marked:
+                if len(self.marked) > 100_000:
+                    self.marked.pop(next(iter(self.marked)))
+                self.marked[mark] = None
+                self._send_marker(HandOver(self.me, msg.origin, msg.seq, WHOLE))
+
+    # --------------------------------------------------------- hand-over
+
+    def _send_marker(self, marker: HandOver) -> None:
+        """Towards its target on every path deliveries may be on, the weight shared out."""
+        core = self.router.core
+        hops = core.marker_hops(marker.target)
+        if not hops:
+            return  # no way there: the target stops waiting for us when it loses sight of us
+        share, rest = divmod(marker.weight, len(hops))
+        for i, hop in enumerate(hops):
+            core.queue_marker(hop, HandOver(marker.origin, marker.target, marker.seq, share + (rest if i == 0 else 0)))
+
+    def _handed_over(self, marker: HandOver) -> None:
+        fence = self.fences.get(marker.seq)
+        if fence is None:
+            return
+        owed = fence.owed.get(marker.origin)
+        if owed is not None:
+            owed -= marker.weight
+            if owed > 0:
+                fence.owed[marker.origin] = owed
+            else:
+                del fence.owed[marker.origin]
+                self._release(marker.seq)
+
+    def _release(self, seq: int) -> None:
+        fence = self.fences.get(seq)
+        if fence is None or not fence.echoed or fence.owed:
+            return
+        del self.fences[seq]
+        if fence.timer is not None:
+            fence.timer.cancel()
+        fence.done()
+
+    def _fence_expired(self, seq: int) -> None:
+        fence = self.fences.get(seq)
+        if fence is None:
+            return
+        fence.timer = None
+        if fence.owed:
+            log.warning("router %s: subscriber %s/%s: no hand-over from %s after %.1fs; completing its attach anyway",
+                        self.me, fence.sub.container_id, fence.sub.link_name, ", ".join(sorted(fence.owed)),
+                        HANDOVER_WAIT)
+            fence.owed.clear()
+        self._release(seq)
 
     # ---------------------------------------------------- subscriptions
 
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None:
         seq, result = self.plane.subscribe(sub, attached)
         if on_complete is not None:
-            self.pending[seq] = on_complete
+            fence = self.fences[seq] = _Fence(on_complete, self.plane.lsdb.reachable() - {self.me}, sub)
+            if fence.owed:
+                fence.timer = asyncio.get_running_loop().call_later(HANDOVER_WAIT, self._fence_expired, seq)
         self._apply(result)
 
     def end(self, sub: Subscriber) -> None:
@@ -115,9 +205,16 @@ class Network:
         # Attaches complete last: a subscriber that moved here has what it was owed queued
         # (older first) before its first delivery goes out.
         for seq in result.completed:
-            done = self.pending.pop(seq, None)
-            if done is not None:
-                done()
+            fence = self.fences.get(seq)
+            if fence is not None:
+                fence.echoed = True
+                self._release(seq)
+        if result.topology_changed and self.fences:
+            reachable = self.plane.lsdb.reachable()
+            for seq, fence in list(self.fences.items()):
+                for gone in [r for r in fence.owed if r not in reachable]:
+                    del fence.owed[gone]  # it died or was cut off: nothing more comes from it
+                self._release(seq)
 
     def _follow_moved_subscribers(self) -> None:
         """Our suspended subscribers whose key now lives at another reachable router moved

@@ -1,7 +1,8 @@
 """The routing header on inter-router data transfers.
 
 A forwarded delivery carries, ahead of the unchanged message bytes, the topic, the
-destination routers behind this hop and the original message format. Transfers so
+destination routers behind this hop, the original message format and the root's
+stamp (publish order, see ``Record.born``). Transfers so
 framed use a private message format so they can never be mistaken for a bare message.
 """
 
@@ -11,8 +12,9 @@ import struct
 
 from .amqp.errors import DecodeError
 
-ONCE_FORMAT = 0x4F4E4301  # "ONC" vendor prefix, version 1
+ONCE_FORMAT = 0x4F4E4302  # "ONC" vendor prefix, version 2 (version 1 had no stamp)
 _H = struct.Struct(">BIH")  # flags, inner message format, topic length
+_BORN = struct.Struct(">Q")
 PRESETTLED = 0x01
 REDELIVERY = 0x02  # re-targeted to subscribers that moved here: they may have seen it
 KEYS = 0x04  # only these subscriber keys, not every local subscriber
@@ -22,17 +24,18 @@ Keys = frozenset[tuple[str, str]]
 _PACKED: dict[tuple[str, frozenset[str], bool, int], bytes] = {}
 
 
-def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, keys: Keys | None = None) -> bytes:
+def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, born: int,
+         keys: Keys | None = None) -> bytes:
     """The header for one forward; the same few (topic, destinations) recur, so cache them."""
     if keys is not None:
-        return _pack(topic, dests, presettled, message_format, keys)
+        return _pack(topic, dests, presettled, message_format, keys) + _BORN.pack(born)
     key = (topic, dests, presettled, message_format)
     header = _PACKED.get(key)
     if header is None:
         if len(_PACKED) > 4096:
             _PACKED.clear()
         header = _PACKED[key] = _pack(topic, dests, presettled, message_format, None)
-    return header
+    return header + _BORN.pack(born)
 
 
 def _strings(values: list[str]) -> list[bytes]:
@@ -66,8 +69,8 @@ def _read_strings(payload: bytes, p: int) -> tuple[list[str], int]:
     return out, p
 
 
-def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None]:
-    """(topic, destinations, presettled, inner message format, message bytes, target keys)."""
+def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None, int]:
+    """(topic, destinations, presettled, inner message format, message bytes, target keys, root stamp)."""
     try:
         flags, fmt, tlen = _H.unpack_from(payload, 0)
         p = _H.size
@@ -80,6 +83,8 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
         if flags & KEYS:
             raw, p = _read_strings(payload, p)
             keys = frozenset(tuple(k.split("\x00", 1)) for k in raw)  # type: ignore[misc]
+        (born,) = _BORN.unpack_from(payload, p)
+        p += _BORN.size
     except (struct.error, IndexError, UnicodeDecodeError):
         raise DecodeError("malformed inter-router routing header") from None
-    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys
+    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys, born
