@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from linkstate.engine import ControlPlane, Result
+from linkstate.handover import Fences, split
 from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription
 
 from .interrouter import HopLink, InterRouterConnection, UpstreamLink
@@ -36,19 +37,6 @@ log = logging.getLogger("once.network")
 HANDOVER_WAIT = 1.0
 
 
-class _Fence:
-    """One attach of ours, waiting for its echo and for the hand-over markers."""
-
-    __slots__ = ("done", "owed", "echoed", "timer", "sub")
-
-    def __init__(self, done: Callable[[], None], routers: set[str], sub: Subscription) -> None:
-        self.done = done
-        self.owed = dict.fromkeys(routers, WHOLE)  # router -> weight not yet received
-        self.echoed = False
-        self.timer: asyncio.TimerHandle | None = None
-        self.sub = sub
-
-
 class Network:
     def __init__(self, router: Router) -> None:
         self.router = router
@@ -59,7 +47,9 @@ class Network:
         for link in router.topology.links:
             if router.id in (link.a, link.b):
                 self.costs[link.b if link.a == router.id else link.a] = link.cost
-        self.fences: dict[int, _Fence] = {}  # our subscription event seq -> its attach
+        self.fences = Fences()
+        self.on_complete: dict[int, tuple[Callable[[], None], Subscription]] = {}  # by event seq, like fences
+        self.timers: dict[int, asyncio.TimerHandle] = {}
         self.marked: dict[tuple[str, int], None] = {}  # remote attaches we sent our marker for
         self.all_up = asyncio.Event()
         if not self.costs:
@@ -110,10 +100,10 @@ class Network:
 
     def receive(self, peer: str, msg: object) -> None:
         if type(msg) is HandOver:
-            if msg.target == self.me:
-                self._handed_over(msg)
-            else:
+            if msg.target != self.me:
                 self._send_marker(msg)
+            elif self.fences.marker(msg):
+                self._complete(msg.seq)
             return
         self._apply(self.plane.receive(peer, msg))
         if type(msg) is SubEvent and msg.attached and msg.origin != self.me:
@@ -132,54 +122,39 @@ class Network:
         """Towards its target on every path deliveries may be on, the weight shared out."""
         core = self.router.core
         hops = core.marker_hops(marker.target)
-        if not hops:
-            return  # no way there: the target stops waiting for us when it loses sight of us
-        share, rest = divmod(marker.weight, len(hops))
-        for i, hop in enumerate(hops):
-            core.queue_marker(hop, HandOver(marker.origin, marker.target, marker.seq, share + (rest if i == 0 else 0)))
+        # No way there: the target stops waiting for us when it loses sight of us.
+        for hop, part in zip(hops, split(marker, len(hops)) if hops else ()):
+            core.queue_marker(hop, part)
 
-    def _handed_over(self, marker: HandOver) -> None:
-        fence = self.fences.get(marker.seq)
-        if fence is None:
-            return
-        owed = fence.owed.get(marker.origin)
-        if owed is not None:
-            owed -= marker.weight
-            if owed > 0:
-                fence.owed[marker.origin] = owed
-            else:
-                del fence.owed[marker.origin]
-                self._release(marker.seq)
-
-    def _release(self, seq: int) -> None:
-        fence = self.fences.get(seq)
-        if fence is None or not fence.echoed or fence.owed:
-            return
-        del self.fences[seq]
-        if fence.timer is not None:
-            fence.timer.cancel()
-        fence.done()
+    def _complete(self, seq: int) -> None:
+        done, _ = self.on_complete.pop(seq)
+        timer = self.timers.pop(seq, None)
+        if timer is not None:
+            timer.cancel()
+        done()
 
     def _fence_expired(self, seq: int) -> None:
-        fence = self.fences.get(seq)
-        if fence is None:
+        self.timers.pop(seq, None)
+        if seq not in self.on_complete:
             return
-        fence.timer = None
-        if fence.owed:
+        _, sub = self.on_complete[seq]
+        owed = self.fences.owed(seq)
+        if owed:
             log.warning("router %s: subscriber %s/%s: no hand-over from %s after %.1fs; completing its attach anyway",
-                        self.me, fence.sub.container_id, fence.sub.link_name, ", ".join(sorted(fence.owed)),
-                        HANDOVER_WAIT)
-            fence.owed.clear()
-        self._release(seq)
+                        self.me, sub.container_id, sub.link_name, ", ".join(sorted(owed)), HANDOVER_WAIT)
+        if self.fences.give_up(seq):
+            self._complete(seq)
 
     # ---------------------------------------------------- subscriptions
 
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None:
         seq, result = self.plane.subscribe(sub, attached)
         if on_complete is not None:
-            fence = self.fences[seq] = _Fence(on_complete, self.plane.lsdb.reachable() - {self.me}, sub)
-            if fence.owed:
-                fence.timer = asyncio.get_running_loop().call_later(HANDOVER_WAIT, self._fence_expired, seq)
+            routers = self.plane.lsdb.reachable() - {self.me}
+            self.fences.open(seq, routers)
+            self.on_complete[seq] = (on_complete, sub)
+            if routers:
+                self.timers[seq] = asyncio.get_running_loop().call_later(HANDOVER_WAIT, self._fence_expired, seq)
         self._apply(result)
 
     def end(self, sub: Subscriber) -> None:
@@ -205,16 +180,11 @@ class Network:
         # Attaches complete last: a subscriber that moved here has what it was owed queued
         # (older first) before its first delivery goes out.
         for seq in result.completed:
-            fence = self.fences.get(seq)
-            if fence is not None:
-                fence.echoed = True
-                self._release(seq)
+            if self.fences.echoed(seq):
+                self._complete(seq)
         if result.topology_changed and self.fences:
-            reachable = self.plane.lsdb.reachable()
-            for seq, fence in list(self.fences.items()):
-                for gone in [r for r in fence.owed if r not in reachable]:
-                    del fence.owed[gone]  # it died or was cut off: nothing more comes from it
-                self._release(seq)
+            for seq in self.fences.unreachable(self.plane.lsdb.reachable()):
+                self._complete(seq)
 
     def _follow_moved_subscribers(self) -> None:
         """Our suspended subscribers whose key now lives at another reachable router moved

@@ -168,17 +168,24 @@ class HopP:
 
     def __init__(self) -> None:
         self.sent: list[tuple[Any, frozenset]] = []
+        self.keys: list[Any] = []
         self.settled: list[Any] = []
+        self.markers: list[Any] = []
 
     def credit(self) -> int:
         return 100
 
     def forward(self, record: Any, dests: frozenset, settled: bool, keys: Any = None) -> Any:
         self.sent.append((record, dests))
+        if keys is not None:
+            self.keys.append(keys)
         return ("hop", len(self.sent))
 
     def settle(self, handle: Any) -> None:
         self.settled.append(handle)
+
+    def marker(self, msg: Any) -> None:
+        self.markers.append(msg)
 
 
 def _routed(core: Core, table: dict[str, str], remote: set[str]) -> None:
@@ -401,3 +408,68 @@ def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_in_flight():
     assert p.outcomes == [] and rec.pending == 1
     core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
     assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+
+
+def test_record_parked_for_a_dead_router_goes_at_once_to_its_subscriber_that_moved():
+    """No route to C, whose subscriber already attached at B: the record goes to B for that
+    key now, not at the next change of the graph."""
+    core = _core()
+    hb = HopP()
+    core.add_hop("B", hb)
+    _routed(core, {"B": "B"}, {"C"})
+    core.moved = lambda topic, origin: {"B": frozenset({("client", "k")})} if origin == "C" else {}
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert rec in core.parked and rec.parked == {"C"}
+    assert hb.sent == [(rec, frozenset({"B"}))] and hb.keys == [frozenset({("client", "k")})]
+
+
+def test_moved_subscriber_gets_its_queue_in_publish_order_when_its_attach_completes():
+    """Deliveries owed to a subscriber that moved here reach this router by several paths,
+    the newest first; the root's stamps put them back in order before anything goes out."""
+    core = _core()
+    up = core.add_upstream("B", Pub())
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "client", "k", False)
+    s._credit = 0  # its attach is not complete: nothing goes out yet
+    newer = core.forwarded(up, "h2", b"n" * 16, "t", b"new", frozenset({"A"}), False, 0, born=200)
+    older = core.forwarded(up, "h1", b"o" * 16, "t", b"old", frozenset({"A"}), False, 0,
+                           frozenset({("client", "k")}), born=100)  # the hand-over, later
+    s._credit = 10
+    core.attach_completed(sub)
+    assert [r for r, _, _ in s.sent] == [older, newer]
+    assert [redelivery for _, _, redelivery in s.sent] == [1, 0]
+
+
+def test_root_stamps_increase_even_if_the_wall_clock_steps_back():
+    times = iter([500, 400, 400])
+    core = Core("A", Settings(), wall=lambda: next(times))
+    pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
+    borns = [core.publish(pub, bytes([i]), b"m", False, i).born for i in range(3)]
+    assert borns == [500, 501, 502]
+
+
+def test_marker_goes_out_only_behind_the_deliveries_queued_before_it_and_survives_a_lost_hop():
+    core = _core()
+    hb, hc = HopP(), HopP()
+    core.add_hop("B", hb)
+    core.add_hop("C", hc)
+    table = {"B": "B"}
+    _routed(core, table, {"B"})
+    rerouted: list = []
+    core.reroute_marker = rerouted.append
+    hb.credit = lambda: 0  # type: ignore[method-assign]
+    pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert [h.peer for h in core.marker_hops("B")] == ["B"]
+    core.queue_marker(core.hops["B"], "mark")
+    assert hb.sent == [] and hb.markers == []
+    del hb.credit
+    core.pump_hop(core.hops["B"])
+    assert hb.sent == [(rec, frozenset({"B"}))] and hb.markers == ["mark"]
+    hb.credit = lambda: 0  # type: ignore[method-assign]
+    core.queue_marker(core.hops["B"], "mark2")
+    table["B"] = "C"
+    core.hop_lost("B")
+    assert hc.sent == [(rec, frozenset({"B"}))] and rerouted == ["mark2"]  # re-routed after the record
