@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,33 @@ from typing import Any
 import yaml
 
 
-def free_port() -> int:
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(taken: set[int] | None = None) -> int:
+    """A port free now, below the kernel's ephemeral range when it can be.
+
+    A router binds its port only after we chose it, and binds it again when the harness
+    restarts it. A port from the ephemeral range (what binding port 0 gives) can meanwhile
+    become the local end of some outgoing connection, and the router then fails with
+    "address already in use" (it happened in a 50-run soak). Below that range only a
+    listener can take it.
+    """
+    low = _ephemeral_low()
+    for _ in range(50):
+        port = random.randrange(10000, low) if low > 10001 else 0
+        if taken and port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -18,10 +45,17 @@ def free_port() -> int:
 def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None = None) -> Path:
     """Copy topology ``src`` to ``dst`` with every listen/inter_router port replaced by a free one."""
     doc = yaml.safe_load(Path(src).read_text())
+    taken: set[int] = set()
+
+    def pick() -> int:
+        port = free_port(taken)
+        taken.add(port)
+        return port
+
     for spec in doc["routers"].values():
-        spec["listen"] = f"127.0.0.1:{free_port()}"
+        spec["listen"] = f"127.0.0.1:{pick()}"
         if "inter_router" in spec:
-            spec["inter_router"] = f"127.0.0.1:{free_port()}"
+            spec["inter_router"] = f"127.0.0.1:{pick()}"
     if settings:
         doc.setdefault("settings", {}).update(settings)
     dst.write_text(yaml.safe_dump(doc))

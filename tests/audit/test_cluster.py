@@ -1,0 +1,100 @@
+"""``once audit --master spark://...`` and ``once harness --audit`` on a real Spark
+standalone cluster (a master and one worker from the pyspark package, as OS processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.routers import wait_for
+from tools.audit.synthetic import Inject, generate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return dict(os.environ, SPARK_HOME=str(_spark_home()), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp),
+                SPARK_WORKER_DIR=str(tmp / "work"), PYSPARK_PYTHON=sys.executable)
+
+
+class Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.env = _env(tmp)
+        spark_class = str(_spark_home() / "bin" / "spark-class")
+        self.master_log = tmp / "master.log"
+        self.worker_log = tmp / "worker.log"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
+             "--webui-port", "0"], env=self.env, stdout=self.master_log.open("wb"), stderr=subprocess.STDOUT))
+        found = wait_for(lambda: re.search(r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", self._read(self.master_log)),
+                         timeout=60, interval=0.2, what="the Spark master")
+        self.url = found.group(1)
+        self.procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1", "--port", "0",
+             "--webui-port", "0", "--cores", "2", "--memory", "1g", "--work-dir", str(tmp / "work")],
+            env=self.env, stdout=self.worker_log.open("wb"), stderr=subprocess.STDOUT))
+        wait_for(lambda: "Successfully registered with master" in self._read(self.worker_log),
+                 timeout=60, interval=0.2, what="the Spark worker to register")
+
+    @staticmethod
+    def _read(path: Path) -> str:
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def apps(self) -> list[str]:
+        return re.findall(r"Registering app (\S+)", self._read(self.master_log))
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def _once(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_the_audit_runs_on_a_standalone_cluster_and_counts_what_was_injected(cluster, tmp_path):
+    generate(tmp_path, 3000, Inject(lost=3, phantom=2))
+    done = _once(["audit", str(tmp_path), "--master", cluster.url], cluster.env)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "FAIL: lost 3, phantom 2" in done.stdout
+    assert json.loads((tmp_path / "audit" / "summary.json").read_text())["violations"]["lost"] == 3
+    assert "once-audit" in cluster.apps()  # it ran on the cluster, not in local mode
+
+
+def test_harness_audit_audits_its_run_on_the_cluster(cluster, tmp_path):
+    before = len(cluster.apps())
+    scenario = ROOT / "topologies" / "scenarios" / "subscriber-crash.yaml"
+    out = tmp_path / "run"
+    done = _once(["harness", str(scenario), "--out", str(out), "--messages", "1000", "--audit", "--master", cluster.url],
+                 cluster.env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    summary = json.loads((out / "audit" / "summary.json").read_text())
+    assert summary["ok"] and summary["accepted"] == summary["sent"] > 0
+    assert (out / "audit" / "report.html").exists()
+    assert len(cluster.apps()) == before + 1
