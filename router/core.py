@@ -746,6 +746,8 @@ class Core:
                 self._forward(record, set(dests), exclude)
                 if record.drop_waiter(hop) and not record.outcome_sent:
                     self._complete(record)
+                elif record.keyed:
+                    self._answer_keyed(record)
             else:
                 record.states.pop(hop, None)
                 self._maybe_free(record)
@@ -787,6 +789,10 @@ class Core:
             self._send_owed(record, retarget)
             if record.pending == 0 and not record.outcome_sent:
                 self._complete(record)
+            elif record.keyed:
+                # A hand-back may have waited only for what was parked: answer it now, or
+                # it and we would each wait for the other's answer for good.
+                self._answer_keyed(record)
 
     def follow_moved(self, reachable: set[str]) -> None:
         """Root: subscribers of a dead router attached elsewhere: send them what they were

@@ -20,7 +20,7 @@ from records.table import Record
 from .amqp.codec import decode, dumps
 from .amqp.connection import Connection, Mode
 from .amqp.endpoints import Delivery, Link
-from .amqp.errors import AMQPError
+from .amqp.errors import AMQPError, DecodeError
 from .amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
@@ -263,6 +263,9 @@ class InterRouterConnection(EngineProtocol):
     def _on_data(self, d: Delivery) -> None:
         if self.upstream is None:
             return
+        if d.message_format != ONCE_FORMAT:
+            raise DecodeError(f"inter-router message format {d.message_format:#x}, this router speaks "
+                              f"{ONCE_FORMAT:#x} (a router of another version?)")
         topic, dests, presettled, fmt, message, keys, born = unpack(d.payload)
         d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
                                                presettled or d.settled, fmt, keys, born)

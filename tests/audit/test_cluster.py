@@ -38,18 +38,20 @@ class Cluster:
         self.master_log = tmp / "master.log"
         self.worker_log = tmp / "worker.log"
         self.procs: list[subprocess.Popen[bytes]] = []
-        self.procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
-             "--webui-port", "0"], env=self.env, stdout=self.master_log.open("wb"), stderr=subprocess.STDOUT))
+        self._start([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", "0",
+                     "--webui-port", "0"], self.master_log)
         found = wait_for(lambda: re.search(r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", self._read(self.master_log)),
                          timeout=60, interval=0.2, what="the Spark master")
         self.url = found.group(1)
-        self.procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1", "--port", "0",
-             "--webui-port", "0", "--cores", "2", "--memory", "1g", "--work-dir", str(tmp / "work")],
-            env=self.env, stdout=self.worker_log.open("wb"), stderr=subprocess.STDOUT))
+        self._start([spark_class, "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1", "--port", "0",
+                     "--webui-port", "0", "--cores", "2", "--memory", "1g", "--work-dir", str(tmp / "work")],
+                    self.worker_log)
         wait_for(lambda: "Successfully registered with master" in self._read(self.worker_log),
                  timeout=60, interval=0.2, what="the Spark worker to register")
+
+    def _start(self, argv: list[str], log: Path) -> None:
+        with log.open("wb") as out:  # the child keeps its own copy
+            self.procs.append(subprocess.Popen(argv, env=self.env, stdout=out, stderr=subprocess.STDOUT))
 
     @staticmethod
     def _read(path: Path) -> str:

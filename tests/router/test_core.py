@@ -473,3 +473,24 @@ def test_marker_goes_out_only_behind_the_deliveries_queued_before_it_and_survive
     table["B"] = "C"
     core.hop_lost("B")
     assert hc.sent == [(rec, frozenset({"B"}))] and rerouted == ["mark2"]  # re-routed after the record
+
+
+def test_a_bounce_waiting_only_on_a_parked_destination_is_answered_once_that_is_dropped():
+    """C handed back a destination that has no route from here either: its answer waits
+    for the parked destination. When the retry finds nobody wants it any more, C must be
+    answered; each of us waiting on the other's answer would hang both for good."""
+    core = _core()
+    hc = HopP()
+    core.add_hop("C", hc)
+    up_c = Pub()
+    uc = core.add_upstream("C", up_c)
+    _routed(core, {"C": "C", "E": "C"}, {"E", "X"})
+    pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert rec in core.parked  # X: no route
+    core.remote_routers = lambda topic: {"E"}  # X's subscriber moved; the retry drops X
+    core.retry_parked()
+    core.forwarded(uc, "from-c", rec.gid, "t", b"m", frozenset({"X"}), False, 0)  # C hands X back
+    assert rec in core.parked and up_c.outcomes == []
+    core.retry_parked()
+    assert up_c.outcomes == [("from-c", Accepted(), False)]
