@@ -37,6 +37,8 @@ Semantics (single router; README "Delivery semantics" is the user-facing version
 
 from __future__ import annotations
 
+import bisect
+import math
 import secrets
 import time
 from collections import OrderedDict, deque
@@ -176,6 +178,29 @@ class _Parked:
 
 
 PARKED = _Parked()
+
+
+class HeldFor:
+    """Stands in as a waiter while a record waits here for destination ``dest``, behind
+    older deliveries for it that went back to the neighbour it came from."""
+
+    __slots__ = ("dest",)
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is HeldFor and other.dest == self.dest
+
+    def __hash__(self) -> int:
+        return hash(("held", self.dest))
+
+    def __repr__(self) -> str:
+        return f"HELD({self.dest})"
+def _first(item: tuple) -> Any:
+    return item[0]
+
+
 def _rejection(state: Rejected) -> Error:
     return state.error or Error(condition="amqp:not-allowed", description="rejected by a subscriber")
 
@@ -213,6 +238,9 @@ class Core:
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
         # destination router -> {neighbour: deliveries in flight there}, oldest path first
         self.pins: dict[str, dict[str, int]] = {}
+        # destination -> what waits here for it (``_pinned``), in publish order, as (stamp,
+        # record, the neighbour it came from and waits on, keys); hand-over markers last
+        self.held: dict[str, list[tuple[float, Any, str | None, frozenset | None]]] = {}
         self.local_count = 0  # records we are root for
         self.transit_outstanding = 0
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
@@ -468,7 +496,12 @@ class Core:
                 by_hop = {peer: set(ds) for peer, ds in by_hop.items()}
                 for ds in back.values():
                     by_hop.setdefault(exclude, set()).update(ds)
-        by_hop = self._pinned(by_hop, exclude)
+        by_hop, hold = self._pinned(by_hop, exclude)
+        if hold:
+            for d in hold:
+                record.add_waiter(HeldFor(d))
+                # In publish order: one that came back to us is older than what waits for it.
+                bisect.insort(self.held.setdefault(d, []), (record.born, record, exclude, keys), key=_first)
         touched = []
         for peer, ds in by_hop.items():
             hop = self.hops.get(peer)
@@ -477,21 +510,25 @@ class Core:
                 continue
             fds = frozenset(ds)
             if hop in record.hop_dests:
+                before = record.hop_dests[hop]
                 if keys is None:
-                    fds = fds - record.hop_dests[hop]
+                    fds = fds - before
                 if not fds:
                     continue
-                record.hop_dests[hop] = record.hop_dests[hop] | fds
+                # A record counts once in the pins of a hop while that hop is in doubt
+                # (``_unpin`` takes all its destinations off when it answers).
+                pinned = fds - before if record.states.get(hop) is SubState.IN_DOUBT else before | fds
+                record.hop_dests[hop] = before | fds
                 record.reopen(hop)  # its earlier answer did not cover these destinations
                 # Nor does an answer still to come for the earlier copy: only the newest
                 # copy's answer speaks for everything sent on this hop (``hop_update``).
                 record.unsettled.pop(hop, None)
             else:
-                record.hop_dests[hop] = fds
+                record.hop_dests[hop] = pinned = fds
                 record.add_waiter(hop)
             hop.queue.append((record, fds, keys))
             touched.append(hop)
-            for d in fds:
+            for d in pinned:
                 pin = self.pins.get(d)
                 if pin is None:
                     self.pins[d] = {peer: 1}
@@ -528,21 +565,34 @@ class Core:
 
     # ------------------------------------------------------------- network
 
-    def _pinned(self, by_hop: dict[str, set[str]], exclude: str | None) -> dict[str, set[str]]:
-        """Keep each destination on the neighbour it already has deliveries in flight through.
+    def _pinned(self, by_hop: dict[str, set[str]], exclude: str | None) -> tuple[dict[str, set[str]], set[str] | None]:
+        """Keep each destination on the neighbour it already has deliveries in flight through;
+        return the routes and the destinations to hold here for now.
 
         When a route changes under load, switching at once would let newer deliveries
         overtake older ones on the old path: per-publisher order would break at the far
         end. A destination moves to its new route only once the old paths have drained;
         with several in flight (a reroute that could not use the old one), the oldest wins.
+        The one path a delivery may not take is back where it came from: if the older
+        ones for that destination went back there (its routes changed under it), the
+        newer one waits here until they have come back through us or been answered
+        (``_release_held``); going on at once, it would overtake them.
         """
         pins = self.pins
-        if not pins:
-            return by_hop
+        held = self.held
+        if not pins and not held:
+            return by_hop, None
         moved = None
+        hold = None
         for peer, ds in by_hop.items():
             for d in ds:
                 pin = pins.get(d)
+                if d in held or pin is not None and exclude in pin and exclude in self.hops and not any(
+                        p in self.hops and p != exclude for p in pin) and peer != exclude:
+                    if hold is None:
+                        hold = set()
+                    hold.add(d)
+                    continue
                 if pin is None or peer in pin and len(pin) == 1:
                     continue
                 target = next((p for p in pin if p in self.hops and p != exclude), None)
@@ -550,18 +600,39 @@ class Core:
                     if moved is None:
                         moved = []
                     moved.append((peer, d, target))
-        if moved is None:
-            return by_hop  # the usual case: every destination already on its routed neighbour
+        if moved is None and hold is None:
+            return by_hop, None  # the usual case: every destination already on its routed neighbour
         out = {peer: set(ds) for peer, ds in by_hop.items()}
-        for peer, d, target in moved:
+        for peer, d, target in moved or ():
             out[peer].discard(d)
             out.setdefault(target, set()).add(d)
-        return {peer: ds for peer, ds in out.items() if ds}
+        for ds in out.values():
+            ds -= hold or set()
+        return {peer: ds for peer, ds in out.items() if ds}, hold
+
+    def _release_held(self, dest: str) -> None:
+        """What waits here for ``dest`` goes, in order, once nothing older for it is still out
+        with the neighbours it waited on."""
+        queue = self.held.get(dest)
+        if not queue:
+            return
+        pin = self.pins.get(dest) or {}
+        if any(on in pin and on in self.hops for _, _, on, _ in queue):
+            return
+        del self.held[dest]
+        for _, item, exclude, keys in queue:
+            if type(item) is not Record:
+                self.reroute_marker(item)
+                continue
+            item.drop_waiter(HeldFor(dest))
+            self._forward(item, {dest}, exclude, keys)
+            if item.pending == 0 and not item.outcome_sent:
+                self._complete(item)
 
     def _unpin(self, hop: Hop, record: Record) -> None:
         self._unpin_dests(hop.peer, record.hop_dests.get(hop, ()))
 
-    def _unpin_dests(self, peer: str, dests: Iterable[str]) -> None:
+    def _unpin_dests(self, peer: str, dests: Iterable[str], release: bool = True) -> None:
         for d in dests:
             pin = self.pins.get(d)
             if pin is not None and peer in pin:
@@ -570,6 +641,8 @@ class Core:
                     del pin[peer]
                     if not pin:
                         del self.pins[d]
+                    if release and self.held:
+                        self._release_held(d)
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
                   presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0) -> Record | None:
@@ -603,11 +676,13 @@ class Core:
                 # it for everything but itself.
                 bounced = record.hop_dests.get(back, frozenset()) & set(dests)
                 if bounced:
-                    self._unpin_dests(back.peer, bounced)
+                    self._unpin_dests(back.peer, bounced, release=False)
                     record.hop_dests[back] = record.hop_dests[back] - bounced
                     new |= bounced - {self.router_id}
                 if new:
                     self._forward(record, new, up.peer)
+                for d in bounced:  # what waited behind it goes after it
+                    self._release_held(d)
                 if record.keyed is None:
                     record.keyed = {}
                 record.keyed[up] = (handle, [w for w in record.states if w is not back])
@@ -701,8 +776,8 @@ class Core:
             record.unsettled.pop(hop, None)
         kind = type(state)
         done = False
-        if record.states.get(hop) is SubState.IN_DOUBT and (kind is Accepted or kind is Rejected):
-            self._unpin(hop, record)
+        if record.states.get(hop) is SubState.IN_DOUBT and state is not None and kind is not Received:
+            self._unpin(hop, record)  # any terminal answer: it resolves the hop below
         if kind is Accepted:
             done = record.resolve(hop, SubState.ACCEPTED)
         elif kind is Rejected:
@@ -751,6 +826,8 @@ class Core:
             else:
                 record.states.pop(hop, None)
                 self._maybe_free(record)
+        for d in list(self.held):  # newer than what the lost hop had: after it
+            self._release_held(d)
         for marker in markers:  # behind the deliveries it vouches for, re-routed just now
             self.reroute_marker(marker)
 
@@ -872,6 +949,14 @@ class Core:
     def queue_marker(self, hop: Hop, marker: Any) -> None:
         hop.queue.append((marker, None, None))
         self.pump_hop(hop)
+
+    def hold_marker(self, target: str, marker: Any) -> bool:
+        """Keep a marker behind deliveries held here for ``target``, if there are any."""
+        queue = self.held.get(target)
+        if not queue:
+            return False
+        queue.append((math.inf, marker, None, None))
+        return True
 
     def expire(self, now: float, orphan_ttl: float) -> int:
         """Free forwarded records whose upstream vanished and never came back."""

@@ -121,6 +121,8 @@ class Network:
     def _send_marker(self, marker: HandOver) -> None:
         """Towards its target on every path deliveries may be on, the weight shared out."""
         core = self.router.core
+        if core.hold_marker(marker.target, marker):
+            return  # it goes on with the deliveries held here for its target
         hops = core.marker_hops(marker.target)
         # No way there: the target stops waiting for us when it loses sight of us.
         for hop, part in zip(hops, split(marker, len(hops)) if hops else ()):

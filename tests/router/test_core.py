@@ -45,8 +45,8 @@ class Sub:
         pass
 
 
-def _core(**kw: Any) -> Core:
-    return Core("A", Settings(**kw), clock=lambda: 0.0)
+def _core(router_id: str = "A", **kw: Any) -> Core:
+    return Core(router_id, Settings(**kw), clock=lambda: 0.0)
 
 
 def test_outcome_waits_for_all_subscribers_then_settles_everyone():
@@ -494,3 +494,62 @@ def test_a_bounce_waiting_only_on_a_parked_destination_is_answered_once_that_is_
     assert rec in core.parked and up_c.outcomes == []
     core.retry_parked()
     assert up_c.outcomes == [("from-c", Accepted(), False)]
+
+
+def test_newer_delivery_waits_behind_older_ones_that_went_back_to_its_upstream():
+    """C still routed A through B when r1 came from B: r1 went back. C's routes then changed
+    (A via D) before r2 came. r2 must not go to D before r1 comes back through C."""
+    core = _core(router_id="C")
+    hb, hd = HopP(), HopP()
+    core.add_hop("B", hb)
+    core.add_hop("D", hd)
+    ub = core.add_upstream("B", Pub())
+    table = {"A": "B"}
+    _routed(core, table, set())
+    r1 = core.forwarded(ub, "b1", b"1" * 16, "t", b"m1", frozenset({"A"}), False, 0)
+    assert hb.sent == [(r1, frozenset({"A"}))]  # back to B: the only way to A it knows
+    table["A"] = "D"
+    r2 = core.forwarded(ub, "b2", b"2" * 16, "t", b"m2", frozenset({"A"}), False, 0)
+    assert hd.sent == [] and r2.pending == 1  # held here
+    core.forwarded(ub, "b1again", r1.gid, "t", b"m1", frozenset({"A"}), False, 0)  # B sends r1 on again
+    assert hd.sent == [(r1, frozenset({"A"})), (r2, frozenset({"A"}))]
+
+
+def test_held_delivery_goes_when_the_older_one_is_answered_instead():
+    core = _core(router_id="C")
+    hb, hd = HopP(), HopP()
+    core.add_hop("B", hb)
+    core.add_hop("D", hd)
+    up = Pub()
+    ub = core.add_upstream("B", up)
+    table = {"A": "B"}
+    _routed(core, table, set())
+    r1 = core.forwarded(ub, "b1", b"1" * 16, "t", b"m1", frozenset({"A"}), False, 0)
+    table["A"] = "D"
+    r2 = core.forwarded(ub, "b2", b"2" * 16, "t", b"m2", frozenset({"A"}), False, 0)
+    core.hop_update(core.hops["B"], r1, ("hop", 1), Accepted(), False)  # B took A over and delivered r1
+    assert hd.sent == [(r2, frozenset({"A"}))]
+    core.hop_update(core.hops["D"], r2, ("hop", 1), Accepted(), False)
+    assert [o[0] for o in up.outcomes] == ["b1", "b2"]
+
+
+def test_root_sends_what_came_back_in_publish_order_with_what_it_held_meanwhile():
+    """B's link to A came back while r1 and r2 were on their way round through C, which
+    sends them back now that A is behind B again. Neither they nor r3, published
+    meanwhile, may reach A out of publish order."""
+    core = _core(router_id="B")
+    ha, hc = HopP(), HopP()
+    core.add_hop("A", ha)
+    core.add_hop("C", hc)
+    uc = core.add_upstream("C", Pub())
+    table = {"A": "C"}
+    _routed(core, table, {"A"})
+    pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
+    r1, r2 = (core.publish(pub, bytes([i]), b"m", False, f"h{i}") for i in (1, 2))
+    assert [r for r, _ in hc.sent] == [r1, r2]
+    table["A"] = "A"
+    core.forwarded(uc, "c1", r1.gid, "t", b"m", frozenset({"A"}), False, 0)  # C hands r1 back
+    r3 = core.publish(pub, b"3", b"m", False, "h3")
+    assert ha.sent == []  # r2 is still out with C: nothing newer overtakes it
+    core.forwarded(uc, "c2", r2.gid, "t", b"m", frozenset({"A"}), False, 0)
+    assert [r for r, _ in ha.sent] == [r1, r2, r3]
