@@ -29,7 +29,7 @@ class Record:
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
-                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born")
+                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -68,6 +68,7 @@ class Record:
         # publish order across routers, for a subscriber whose deliveries come by
         # several paths after it moved.
         self.born = 0
+        self.root = ""  # the router its publisher published it on
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"

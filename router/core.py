@@ -343,6 +343,7 @@ class Core:
             return None
         record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format, self.clock())
         record.born = self._stamp()
+        record.root = self.router_id
         if pub.credit > 0 and not resumed:
             pub.credit -= 1
             self.outstanding -= 1
@@ -404,6 +405,13 @@ class Core:
         if new:
             record.outcome_sent = False
             self._forward(record, new, None)
+        if record.root != self.router_id:
+            # The old root delivered to its own subscribers itself; those of them that
+            # moved (it died) are owed this now, and from us: we answer the publisher.
+            owed = self._owed_elsewhere(record, {record.root})
+            if owed:
+                record.outcome_sent = False
+                self._send_owed(record, owed)
         if record.pending == 0:
             record.outcome_sent = False
             self._complete(record)
@@ -645,7 +653,8 @@ class Core:
                         self._release_held(d)
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
-                  presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0) -> Record | None:
+                  presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0,
+                  root: str = "") -> Record | None:
         """A neighbour forwarded a delivery to us, for ``dests`` (which may include us).
 
         ``keys``: the delivery was re-targeted to subscribers that moved (their router
@@ -698,6 +707,7 @@ class Core:
         record = Record(gid, topic, payload, None, gid, 0, presettled, message_format, self.clock())
         record.local = False
         record.born = born or self._stamp()
+        record.root = root or up.peer
         self.records.add(record)
         if self.journal is not None:
             self.journal.add(Event.RECEIVED, gid, topic, up.peer)
@@ -887,6 +897,8 @@ class Core:
                 continue
             gone = {d for hop, ds in record.hop_dests.items() if record.states.get(hop) is SubState.IN_DOUBT
                     for d in ds if d not in reachable}
+            if record.root not in reachable:  # adopted from a root that died: its subscribers too
+                gone.add(record.root)
             if gone:
                 self._send_owed(record, self._owed_elsewhere(record, gone))
 

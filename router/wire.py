@@ -1,8 +1,8 @@
 """The routing header on inter-router data transfers.
 
 A forwarded delivery carries, ahead of the unchanged message bytes, the topic, the
-destination routers behind this hop, the original message format and the root's
-stamp (publish order, see ``Record.born``). Transfers so
+destination routers behind this hop, the original message format, the root router
+and its stamp (publish order, see ``Record.born``). Transfers so
 framed use a private message format so they can never be mistaken for a bare message.
 """
 
@@ -21,20 +21,20 @@ KEYS = 0x04  # only these subscriber keys, not every local subscriber
 
 
 Keys = frozenset[tuple[str, str]]
-_PACKED: dict[tuple[str, frozenset[str], bool, int], bytes] = {}
+_PACKED: dict[tuple[str, frozenset[str], bool, int, str], bytes] = {}
 
 
-def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, born: int,
+def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, root: str, born: int,
          keys: Keys | None = None) -> bytes:
-    """The header for one forward; the same few (topic, destinations) recur, so cache them."""
+    """The header for one forward; the same few (topic, destinations, root) recur, so cache them."""
     if keys is not None:
-        return _pack(topic, dests, presettled, message_format, keys) + _BORN.pack(born)
-    key = (topic, dests, presettled, message_format)
+        return _pack(topic, dests, presettled, message_format, root, keys) + _BORN.pack(born)
+    key = (topic, dests, presettled, message_format, root)
     header = _PACKED.get(key)
     if header is None:
         if len(_PACKED) > 4096:
             _PACKED.clear()
-        header = _PACKED[key] = _pack(topic, dests, presettled, message_format, None)
+        header = _PACKED[key] = _pack(topic, dests, presettled, message_format, root, None)
     return header + _BORN.pack(born)
 
 
@@ -47,10 +47,11 @@ def _strings(values: list[str]) -> list[bytes]:
     return out
 
 
-def _pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, keys: Keys | None) -> bytes:
+def _pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, root: str,
+          keys: Keys | None) -> bytes:
     t = topic.encode()
     flags = (PRESETTLED if presettled else 0) | (REDELIVERY | KEYS if keys is not None else 0)
-    parts = [_H.pack(flags, message_format, len(t)), t, *_strings(sorted(dests))]
+    parts = [_H.pack(flags, message_format, len(t)), t, *_strings(sorted(dests)), *_strings([root])]
     if keys is not None:
         parts += _strings([f"{c}\x00{n}" for c, n in sorted(keys)])
     return b"".join(parts)
@@ -69,8 +70,8 @@ def _read_strings(payload: bytes, p: int) -> tuple[list[str], int]:
     return out, p
 
 
-def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None, int]:
-    """(topic, destinations, presettled, inner message format, message bytes, target keys, root stamp)."""
+def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None, str, int]:
+    """(topic, destinations, presettled, inner message format, message bytes, target keys, root, root stamp)."""
     try:
         flags, fmt, tlen = _H.unpack_from(payload, 0)
         p = _H.size
@@ -79,6 +80,9 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
         topic = payload[p:p + tlen].decode()
         p += tlen
         dests, p = _read_strings(payload, p)
+        roots, p = _read_strings(payload, p)
+        if len(roots) != 1:
+            raise IndexError
         keys = None
         if flags & KEYS:
             raw, p = _read_strings(payload, p)
@@ -87,4 +91,4 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
         p += _BORN.size
     except (struct.error, IndexError, UnicodeDecodeError):
         raise DecodeError("malformed inter-router routing header") from None
-    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys, born
+    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys, roots[0], born

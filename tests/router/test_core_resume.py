@@ -116,3 +116,24 @@ def test_resuming_subscriber_map_answers_for_it_and_placeholders_stop_late_copie
     assert p.outcomes[-1] == ("h1", Accepted(), True)
     core.expire_suspended(31.0)
     assert core.placeholders == {}
+
+
+def test_adopting_root_delivers_to_the_old_roots_subscriber_that_moved_here():
+    """X died with the delivery forwarded to us but not yet given to its own subscriber k.
+    k and the publisher both resumed here: k must get it before the publisher hears
+    `accepted`, although we never were one of its destinations."""
+    core = _core()
+    up = core.add_upstream("X", Pub())
+    gid = gid_from_prefix(gid_prefix("c", "l", 7), b"0")
+    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0, root="X")
+    core.upstream_lost("X")
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "client", "k", False)  # k moved here from X
+    core.moved = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
+    p = Pub()
+    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=7)
+    core.publish(pub, b"0", b"m", False, "h", resumed=True)
+    assert [r for r, _, _ in s.sent] == [rec] and s.sent[0][2] == 1  # marked: k may have had it
+    assert p.outcomes == []
+    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
+    assert p.outcomes == [("h", Accepted(), False)]
