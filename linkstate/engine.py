@@ -33,10 +33,10 @@ class Result:
 
 
 class ControlPlane:
-    def __init__(self, me: str) -> None:
+    def __init__(self, me: str, base: int = 0) -> None:
         self.me = me
         self.lsdb = LinkStateDB(me)
-        self.table = SubscriberTable(me)
+        self.table = SubscriberTable(me, base)
         self.neighbours: dict[str, int] = {}  # live neighbour -> cost
         self.lsdb.set_neighbours({})
         self.control_messages = 0

@@ -42,7 +42,8 @@ class Network:
         """The router loses everything (a process restart); its links come back later."""
         for link in [tuple(x) for x in self.links if name in x]:
             self.link_down(*link)
-        self.planes[name] = ControlPlane(name)
+        # A new life numbers its events past the old one (the router uses its clock).
+        self.planes[name] = ControlPlane(name, base=self.planes[name].table.seq + 1_000_000)
 
     def link_up(self, a: str, b: str, cost: int = 1) -> None:
         self.links.add(frozenset((a, b)))

@@ -46,10 +46,15 @@ class _Origin:
 
 
 class SubscriberTable:
-    def __init__(self, me: str) -> None:
+    def __init__(self, me: str, base: int = 0) -> None:
+        """``base``: where this life's numbering starts. The router passes its wall clock in
+        microseconds, so a restarted router's events are numbered past its earlier life's
+        (which it does not remember), and a view of it below ``base`` is of that life."""
         self.me = me
-        self.seq = 0
+        self.base = base
+        self.seq = base
         self.origins: dict[str, _Origin] = defaultdict(_Origin)
+        self.origins[me].watermark = base
         self.by_topic: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.echoes: dict[tuple[str, int], _Echo] = {}
         self.messages_sent = 0
@@ -216,15 +221,17 @@ class SubscriberTable:
         Forgetting them would let deliveries for them be accepted here with nobody to take
         them; so they become ours again (suspended, until they come back or their grace
         ends). Keys attached or detached since we restarted are newer and stay as they are.
-        Our numbering jumps past that life, so the state we then send wins everywhere.
+        This life is numbered from ``base``, past that one, so the state we send wins
+        everywhere: also when this life numbered as many events as that one before the
+        links came up (counting from the same start, the two were once taken for one).
         """
-        if st.sub_seq <= self.seq:
-            return False  # an echo of this life
+        if st.sub_seq >= self.base:
+            return False  # this life, as a neighbour saw it
         mine = self.origins[self.me]
         taken = [s for s in st.subscriptions if s.key not in mine.keys]
-        self.seq = st.sub_seq + 1
-        for key, (_, sub) in list(mine.keys.items()):
-            self._set(self.me, key, self.seq, sub)
+        if not taken:
+            return False
+        self.seq += 1
         for sub in taken:
             self._set(self.me, sub.key, self.seq, sub)
         mine.watermark, mine.above = self.seq, set()

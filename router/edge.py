@@ -244,6 +244,9 @@ class EdgeConnection(EngineProtocol):
                 timeout = float(source.timeout) if source is not None else 0.0
                 grace = max(timeout, self.router.settings.subscriber_grace)
                 self.core.suspend_subscriber(ctx, self.core.clock() + grace)
+                # Its key may have attached elsewhere already (the client was quicker to
+                # come back than we were to see it go): hand over now, not at the next change.
+                self.router.network.follow_moved_subscribers()
             else:
                 self.core.remove_subscriber(ctx)
                 self.router.network.subscribe(self._subscription(ctx), False)

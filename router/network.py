@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -41,7 +42,7 @@ class Network:
     def __init__(self, router: Router) -> None:
         self.router = router
         self.me = router.id
-        self.plane = ControlPlane(router.id)
+        self.plane = ControlPlane(router.id, base=time.time_ns() // 1000)
         self.links: dict[str, InterRouterConnection] = {}
         self.costs = {}
         for link in router.topology.links:
@@ -176,7 +177,7 @@ class Network:
                                       core.clock() + sub.timeout if sub.timeout else until)
         if result.topology_changed or result.table_changed:
             self._routers.clear()
-            self._follow_moved_subscribers()
+            self.follow_moved_subscribers()
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
             core.retry_parked()
         # Attaches complete last: a subscriber that moved here has what it was owed queued
@@ -188,7 +189,7 @@ class Network:
             for seq in self.fences.unreachable(self.plane.lsdb.reachable()):
                 self._complete(seq)
 
-    def _follow_moved_subscribers(self) -> None:
+    def follow_moved_subscribers(self) -> None:
         """Our suspended subscribers whose key now lives at another reachable router moved
         there: hand their deliveries over and end them here (network-wide, once the
         changes in hand are applied)."""

@@ -162,3 +162,33 @@ def test_a_stale_entry_at_a_reachable_router_does_not_count():
         assert plane.routers_for("t") == {"A"}
         assert plane.table.home(("client", "sub")) == "A"
     assert net.planes["B"].moved("t", "C") == {"A": frozenset({("client", "sub")})}
+
+
+def test_a_restarted_router_whose_subscriber_came_back_before_its_links_is_heard():
+    """The key moved from C to A while C was down; C restarted and the client came back
+    to C before C's links were up. C's new attach is the newest everywhere: A must see
+    the key moved (and hand over what it holds), not keep waiting for it."""
+    net = _net([("A", "B"), ("B", "C")])
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", "sub", since=1)))
+    net.restart("C")
+    net.until_complete("A", net.subscribe("A", Subscription("A", "t", "client", "sub", since=2)))
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", "sub", since=3)))  # no links yet
+    net.link_up("B", "C")
+    net.run()
+    for plane in net.planes.values():
+        assert plane.table.home(("client", "sub")) == "C"
+        assert plane.routers_for("t") == {"C"}
+    assert net.planes["A"].moved("t", "A") == {"C": frozenset({("client", "sub")})}
+
+
+def test_a_restarted_router_with_more_events_than_its_earlier_life_still_takes_its_subscribers_back():
+    net = _net([("A", "B"), ("B", "C")])
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", "old", since=1)))
+    net.restart("C")
+    for i in range(3):  # three events of the new life before the links are up
+        net.subscribe("C", Subscription("C", "t", "client", f"new{i}", since=2))
+    net.link_up("B", "C")
+    net.run()
+    assert [s.key for s in net.adopted["C"]] == [("client", "old")]
+    keys = {s.key for s in net.planes["A"].table.subscriptions("C")}
+    assert keys == {("client", "old"), ("client", "new0"), ("client", "new1"), ("client", "new2")}
