@@ -78,3 +78,13 @@ def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path)
         if theirs["seconds"] is not None:
             assert mine["resume_seconds"] == pytest.approx(theirs["seconds"], abs=0.01)
     assert s["latency_ms"]["per_hop"] and s["throughput"]["accepted_per_s_peak"] > 0
+
+
+def test_a_run_given_as_a_url_is_read_and_written_through_hadoop_file_systems(spark, tmp_path):
+    """file:// takes the path hdfs:// and s3a:// take: Spark reads the journals and the
+    side files, Hadoop's FileSystem API writes audit/ (only the connectors differ)."""
+    generate(tmp_path, 500, Inject(lost=2))
+    s = run_audit(spark, tmp_path.as_uri()).summary
+    assert s["violations"]["lost"] == 2
+    assert json.loads((tmp_path / "audit" / "summary.json").read_text())["violations"]["lost"] == 2
+    assert "VIOLATIONS" in (tmp_path / "audit" / "report.html").read_text()

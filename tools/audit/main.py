@@ -13,17 +13,15 @@ from .report import html, summary_json
 
 
 def _is_local(path: str) -> bool:
-    return "://" not in path or path.startswith("file://")
-
-
-def _local(path: str) -> Path:
-    return Path(path.removeprefix("file://"))
+    """A plain path. Any URL, ``file://`` included, goes through Spark and Hadoop's file
+    systems: the same code reads and writes hdfs://, s3a:// and the rest."""
+    return "://" not in path
 
 
 def _read_text(spark: Any, path: str) -> str | None:
     """A small side file of the run (faults.json, clients.json), wherever the run lives."""
     if _is_local(path):
-        p = _local(path)
+        p = Path(path)
         return p.read_text() if p.exists() else None
     try:
         return "\n".join(r.value for r in spark.read.text(path, wholetext=True).collect())
@@ -33,7 +31,7 @@ def _read_text(spark: Any, path: str) -> str | None:
 
 def _write_text(spark: Any, path: str, text: str) -> None:
     if _is_local(path):
-        p = _local(path)
+        p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
         return
@@ -71,7 +69,7 @@ def verdict(result: Result) -> str:
 
 
 def main(run_dir: str, master: str | None = None) -> int:
-    if _is_local(run_dir) and not (_local(run_dir) / "journal").is_dir():
+    if _is_local(run_dir) and not (Path(run_dir) / "journal").is_dir():
         print(f"{run_dir}: no journal/ directory (a run of `once harness`, or routers started with --journal)",
               file=sys.stderr)
         return 2
