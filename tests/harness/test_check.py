@@ -44,6 +44,18 @@ def test_our_client_may_not_repeat_even_marked():
     assert r.subscribers[0].duplicated == 1 and not r.ok
 
 
+def test_a_standard_publishers_resend_is_a_retry_not_a_duplicate():
+    """A Proton publisher sends again, as a new delivery, what its dead router never
+    answered: a subscriber may get that message id twice. Ours never may."""
+    q = [{**e, "id": e["id"].replace("p:", "q:")} for e in _pub(2)]
+    arrivals = _arr([0, 1, 1, 2]) + _arr([0, 1, 1], prefix="q")
+    r = check("x", {"p": _pub(3), "q": q}, {"s": ("once", arrivals)}, retrying={"p"})
+    s = r.subscribers[0]
+    assert (s.publisher_retries, s.duplicated, s.lost, s.phantom) == (1, 1, 0, 0)
+    assert s.examples["duplicated"] == ["q:1"]
+    assert "publisher retries 1" in r.text()
+
+
 def test_only_accepted_messages_must_arrive():
     r = check("x", {"p": _pub(4, accepted=range(2))}, {"s": ("once", _arr([0, 1]))})
     assert r.ok and r.accepted == 2 and r.sent == 4

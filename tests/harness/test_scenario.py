@@ -12,10 +12,10 @@ from tools.harness.scenario import TOPOLOGIES, ScenarioError, load, parse, rando
 SHIPPED = sorted((TOPOLOGIES / "scenarios").glob("*.yaml"))
 
 
-def test_the_six_scenarios_are_shipped():
+def test_the_issue_scenarios_are_shipped():
     names = {p.stem for p in SHIPPED}
     assert names == {"publisher-router-dies", "subscriber-router-dies", "intermediate-router-dies",
-                     "two-routers-die", "subscriber-crash", "link-flap"}
+                     "two-routers-die", "subscriber-crash", "link-flap", "proton-publisher-router-dies"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

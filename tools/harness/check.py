@@ -33,6 +33,7 @@ class SubscriberReport:
     lost: int = 0
     duplicated: int = 0  # repeats that break the client's promise (any for ours, unmarked for standard)
     marked_repeats: int = 0  # repeats a standard client is allowed (marked as redeliveries)
+    publisher_retries: int = 0  # repeats of a standard publisher's own resends (new deliveries, at-least-once)
     reordered: int = 0
     phantom: int = 0
     examples: dict[str, list[str]] = field(default_factory=dict)
@@ -71,7 +72,8 @@ class Report:
         for s in self.subscribers:
             lines.append(f"  {s.name} ({s.client}): received {s.received} ({s.distinct} distinct), lost {s.lost}, "
                          f"duplicated {s.duplicated}, marked repeats {s.marked_repeats}, reordered {s.reordered}, "
-                         f"phantom {s.phantom}")
+                         f"phantom {s.phantom}"
+                         + (f", publisher retries {s.publisher_retries}" if s.publisher_retries else ""))
             for kind, ids in s.examples.items():
                 lines.append(f"    first {kind}: {', '.join(ids)}")
         for r in self.resume:
@@ -90,9 +92,12 @@ def _seq(mid: str) -> tuple[str, int]:
 
 
 def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscribers: dict[str, tuple[str, list[Arrival]]],
-          faults: list[dict[str, Any]] | None = None, homes: dict[str, str] | None = None) -> Report:
+          faults: list[dict[str, Any]] | None = None, homes: dict[str, str] | None = None,
+          retrying: set[str] | frozenset[str] = frozenset()) -> Report:
     """``publishers``: name -> its events; ``subscribers``: name -> (client kind, arrivals in
-    order); ``faults``: {"at" (wall clock), "t" (seconds into the run), "fault", "router"?}."""
+    order); ``faults``: {"at" (wall clock), "t" (seconds into the run), "fault", "router"?};
+    ``retrying``: standard publishers, whose resends after a failover are new deliveries
+    of the same message id (a repeat of theirs is a publisher retry, not a duplicate)."""
     report = Report(scenario)
     sent: set[str] = set()
     accepted: set[str] = set()
@@ -119,7 +124,9 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
                 s.phantom += 1
                 examples["phantom"].append(a.id)
             if a.id in seen:
-                if client == "once" or not a.redelivered:
+                if _seq(a.id)[0] in retrying:
+                    s.publisher_retries += 1
+                elif client == "once" or not a.redelivered:
                     s.duplicated += 1
                     examples["duplicated"].append(a.id)
                 else:

@@ -11,6 +11,10 @@ Each writes its own records under the run directory; the harness reads them at t
   across a crash of this process.
 * proton subscriber: ``sub-NAME.jsonl``: ``{"id", "count", "first", "t"}`` per message
   received, written before accepting (at-least-once: a crash may repeat the last ones).
+* proton publisher: ``pub-NAME.jsonl`` like ours. A standard client cannot resume its
+  link: when its connection drops it sends again, as new deliveries, whatever had not
+  been accepted (at-least-once), so a subscriber may get such a message twice, once per
+  delivery; the checker counts those as publisher retries, not as duplicates.
 
 Message ids are ``PUBLISHER:SEQ`` (SEQ = the once publisher's delivery tag, from 0).
 
@@ -178,9 +182,110 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
     container.run()
 
 
+def run_proton_publisher(spec: dict[str, Any]) -> None:
+    from proton import Message
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    from records.gid import compute_gid
+
+    out = Path(spec["out"])
+    name = spec["name"]
+    records = open(out / f"pub-{name}.jsonl", "a")
+    journal = Journal(out / "journal" / f"publisher-{name}.csv", Source.PUBLISHER, name, sync_every_row=True)
+    topic = spec["topic"]
+    total, rate, window = spec["messages"], spec["rate"], spec.get("window", 500)
+    container_id = f"harness-{name}"
+
+    class Handler(MessagingHandler):
+        def __init__(self) -> None:
+            super().__init__(auto_settle=True)
+            self.sender: Any = None
+            self.incarnation: int | None = None  # the router's, for this attach: part of the gid
+            self.next = 0  # the next message never sent
+            self.again: list[int] = []  # sent on a link that dropped before its outcome came
+            self.open: dict[int, tuple[bytes, bytes]] = {}  # seq -> (tag, gid) on the current link
+            self.attempts: dict[int, int] = {}
+            self.start = 0.0
+
+        def on_start(self, event: Any) -> None:
+            conn = event.container.connect(urls=spec["routers"])
+            self.sender = event.container.create_sender(conn, topic, name=name)
+            self.start = time.monotonic()
+            event.container.schedule(0.01, self)
+
+        def on_link_opened(self, event: Any) -> None:
+            if event.sender is not None:
+                props = event.sender.remote_properties or {}
+                self.incarnation = int(next((v for k, v in props.items() if str(k) == "once:incarnation"), 0))
+                self._pump()
+
+        def on_timer_task(self, event: Any) -> None:
+            self._pump()
+            if self.next < total or self.again or self.open:
+                event.container.schedule(0.01, self)
+
+        def on_sendable(self, event: Any) -> None:
+            self._pump()
+
+        def _pump(self) -> None:
+            sender = self.sender
+            if sender is None or self.incarnation is None or not sender.state & sender.REMOTE_ACTIVE:
+                return
+            due = total if not rate else min(total, int((time.monotonic() - self.start) * rate) + 1)
+            while sender.credit > 0 and len(self.open) < window and (self.again or self.next < due):
+                if self.again:
+                    seq = self.again.pop(0)
+                else:
+                    seq, self.next = self.next, self.next + 1
+                attempt = self.attempts.get(seq, 0)
+                self.attempts[seq] = attempt + 1
+                tag = f"{seq}.{attempt}".encode()
+                mid = f"{name}:{seq}"
+                gid = compute_gid(container_id, name, self.incarnation, tag)
+                _line(records, e="sent", id=mid, t=time.time())
+                journal.add(Event.SENT, gid, topic, mid=mid)
+                sender.send(Message(id=mid, body=f"body of {mid}"), tag=tag)
+                self.open[seq] = (tag, gid)
+
+        def _outcome(self, event: Any, accepted: bool) -> None:
+            tag = _proton_tag(event.delivery)
+            seq = int(tag.split(b".")[0])
+            sent = self.open.get(seq)
+            if sent is None or sent[0] != tag:
+                return  # an outcome for a copy we already gave up on
+            del self.open[seq]
+            gid = sent[1]
+            mid = f"{name}:{seq}"
+            _line(records, e="accepted" if accepted else "rejected", id=mid, t=time.time())
+            journal.add(Event.ACCEPTED if accepted else Event.REJECTED, gid, topic, mid=mid)
+            if len(self.open) == 0 and not self.again and self.next >= total:
+                print("done", flush=True)
+                event.connection.close()
+
+        def on_accepted(self, event: Any) -> None:
+            self._outcome(event, True)
+
+        def on_rejected(self, event: Any) -> None:
+            self._outcome(event, False)
+
+        def on_disconnected(self, event: Any) -> None:
+            # What had no outcome may or may not have reached anyone: send it again, in
+            # order, as new deliveries, on the link Proton re-attaches.
+            self.again = sorted(set(self.again) | set(self.open))
+            self.open.clear()
+            self.incarnation = None
+
+    container = Container(Handler())
+    container.container_id = container_id
+    container.run()
+
+
 def main() -> None:
     kind, spec = sys.argv[1], json.loads(sys.argv[2])
-    if kind == "pub":
+    if kind == "pub" and spec.get("client") == "proton":
+        run_proton_publisher(spec)
+    elif kind == "pub":
         import uvloop
         uvloop.run(run_once_publisher(spec))
     elif spec.get("client") == "proton":

@@ -168,7 +168,8 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
          for c in scenario.publishers + scenario.subscribers}, indent=1))
     pubs, subs_records = read_records(out, {c.name: c.client for c in scenario.subscribers})
     homes = {c.name: c.router for c in scenario.publishers + scenario.subscribers}
-    report = check(scenario.name, pubs, subs_records, fault_log, homes)
+    report = check(scenario.name, pubs, subs_records, fault_log, homes,
+                   retrying={c.name for c in scenario.publishers if c.client != "once"})
     report.errors += errors
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     return report

@@ -132,7 +132,7 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
             out.append(ClientSpec(item["name"], item["router"], client))
         return tuple(out)
 
-    publishers = clients("publishers", ("once",))
+    publishers = clients("publishers", CLIENTS)
     subscribers = clients("subscribers", CLIENTS)
     names = [c.name for c in publishers + subscribers]
     if len(set(names)) != len(names):
