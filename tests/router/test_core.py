@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from router.amqp.performatives import Accepted, Modified, Rejected, Released
 from router.config import Settings
 from router.core import Core, TagInUse
@@ -366,10 +368,11 @@ def test_hand_over_from_a_downstream_hop_is_answered_alone_and_its_settlement_se
     assert rec.gid in core.records and not rec.publisher_settled
 
 
-def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_on_the_same_hop():
+@pytest.mark.parametrize("queued", [True, False], ids=["queued", "in-flight"])
+def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_on_the_same_hop(queued: bool):
     """B answers the record it had; meanwhile a hand-over for a subscriber that moved to B
-    was queued on the same hop (no credit yet). That answer must not count for the
-    hand-over: the record would complete and the queued copy would never be sent."""
+    went on the same hop (or waits there for credit). That answer must not count for the
+    hand-over: the record would complete and the new copy would never be sent or waited for."""
     core = _core()
     hb = HopP()
     core.add_hop("B", hb)
@@ -379,33 +382,17 @@ def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_on_the_same_hop()
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
     assert hb.sent == [(rec, frozenset({"B"}))]
-    hb.credit = lambda: 0  # type: ignore[method-assign]
+    if queued:
+        hb.credit = lambda: 0  # type: ignore[method-assign]
     core.suspend_subscriber(sub, until=100.0)
-    core.subscriber_moved(sub, "B")  # k moved to B: its copy waits for credit
-    assert len(hb.sent) == 1
+    core.subscriber_moved(sub, "B")  # k moved to B
+    assert len(hb.sent) == (1 if queued else 2)
     core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)  # B's answer for the first copy
     assert p.outcomes == [] and rec.pending == 1
-    del hb.credit
-    core.pump_hop(core.hops["B"])
-    assert hb.sent[-1] == (rec, frozenset({"B"}))  # the hand-over went after all
-    core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
-    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
-
-
-def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_in_flight():
-    core = _core()
-    hb = HopP()
-    core.add_hop("B", hb)
-    _routed(core, {"B": "B"}, {"B"})
-    s, p = Sub(credit=0), Pub()
-    sub, _ = core.add_subscriber(s, "t", "client", "k", False)
-    pub = core.add_publisher(p, "t", "cp", "lp", False)
-    rec = core.publish(pub, b"0", b"m", False, "h")
-    core.suspend_subscriber(sub, until=100.0)
-    core.subscriber_moved(sub, "B")
-    assert len(hb.sent) == 2
-    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
-    assert p.outcomes == [] and rec.pending == 1
+    if queued:
+        del hb.credit
+        core.pump_hop(core.hops["B"])
+    assert hb.sent == [(rec, frozenset({"B"}))] * 2  # the hand-over went after all
     core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
     assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
 
@@ -496,14 +483,14 @@ def test_a_bounce_waiting_only_on_a_parked_destination_is_answered_once_that_is_
     assert up_c.outcomes == [("from-c", Accepted(), False)]
 
 
-def test_newer_delivery_waits_behind_older_ones_that_went_back_to_its_upstream():
+def _r2_held_at_c() -> tuple[Core, HopP, Pub, Any, Any, Any]:
     """C still routed A through B when r1 came from B: r1 went back. C's routes then changed
-    (A via D) before r2 came. r2 must not go to D before r1 comes back through C."""
+    (A via D) before r2 came: r2 waits at C."""
     core = _core(router_id="C")
-    hb, hd = HopP(), HopP()
+    hb, hd, up = HopP(), HopP(), Pub()
     core.add_hop("B", hb)
     core.add_hop("D", hd)
-    ub = core.add_upstream("B", Pub())
+    ub = core.add_upstream("B", up)
     table = {"A": "B"}
     _routed(core, table, set())
     r1 = core.forwarded(ub, "b1", b"1" * 16, "t", b"m1", frozenset({"A"}), False, 0)
@@ -511,22 +498,17 @@ def test_newer_delivery_waits_behind_older_ones_that_went_back_to_its_upstream()
     table["A"] = "D"
     r2 = core.forwarded(ub, "b2", b"2" * 16, "t", b"m2", frozenset({"A"}), False, 0)
     assert hd.sent == [] and r2.pending == 1  # held here
+    return core, hd, up, ub, r1, r2
+
+
+def test_newer_delivery_waits_behind_older_ones_that_went_back_to_its_upstream():
+    core, hd, _, ub, r1, r2 = _r2_held_at_c()
     core.forwarded(ub, "b1again", r1.gid, "t", b"m1", frozenset({"A"}), False, 0)  # B sends r1 on again
     assert hd.sent == [(r1, frozenset({"A"})), (r2, frozenset({"A"}))]
 
 
 def test_held_delivery_goes_when_the_older_one_is_answered_instead():
-    core = _core(router_id="C")
-    hb, hd = HopP(), HopP()
-    core.add_hop("B", hb)
-    core.add_hop("D", hd)
-    up = Pub()
-    ub = core.add_upstream("B", up)
-    table = {"A": "B"}
-    _routed(core, table, set())
-    r1 = core.forwarded(ub, "b1", b"1" * 16, "t", b"m1", frozenset({"A"}), False, 0)
-    table["A"] = "D"
-    r2 = core.forwarded(ub, "b2", b"2" * 16, "t", b"m2", frozenset({"A"}), False, 0)
+    core, hd, up, _, r1, r2 = _r2_held_at_c()
     core.hop_update(core.hops["B"], r1, ("hop", 1), Accepted(), False)  # B took A over and delivered r1
     assert hd.sent == [(r2, frozenset({"A"}))]
     core.hop_update(core.hops["D"], r2, ("hop", 1), Accepted(), False)

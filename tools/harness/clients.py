@@ -145,16 +145,20 @@ def _proton_tag(delivery: Any) -> bytes:
     return cproton.bytes2pybytes(cproton.lib.pn_delivery_tag(delivery._impl))
 
 
+def _proton_records(spec: dict[str, Any], kind: str, source: Source) -> tuple[Any, Journal]:
+    """A Proton client's records (``pub-``/``sub-NAME.jsonl``) and its journal, row by row."""
+    out, name = Path(spec["out"]), spec["name"]
+    return (open(out / f"{kind}-{name}.jsonl", "a"),
+            Journal(out / "journal" / f"{source.value}-{name}.csv", source, name, sync_every_row=True))
+
+
 def run_proton_subscriber(spec: dict[str, Any]) -> None:
     from proton import Message
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
 
-    out = Path(spec["out"])
-    name = spec["name"]
-    records = open(out / f"sub-{name}.jsonl", "a")
-    journal = Journal(out / "journal" / f"subscriber-{name}.csv", Source.SUBSCRIBER, name, sync_every_row=True)
-    topic = spec["topic"]
+    name, topic = spec["name"], spec["topic"]
+    records, journal = _proton_records(spec, "sub", Source.SUBSCRIBER)
 
     class Handler(MessagingHandler):
         def __init__(self) -> None:
@@ -189,11 +193,8 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
 
     from records.gid import compute_gid
 
-    out = Path(spec["out"])
-    name = spec["name"]
-    records = open(out / f"pub-{name}.jsonl", "a")
-    journal = Journal(out / "journal" / f"publisher-{name}.csv", Source.PUBLISHER, name, sync_every_row=True)
-    topic = spec["topic"]
+    name, topic = spec["name"], spec["topic"]
+    records, journal = _proton_records(spec, "pub", Source.PUBLISHER)
     total, rate, window = spec["messages"], spec["rate"], spec.get("window", 500)
     container_id = f"harness-{name}"
 
