@@ -197,6 +197,8 @@ class HeldFor:
 
     def __repr__(self) -> str:
         return f"HELD({self.dest})"
+
+
 def _first(item: tuple) -> Any:
     return item[0]
 

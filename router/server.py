@@ -117,8 +117,9 @@ class Router:
         hops = ", ".join(f"{p}(queue {len(h.queue)}, credit {h.port.credit()})" for p, h in core.hops.items())
         ups = ", ".join(f"{p}(credit {u.credit})" for p, u in core.upstreams.items())
         parked = "; ".join(f"{r.gid.hex()[:8]} for {sorted(r.parked)}" for r in list(core.parked)[:3])
+        held = sum(len(q) for q in core.held.values())
         return (f"router {self.id}: records {len(core.records)} (own {core.local_count}), parked {len(core.parked)}"
-                f"{f' ({parked})' if parked else ''}, "
+                f"{f' ({parked})' if parked else ''}, held {held}, "
                 f"subscribers [{subs}], hops [{hops}], upstreams [{ups}], publishers {len(core.publishers)}, "
                 f"connections {len(self.connections)}, totals {core.stats}")
 
