@@ -61,3 +61,16 @@ def test_random_schedules_repeat_by_seed_and_heal_every_fault():
         restarts = [f.target for f in s.faults if f.kind == "restart"]
         assert sorted(kills) == sorted(restarts)
         assert all(f.duration > 0 for f in s.faults if f.kind == "cut")
+
+
+def test_random_schedule_takes_a_topology_by_name_or_path():
+    assert randomized(3, topology="mesh3.yaml") == randomized(3, topology=str(TOPOLOGIES / "mesh3.yaml"))
+
+
+@pytest.mark.parametrize("topology, says", [("nope.yaml", "--topology: no such file 'nope.yaml'"),
+                                            ("single.yaml", "needs at least two linked routers")])
+def test_a_random_schedule_on_a_bad_topology_is_a_one_line_error(topology: str, says: str,
+                                                                  capsys: pytest.CaptureFixture[str]):
+    assert main(["harness", "--random", "--seed", "1", "--topology", topology]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1

@@ -14,7 +14,11 @@ from .scenario import ScenarioError, load, randomized
 
 def harness(args: argparse.Namespace) -> int:
     if args.random:
-        scenarios = [randomized(args.seed + i, args.messages or 10000, args.topology) for i in range(args.runs)]
+        try:
+            scenarios = [randomized(args.seed + i, args.messages or 10000, args.topology) for i in range(args.runs)]
+        except ScenarioError as e:
+            print(str(e), file=sys.stderr)
+            return 2
     elif args.scenario:
         try:
             scenario = load(args.scenario)

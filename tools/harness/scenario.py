@@ -170,10 +170,17 @@ def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", r
     """A random fault schedule: each fault is healed (router restarted, link restored,
     client restarted) a little later, so every run can finish."""
     rng = random.Random(seed)
-    path = TOPOLOGIES / topology
-    doc = yaml.safe_load(path.read_text())
-    routers = sorted(doc["routers"])
-    links = [tuple(sorted(map(str, link))) for link in doc.get("links") or []]
+    path = next((p for p in (TOPOLOGIES / topology, Path(topology)) if p.is_file()), None)
+    if path is None:
+        raise ScenarioError(f"--topology: no such file {topology!r} (a file in topologies/, or a path)")
+    try:
+        doc = yaml.safe_load(path.read_text())
+        routers = sorted(doc["routers"])
+        links = [tuple(sorted(map(str, link))) for link in doc.get("links") or []]
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError) as e:
+        raise ScenarioError(f"{path}: not a topology ({type(e).__name__}: {e})") from None
+    if len(routers) < 2 or not links:
+        raise ScenarioError(f"{path}: a random fault schedule needs at least two linked routers")
     publishers = (ClientSpec("p1", rng.choice(routers)),)
     subscribers = (ClientSpec("s1", rng.choice(routers)), ClientSpec("s2", rng.choice(routers)))
     duration = messages / rate
