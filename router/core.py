@@ -430,7 +430,10 @@ class Core:
             if record is None or record.presettled:
                 continue
             record.orphan_since = None  # about to be adopted: keep it
-            out[tag] = self._outcome(record) if record.pending == 0 else None
+            # A copy forwarded to us is complete when our part of the network accepted it;
+            # the old root's own subscribers and other branches are not in it. In doubt,
+            # then: the publisher sends it again and we take it over (``_adopt``).
+            out[tag] = self._outcome(record) if record.pending == 0 and record.local else None
         return out
 
     def resume_subscriber(self, sub: Subscriber, theirs: dict[bytes, Any], until: float) -> dict[bytes, Any]:

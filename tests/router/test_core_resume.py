@@ -137,3 +137,26 @@ def test_adopting_root_delivers_to_the_old_roots_subscriber_that_moved_here():
     assert p.outcomes == []
     core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
     assert p.outcomes == [("h", Accepted(), False)]
+
+
+def test_a_forwarded_copy_complete_here_is_still_in_doubt_for_a_publisher_resuming_here():
+    """X forwarded it to us and died before its own subscriber k had it. Our subscriber
+    accepted, so our copy is complete, but that says nothing of k: the resuming publisher
+    must hear "in doubt" and send it again, and k (now here) gets it before `accepted`."""
+    core = _core()
+    s_here = Sub()
+    here, _ = core.add_subscriber(s_here, "t", "client", "here", False)
+    up = core.add_upstream("X", Pub())
+    gid = gid_from_prefix(gid_prefix("c", "l", 9), b"0")
+    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0, root="X")
+    core.subscriber_update(here, rec, s_here.sent[0], Accepted(), False)
+    assert rec.pending == 0
+    core.upstream_lost("X")
+    s = Sub()
+    core.add_subscriber(s, "t", "client", "k", False)  # k moved here from X
+    core.moved = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
+    p = Pub()
+    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=9)
+    assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}
+    core.publish(pub, b"0", b"m", False, "h", resumed=True)
+    assert [r for r, _, _ in s.sent] == [rec] and p.outcomes == []
