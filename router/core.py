@@ -240,6 +240,8 @@ class Core:
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
         # destination router -> {neighbour: deliveries in flight there}, oldest path first
         self.pins: dict[str, dict[str, int]] = {}
+        # subscriber key -> (topic, the router it moved to, until when late copies follow it)
+        self.moved_away: dict[tuple[str, str], tuple[str, str, float]] = {}
         # destination -> what waits here for it (``_pinned``), in publish order, as (stamp,
         # record, the neighbour it came from and waits on, keys); hand-over markers last
         self.held: dict[str, list[tuple[float, Any, str | None, frozenset | None]]] = {}
@@ -482,10 +484,33 @@ class Core:
         dests.discard(self.router_id)
         if dests:
             self._forward(record, dests, exclude, keys)
+        if local and keys is None and not record.local and self.moved_away:
+            owed = self._moved_away_owed(record)
+            if owed:
+                self._send_owed(record, owed)
         for sub in targets:
             self.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
             self._complete(record)
+
+    def _moved_away_owed(self, record: Record) -> dict[str, set]:
+        """Subscribers that just moved from here to another router, for a delivery routed to
+        us by a root that had not heard of the move yet: it follows them there. Answered
+        here without them, it would be lost to them. (A copy the root sent there directly
+        as well is recognised there by its gid and not delivered twice.)"""
+        now = self.clock()
+        out: dict[str, set] = {}
+        for key, (topic, where, until) in list(self.moved_away.items()):
+            if until <= now:
+                del self.moved_away[key]
+            elif topic == record.topic and key not in self.topics.get(topic, ()):
+                done = record.followed
+                if done is None or (where, key) not in done:
+                    out.setdefault(where, set()).add(key)
+                    if done is None:
+                        record.followed = done = set()
+                    done.add((where, key))
+        return out
 
     def _local_targets(self, record: Record, keys: frozenset | None) -> list[Subscriber]:
         """Local subscribers for a record: all of them, or only the keys it was re-targeted to."""
@@ -1071,6 +1096,9 @@ class Core:
         self._unlink(sub)
         sub.attached = False
         sub.queue.clear()
+        # Roots that have not heard of the move still route its deliveries here for a
+        # moment: the flood and the transit take well under the time a dead link takes.
+        self.moved_away[sub.key] = (sub.topic, where, self.clock() + self.settings.router_dead_after)
         for record in held:
             self._forward(record, {where}, None, frozenset({sub.key}))
             if record.drop_waiter(sub) and not record.outcome_sent:

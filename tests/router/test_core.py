@@ -535,3 +535,27 @@ def test_root_sends_what_came_back_in_publish_order_with_what_it_held_meanwhile(
     assert ha.sent == []  # r2 is still out with C: nothing newer overtakes it
     core.forwarded(uc, "c2", r2.gid, "t", b"m", frozenset({"A"}), False, 0)
     assert [r for r, _ in ha.sent] == [r1, r2, r3]
+
+
+def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subscriber():
+    """k moved from here to D (its client reconnected there while we live). C had not
+    heard of it yet and routed a delivery here: answered without k, k would never get it."""
+    clock = [0.0]
+    core = Core("A", Settings(), clock=lambda: clock[0])
+    hd = HopP()
+    core.add_hop("D", hd)
+    _routed(core, {"D": "D"}, set())
+    up_c = Pub()
+    uc = core.add_upstream("C", up_c)
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "client", "k", False)
+    core.suspend_subscriber(sub, until=100.0)
+    core.subscriber_moved(sub, "D")
+    rec = core.forwarded(uc, "from-c", b"r" * 16, "t", b"m", frozenset({"A"}), False, 0)
+    assert hd.sent == [(rec, frozenset({"D"}))] and hd.keys == [frozenset({("client", "k")})]
+    assert up_c.outcomes == []  # not before D answers for k
+    core.hop_update(core.hops["D"], rec, ("hop", 1), Accepted(), False)
+    assert up_c.outcomes == [("from-c", Accepted(), False)]
+    clock[0] = 10.0  # long after: roots route to D themselves
+    core.forwarded(uc, "later", b"s" * 16, "t", b"m", frozenset({"A"}), False, 0)
+    assert len(hd.sent) == 1 and core.moved_away == {}
