@@ -240,6 +240,10 @@ class Core:
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
         # destination router -> {neighbour: deliveries in flight there}, oldest path first
         self.pins: dict[str, dict[str, int]] = {}
+        # Until the network has told us who subscribes where (the first sync from a
+        # neighbour), a publish here could be accepted for want of subscribers we do not
+        # know of yet: publishers get no credit until then (the network layer sets this).
+        self.unsynced = False
         # subscriber key -> (topic, the router it moved to, until when late copies follow it)
         self.moved_away: dict[tuple[str, str], tuple[str, str, float]] = {}
         # destination -> what waits here for it (``_pinned``), in publish order, as (stamp,
@@ -1319,7 +1323,7 @@ class Core:
     def replenish(self) -> None:
         """Top up publisher credit within the room the in-flight window has left."""
         pubs = self.publishers
-        if not pubs:
+        if not pubs or self.unsynced:
             return
         window = self.settings.max_in_flight
         budget = window - self.local_count - self.outstanding

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from linkstate.engine import ControlPlane, Result
 from linkstate.handover import Fences, split
-from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription
+from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
 
 from .interrouter import HopLink, InterRouterConnection, UpstreamLink
 
@@ -62,6 +62,7 @@ class Network:
         core.route = self.plane.lsdb.route
         core.moved = self.plane.moved
         core.reroute_marker = self._send_marker
+        core.unsynced = bool(self.costs)
 
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)
@@ -107,6 +108,11 @@ class Network:
                 self._complete(msg.seq)
             return
         self._apply(self.plane.receive(peer, msg))
+        if type(msg) is Sync and self.router.core.unsynced:
+            # A neighbour's full view: from now on we know the subscribers (a restarted
+            # router, or one that came up alone, took no publishes before this).
+            self.router.core.unsynced = False
+            self.router.core.replenish()
         if type(msg) is SubEvent and msg.attached and msg.origin != self.me:
             # What we hold for that subscriber was sent towards it just now (``_apply``):
             # the marker goes behind it, once per attach however often the flood brings it.

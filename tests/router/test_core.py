@@ -559,3 +559,16 @@ def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subs
     clock[0] = 10.0  # long after: roots route to D themselves
     core.forwarded(uc, "later", b"s" * 16, "t", b"m", frozenset({"A"}), False, 0)
     assert len(hd.sent) == 1 and core.moved_away == {}
+
+
+def test_publishers_get_no_credit_before_the_network_told_us_its_subscribers():
+    """A router with neighbours that came up alone (or restarted while they were away)
+    does not know who subscribes: a publish taken then would be accepted for nobody."""
+    core = _core(max_in_flight=10, link_credit=100)
+    core.unsynced = True
+    p = Pub()
+    core.add_publisher(p, "t", "cp", "lp", False)
+    assert p.credit_grants == []
+    core.unsynced = False  # the first neighbour's sync came in
+    core.replenish()
+    assert p.credit_grants == [10]
