@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--seed", type=int, default=1, help="seed of --random (repeat a run with the same seed)")
     h.add_argument("--runs", type=int, default=1, help="with --random: this many schedules, seeds SEED, SEED+1, ...")
     h.add_argument("--messages", type=int, default=None, help="messages per publisher (overrides the scenario)")
-    h.add_argument("--topology", default="ring5.yaml", help="with --random: the topology (default ring5.yaml)")
+    h.add_argument("--topology", default="ring5.yaml", help="with --random: a topology in topologies/, or a path (default ring5.yaml)")
     h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
     h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")

@@ -7,7 +7,7 @@ A scenario file (``topologies/scenarios/*.yaml``)::
     topic: orders
     messages: 3000                # per publisher
     rate: 1500                    # per publisher, messages/s (0: as fast as credit allows)
-    publishers:  [{name: p1, router: A}]
+    publishers:  [{name: p1, router: A}]          # client: once (default) or proton
     subscribers: [{name: s1, router: C}, {name: s2, router: B, client: proton}]
     faults:                       # seconds after the publishers start
       - {at: 1.0, kill: A}        # SIGKILL a router
