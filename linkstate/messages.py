@@ -30,6 +30,9 @@ class Subscription:
     # at several routers lives at the newest attach: the others are left-overs of a move
     # (or of a router's earlier life) that no delivery may wait for.
     since: int = 0
+    # The authenticated user that made it (when the routers authenticate clients): only
+    # that user may take the key over. Empty: authentication is off.
+    owner: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -121,4 +124,4 @@ def from_dict(d: dict[str, Any]) -> Message:
 
 def _sub(d: dict[str, Any]) -> Subscription:
     return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]),
-                        int(d.get("since", 0)))
+                        int(d.get("since", 0)), str(d.get("owner") or ""))

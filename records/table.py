@@ -110,12 +110,13 @@ class Record:
 
 
 class RecordTable:
-    """All live records of one router, by gid."""
+    """All live records of one router, by gid, and the bytes their messages hold."""
 
-    __slots__ = ("records",)
+    __slots__ = ("records", "bytes")
 
     def __init__(self) -> None:
         self.records: dict[bytes, Record] = {}
+        self.bytes = 0
 
     def __len__(self) -> int:
         return len(self.records)
@@ -130,10 +131,12 @@ class RecordTable:
         if record.gid in self.records:
             raise DuplicateGid(record.gid.hex())
         self.records[record.gid] = record
+        self.bytes += len(record.payload)
         return record
 
     def free(self, record: Record) -> None:
-        self.records.pop(record.gid, None)
+        if self.records.pop(record.gid, None) is not None:
+            self.bytes -= len(record.payload)
 
     def finished(self, record: Record) -> bool:
         """A record can be freed once its outcome is known and settlement went everywhere."""

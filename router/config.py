@@ -51,6 +51,23 @@ class Settings:
     max_message_size: int = 100 * 1024 * 1024
     max_redeliveries: int = 5
     router_dead_after: float = 3.0  # an inter-router link silent this long is down (its idle timeout)
+    # from accept to the peer's open, SASL included: a socket that never gets there is closed
+    handshake_timeout: float = 10.0
+    # client connections; 0: a safe share of the descriptor limit (raised to its hard limit at start)
+    max_connections: int = 0
+    max_connections_per_host: int = 0  # 0: half of max_connections
+    # Publisher credit follows use: a new link gets ``initial_credit``, doubling as it
+    # sends up to ``link_credit``; a link holding credit unused for ``credit_idle`` keeps 1.
+    initial_credit: int = 16
+    credit_idle: float = 2.0
+    max_connection_credit: int = 0  # what one connection's publishers hold together; 0: max(link_credit, max_in_flight / 4)
+    # (Proton's blocking client puts every link of a connection on one session.)
+    max_links_per_connection: int = 4096
+    max_links_per_session: int = 1024
+    # Memory is bounded in bytes as well as in messages: the message bytes a router holds,
+    # and those of one publisher link (a larger message still goes, alone).
+    max_in_flight_bytes: int = 256 * 1024 * 1024
+    link_in_flight_bytes: int = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +186,11 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     s: dict[str, Any] = {}
     for k, v in settings_raw.items():
         key = f"settings.{k}"
-        if k in ("subscriber_grace", "publisher_grace", "idle_timeout", "router_dead_after"):
+        if k in ("subscriber_grace", "publisher_grace", "idle_timeout", "router_dead_after", "handshake_timeout",
+                 "credit_idle"):
             s[k] = ctx.duration(v, key)
+        elif k in ("max_connections", "max_connections_per_host", "max_connection_credit"):
+            s[k] = ctx.positive_int(v, key, 0)
         elif k == "max_frame_size":
             s[k] = ctx.positive_int(v, key, 512)
         elif k == "max_redeliveries":
@@ -194,7 +214,14 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         for end in (link.a, link.b):
             if routers[end].inter_router is None:
                 raise ctx.fail(f"routers.{end}.inter_router", "HOST:PORT (the router has inter-router links)", None)
-    return Topology(path, routers, tuple(links), Settings(**s), Auth(users, allow_anon, router_secret=secret))
+    settings = Settings(**s)
+    if settings.max_message_size > settings.max_in_flight_bytes:
+        raise ctx.fail("settings.max_message_size", f"at most max_in_flight_bytes ({settings.max_in_flight_bytes})",
+                       settings.max_message_size)
+    if settings.link_in_flight_bytes > settings.max_in_flight_bytes:
+        raise ctx.fail("settings.link_in_flight_bytes", f"at most max_in_flight_bytes ({settings.max_in_flight_bytes})",
+                       settings.link_in_flight_bytes)
+    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret))
 
 
 def _load_users(ctx: _Ctx, base: Path, name: Any) -> dict[str, str]:

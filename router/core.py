@@ -72,7 +72,8 @@ class TagInUse(Exception):
 
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
-                 "settle_second", "attached", "in_flight", "suspended_until")
+                 "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
+                 "seen", "quiet_since", "bytes", "size")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool) -> None:
@@ -89,6 +90,20 @@ class Publisher:
         self.attached = True
         self.in_flight = 0  # its records still held
         self.suspended_until: float | None = None
+        self.group: object = None  # its connection: the credit one connection holds is capped
+        # Credit follows use: ``window`` (what it may hold: credit plus in flight) starts
+        # small, doubles each time it has sent half of it, and falls back to 1 when the
+        # link sits on credit without sending (``reclaim_idle``).
+        self.window = 1
+        self.sent = 0  # deliveries that used credit, ever
+        self.grown_at = 0  # ``sent`` when the window last grew
+        self.seen = 0  # ``sent`` at the last idle sweep
+        self.quiet_since = 0.0
+        self.bytes = 0  # the message bytes of its records still held
+        # A cautious guess of its next message's size (the largest lately, decaying):
+        # credit is granted in messages but must stay within bytes. Before its first
+        # message nothing is known, and a link is given one credit at a time.
+        self.size = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -113,7 +128,7 @@ SUSPENDED = Suspended()
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until")
+                 "suspended_until", "owner")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
         self.port = port
@@ -125,6 +140,7 @@ class Subscriber:
         self.attempts: dict[bytes, int] = {}  # gid -> redeliveries so far
         self.attached = True
         self.suspended_until: float | None = None
+        self.owner = ""  # the authenticated user that made the subscription ("" when authentication is off)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -257,7 +273,8 @@ class Core:
     # ----------------------------------------------------------- publishers
 
     def add_publisher(self, port: PublisherPort, topic: str, container_id: str, link_name: str,
-                      settle_second: bool, incarnation: int | None = None, grant: bool = True) -> Publisher:
+                      settle_second: bool, incarnation: int | None = None, grant: bool = True,
+                      group: object = None) -> Publisher:
         """Attach a publisher. ``incarnation``: the one a resuming link carries; None starts anew.
 
         A fresh attach starts a new incarnation, because its tags may restart at 0 (Proton
@@ -270,6 +287,9 @@ class Core:
         if incarnation is None:
             incarnation = secrets.randbits(63) or 1
         pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second)
+        pub.group = group
+        pub.window = max(1, min(self.settings.initial_credit, self.settings.link_credit))
+        pub.quiet_since = self.clock()
         old = self.suspended_publishers.get(pub.key)
         if old is not None and old.incarnation != incarnation:
             # A fresh link under the old name: the old one never resumes. (A resuming one
@@ -355,6 +375,9 @@ class Core:
         if pub.credit > 0 and not resumed:
             pub.credit -= 1
             self.outstanding -= 1
+            pub.sent += 1
+            if pub.credit * 4 <= pub.window:
+                self._credit_dirty = True  # its window may grow: look again after this batch
         self.records.add(record)
         self.stats["published"] += 1
         if self.journal is not None:
@@ -364,6 +387,12 @@ class Core:
             pub.live[tag] = record
         self.local_count += 1
         pub.in_flight += 1
+        size = len(payload)
+        pub.bytes += size
+        pub.size = size if size >= pub.size else pub.size - ((pub.size - size) >> 4)
+        if pub.credit and (pub.bytes > self.settings.link_in_flight_bytes
+                           or self.records.bytes > self.settings.max_in_flight_bytes):
+            self._take_credit(pub)
         self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
         return record
 
@@ -392,11 +421,14 @@ class Core:
                     del old.live[record.tag]
                 old.in_flight -= 1
                 pub.in_flight += 1
+                old.bytes -= len(record.payload)
+                pub.bytes += len(record.payload)
         else:
             record.local = True
             record.orphan_since = None
             self.local_count += 1
             pub.in_flight += 1
+            pub.bytes += len(record.payload)
         record.publisher = pub
         if settled:  # the publisher adopted the outcome we told it, and settles
             record.publisher_handle = None
@@ -1112,7 +1144,7 @@ class Core:
             record.unsettled.pop(sub, None)
             self._maybe_free(record)
 
-    def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float) -> None:
+    def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float, owner: str = "") -> None:
         """A subscriber of ours from before we restarted: suspended here until it resumes
         (here, or elsewhere and moved) or its grace ends; deliveries for it wait."""
         subs = self.topics.setdefault(topic, {})
@@ -1121,7 +1153,16 @@ class Core:
             return
         sub = Subscriber(SUSPENDED, topic, container_id, link_name, False)  # type: ignore[arg-type]
         sub.suspended_until = until
+        sub.owner = owner
         subs[key] = sub
+
+    def key_owner(self, key: tuple[str, str]) -> str | None:
+        """Who made the subscription ``key`` here (attached or suspended); None if there is none."""
+        for subs in self.topics.values():
+            sub = subs.get(key)
+            if sub is not None:
+                return sub.owner
+        return None
 
     def suspended(self) -> list[Subscriber]:
         return [s for subs in self.topics.values() for s in subs.values() if s.suspended_until is not None]
@@ -1288,6 +1329,7 @@ class Core:
                 if record.local:
                     self.local_count -= 1
                     record.publisher.in_flight -= 1
+                    record.publisher.bytes -= len(record.payload)
                 self.parked.pop(record, None)
                 self._credit_dirty = True
 
@@ -1304,7 +1346,7 @@ class Core:
     def replenish_transit(self) -> None:
         """Credit for neighbours forwarding to us, from the transit window."""
         ups = [u for u in self.upstreams.values() if u.attached]
-        if not ups:
+        if not ups or self.records.bytes >= self.settings.max_in_flight_bytes:
             return
         window = self.settings.max_in_flight
         budget = window - (len(self.records) - self.local_count) - self.transit_outstanding
@@ -1321,32 +1363,111 @@ class Core:
             up.port.grant(up.credit)
 
     def replenish(self) -> None:
-        """Top up publisher credit within the room the in-flight window has left."""
+        """Top up publisher credit within the room the in-flight window has left.
+
+        Credit goes where it is used, so one client can never take the window from the
+        rest: the router's window is shared among the publishers that sent lately (not
+        every attached link), each publisher's own window grows with use up to
+        ``link_credit``, idle links are cut back to one credit (``reclaim_idle``), and
+        one connection's publishers together hold at most ``max_connection_credit``.
+        """
         pubs = self.publishers
         if not pubs or self.unsynced:
             return
-        window = self.settings.max_in_flight
+        settings = self.settings
+        window = settings.max_in_flight
         budget = window - self.local_count - self.outstanding
         if budget <= 0:
             return
-        # link_credit is each publisher's window: its messages in flight plus its unused
-        # credit. Topping up at three quarters keeps the pipe full without letting one
-        # publisher queue the whole router window (latency grows with what is queued).
-        share = max(1, min(self.settings.link_credit, window // len(pubs)))
+        link_credit = settings.link_credit
+        # Each publisher's window covers its messages in flight plus its unused credit.
+        # Topping up at three quarters keeps the pipe full without letting one publisher
+        # queue the whole router window (latency grows with what is queued).
+        share = max(1, min(link_credit, window // max(1, self._busy)))
         n = len(pubs)
+        per_conn: dict[object, int] | None = None
+        cap = settings.max_connection_credit or max(link_credit, window // 4)
+        # Bytes: what the records hold plus what the credit out there may bring (at each
+        # link's guessed message size) stays within max_in_flight_bytes.
+        link_bytes = settings.link_in_flight_bytes
+        promised = 0
+        if n > 1:
+            per_conn = {}
+            for pub in pubs:
+                per_conn[pub.group] = per_conn.get(pub.group, 0) + pub.credit
+                promised += pub.credit * pub.size
+        else:
+            promised = pubs[0].credit * pubs[0].size
+        room = settings.max_in_flight_bytes - self.records.bytes - promised
+        if room <= 0:
+            return
         start = self._rr % n
         for i in range(n):
             pub = pubs[(start + i) % n]
+            if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
+                pub.window = min(pub.window * 2, link_credit)
+                pub.grown_at = pub.sent
+            target = min(pub.window, share)
             held = pub.credit + pub.in_flight
-            if held * 4 > share * 3:
+            if held * 4 > target * 3:
                 continue
-            give = min(share - held, budget)
+            give = min(target - held, budget)
+            if per_conn is not None:
+                give = min(give, cap - per_conn[pub.group])
+            size = pub.size
+            if size:
+                fits = (link_bytes - pub.bytes) // size
+                if fits < 1 and pub.in_flight == 0:
+                    fits = 1  # a message larger than the link's bound still goes, alone
+                give = min(give, fits - pub.credit, room // size)
+            else:
+                give = min(give, 1 - pub.credit)  # its size is unknown until its first message
             if give <= 0:
                 continue
             pub.credit += give
             self.outstanding += give
             budget -= give
+            room -= give * max(size, 1)
+            if per_conn is not None:
+                per_conn[pub.group] += give
             pub.port.grant(pub.credit)
             if budget <= 0:
                 self._rr = start + i + 1
                 break
+
+    _busy = 0  # publishers that sent since the sweep before last (reclaim_idle)
+
+    def _take_credit(self, pub: Publisher) -> None:
+        """Its bytes in flight (or the router's) passed their bound: no more until they drop."""
+        self.outstanding -= pub.credit
+        pub.credit = 0
+        pub.port.grant(0)
+
+    def reclaim_idle(self, now: float) -> int:
+        """Take credit back from publisher links that hold it without sending.
+
+        A link quiet for ``credit_idle`` keeps one credit (its next message brings its
+        window back, doubling with use); the rest returns to the router's window. Returns
+        how many links were cut back. The peer may have sent on the old credit already:
+        the engine admits those transfers (they crossed our flow).
+        """
+        idle = self.settings.credit_idle
+        busy = 0
+        cut = 0
+        for pub in self.publishers:
+            if pub.sent != pub.seen:
+                pub.seen = pub.sent
+                pub.quiet_since = now
+                busy += 1
+            elif pub.window > 1 and now - pub.quiet_since >= idle:
+                pub.window = 1
+                pub.grown_at = pub.sent
+                if pub.credit > 1:
+                    self.outstanding -= pub.credit - 1
+                    pub.credit = 1
+                    pub.port.grant(1)
+                    cut += 1
+        self._busy = busy
+        if cut:
+            self.replenish()
+        return cut

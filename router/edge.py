@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from linkstate.messages import Subscription
 from records.table import Record
 
-from .amqp.connection import Connection, Mode
+from .amqp.connection import Connection, Mode, State
 from .amqp.endpoints import Delivery, Link
-from .amqp.errors import Condition
+from .amqp.errors import AMQPError, Condition
 from .amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
@@ -27,18 +27,20 @@ from .amqp.events import (
     LinkAttached,
     LinkDetached,
     LinkFlow,
+    SaslDone,
     SessionEnded,
 )
-from .amqp.performatives import Error, ReceiverSettleMode, SenderSettleMode
+from .amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
 from .amqp.types import symbol, ulong
 from .core import Publisher, Subscriber, TagInUse
-from .engineio import EngineProtocol
-from .message import mark_redelivered
+from .engineio import EngineProtocol, describe_exception
+from .message import check, mark_redelivered
 
 if TYPE_CHECKING:
     from .server import Router
 
 log = logging.getLogger("once.edge")
+PRE_AUTH = (State.START, State.SASL)
 
 
 class PublisherLink:
@@ -71,7 +73,9 @@ class SubscriberLink:
         return self.link.credit
 
     def deliver(self, record: Record, settled: bool, redelivery: int) -> Delivery:
-        payload = mark_redelivered(record.payload, redelivery) if redelivery else record.payload
+        # Only the standard format has a header to mark; others go out as they came.
+        payload = mark_redelivered(record.payload, redelivery) if redelivery and not record.message_format \
+            else record.payload
         d = self.conn.engine.send(self.link, record.gid, payload, settled=settled, message_format=record.message_format)
         d.context = record
         self.conn.dirty()
@@ -98,33 +102,81 @@ class EdgeConnection(EngineProtocol):
             Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
             sasl_server=router.sasl, channel_max=255,
         )
+        self.admitted = False
+        self._deferred: bytearray | None = None
         self.peer = "?"
 
     # -------------------------------------------------------------- asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.router.connections.add(self)
+        self._note_peer(transport)
+        self.peer = self.remote
+        router = self.router
+        refusal = router.limits.admit(self.host)
+        if refusal is not None:
+            # Refused before a byte is read: a flood of sockets costs us one descriptor
+            # each for an instant, and never the service of the clients already here.
+            router.guard_log.warning(("refused", self.host, refusal.limit), asyncio.get_running_loop().time(),
+                                     "router %s: refused connection from %s: %s", router.id, self.peer, refusal.line())
+            self._gone = True
+            transport.abort()
+            return
+        self.admitted = True
+        router.connections.add(self)
+        self._start_handshake_timer()
         self._tick()
 
     def data_received(self, data: bytes) -> None:
+        if self._deferred is not None:
+            self._deferred += data
+            return
+        if self.engine.state in PRE_AUTH:
+            # A host that keeps failing to authenticate waits for its turn before its
+            # next attempt is even read (see AuthFailures).
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            turn = self.router.auth_failures.turn(self.host, now)
+            if turn > now:
+                self._deferred = bytearray(data)
+                assert self.transport is not None
+                self.transport.pause_reading()
+                loop.call_at(turn, self._feed_deferred)
+                return
+        self._feed(data)
+
+    def _feed_deferred(self) -> None:
+        data = bytes(self._deferred or b"")
+        self._deferred = None
+        if self._gone or self.transport is None:
+            return
+        self.transport.resume_reading()
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
         try:
             for event in self.engine.receive_data(data):
                 handler = _HANDLERS.get(type(event))
                 if handler is not None:
                     handler(self, event)
         except Exception:  # a bug of ours: lose this connection, never the router
-            log.exception("router %s: internal error on connection from %s", self.router.id, self.peer)
+            log.error("router %s: internal error on connection from %s: %s (closed it)", self.router.id, self.peer,
+                      describe_exception())
+            log.debug("internal error", exc_info=True)
             self.close(Error(condition=Condition.INTERNAL_ERROR.value, description="internal error"))
-            self._drop_all_links()
+            # Suspended, never removed: a subscription ended here would count as done and
+            # let its deliveries be answered `accepted` without it.
+            self._drop_all_links(suspend=True)
         self.core.after_batch()
         self.dirty()
         self.router.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timer()
+        if not self.admitted:
+            return
+        self.admitted = False
+        self.router.limits.release(self.host)
         self.router.connections.discard(self)
         self._drop_all_links(suspend=True)  # no close frame came: the client may come back
         self.core.after_batch()
@@ -150,7 +202,20 @@ class EdgeConnection(EngineProtocol):
         self._log_failure(event.condition, event.description)
         self._drop_all_links(suspend=True)
 
+    def _on_sasl(self, event: SaslDone) -> None:
+        if event.ok:
+            return
+        router = self.router
+        now = asyncio.get_running_loop().time()
+        failures = router.auth_failures.failed(self.host, now)
+        who = f" as {event.requested!r}" if event.requested else ""
+        router.guard_log.warning(("auth", self.host), now,
+                                 "router %s: SASL %s authentication failed%s from %s (%d failures from that host "
+                                 "in %gs)", router.id, event.mechanism, who, self.peer, failures,
+                                 router.auth_failures.window)
+
     def _on_opened(self, event: ConnectionOpened) -> None:
+        self._handshake_done()
         self._rearm()  # the peer's idle timeout is known only now: its heartbeats are due
 
     def _on_closed(self, event: ConnectionClosed) -> None:
@@ -162,14 +227,26 @@ class EdgeConnection(EngineProtocol):
             return
         container_id = self.engine.remote_open.container_id if self.engine.remote_open else "?"
         engine = self.engine
+        too_many = self._too_many_links(link)
+        if too_many:
+            self._refuse(link, Condition.RESOURCE_LIMIT_EXCEEDED, too_many)
+            return
         if link.is_sender:  # the peer receives: a subscriber
             address = attach.source.address if attach.source is not None else None
             if not address or (attach.source is not None and attach.source.dynamic):
                 self._refuse(link, Condition.NOT_IMPLEMENTED if address else Condition.INVALID_FIELD,
                              "a subscriber needs source.address = topic (dynamic sources are not supported)")
                 return
+            owner = self._owner()
+            if owner and self._owned_by_other((container_id, link.name), owner):
+                self._refuse(link, Condition.UNAUTHORIZED_ACCESS,
+                             f"subscriber {container_id}/{link.name} belongs to another user")
+                log.warning("router %s: refused %r from %s the subscriber %s/%s of another user", self.router.id,
+                            owner, self.peer, container_id, link.name)
+                return
             presettled = attach.snd_settle_mode is SenderSettleMode.SETTLED
             sub, displaced = self.core.add_subscriber(SubscriberLink(self, link), address, container_id, link.name, presettled)
+            sub.owner = owner
             link.context = sub
             if displaced is not None and isinstance(displaced.port, SubscriberLink):
                 old: SubscriberLink = displaced.port
@@ -203,7 +280,7 @@ class EdgeConnection(EngineProtocol):
             incarnation = _incarnation(attach.properties)
             resuming = attach.unsettled is not None or incarnation is not None
             pub = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second,
-                                          incarnation if resuming else None, grant=False)
+                                          incarnation if resuming else None, grant=False, group=self)
             link.context = pub
             ours = self.core.publisher_resume_map(pub, attach.unsettled or {}) if resuming else None
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
@@ -212,6 +289,30 @@ class EdgeConnection(EngineProtocol):
                           properties={INCARNATION: ulong(pub.incarnation)})
             self.core.replenish()
         self.dirty()
+
+    def _too_many_links(self, link: Link) -> str | None:
+        """Why one more link would be too many for its session or connection (None: it is not)."""
+        s = self.router.settings
+        if len(link.session.links) > s.max_links_per_session:
+            return f"more than max_links_per_session {s.max_links_per_session} links on this session"
+        if sum(len(session.links) for session in self.engine.sessions.values()) > s.max_links_per_connection:
+            return f"more than max_links_per_connection {s.max_links_per_connection} links on this connection"
+        return None
+
+    def _owner(self) -> str:
+        """Who this connection's subscriptions belong to: its authenticated user, when the
+        router authenticates clients (it has users); "" when authentication is off."""
+        if not self.router.topology.auth.users:
+            return ""
+        return self.engine.user or "anonymous"
+
+    def _owned_by_other(self, key: tuple[str, str], owner: str) -> bool:
+        holders = self.router.network.key_owners(key)
+        here = self.core.key_owner(key)
+        if here is not None:
+            holders.add(here)
+        holders.discard("")
+        return bool(holders - {owner})
 
     def _refuse(self, link: Link, condition: Condition, description: str) -> None:
         self.engine.attach(link.session, link.name, link.role, link=link)
@@ -226,7 +327,7 @@ class EdgeConnection(EngineProtocol):
             self._drop_link(link)
 
     def _subscription(self, sub: Subscriber, since: int = 0) -> Subscription:
-        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name, since=since)
+        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name, since=since, owner=sub.owner)
 
     def _drop_link(self, link: Link, suspend: bool = False) -> None:
         """The link is gone: a closed subscription ends; an interrupted one is suspended."""
@@ -262,6 +363,11 @@ class EdgeConnection(EngineProtocol):
         if not isinstance(pub, Publisher):
             return
         try:
+            check(d.payload, d.message_format)
+        except AMQPError as e:
+            self._refuse_message(pub, d, e)
+            return
+        try:
             d.context = self.core.publish(pub, d.tag, d.payload, d.settled, d, d.message_format, d.resume)
             if d.context is None and not d.settled:
                 # resumed, and we hold nothing of it (AMQP: ignored): settle so nothing hangs
@@ -269,6 +375,19 @@ class EdgeConnection(EngineProtocol):
         except TagInUse as e:
             self.engine.detach(d.link, closed=True, error=Error(condition=Condition.NOT_ALLOWED.value, description=str(e)))
             self._drop_link(d.link)
+
+    def _refuse_message(self, pub: Publisher, d: Delivery, e: AMQPError) -> None:
+        """A message the router could not carry safely: nobody sees it, the publisher hears why."""
+        error = Error(condition=_value(e.condition), description=f"message refused: {e.description}")
+        log.warning("router %s: refused a message from %s (%s/%s on %r): %s", self.router.id, self.peer,
+                    pub.container_id, pub.link_name, pub.topic, e)
+        if d.settled:  # nothing to reject: the publisher learns it from the link
+            self.engine.detach(d.link, closed=True, error=error)
+            self._drop_link(d.link)
+        else:
+            self.engine.disposition(d, Rejected(error=error), settled=True)
+            self.core.publisher_credit_changed(pub, d.link.credit)  # the transfer used a credit
+        self.dirty()
 
     def _on_update(self, event: DeliveryUpdated) -> None:
         d = event.delivery
@@ -292,6 +411,10 @@ class EdgeConnection(EngineProtocol):
 INCARNATION = symbol("once:incarnation")
 
 
+def _value(condition: Any) -> str:
+    return condition.value if isinstance(condition, Condition) else str(condition)
+
+
 def _incarnation(properties: Any) -> int | None:
     """The incarnation a resuming publisher carries back (our client library does)."""
     if not isinstance(properties, dict):
@@ -302,6 +425,7 @@ def _incarnation(properties: Any) -> int | None:
 
 _HANDLERS: dict[type, Any] = {
     ConnectionOpened: EdgeConnection._on_opened,
+    SaslDone: EdgeConnection._on_sasl,
     ConnectionFailed: EdgeConnection._on_failed,
     ConnectionClosed: EdgeConnection._on_closed,
     LinkAttached: EdgeConnection._on_attach,

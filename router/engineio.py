@@ -8,12 +8,24 @@ separate classes over the engine; only this plumbing is common.
 from __future__ import annotations
 
 import asyncio
+import sys
+import traceback
 from typing import TYPE_CHECKING, Any
 
 from .amqp.connection import Connection
 
 if TYPE_CHECKING:
     from .server import Router
+
+
+def describe_exception() -> str:
+    """The exception being handled, in one line: type, message and where it was raised."""
+    exc = sys.exc_info()[1]
+    if exc is None:
+        return "no exception"
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 class EngineProtocol(asyncio.Protocol):
@@ -24,7 +36,42 @@ class EngineProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.paused = False
         self._timer: asyncio.TimerHandle | None = None
+        self._handshake: asyncio.TimerHandle | None = None
         self._gone = False
+        self.remote = "?"  # host:port of the other end
+        self.host = "?"
+
+    def _note_peer(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.host = str(peer[0])
+            self.remote = f"{peer[0]}:{peer[1]}"
+
+    def _start_handshake_timer(self) -> None:
+        """A peer has this long from accept to its open (SASL included), or is closed."""
+        timeout = self.router.settings.handshake_timeout
+        if timeout > 0:
+            self._handshake = asyncio.get_running_loop().call_later(timeout, self._handshake_expired)
+
+    def _handshake_done(self) -> None:
+        if self._handshake is not None:
+            self._handshake.cancel()
+            self._handshake = None
+
+    def _handshake_expired(self) -> None:
+        self._handshake = None
+        if self._gone or self.engine.remote_open is not None or self.transport is None:
+            return
+        self.router.guard_log.warning(
+            ("handshake", self.host), asyncio.get_running_loop().time(),
+            "router %s: closed connection from %s: no AMQP open within %gs of connecting (handshake timeout)",
+            self.router.id, self.remote, self.router.settings.handshake_timeout)
+        self.on_handshake_timeout()
+        self._gone = True
+        self.transport.abort()
+
+    def on_handshake_timeout(self) -> None:
+        """The handshake timer closed the connection."""
 
     def dirty(self) -> None:
         """Something was queued on the engine: write it at the end of this batch."""
@@ -60,6 +107,7 @@ class EngineProtocol(asyncio.Protocol):
 
     def _stop_timer(self) -> None:
         self._gone = True
+        self._handshake_done()
         if self._timer is not None:
             self._timer.cancel()
 

@@ -20,7 +20,7 @@ from records.table import Record
 from .amqp.codec import decode, dumps
 from .amqp.connection import Connection, Mode
 from .amqp.endpoints import Delivery, Link
-from .amqp.errors import AMQPError, DecodeError
+from .amqp.errors import AMQPError, Condition, DecodeError
 from .amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
@@ -33,11 +33,11 @@ from .amqp.events import (
     SessionBegun,
     SessionEnded,
 )
-from .amqp.performatives import Role, Source, Target
+from .amqp.performatives import Error, Role, Source, Target
 from .amqp.sasl import SaslClientConfig, SaslServerConfig
 from .amqp.types import Described, symbol, ulong
 from .core import Hop, Upstream
-from .engineio import EngineProtocol
+from .engineio import EngineProtocol, describe_exception
 from .wire import ONCE_FORMAT, pack, unpack
 
 if TYPE_CHECKING:
@@ -139,6 +139,8 @@ class InterRouterConnection(EngineProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self._note_peer(transport)
+        self._start_handshake_timer()
         if self.engine.mode is Mode.CLIENT:
             self.engine.open()
         self.dirty()
@@ -151,7 +153,12 @@ class InterRouterConnection(EngineProtocol):
                 self._handle(ev)
         except AMQPError as e:
             log.warning("router %s: inter-router link to %s: %s", self.router.id, self.peer, e)
-            self.engine.close()
+            self.engine.close(Error(condition=_value(e.condition), description=e.description))
+        except Exception:  # a bug of ours: lose this link (it reconnects), never the router
+            log.error("router %s: internal error on the inter-router link to %s: %s (closed it)", self.router.id,
+                      self.peer, describe_exception())
+            log.debug("internal error", exc_info=True)
+            self.engine.close(Error(condition=Condition.INTERNAL_ERROR.value, description="internal error"))
         self.router.core.after_batch()
         self.dirty()
         self.router.flush()
@@ -206,6 +213,7 @@ class InterRouterConnection(EngineProtocol):
             elif ev.link is self.data_out and self.hop is not None:
                 self.router.core.pump_hop(self.hop)
         elif t is ConnectionOpened:
+            self._handshake_done()
             self._rearm()  # heartbeats and the dead-link timeout start with the open exchange
             if engine.mode is Mode.CLIENT:
                 engine.begin()  # the dialler opens the one session; both sides attach their senders on it
@@ -270,6 +278,10 @@ class InterRouterConnection(EngineProtocol):
         topic, dests, presettled, fmt, message, keys, root, born = unpack(d.payload)
         d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
                                                presettled or d.settled, fmt, keys, born, root)
+
+
+def _value(condition: Condition | str) -> str:
+    return condition.value if isinstance(condition, Condition) else condition
 
 
 def _amqp_map(value: Any) -> Any:

@@ -166,6 +166,11 @@ class Network:
                 self.timers[seq] = asyncio.get_running_loop().call_later(HANDOVER_WAIT, self._fence_expired, seq)
         self._apply(result)
 
+    def key_owners(self, key: tuple[str, str]) -> set[str]:
+        """The owners the network knows for subscriber ``key`` (wherever it is attached)."""
+        table = self.plane.table
+        return {s.owner for origin in table.by_key.get(key, ()) for s in table.subscriptions(origin) if s.key == key}
+
     def end(self, sub: Subscriber) -> None:
         """A subscription of ours is over (expired, or moved away): tell the network."""
         self.subscribe(Subscription(self.me, sub.topic, sub.container_id, sub.link_name), False)
@@ -180,7 +185,7 @@ class Network:
             until = core.clock() + self.router.settings.subscriber_grace
             for sub in result.adopted:
                 core.adopt_subscriber(sub.topic, sub.container_id, sub.link_name,
-                                      core.clock() + sub.timeout if sub.timeout else until)
+                                      core.clock() + sub.timeout if sub.timeout else until, sub.owner)
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self.follow_moved_subscribers()

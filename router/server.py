@@ -12,6 +12,7 @@ from .core import Core
 from .edge import EdgeConnection
 from .interrouter import InterRouterConnection, dial
 from .journal import router_journal
+from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .network import Network
 
 log = logging.getLogger("once.router")
@@ -47,6 +48,11 @@ class Router:
             allow_bare=auth.allow_anonymous,
         )
         self.core = Core(router_id, self.settings)
+        fd_limit = raise_fd_limit()
+        max_total = self.settings.max_connections or default_max_connections(fd_limit)
+        self.limits = ConnectionLimits(max_total, self.settings.max_connections_per_host or max(1, max_total // 2))
+        self.auth_failures = AuthFailures()
+        self.guard_log = RateLimitedLog(logging.getLogger("once.guard"))
         self.journal_dir = journal_dir
         self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
         self.network = Network(self)
@@ -98,9 +104,11 @@ class Router:
         """Collect forwarded records orphaned by a vanished upstream, and subscribers
         suspended past their grace (nothing waits for them any more)."""
         while not self.stopping:
-            await asyncio.sleep(min(1.0, self.settings.subscriber_grace / 4 or 1.0))
+            s = self.settings
+            await asyncio.sleep(min(1.0, s.subscriber_grace / 4 or 1.0, s.credit_idle / 2 or 1.0))
             now = self.core.clock()
             changed = self.core.expire(now, self.settings.subscriber_grace)
+            changed += self.core.reclaim_idle(now)
             for sub in self.core.expire_suspended(now):
                 changed += 1
                 self.network.end(sub)

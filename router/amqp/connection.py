@@ -57,7 +57,14 @@ from .performatives import (
     Target,
     Transfer,
 )
-from .sasl import SaslClientConfig, SaslServerConfig, client_init, server_mechanisms, server_outcome
+from .sasl import (
+    SaslClientConfig,
+    SaslServerConfig,
+    client_init,
+    requested_identity,
+    server_mechanisms,
+    server_outcome,
+)
 from .transfer import encode_disposition, encode_transfer, transfer_overhead
 
 
@@ -145,7 +152,8 @@ class Connection:
         except ProtocolError as e:
             self._fail(e)
         except Exception as e:  # a bug of ours must still close only this connection
-            self._fail(ProtocolError(Condition.INTERNAL_ERROR, f"{type(e).__name__}: {e}"))
+            # The peer learns only that it was ours; the detail is for our own log line.
+            self._fail(ProtocolError(Condition.INTERNAL_ERROR, "internal error"), detail=f"{type(e).__name__}: {e}")
         return events
 
     def data_to_send(self) -> bytes:
@@ -293,6 +301,8 @@ class Connection:
         """Receiver: grant ``credit`` (the new absolute credit, not an increment)."""
         if link.is_sender:
             raise LocalProtocolError("flow(credit) is for receiving links; senders use drained()/available()")
+        if credit < link.credit:
+            link.revoked += link.credit - credit
         link.credit = credit
         link.drain = drain
         self._send_flow(link.session, link, echo=echo)
@@ -470,8 +480,8 @@ class Connection:
             role, first, last, settled, state = r, i, i, s, st
         out += encode_disposition(channel, role is Role.RECEIVER, first, last, settled, state)
 
-    def _fail(self, error: AMQPError) -> None:
-        """Close the connection because of ``error``; report it once."""
+    def _fail(self, error: AMQPError, detail: str | None = None) -> None:
+        """Close the connection because of ``error``; report it once (with ``detail`` if given)."""
         if self.failed is not None or self.state is State.CLOSED:
             return
         self.failed = error
@@ -481,7 +491,7 @@ class Connection:
             self._out += build_frame(0, Close(error=_error(error.condition, error.description)))
         self.state = State.CLOSED
         cond = error.condition.value if isinstance(error.condition, Condition) else error.condition
-        self._events.append(ConnectionFailed(condition=cond, description=error.description))
+        self._events.append(ConnectionFailed(condition=cond, description=detail or error.description))
 
     # ---------------------------------------------------------- receiving
 
@@ -561,7 +571,8 @@ class Connection:
                 raise FramingError(f"unexpected SASL frame {type(body).__name__}", Condition.NOT_ALLOWED)
             outcome, user = server_outcome(self.sasl_server, body)
             self._write_sasl(outcome)
-            self._events.append(SaslDone(ok=user is not None, mechanism=body.mechanism, user=user))
+            self._events.append(SaslDone(ok=user is not None, mechanism=body.mechanism, user=user,
+                                         requested=None if user is not None else requested_identity(body)))
             if user is None:
                 self.state = State.CLOSED
                 self.failed = ProtocolError(Condition.UNAUTHORIZED_ACCESS, f"SASL {body.mechanism} authentication failed")
@@ -810,8 +821,11 @@ class Connection:
                 self._events.append(DeliveryAborted(link=link, tag=t.delivery_tag))
                 return
             if link.credit <= 0 and not t.resume:
-                self._detach_with_error(link, Condition.TRANSFER_LIMIT_EXCEEDED, "transfer without link credit")
-                return
+                if link.revoked <= 0:
+                    self._detach_with_error(link, Condition.TRANSFER_LIMIT_EXCEEDED, "transfer without link credit")
+                    return
+                link.revoked -= 1  # sent before our flow took the credit back: legal
+                link.credit += 1
             if not t.resume:
                 link.credit -= 1
                 link.delivery_count = (link.delivery_count + 1) & MAX_UINT

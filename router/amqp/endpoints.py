@@ -49,7 +49,7 @@ class Link:
     __slots__ = ("session", "name", "handle", "remote_handle", "role", "state", "source", "target",
                  "snd_settle_mode", "rcv_settle_mode", "remote_attach", "delivery_count", "credit", "available",
                  "drain", "max_message_size", "partial", "partial_size", "unsettled", "context", "detach_error",
-                 "remote_max_message_size")
+                 "remote_max_message_size", "revoked")
 
     def __init__(self, session: Session, name: str, handle: int, role: Role) -> None:
         self.session = session
@@ -74,6 +74,9 @@ class Link:
         self.unsettled: dict[bytes, Delivery] = {}  # by tag
         self.context: Any = None
         self.detach_error: Any = None
+        # Receiver: credit taken back by a flow with less link-credit. Transfers the peer
+        # sent before that flow reached it are still legal; they draw on this.
+        self.revoked = 0
 
     @property
     def is_sender(self) -> bool:

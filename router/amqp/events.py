@@ -23,6 +23,8 @@ class SaslDone:
     ok: bool
     mechanism: str
     user: str | None
+    # the user a refused PLAIN response claimed to be (for the log line; never the password)
+    requested: str | None = None
 
 
 @dataclass(**_EV)

@@ -89,13 +89,18 @@ class FrameReader:
                     yield Frame(_FRAME_TYPES[ftype], channel, None)
                     continue
                 body = bytes(buf[start:end])
-                yield _decode_body(_FRAME_TYPES[ftype], channel, body)
+                try:
+                    frame = _decode_body(_FRAME_TYPES[ftype], channel, body)
+                except (IndexError, ValueError, TypeError, KeyError, struct.error) as e:
+                    # Whatever the peer's bytes make a decoder trip over is the peer's decode error.
+                    raise DecodeError(f"malformed frame body ({type(e).__name__})") from None
+                yield frame
         finally:
             del buf[:pos]
 
 
 def _decode_body(ftype: FrameType, channel: int, body: bytes) -> Frame:
-    if ftype is FrameType.AMQP and body[:2] == b"\x00\x53":
+    if ftype is FrameType.AMQP and len(body) > 3 and body[:2] == b"\x00\x53":
         if body[2] == 0x14:
             fast = _fast_transfer(body)
             if fast is not None:
@@ -250,6 +255,8 @@ def _fast_disposition(body: bytes) -> Disposition | None:
     settled = False
     state = None
     if count >= 4:
+        if p >= end:
+            return None
         c = body[p]
         if c == 0x41:
             settled = True
@@ -257,6 +264,8 @@ def _fast_disposition(body: bytes) -> Disposition | None:
             return None
         p += 1
     if count >= 5:
+        if p >= end:
+            return None
         if body[p:p + 4] == _ACCEPTED_STATE:
             state = ACCEPTED
             p += 4
@@ -266,7 +275,7 @@ def _fast_disposition(body: bytes) -> Disposition | None:
             return None
     batchable = False
     if count == 6:
-        if body[p] not in (0x40, 0x41, 0x42):
+        if p >= end or body[p] not in (0x40, 0x41, 0x42):
             return None
         batchable = body[p] == 0x41
         p += 1

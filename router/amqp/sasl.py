@@ -6,6 +6,7 @@ callable the application gives, so the users file stays out of the engine.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,15 +36,21 @@ class SaslClientConfig:
         return b"anonymous"
 
 
-def parse_plain(response: bytes) -> tuple[str, str] | None:
-    """PLAIN's ``authzid NUL authcid NUL passwd``; None when malformed."""
+def parse_plain(response: bytes) -> tuple[str, str, str] | None:
+    """PLAIN's ``authzid NUL authcid NUL passwd`` (RFC 4616) as three strings; None when malformed."""
     parts = response.split(b"\x00")
     if len(parts) != 3:
         return None
     try:
-        return parts[1].decode(), parts[2].decode()
+        return parts[0].decode(), parts[1].decode(), parts[2].decode()
     except UnicodeDecodeError:
         return None
+
+
+def plain_identity(response: bytes) -> str | None:
+    """The user a PLAIN response claims to be (for log lines: never a password)."""
+    creds = parse_plain(response)
+    return creds[1] if creds is not None else None
 
 
 def users_authenticator(users: dict[str, str], allow_anonymous: bool) -> Authenticator:
@@ -52,8 +59,15 @@ def users_authenticator(users: dict[str, str], allow_anonymous: bool) -> Authent
             return "anonymous" if allow_anonymous else None
         if mechanism == "PLAIN":
             creds = parse_plain(response)
-            if creds is not None and creds[0] in users and users[creds[0]] == creds[1]:
-                return creds[0]
+            if creds is None:
+                return None
+            authzid, user, password = creds
+            # Acting as another user is not a right anyone has here: an authorization
+            # id is accepted only when it names the authenticated user itself.
+            if authzid and authzid != user:
+                return None
+            if user in users and secrets.compare_digest(users[user].encode(), password.encode()):
+                return user
         return None
 
     return authenticate
@@ -61,6 +75,10 @@ def users_authenticator(users: dict[str, str], allow_anonymous: bool) -> Authent
 
 def server_mechanisms(config: SaslServerConfig) -> SaslMechanisms:
     return SaslMechanisms(sasl_server_mechanisms=config.mechanisms)
+
+
+def requested_identity(init: SaslInit) -> str | None:
+    return plain_identity(init.initial_response or b"") if init.mechanism == "PLAIN" else None
 
 
 def server_outcome(config: SaslServerConfig, init: SaslInit) -> tuple[SaslOutcome, str | None]:

@@ -285,9 +285,18 @@ def test_sasl_plain_and_wrong_password():
                Connection(Mode.SERVER, "s", sasl_server=cfg))
     bad.client.open()
     ce, se = bad.pump()
-    assert SaslDone(ok=False, mechanism="PLAIN", user=None) in se
+    assert SaslDone(ok=False, mechanism="PLAIN", user=None, requested="alice") in se
     assert any(isinstance(e, ConnectionFailed) for e in ce)
     assert bad.server.closed and bad.server.remote_open is None
+
+
+def test_sasl_plain_authorization_id_must_be_the_user_itself():
+    auth = users_authenticator({"alice": "pw", "bob": "bobpw"}, allow_anonymous=False)
+    assert auth("PLAIN", b"\x00alice\x00pw") == "alice"
+    assert auth("PLAIN", b"alice\x00alice\x00pw") == "alice"
+    assert auth("PLAIN", b"bob\x00alice\x00pw") is None  # alice may not act as bob
+    assert auth("PLAIN", b"\x00alice\x00bobpw") is None
+    assert auth("PLAIN", b"alice\x00pw") is None
 
 
 def test_disposition_for_unknown_delivery_is_ignored():
@@ -306,3 +315,22 @@ def test_flow_with_bad_handle_ends_session():
                                                                  outgoing_window=10, handle=42, delivery_count=0, link_credit=1)))
     _, se = p.pump()
     assert se[0].error.condition == "amqp:session:unattached-handle"
+
+
+def test_credit_taken_back_still_admits_transfers_that_crossed_the_flow():
+    p, clink, slink = _sent_pair(credit=3)
+    # The client sends three before it sees our flow that takes the credit back.
+    for tag in (b"a", b"b", b"c"):
+        p.client.send(clink, tag, b"x")
+    p.server.flow(slink, 0)
+    se = p.server.receive_data(p.client.data_to_send())
+    assert [e.delivery.tag for e in se if isinstance(e, DeliveryReceived)] == [b"a", b"b", b"c"]
+    assert not any(isinstance(e, LinkDetached) for e in se)
+    p.pump()
+    assert clink.credit == 0 and slink.credit == 0
+    # Beyond what was ever granted, a transfer is still a violation.
+    clink.credit = 1
+    p.client.send(clink, b"d", b"x")
+    _, se = p.pump()
+    [detached] = [e for e in se if isinstance(e, LinkDetached)]
+    assert detached.error.condition == "amqp:link:transfer-limit-exceeded"

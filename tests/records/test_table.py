@@ -44,6 +44,16 @@ def test_table_refuses_duplicate_gid_and_frees():
     assert len(t) == 0 and t.get(r.gid) is None
 
 
+def test_table_counts_the_bytes_its_messages_hold():
+    t = RecordTable()
+    a = t.add(_record(b"a" * 16))
+    t.add(Record(b"b" * 16, "t", b"x" * 1000, ("c", "l", 1), b"tag2", 0, False))
+    assert t.bytes == 1004
+    t.free(a)
+    t.free(a)  # freeing twice counts once
+    assert t.bytes == 1000
+
+
 def test_gid_depends_on_every_part_and_prefix_form_agrees():
     base = compute_gid("c", "l", 1, b"t", 0)
     assert len(base) == 16

@@ -109,11 +109,14 @@ def test_window_bounds_credit():
     s, p = Sub(credit=0), Pub()
     core.add_subscriber(s, "t", "c", "l", False)
     pub = core.add_publisher(p, "t", "cp", "lp", False)
-    assert p.credit_grants == [10]
-    for i in range(10):
+    assert p.credit_grants == [1]  # one message first: its size is not known yet
+    core.publish(pub, b"0", b"m", False, 0)
+    core.replenish()
+    assert p.credit_grants == [1, 9]  # the window's room: 10 in flight at most
+    for i in range(1, 10):
         core.publish(pub, b"%d" % i, b"m", False, i)
     core.after_batch()
-    assert p.credit_grants == [10] and len(core.records) == 10
+    assert p.credit_grants == [1, 9] and len(core.records) == 10
 
 
 def test_tag_reuse_while_unsettled_is_refused_and_after_settlement_gets_a_new_gid():
@@ -571,4 +574,4 @@ def test_publishers_get_no_credit_before_the_network_told_us_its_subscribers():
     assert p.credit_grants == []
     core.unsynced = False  # the first neighbour's sync came in
     core.replenish()
-    assert p.credit_grants == [10]
+    assert p.credit_grants == [1]

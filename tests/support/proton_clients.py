@@ -115,6 +115,9 @@ class ProtonPublisher:
                 conn.close()
                 return
             msg, out = job
+            if isinstance(msg, bytes):
+                out.put(_send_raw(conn, snd, msg))
+                continue
             try:
                 d = snd.send(msg, timeout=60)
                 out.put(d.remote_state)
@@ -128,9 +131,32 @@ class ProtonPublisher:
         self._jobs.put((Message(body=body, **props), out))
         return out
 
+    def send_raw(self, payload: bytes) -> queue.Queue[Any]:
+        """Send ``payload`` as the message bytes; the queue gets (outcome, condition, description)."""
+        out: queue.Queue[Any] = queue.Queue()
+        self._jobs.put((payload, out))  # type: ignore[arg-type]
+        return out
+
     def send_wait(self, body: Any, timeout: float = 30.0, **props: Any) -> Any:
         return self.send(body, **props).get(timeout=timeout)
 
     def close(self) -> None:
         self._jobs.put(None)
         self._thread.join(10)
+
+
+def _send_raw(conn: BlockingConnection, snd: Any, payload: bytes) -> tuple[Any, str | None, str | None]:
+    link = snd.link
+    _send_raw.tags += 1  # type: ignore[attr-defined]
+    dlv = link.delivery(f"raw-{_send_raw.tags}")  # type: ignore[attr-defined]
+    link.send(payload)
+    link.advance()
+    conn.wait(lambda: dlv.remote_state or dlv.remote.condition is not None or link.state & link.REMOTE_CLOSED,
+              msg="raw send", timeout=60)
+    cond = dlv.remote.condition or link.remote_condition
+    result = (dlv.remote_state, cond.name if cond else None, cond.description if cond else None)
+    dlv.settle()
+    return result
+
+
+_send_raw.tags = 0  # type: ignore[attr-defined]

@@ -10,8 +10,10 @@ from router.amqp.performatives import Begin, Open
 
 
 class RawPeer:
-    def __init__(self, host: str, port: int, timeout: float = 5.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host: str, port: int, timeout: float = 5.0, source: str | None = None) -> None:
+        """``source``: the local address to connect from (127.0.0.x poses as another host)."""
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self.reader = FrameReader(1 << 30)
         self.header: bytes | None = None
 
@@ -51,12 +53,18 @@ class RawPeer:
                 return frames
             self.reader.feed(chunk)
 
-    def at_eof(self) -> bool:
-        self.sock.settimeout(5)
+    def at_eof(self, timeout: float = 5.0) -> bool:
+        """True once the router has closed the connection (False if it is still open after ``timeout``)."""
+        self.sock.settimeout(timeout)
         try:
-            return self.sock.recv(1) == b""
+            while True:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    return True
         except ConnectionResetError:
             return True
+        except TimeoutError:
+            return False
 
     def open_amqp(self) -> None:
         """Bare AMQP header, open and begin, as a client without SASL."""
