@@ -112,11 +112,12 @@ class Record:
 class RecordTable:
     """All live records of one router, by gid, and the bytes their messages hold."""
 
-    __slots__ = ("records", "bytes")
+    __slots__ = ("records", "bytes", "peak")
 
     def __init__(self) -> None:
         self.records: dict[bytes, Record] = {}
         self.bytes = 0
+        self.peak = 0  # the most bytes held since the owner last reset it
 
     def __len__(self) -> int:
         return len(self.records)
@@ -132,6 +133,8 @@ class RecordTable:
             raise DuplicateGid(record.gid.hex())
         self.records[record.gid] = record
         self.bytes += len(record.payload)
+        if self.bytes > self.peak:
+            self.peak = self.bytes
         return record
 
     def free(self, record: Record) -> None:

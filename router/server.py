@@ -10,12 +10,14 @@ from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Topology
 from .core import Core
 from .edge import EdgeConnection
+from .heap import pin_mmap_threshold, trim
 from .interrouter import InterRouterConnection, dial
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .network import Network
 
 log = logging.getLogger("once.router")
+TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,7 @@ class Router:
     async def start(self, neighbour_timeout: float | None = None) -> Ready:
         """Bind the listeners, dial the higher-id neighbours, wait until every neighbour is up."""
         loop = asyncio.get_running_loop()
+        pin_mmap_threshold()
         if self.journal_dir is not None:
             self.core.journal = router_journal(self.journal_dir, self.id)
             self.core.journal.start()
@@ -115,6 +118,14 @@ class Router:
             if changed:
                 self.core.after_batch()
                 self.flush()
+            self._give_back_memory()
+
+    def _give_back_memory(self) -> None:
+        """After a burst of large messages has gone, return their memory (see ``heap``)."""
+        records = self.core.records
+        if records.peak - records.bytes > TRIM_AFTER:
+            trim()
+            records.peak = records.bytes
 
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""

@@ -3,9 +3,13 @@ exactly-once for anyone else, and never takes the router's window or memory."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from proton import Delivery
 from proton.utils import BlockingConnection, LinkDetached
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.proton_flood import ProtonFlood
+from support.routers import wait_for
 
 ACCEPTED = Delivery.ACCEPTED
 REJECTED = Delivery.REJECTED
@@ -70,3 +74,39 @@ def test_idle_sender_links_do_not_stop_another_publisher(router):
     assert len(idle) == 1024 and refused is not None
     assert "amqp:resource-limit-exceeded" in str(refused) and "max_links_per_session 1024" in str(refused)
     attacker.close()
+
+
+MB = 1 << 20
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_large_messages_to_a_subscriber_without_credit_stay_within_the_byte_bound(router):
+    pid = router.proc.pid
+    before = _rss_mb(pid)
+    sub_conn = BlockingConnection(router.url, timeout=30)
+    sub = sub_conn.create_receiver("big", name="stingy", credit=0)  # grants no credit
+    flood = ProtonFlood(router.url, "big", 1000, b"x" * MB)
+    # The router grants credit for what fits under link_in_flight_bytes (16 MiB) and then
+    # no more: Proton sees no credit while most of the 1,000 messages are unsent.
+    wait_for(lambda: flood.sent >= 10 and flood.credit == 0, timeout=20, what="the publisher to run out of credit")
+    assert flood.sent <= 16  # 16 MiB at (a little over) 1 MiB each
+    held = _rss_mb(pid)
+    assert held - before < 100, (before, held)
+    assert flood.accepted == 0
+    # The subscriber takes a few, then unsubscribes: the rest flows (to nobody), and the
+    # memory of the whole gigabyte comes back once it has passed.
+    sub.flow(5)
+    for _ in range(5):
+        assert len(sub.receive(timeout=30).body) == MB
+        sub.accept()
+    sub.close()
+    wait_for(lambda: flood.accepted == 1000, timeout=90, what="all 1,000 accepted")
+    flood.close()
+    sub_conn.close()
+    wait_for(lambda: _rss_mb(pid) - before < 64, timeout=20, what="memory returned after the burst")
