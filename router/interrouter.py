@@ -133,6 +133,7 @@ class InterRouterConnection(EngineProtocol):
         self.hop: Hop | None = None
         self.upstream: Upstream | None = None
         self.up = False
+        self.admitted = False  # (accepted side) counted in the router's connection limits
         self.lost = asyncio.get_event_loop().create_future()
 
     # -------------------------------------------------------------- asyncio
@@ -140,6 +141,19 @@ class InterRouterConnection(EngineProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self._note_peer(transport)
+        if self.engine.mode is Mode.SERVER:
+            # Accepted inter-router sockets count against the router's connection limits
+            # too: a flood of them must not take the descriptors clients need.
+            refusal = self.router.limits.admit(self.host)
+            if refusal is not None:
+                self.router.guard_log.warning(("refused-router", self.host, refusal.limit),
+                                              asyncio.get_running_loop().time(),
+                                              "router %s: refused inter-router connection from %s: %s", self.router.id,
+                                              self.remote, refusal.line())
+                self._gone = True
+                transport.abort()
+                return
+            self.admitted = True
         self._start_handshake_timer()
         if self.engine.mode is Mode.CLIENT:
             self.engine.open()
@@ -165,6 +179,9 @@ class InterRouterConnection(EngineProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timer()
+        if self.admitted:
+            self.admitted = False
+            self.router.limits.release(self.host)
         self.router.inter_connections.discard(self)
         self._down()
         if not self.lost.done():

@@ -53,6 +53,9 @@ class Scenario:
     topology: str
     publisher: str  # router the publisher attaches to
     subscribers: tuple[str, ...]  # router of each subscriber
+    # another client's sender links that attach and never send (on one connection, in
+    # sessions of 1000): what they cost the publisher that does send
+    idle_links: int = 0
 
 
 SCENARIOS = {
@@ -60,7 +63,9 @@ SCENARIOS = {
     "single-1to4": Scenario("single.yaml", "A", ("A",) * 4),
     "line3-1to1": Scenario("line3.yaml", "A", ("C",)),
     "mesh3-fanout": Scenario("mesh3.yaml", "A", ("A",) * 3 + ("B",) * 3 + ("C",) * 3),
+    "single-idle2000": Scenario("single.yaml", "A", ("A",), idle_links=2000),
 }
+DEFAULT_SCENARIOS = ("single-1to1", "single-1to4", "line3-1to1", "mesh3-fanout")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -137,6 +142,36 @@ class Subscriber:
             engine.flow(link, self.credit)
 
 
+class Idler:
+    """Attaches ``n`` sender links on one connection and never sends on them."""
+
+    PER_SESSION = 1000
+
+    def __init__(self, topic: str, n: int) -> None:
+        self.topic = topic
+        self.n = n
+        self.asked = 0
+        self.answered = 0
+        self.attached = asyncio.get_running_loop().create_future()
+
+    def __call__(self, proto: ClientProtocol, events: list[Any]) -> None:
+        engine = proto.engine
+        for ev in events:
+            t = type(ev)
+            if t is SessionBegun:
+                for _ in range(min(self.PER_SESSION, self.n - self.asked)):
+                    engine.attach(ev.session, f"idle-{self.asked}", Role.SENDER, target=Target(address=self.topic))
+                    self.asked += 1
+                if self.asked < self.n:
+                    engine.begin()
+            elif t is LinkAttached:
+                self.answered += 1
+        if self.asked == 0 and engine.remote_open is not None and not engine.sessions:
+            engine.begin()
+        if self.answered >= self.n and not self.attached.done():
+            self.attached.set_result(None)
+
+
 class Sink:
     """Server side for --no-router: accepts every publisher link, accepts every message."""
 
@@ -200,6 +235,10 @@ def _start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any
 async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: int,
                         addrs: dict[str, tuple[str, int]]) -> Result:
     topic = f"bench-{name}"
+    if scenario.idle_links:
+        idler = Idler(f"{topic}-idle", scenario.idle_links)
+        idle_conn = await connect(*addrs[scenario.publisher], "bench-idler", idler)
+        await asyncio.wait_for(idler.attached, 60)
     subs = [Subscriber(topic, f"bench-sub-{i}", credit) for i in range(len(scenario.subscribers))]
     conns = [await connect(*addrs[r], f"bench-sub-{i}", s) for i, (r, s) in enumerate(zip(scenario.subscribers, subs))]
     await asyncio.wait_for(asyncio.gather(*(s.attached for s in subs)), 10)
@@ -210,6 +249,8 @@ async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: in
     short = [s.name for s in subs if s.received != messages]
     if short:
         raise RuntimeError(f"{name}: subscribers {short} received fewer than {messages} messages")
+    if scenario.idle_links:
+        conns.append(idle_conn)
     for c in conns:
         c.engine.close()
         c.flush()
@@ -241,7 +282,7 @@ def machine() -> str:
 
 def bench(names: list[str], json_path: str | None, messages: int, credit: int, no_router: bool,
           journal: bool = False) -> int:
-    names = names or list(SCENARIOS)
+    names = names or list(DEFAULT_SCENARIOS)
     for n in names:
         if n not in SCENARIOS:
             print(f"unknown scenario {n!r} (have {', '.join(SCENARIOS)})", file=sys.stderr)

@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--master", default=None, help="Spark master URL, e.g. spark://host:7077 (default local[*])")
 
     b = sub.add_parser("bench", help="measure throughput and latency")
-    b.add_argument("scenarios", nargs="*", help="scenarios to run (default: all)")
+    b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-idle2000)")
     b.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     b.add_argument("--messages", type=int, default=200_000, help="messages per scenario")
     b.add_argument("--credit", type=int, default=1000)
