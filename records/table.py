@@ -112,12 +112,12 @@ class Record:
 class RecordTable:
     """All live records of one router, by gid, and the bytes their messages hold."""
 
-    __slots__ = ("records", "bytes", "peak")
+    __slots__ = ("records", "bytes", "freed")
 
     def __init__(self) -> None:
         self.records: dict[bytes, Record] = {}
         self.bytes = 0
-        self.peak = 0  # the most bytes held since the owner last reset it
+        self.freed = 0  # bytes freed since the owner last reset it
 
     def __len__(self) -> int:
         return len(self.records)
@@ -133,13 +133,12 @@ class RecordTable:
             raise DuplicateGid(record.gid.hex())
         self.records[record.gid] = record
         self.bytes += len(record.payload)
-        if self.bytes > self.peak:
-            self.peak = self.bytes
         return record
 
     def free(self, record: Record) -> None:
         if self.records.pop(record.gid, None) is not None:
             self.bytes -= len(record.payload)
+            self.freed += len(record.payload)
 
     def finished(self, record: Record) -> bool:
         """A record can be freed once its outcome is known and settlement went everywhere."""

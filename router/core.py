@@ -90,7 +90,7 @@ class Publisher:
         self.attached = True
         self.in_flight = 0  # its records still held
         self.suspended_until: float | None = None
-        self.group: object = None  # its connection: the credit one connection holds is capped
+        self.group: object = self  # its connection (or itself): the credit one connection holds is capped
         # Credit follows use: ``window`` (what it may hold: credit plus in flight) starts
         # small, doubles each time it has sent half of it, and falls back to 1 when the
         # link sits on credit without sending (``reclaim_idle``).
@@ -287,7 +287,8 @@ class Core:
         if incarnation is None:
             incarnation = secrets.randbits(63) or 1
         pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second)
-        pub.group = group
+        if group is not None:
+            pub.group = group
         pub.window = max(1, min(self.settings.initial_credit, self.settings.link_credit))
         pub.quiet_since = self.clock()
         old = self.suspended_publishers.get(pub.key)
@@ -1326,6 +1327,7 @@ class Core:
         if record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled:
             if record.gid in self.records:
                 self.records.free(record)
+                record.publisher_handle = None  # (it points back at the record: no cycle left behind)
                 if record.local:
                     self.local_count -= 1
                     record.publisher.in_flight -= 1

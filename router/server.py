@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from dataclasses import dataclass
 
@@ -123,9 +124,12 @@ class Router:
     def _give_back_memory(self) -> None:
         """After a burst of large messages has gone, return their memory (see ``heap``)."""
         records = self.core.records
-        if records.peak - records.bytes > TRIM_AFTER:
+        if records.freed > TRIM_AFTER:
+            # Records and their deliveries point at each other: a burst that lived long
+            # enough to reach the oldest generation is freed only by a full collection.
+            gc.collect()
             trim()
-            records.peak = records.bytes
+            records.freed = 0
 
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""
