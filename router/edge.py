@@ -32,7 +32,8 @@ from .amqp.events import (
 )
 from .amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
 from .amqp.types import symbol, ulong
-from .core import Publisher, Subscriber, TagInUse
+from .core import Outcome, Publisher, Subscriber, TagInUse
+from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
 from .engineio import EngineProtocol, describe_exception
 from .message import check, mark_redelivered
 
@@ -55,8 +56,8 @@ class PublisherLink:
             self.conn.engine.flow(self.link, credit)
             self.conn.dirty()
 
-    def outcome(self, handle: Delivery, outcome: Any, settle: bool) -> None:
-        self.conn.engine.disposition(handle, outcome, settled=settle)
+    def outcome(self, handle: Delivery, outcome: Outcome, settle: bool) -> None:
+        self.conn.engine.disposition(handle, to_amqp(outcome), settled=settle)
         self.conn.dirty()
 
 
@@ -259,7 +260,7 @@ class EdgeConnection(EngineProtocol):
             ours = None
             if their_map is not None:  # resuming: what it accepted is never sent again
                 grace = self.router.settings.publisher_grace
-                ours = self.core.resume_subscriber(sub, their_map, self.core.clock() + grace)
+                ours = states_out(self.core.resume_subscriber(sub, outcomes_in(their_map), self.core.clock() + grace))
 
             def complete() -> None:
                 # Every reachable router has the subscription now: only now does the attach complete.
@@ -282,7 +283,7 @@ class EdgeConnection(EngineProtocol):
             pub = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second,
                                           incarnation if resuming else None, grant=False, group=self)
             link.context = pub
-            ours = self.core.publisher_resume_map(pub, attach.unsettled or {}) if resuming else None
+            ours = states_out(self.core.publisher_resume_map(pub, attach.unsettled or {})) if resuming else None
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                           snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
                           max_message_size=self.router.settings.max_message_size, unsettled=ours,
@@ -396,7 +397,7 @@ class EdgeConnection(EngineProtocol):
             return
         ctx = d.link.context
         if isinstance(ctx, Subscriber):
-            self.core.subscriber_update(ctx, record, d, event.state, event.settled)
+            self.core.subscriber_update(ctx, record, d, to_outcome(event.state), event.settled)
         elif isinstance(ctx, Publisher) and event.settled:
             self.core.publisher_settled(ctx, record)
 

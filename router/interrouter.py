@@ -36,7 +36,8 @@ from .amqp.events import (
 from .amqp.performatives import Error, Role, Source, Target
 from .amqp.sasl import SaslClientConfig, SaslServerConfig
 from .amqp.types import Described, symbol, ulong
-from .core import Hop, Upstream
+from .core import Hop, Outcome, Upstream
+from .dispositions import to_amqp, to_outcome
 from .engineio import EngineProtocol, describe_exception
 from .wire import ONCE_FORMAT, pack, unpack
 
@@ -109,8 +110,8 @@ class UpstreamLink:
             self.conn.engine.flow(link, credit)
             self.conn.dirty()
 
-    def outcome(self, handle: Delivery, outcome: Any, settle: bool) -> None:
-        self.conn.engine.disposition(handle, outcome, settled=settle)
+    def outcome(self, handle: Delivery, outcome: Outcome, settle: bool) -> None:
+        self.conn.engine.disposition(handle, to_amqp(outcome), settled=settle)
         self.conn.dirty()
 
 
@@ -221,7 +222,7 @@ class InterRouterConnection(EngineProtocol):
             if record is None:
                 return
             if ev.delivery.link is self.data_out and self.hop is not None:
-                self.router.core.hop_update(self.hop, record, ev.delivery, ev.state, ev.settled)
+                self.router.core.hop_update(self.hop, record, ev.delivery, to_outcome(ev.state), ev.settled)
             elif ev.delivery.link is self.data_in and ev.settled and self.upstream is not None:
                 self.router.core.upstream_settled(self.upstream, record)
         elif t is LinkFlow:

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from router.amqp.performatives import Accepted, Modified, Rejected, Released
 from router.config import Settings
-from router.core import Core, TagInUse
+from router.core import ACCEPTED, RELEASED, Core, Outcome, OutcomeKind, TagInUse
 
 
 class Pub:
@@ -59,10 +58,10 @@ def test_outcome_waits_for_all_subscribers_then_settles_everyone():
     pub = core.add_publisher(p, "t", "cp", "lp", settle_second=False)
     rec = core.publish(pub, b"0", b"m", False, "pub-handle")
     assert len(s1.sent) == len(s2.sent) == 1 and p.outcomes == []
-    core.subscriber_update(a, rec, s1.sent[0], Accepted(), settled=False)
+    core.subscriber_update(a, rec, s1.sent[0], ACCEPTED, settled=False)
     assert p.outcomes == []
-    core.subscriber_update(b, rec, s2.sent[0], Accepted(), settled=True)
-    assert p.outcomes == [("pub-handle", Accepted(), True)]
+    core.subscriber_update(b, rec, s2.sent[0], ACCEPTED, settled=True)
+    assert p.outcomes == [("pub-handle", ACCEPTED, True)]
     assert s1.settled == [("handle", 1)] and s2.settled == []  # only the one still unsettled
     assert len(core.records) == 0
 
@@ -74,10 +73,10 @@ def test_rejection_is_reported_after_all_are_terminal():
     b, _ = core.add_subscriber(s2, "t", "c2", "l", False)
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
-    core.subscriber_update(a, rec, None, Rejected(), True)
+    core.subscriber_update(a, rec, None, Outcome(OutcomeKind.REJECTED), True)
     assert p.outcomes == []
-    core.subscriber_update(b, rec, None, Accepted(), True)
-    assert isinstance(p.outcomes[0][1], Rejected)
+    core.subscriber_update(b, rec, None, ACCEPTED, True)
+    assert p.outcomes[0][1].kind is OutcomeKind.REJECTED
 
 
 def test_release_redelivers_up_to_the_limit_then_rejects():
@@ -86,12 +85,12 @@ def test_release_redelivers_up_to_the_limit_then_rejects():
     sub, _ = core.add_subscriber(s, "t", "c", "l", False)
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
-    core.subscriber_update(sub, rec, "h1", Released(), True)
-    core.subscriber_update(sub, rec, "h2", Modified(delivery_failed=True), True)
+    core.subscriber_update(sub, rec, "h1", RELEASED, True)
+    core.subscriber_update(sub, rec, "h2", Outcome(OutcomeKind.MODIFIED, delivery_failed=True), True)
     assert [r for _, _, r in s.sent] == [0, 1, 2]
-    core.subscriber_update(sub, rec, "h3", Released(), True)
+    core.subscriber_update(sub, rec, "h3", RELEASED, True)
     assert len(s.sent) == 3
-    assert p.outcomes[0][1].error.condition == "once:redelivery-limit"
+    assert p.outcomes[0][1].condition == "once:redelivery-limit"
 
 
 def test_undeliverable_here_counts_as_rejection():
@@ -100,8 +99,8 @@ def test_undeliverable_here_counts_as_rejection():
     sub, _ = core.add_subscriber(s, "t", "c", "l", False)
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
-    core.subscriber_update(sub, rec, "h1", Modified(undeliverable_here=True), True)
-    assert p.outcomes[0][1].error.condition == "once:undeliverable-here"
+    core.subscriber_update(sub, rec, "h1", Outcome(OutcomeKind.MODIFIED, undeliverable_here=True), True)
+    assert p.outcomes[0][1].condition == "once:undeliverable-here"
 
 
 def test_window_bounds_credit():
@@ -130,7 +129,7 @@ def test_tag_reuse_while_unsettled_is_refused_and_after_settlement_gets_a_new_gi
         raise AssertionError("reuse of an unsettled tag was accepted")
     except TagInUse:
         pass
-    core.subscriber_update(sub, first, None, Accepted(), True)
+    core.subscriber_update(sub, first, None, ACCEPTED, True)
     second = core.publish(pub, b"same", b"m2", False, "h2")
     assert second.gid != first.gid and second.generation == 1
 
@@ -217,8 +216,8 @@ def test_root_waits_for_downstream_hops_and_settles_them():
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
     assert hb.sent == [(rec, frozenset({"B", "C"}))] and p.outcomes == []
-    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
-    assert p.outcomes == [("h", Accepted(), True)] and hb.settled == [("hop", 1)]
+    core.hop_update(core.hops["B"], rec, ("hop", 1), ACCEPTED, False)
+    assert p.outcomes == [("h", ACCEPTED, True)] and hb.settled == [("hop", 1)]
     assert len(core.records) == 0
 
 
@@ -252,12 +251,12 @@ def test_reforward_through_a_hop_that_already_answered_waits_again():
     p = Pub()
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
-    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)  # B answered for itself
+    core.hop_update(core.hops["B"], rec, ("hop", 1), ACCEPTED, False)  # B answered for itself
     table["C"] = "B"
     core.hop_lost("C")  # C's copy now goes through B, which must answer again
     assert p.outcomes == []
-    core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
-    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+    core.hop_update(core.hops["B"], rec, ("hop", 2), ACCEPTED, False)
+    assert p.outcomes and p.outcomes[0][1] is ACCEPTED
 
 
 def test_forwarded_gid_seen_twice_is_delivered_once_and_answered_twice():
@@ -272,8 +271,8 @@ def test_forwarded_gid_seen_twice_is_delivered_once_and_answered_twice():
     again = core.forwarded(u2, "d2", gid, "t", b"m", frozenset({"A"}), False, 0)
     assert again is rec and len(s.sent) == 1
     sub = next(iter(core.topics["t"].values()))
-    core.subscriber_update(sub, rec, None, Accepted(), True)
-    assert ("d1", Accepted(), False) in up1.outcomes and ("d2", Accepted(), False) in up2.outcomes
+    core.subscriber_update(sub, rec, None, ACCEPTED, True)
+    assert ("d1", ACCEPTED, False) in up1.outcomes and ("d2", ACCEPTED, False) in up2.outcomes
 
 
 def test_retrying_a_still_unroutable_record_keeps_it_waiting():
@@ -304,8 +303,8 @@ def test_parked_record_follows_its_subscriber_to_another_router():
     remote.add("B")  # the key attached again at B: C no longer counts
     core.retry_parked()
     assert hb.sent == [(rec, frozenset({"B"}))] and rec not in core.parked
-    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
-    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+    core.hop_update(core.hops["B"], rec, ("hop", 1), ACCEPTED, False)
+    assert p.outcomes and p.outcomes[0][1] is ACCEPTED
 
 
 def test_parked_record_follows_a_moved_subscriber_while_others_still_wait_at_the_dead_router():
@@ -344,8 +343,8 @@ def test_suspended_subscriber_that_moved_hands_its_deliveries_over():
     core.subscriber_moved(sub, "B")
     assert hb.sent == [(rec, frozenset({"B"}))]
     assert p.outcomes == [] and rec.pending == 1  # now waiting for B, not for the vanished link
-    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
-    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+    core.hop_update(core.hops["B"], rec, ("hop", 1), ACCEPTED, False)
+    assert p.outcomes and p.outcomes[0][1] is ACCEPTED
     assert core.expire_suspended(1000.0) == []  # nothing left to expire: it moved
 
 
@@ -364,8 +363,8 @@ def test_hand_over_from_a_downstream_hop_is_answered_alone_and_its_settlement_se
     sub, _ = core.add_subscriber(s, "t", "client", "k", False)  # the key moved here from C...
     core.forwarded(uc, "from-c", gid, "t", b"m", frozenset({"A"}), False, 0, frozenset({("client", "k")}))
     assert len(s.sent) == 1 and s.sent[0][2] == 1  # ...and C handed its delivery over, marked
-    core.subscriber_update(sub, rec, s.sent[0], Accepted(), True)
-    assert up_c.outcomes == [("from-c", Accepted(), False)]  # answered for the key alone
+    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, True)
+    assert up_c.outcomes == [("from-c", ACCEPTED, False)]  # answered for the key alone
     assert up_a.outcomes == []  # the record itself still waits for C
     core.upstream_settled(uc, rec)  # C settles its hand-over: the record stays
     assert rec.gid in core.records and not rec.publisher_settled
@@ -390,14 +389,14 @@ def test_answer_to_an_earlier_copy_does_not_cover_a_newer_copy_on_the_same_hop(q
     core.suspend_subscriber(sub, until=100.0)
     core.subscriber_moved(sub, "B")  # k moved to B
     assert len(hb.sent) == (1 if queued else 2)
-    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)  # B's answer for the first copy
+    core.hop_update(core.hops["B"], rec, ("hop", 1), ACCEPTED, False)  # B's answer for the first copy
     assert p.outcomes == [] and rec.pending == 1
     if queued:
         del hb.credit
         core.pump_hop(core.hops["B"])
     assert hb.sent == [(rec, frozenset({"B"}))] * 2  # the hand-over went after all
-    core.hop_update(core.hops["B"], rec, ("hop", 2), Accepted(), False)
-    assert p.outcomes and isinstance(p.outcomes[0][1], Accepted)
+    core.hop_update(core.hops["B"], rec, ("hop", 2), ACCEPTED, False)
+    assert p.outcomes and p.outcomes[0][1] is ACCEPTED
 
 
 def test_record_parked_for_a_dead_router_goes_at_once_to_its_subscriber_that_moved():
@@ -483,7 +482,7 @@ def test_a_bounce_waiting_only_on_a_parked_destination_is_answered_once_that_is_
     core.forwarded(uc, "from-c", rec.gid, "t", b"m", frozenset({"X"}), False, 0)  # C hands X back
     assert rec in core.parked and up_c.outcomes == []
     core.retry_parked()
-    assert up_c.outcomes == [("from-c", Accepted(), False)]
+    assert up_c.outcomes == [("from-c", ACCEPTED, False)]
 
 
 def _r2_held_at_c() -> tuple[Core, HopP, Pub, Any, Any, Any]:
@@ -512,9 +511,9 @@ def test_newer_delivery_waits_behind_older_ones_that_went_back_to_its_upstream()
 
 def test_held_delivery_goes_when_the_older_one_is_answered_instead():
     core, hd, up, _, r1, r2 = _r2_held_at_c()
-    core.hop_update(core.hops["B"], r1, ("hop", 1), Accepted(), False)  # B took A over and delivered r1
+    core.hop_update(core.hops["B"], r1, ("hop", 1), ACCEPTED, False)  # B took A over and delivered r1
     assert hd.sent == [(r2, frozenset({"A"}))]
-    core.hop_update(core.hops["D"], r2, ("hop", 1), Accepted(), False)
+    core.hop_update(core.hops["D"], r2, ("hop", 1), ACCEPTED, False)
     assert [o[0] for o in up.outcomes] == ["b1", "b2"]
 
 
@@ -557,8 +556,8 @@ def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subs
     rec = core.forwarded(uc, "from-c", b"r" * 16, "t", b"m", frozenset({"A"}), False, 0)
     assert hd.sent == [(rec, frozenset({"D"}))] and hd.keys == [frozenset({("client", "k")})]
     assert up_c.outcomes == []  # not before D answers for k
-    core.hop_update(core.hops["D"], rec, ("hop", 1), Accepted(), False)
-    assert up_c.outcomes == [("from-c", Accepted(), False)]
+    core.hop_update(core.hops["D"], rec, ("hop", 1), ACCEPTED, False)
+    assert up_c.outcomes == [("from-c", ACCEPTED, False)]
     clock[0] = 10.0  # long after: roots route to D themselves
     core.forwarded(uc, "later", b"s" * 16, "t", b"m", frozenset({"A"}), False, 0)
     assert len(hd.sent) == 1 and core.moved_away == {}

@@ -6,7 +6,7 @@ from test_core import HopP, Pub, Sub, _core, _routed
 
 from records.gid import gid_from_prefix, gid_prefix
 from records.table import SubState
-from router.amqp.performatives import Accepted
+from router.core import ACCEPTED
 
 
 def test_fresh_attaches_get_random_incarnations_and_a_resume_keeps_its_own():
@@ -26,7 +26,7 @@ def test_suspended_publisher_keeps_its_deliveries_unsettled_until_its_grace_ends
     pub = core.add_publisher(Pub(), "t", "c", "l", settle_second=True)
     rec = core.publish(pub, b"0", b"m", False, "h")
     core.suspend_publisher(pub, until=10.0)
-    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
+    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
     assert s.settled == [] and rec.gid in core.records  # a resent copy would still merge with it
     core.expire_suspended(5.0)
     assert s.settled == []
@@ -46,11 +46,11 @@ def test_resumed_publisher_adopts_its_record_and_nothing_is_delivered_twice():
     assert core.publisher_resume_map(new, {b"0": None, b"1": None}) == {b"0": None}  # b"1": resend it
     again = core.publish(new, b"0", b"", False, "h-new", resumed=True)
     assert again is rec and len(s.sent) == 1
-    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
-    assert p.outcomes == [("h-new", Accepted(), False)]
+    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
+    assert p.outcomes == [("h-new", ACCEPTED, False)]
     core.suspend_publisher(new, until=10.0)  # gone again before it settled
     newer = core.add_publisher(Pub(), "t", "c", "l", settle_second=True, incarnation=old.incarnation)
-    assert core.publisher_resume_map(newer, {b"0": None}) == {b"0": Accepted()}  # known, with its outcome
+    assert core.publisher_resume_map(newer, {b"0": None}) == {b"0": ACCEPTED}  # known, with its outcome
     core.publish(newer, b"0", b"", True, "h-settle", resumed=True)  # it adopts the outcome and settles
     assert s.settled == [("handle", 1)] and len(core.records) == 0
 
@@ -75,8 +75,8 @@ def test_publisher_resuming_where_a_forwarded_copy_waits_becomes_its_root():
     assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}
     core.publish(pub, b"0", b"m", False, "h", resumed=True)
     assert rec.local and rec.orphan_since is None and len(s.sent) == 1
-    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
-    assert p.outcomes == [("h", Accepted(), False)]
+    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
+    assert p.outcomes == [("h", ACCEPTED, False)]
 
 
 def test_adopting_root_sends_to_routers_the_old_root_had_not_reached():
@@ -92,8 +92,8 @@ def test_adopting_root_sends_to_routers_the_old_root_had_not_reached():
     pub = core.add_publisher(p, "t", "c", "l", True, incarnation=1)
     core.publish(pub, b"0", b"m", False, "h", resumed=True)
     assert hb.sent == [(rec, frozenset({"B"}))] and p.outcomes == []
-    core.hop_update(core.hops["B"], rec, ("hop", 1), Accepted(), False)
-    assert p.outcomes == [("h", Accepted(), False)]
+    core.hop_update(core.hops["B"], rec, ("hop", 1), ACCEPTED, False)
+    assert p.outcomes == [("h", ACCEPTED, False)]
 
 
 def test_resuming_subscriber_map_answers_for_it_and_placeholders_stop_late_copies():
@@ -106,14 +106,14 @@ def test_resuming_subscriber_map_answers_for_it_and_placeholders_stop_late_copie
     late_gid = gid_from_prefix(pub.prefix, b"1")
     s2 = Sub()
     new, _ = core.add_subscriber(s2, "t", "cs", "ls", False)  # the same key comes back
-    ours = core.resume_subscriber(new, {rec.gid: Accepted(), late_gid: Accepted()}, until=30.0)
+    ours = core.resume_subscriber(new, {rec.gid: ACCEPTED, late_gid: ACCEPTED}, until=30.0)
     assert set(ours) == {rec.gid, late_gid}
-    assert p.outcomes == [("h", Accepted(), True)]  # its word is its acceptance
+    assert p.outcomes == [("h", ACCEPTED, True)]  # its word is its acceptance
     core.pump(new)
     assert s2.sent == []  # never sent again
     late = core.publish(pub, b"1", b"m", False, "h1")
     assert late.gid == late_gid and s2.sent == [] and late.states[new] is SubState.ACCEPTED
-    assert p.outcomes[-1] == ("h1", Accepted(), True)
+    assert p.outcomes[-1] == ("h1", ACCEPTED, True)
     core.expire_suspended(31.0)
     assert core.placeholders == {}
 
@@ -135,8 +135,8 @@ def test_adopting_root_delivers_to_the_old_roots_subscriber_that_moved_here():
     core.publish(pub, b"0", b"m", False, "h", resumed=True)
     assert [r for r, _, _ in s.sent] == [rec] and s.sent[0][2] == 1  # marked: k may have had it
     assert p.outcomes == []
-    core.subscriber_update(sub, rec, s.sent[0], Accepted(), False)
-    assert p.outcomes == [("h", Accepted(), False)]
+    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
+    assert p.outcomes == [("h", ACCEPTED, False)]
 
 
 def test_a_forwarded_copy_complete_here_is_still_in_doubt_for_a_publisher_resuming_here():
@@ -149,7 +149,7 @@ def test_a_forwarded_copy_complete_here_is_still_in_doubt_for_a_publisher_resumi
     up = core.add_upstream("X", Pub())
     gid = gid_from_prefix(gid_prefix("c", "l", 9), b"0")
     rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0, root="X")
-    core.subscriber_update(here, rec, s_here.sent[0], Accepted(), False)
+    core.subscriber_update(here, rec, s_here.sent[0], ACCEPTED, False)
     assert rec.pending == 0
     core.upstream_lost("X")
     s = Sub()

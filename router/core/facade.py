@@ -1,10 +1,11 @@
 """The forwarding core: topics, publishers, subscribers, acceptance, the in-flight window.
 
-The core knows no protocol. Adaptors (client connections now, inter-router links next)
-call it through this interface and it calls back through two small ports:
+The core knows no protocol (``ports.py``: outcomes and ports; a test keeps protocol
+modules out). Adaptors call it through this interface and it calls back through small
+ports:
 
 ``PublisherPort``: ``grant(credit)`` (absolute credit for the link) and
-``outcome(handle, outcome, settle)`` (tell the publisher the aggregate outcome).
+``outcome(handle, outcome, settle)`` (tell the publisher the aggregate ``Outcome``).
 
 ``SubscriberPort``: ``credit() -> int``, ``deliver(record, settled, redelivery) -> handle``,
 ``settle(handle)`` and ``drained()``.
@@ -43,27 +44,19 @@ import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from records.gid import RETIRED_TAGS, gid_from_prefix, gid_prefix
 from records.table import Record, RecordTable, SubState
 
-from .amqp.performatives import ACCEPTED, Accepted, Error, Modified, Received, Rejected, Released
-from .config import Settings
-from .journal import Event, Journal
+from ..config import Settings
+from ..journal import Event, Journal
+from .ports import ACCEPTED, Conditions, HopPort, Outcome, OutcomeKind, PublisherPort, SubscriberPort, rejected
 
-
-class PublisherPort(Protocol):
-    def grant(self, credit: int) -> None: ...
-    def outcome(self, handle: Any, outcome: Any, settle: bool) -> None: ...
-
-
-class SubscriberPort(Protocol):
-    def credit(self) -> int: ...
-    def deliver(self, record: Record, settled: bool, redelivery: int) -> Any: ...
-    def settle(self, handle: Any) -> None: ...
-    def drained(self) -> None: ...
-    def draining(self) -> bool: ...
+_ACCEPTED_KIND = OutcomeKind.ACCEPTED
+_REJECTED_KIND = OutcomeKind.REJECTED
+_RELEASED_KIND = OutcomeKind.RELEASED
+_MODIFIED_KIND = OutcomeKind.MODIFIED
 
 
 class TagInUse(Exception):
@@ -150,11 +143,6 @@ class Subscriber:
         return f"Subscriber({self.container_id}/{self.link_name} on {self.topic!r})"
 
 
-class HopPort(Protocol):
-    def credit(self) -> int: ...
-    def forward(self, record: Record, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Any: ...
-    def settle(self, handle: Any) -> None: ...
-    def marker(self, msg: Any) -> None: ...
 
 
 class Hop:
@@ -219,8 +207,10 @@ def _first(item: tuple) -> Any:
     return item[0]
 
 
-def _rejection(state: Rejected) -> Error:
-    return state.error or Error(condition="amqp:not-allowed", description="rejected by a subscriber")
+def _rejection(state: Outcome) -> Outcome:
+    """A subscriber's rejection as the publisher will hear it (a condition is always named)."""
+    return state if state.condition else rejected(Conditions.REJECTED_BY_SUBSCRIBER, state.description
+                                                  or "rejected by a subscriber")
 
 
 def no_route(dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
@@ -482,7 +472,8 @@ class Core:
         Returns our map for the attach answer."""
         out: dict[bytes, Any] = {}
         for gid, state in theirs.items():
-            if not isinstance(gid, bytes) or not isinstance(state, (Accepted, Rejected)):
+            if not isinstance(gid, bytes) or not isinstance(state, Outcome) or state.kind not in (
+                    _ACCEPTED_KIND, _REJECTED_KIND):
                 continue
             out[gid] = state
             record = self.records.records.get(gid)
@@ -490,7 +481,7 @@ class Core:
                 self.placeholders[(sub.key, gid)] = until
                 continue
             if record.states[sub] is SubState.IN_DOUBT:
-                if type(state) is Accepted:
+                if state.kind is _ACCEPTED_KIND:
                     done = record.resolve(sub, SubState.ACCEPTED)
                 else:
                     done = record.resolve(sub, SubState.REJECTED, _rejection(state))
@@ -824,7 +815,7 @@ class Core:
             del keyed[up]
             rejected = any(st is SubState.REJECTED for st in states)
             if up.attached:
-                up.port.outcome(handle, Rejected(error=record.rejection) if rejected else ACCEPTED, False)
+                up.port.outcome(handle, record.rejection if rejected and record.rejection else ACCEPTED, False)
 
     def upstream_settled(self, up: Upstream, record: Record) -> None:
         """The upstream settled its delivery: relay settlement down and forget the record."""
@@ -851,17 +842,18 @@ class Core:
             return
         if settled:
             record.unsettled.pop(hop, None)
-        kind = type(state)
+        kind = state.kind if state is not None else None
+        final = kind is not None and kind is not OutcomeKind.RECEIVED
         done = False
-        if record.states.get(hop) is SubState.IN_DOUBT and state is not None and kind is not Received:
+        if final and record.states.get(hop) is SubState.IN_DOUBT:
             self._unpin(hop, record)  # any terminal answer: it resolves the hop below
-        if kind is Accepted:
+        if kind is _ACCEPTED_KIND:
             done = record.resolve(hop, SubState.ACCEPTED)
-        elif kind is Rejected:
-            done = record.resolve(hop, SubState.REJECTED, state.error)
-        elif state is not None and kind is not Received:
-            done = record.resolve(hop, SubState.REJECTED, Error(condition="amqp:internal-error",
-                                                                description=f"router {hop.peer} answered {kind.__name__}"))
+        elif kind is _REJECTED_KIND:
+            done = record.resolve(hop, SubState.REJECTED, state)
+        elif final:
+            done = record.resolve(hop, SubState.REJECTED, rejected(
+                Conditions.HOP_ANSWERED_ODDLY, f"router {hop.peer} answered {kind.value if kind else None}"))
         if done and not record.outcome_sent:
             self._complete(record)
         else:
@@ -1077,8 +1069,8 @@ class Core:
         else:
             self._maybe_free(record)
 
-    def _outcome(self, record: Record) -> Any:
-        return ACCEPTED if record.rejection is None else Rejected(error=record.rejection)
+    def _outcome(self, record: Record) -> Outcome:
+        return ACCEPTED if record.rejection is None else record.rejection
 
     # ---------------------------------------------------------- subscribers
 
@@ -1238,23 +1230,22 @@ class Core:
         """The subscriber's disposition for our delivery of ``record``."""
         if settled:
             record.unsettled.pop(sub, None)
-        kind = type(state)
+        kind = state.kind if state is not None else None
         done = False
-        if kind is Accepted:
+        if kind is _ACCEPTED_KIND:
             done = record.resolve(sub, SubState.ACCEPTED)
             self.stats["accepted"] += 1
-        elif kind is Rejected:
-            done = record.resolve(sub, SubState.REJECTED, _rejection(state))
+        elif kind is _REJECTED_KIND:
+            done = record.resolve(sub, SubState.REJECTED, _rejection(state))  # type: ignore[arg-type]
             self.stats["rejected"] += 1
-        elif kind is Released or kind is Modified:
-            if kind is Modified and state.undeliverable_here:
-                done = record.resolve(sub, SubState.REJECTED, Error(
-                    condition="once:undeliverable-here",
-                    description=f"subscriber {sub.container_id}/{sub.link_name} declined the message"))
+        elif kind is _RELEASED_KIND or kind is _MODIFIED_KIND:
+            if kind is _MODIFIED_KIND and state.undeliverable_here:  # type: ignore[union-attr]
+                done = record.resolve(sub, SubState.REJECTED, rejected(
+                    Conditions.UNDELIVERABLE_HERE,
+                    f"subscriber {sub.container_id}/{sub.link_name} declined the message"))
             else:
                 done = self._redeliver(sub, record, handle, settled)
-        elif kind is Received or state is None:
-            pass  # progress only, or settlement alone
+        # (received: progress only; None: settlement alone)
         if done and not record.outcome_sent:
             self._complete(record)
         else:
@@ -1266,9 +1257,9 @@ class Core:
         tries = sub.attempts.get(record.gid, 0) + 1
         if tries > self.settings.max_redeliveries:
             sub.attempts.pop(record.gid, None)
-            return record.resolve(sub, SubState.REJECTED, Error(
-                condition="once:redelivery-limit",
-                description=f"subscriber {sub.container_id}/{sub.link_name} released it {tries - 1} times"))
+            return record.resolve(sub, SubState.REJECTED, rejected(
+                Conditions.REDELIVERY_LIMIT,
+                f"subscriber {sub.container_id}/{sub.link_name} released it {tries - 1} times"))
         sub.attempts[record.gid] = tries
         if not settled:
             sub.port.settle(handle)

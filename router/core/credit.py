@@ -1,0 +1,181 @@
+"""The credit window: how much a router lets its publishers and neighbours send.
+
+Two windows of ``max_in_flight`` deliveries each: one for our own publishers' records,
+one (transit) for deliveries neighbours forward to us, so two routers publishing
+towards each other can never hold each other's credit. Both also stop at
+``max_in_flight_bytes`` of message bytes held.
+
+Publisher credit follows use, so one client can never take the window from the rest:
+
+* a new link gets one credit (the size of its messages is unknown until the first),
+  then a ``window`` of ``initial_credit`` that doubles each time it has sent half of it,
+  up to ``link_credit``; credit is topped up at three quarters of that window;
+* the router's window is shared among the publishers that sent lately (``reclaim``
+  counts them), not among every attached link;
+* a link holding credit unused for ``credit_idle`` is cut back to one credit (its next
+  message brings its window back);
+* one connection's publishers (a ``group``) hold at most ``max_connection_credit``;
+* a link's credit times its guessed message size stays within ``link_in_flight_bytes``
+  and the router's byte room, and a link that passes its bound loses its credit.
+
+Granting calls the ports (``grant``) and nothing else; the core tells this window what
+changed and asks it to top up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..config import Settings
+
+if TYPE_CHECKING:
+    from .peers import Publisher, Upstream
+
+
+class CreditWindow:
+    __slots__ = ("settings", "outstanding", "transit_outstanding", "busy", "_rr", "dirty")
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.outstanding = 0  # credit granted to publishers and not yet used
+        self.transit_outstanding = 0  # the same for upstream neighbours
+        self.busy = 0  # publishers that sent since the sweep before last
+        self._rr = 0  # where the next top-up starts: fairness when the budget runs out
+        self.dirty = False  # something freed room or a window may grow: top up after the batch
+
+    # --------------------------------------------------------- bookkeeping
+
+    def detached(self, pub: Publisher) -> None:
+        """The link is gone: its unused credit returns to the window."""
+        self.outstanding -= pub.credit
+        pub.credit = 0
+
+    def lowered(self, pub: Publisher, credit: int) -> bool:
+        """The publisher drained (or a transfer was refused): its credit is ``credit`` now."""
+        if credit >= pub.credit:
+            return False
+        self.outstanding -= pub.credit - credit
+        pub.credit = credit
+        return True
+
+    def take_back(self, pub: Publisher) -> None:
+        """Its bytes in flight (or the router's) passed their bound: no more until they drop."""
+        self.outstanding -= pub.credit
+        pub.credit = 0
+        pub.port.grant(0)
+
+    def guess_size(self, pub: Publisher, size: int) -> None:
+        """Its newest message's size: the guess follows a larger one at once, a smaller one slowly."""
+        pub.size = size if size >= pub.size else pub.size - ((pub.size - size) >> 4)
+
+    # --------------------------------------------------------------- grants
+
+    def grant(self, pubs: Sequence[Publisher], in_flight: int, held_bytes: int) -> None:
+        """Top up publisher credit within the room left: ``in_flight`` records of our own
+        publishers and ``held_bytes`` of message bytes are held now."""
+        if not pubs:
+            return
+        settings = self.settings
+        window = settings.max_in_flight
+        budget = window - in_flight - self.outstanding
+        if budget <= 0:
+            return
+        link_credit = settings.link_credit
+        # Topping up at three quarters keeps the pipe full without letting one publisher
+        # queue the whole router window (latency grows with what is queued).
+        share = max(1, min(link_credit, window // max(1, self.busy)))
+        n = len(pubs)
+        per_conn: dict[object, int] | None = None
+        cap = settings.max_connection_credit or max(link_credit, window // 4)
+        # Bytes: what the records hold plus what the credit out there may bring (at each
+        # link's guessed message size) stays within max_in_flight_bytes.
+        link_bytes = settings.link_in_flight_bytes
+        if n > 1:
+            per_conn = {}
+            promised = 0
+            for pub in pubs:
+                per_conn[pub.group] = per_conn.get(pub.group, 0) + pub.credit
+                promised += pub.credit * pub.size
+        else:
+            promised = pubs[0].credit * pubs[0].size
+        room = settings.max_in_flight_bytes - held_bytes - promised
+        if room <= 0:
+            return
+        start = self._rr % n
+        for i in range(n):
+            pub = pubs[(start + i) % n]
+            if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
+                pub.window = min(pub.window * 2, link_credit)
+                pub.grown_at = pub.sent
+            target = min(pub.window, share)
+            held = pub.credit + pub.in_flight
+            if held * 4 > target * 3:
+                continue
+            give = min(target - held, budget)
+            if per_conn is not None:
+                give = min(give, cap - per_conn[pub.group])
+            size = pub.size
+            if size:
+                fits = (link_bytes - pub.bytes) // size
+                if fits < 1 and pub.in_flight == 0:
+                    fits = 1  # a message larger than the link's bound still goes, alone
+                give = min(give, fits - pub.credit, room // size)
+            else:
+                give = min(give, 1 - pub.credit)  # its size is unknown until its first message
+            if give <= 0:
+                continue
+            pub.credit += give
+            self.outstanding += give
+            budget -= give
+            room -= give * max(size, 1)
+            if per_conn is not None:
+                per_conn[pub.group] += give
+            pub.port.grant(pub.credit)
+            if budget <= 0:
+                self._rr = start + i + 1
+                break
+
+    def grant_transit(self, ups: Sequence[Upstream], in_transit: int, held_bytes: int) -> None:
+        """Credit for neighbours forwarding to us: ``in_transit`` of their records are held."""
+        if not ups or held_bytes >= self.settings.max_in_flight_bytes:
+            return
+        window = self.settings.max_in_flight
+        budget = window - in_transit - self.transit_outstanding
+        share = max(1, min(self.settings.link_credit, window // len(ups)))
+        for up in ups:
+            if budget <= 0:
+                return
+            if up.credit * 2 > share:
+                continue
+            give = min(share - up.credit, budget)
+            up.credit += give
+            self.transit_outstanding += give
+            budget -= give
+            up.port.grant(up.credit)
+
+    def reclaim(self, pubs: Sequence[Publisher], now: float) -> int:
+        """Take credit back from links that hold it without sending; count the busy ones.
+
+        A link quiet for ``credit_idle`` keeps one credit; the rest returns to the window.
+        Returns how many links were cut back (top up afterwards). The peer may have sent
+        on the old credit already: the engine admits those transfers (they crossed our flow).
+        """
+        idle = self.settings.credit_idle
+        busy = 0
+        cut = 0
+        for pub in pubs:
+            if pub.sent != pub.seen:
+                pub.seen = pub.sent
+                pub.quiet_since = now
+                busy += 1
+            elif pub.window > 1 and now - pub.quiet_since >= idle:
+                pub.window = 1
+                pub.grown_at = pub.sent
+                if pub.credit > 1:
+                    self.outstanding -= pub.credit - 1
+                    pub.credit = 1
+                    pub.port.grant(1)
+                    cut += 1
+        self.busy = busy
+        return cut

@@ -1,0 +1,77 @@
+"""What the core and its adaptors say to each other: outcomes, conditions and the ports.
+
+The core knows no protocol. An adaptor (AMQP client connections, inter-router links,
+MQTT next) translates its protocol's delivery states into an ``Outcome`` before it calls
+the core, and the core's answers back into its own protocol. The ports are the small
+interfaces the core calls an adaptor through, one per kind of peer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import Any, Protocol
+
+
+class OutcomeKind(Enum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    RELEASED = "released"  # give it to someone (or the same one) again
+    MODIFIED = "modified"  # released, with annotations: maybe not here again
+    RECEIVED = "received"  # progress only, not an outcome yet
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A delivery's state as the core sees it; ``condition``/``description`` for a rejection."""
+
+    kind: OutcomeKind
+    condition: str = ""
+    description: str = ""
+    delivery_failed: bool = False
+    undeliverable_here: bool = False
+
+    @property
+    def final(self) -> bool:
+        return self.kind is not OutcomeKind.RECEIVED
+
+
+ACCEPTED = Outcome(OutcomeKind.ACCEPTED)
+RELEASED = Outcome(OutcomeKind.RELEASED)
+
+
+class Conditions(StrEnum):
+    """Every error condition the core itself puts on an outcome: stable codes, one table."""
+
+    REJECTED_BY_SUBSCRIBER = "amqp:not-allowed"  # a rejection that named no condition
+    HOP_ANSWERED_ODDLY = "amqp:internal-error"  # a router answered with something not final
+    UNDELIVERABLE_HERE = "once:undeliverable-here"
+    REDELIVERY_LIMIT = "once:redelivery-limit"
+
+
+def rejected(condition: str | Conditions, description: str = "") -> Outcome:
+    return Outcome(OutcomeKind.REJECTED, str(condition), description)
+
+
+class PublisherPort(Protocol):
+    """A publisher's link (and the same shape for a neighbour forwarding to us)."""
+
+    def grant(self, credit: int) -> None: ...  # the link's absolute credit
+    def outcome(self, handle: Any, outcome: Outcome, settle: bool) -> None: ...
+
+
+class SubscriberPort(Protocol):
+    def credit(self) -> int: ...
+    def deliver(self, record: Any, settled: bool, redelivery: int) -> Any: ...
+    def settle(self, handle: Any) -> None: ...
+    def drained(self) -> None: ...
+    def draining(self) -> bool: ...
+
+
+class HopPort(Protocol):
+    """A neighbour router's data link, downstream."""
+
+    def credit(self) -> int: ...
+    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Any: ...
+    def settle(self, handle: Any) -> None: ...
+    def marker(self, msg: Any) -> None: ...

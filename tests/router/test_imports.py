@@ -1,0 +1,53 @@
+"""Where the import arrows may go: the core knows no protocol and no I/O; the client
+library stands on the engine alone, never on the router."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROUTER = Path(__file__).resolve().parents[2] / "router"
+
+
+def _imports(path: Path, package: str) -> set[str]:
+    """Absolute module names ``path`` imports (relative imports resolved against ``package``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.add(module)
+            out |= {f"{module}.{a.name}" for a in node.names}
+    return out
+
+
+def _offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
+    package = f"router.{folder}"
+    found = []
+    files = sorted((ROUTER / folder).glob("*.py"))
+    assert files, folder
+    for path in files:
+        for name in _imports(path, package):
+            if any(name == f or name.startswith(f + ".") for f in forbidden):
+                found.append(f"{path.relative_to(ROUTER.parent)}: {name}")
+    return found
+
+
+def test_the_core_imports_no_protocol_and_no_io():
+    assert _offenders("core", ("router.amqp", "asyncio", "uvloop", "socket", "router.edge", "router.interrouter",
+                               "router.server", "router.network", "router.dispositions")) == []
+
+
+def test_the_client_library_imports_neither_the_core_nor_the_router():
+    assert _offenders("clientlib", ("router.core", "router.server", "router.edge", "router.interrouter",
+                                    "router.network")) == []
+
+
+def test_the_check_sees_a_relative_import():
+    found = _imports(ROUTER / "core" / "facade.py", "router.core")
+    assert "router.core.ports" in found and "router.config" in found
