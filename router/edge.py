@@ -38,7 +38,7 @@ from .engineio import EngineProtocol, describe_exception
 from .message import check, mark_redelivered
 
 if TYPE_CHECKING:
-    from .server import Router
+    from .context import RouterContext
 
 log = logging.getLogger("once.edge")
 PRE_AUTH = (State.START, State.SASL)
@@ -95,7 +95,7 @@ class SubscriberLink:
 
 
 class EdgeConnection(EngineProtocol):
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: RouterContext) -> None:
         super().__init__(router)
         self.core = router.core
         s = router.settings

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .amqp.connection import Connection
 
 if TYPE_CHECKING:
-    from .server import Router
+    from .context import RouterContext
 
 
 def describe_exception() -> str:
@@ -31,7 +31,7 @@ def describe_exception() -> str:
 class EngineProtocol(asyncio.Protocol):
     engine: Connection
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: RouterContext) -> None:
         self.router = router
         self.transport: asyncio.Transport | None = None
         self.paused = False

@@ -42,7 +42,7 @@ from .engineio import EngineProtocol, describe_exception
 from .wire import ONCE_FORMAT, pack, unpack
 
 if TYPE_CHECKING:
-    from .server import Router
+    from .context import RouterContext
 
 log = logging.getLogger("once.interrouter")
 CONTROL = "once-control"
@@ -116,7 +116,7 @@ class UpstreamLink:
 
 
 class InterRouterConnection(EngineProtocol):
-    def __init__(self, router: Router, peer: str | None) -> None:
+    def __init__(self, router: RouterContext, peer: str | None) -> None:
         super().__init__(router)
         self.peer = peer  # known when we dial; learnt from SASL when we accept
         s = router.settings
@@ -319,7 +319,7 @@ def _py(value: Any) -> Any:
     return value
 
 
-async def dial(router: Router, peer: str) -> None:
+async def dial(router: RouterContext, peer: str) -> None:
     """Keep a connection to ``peer`` up: connect, wait for loss, back off, again."""
     addr = router.topology.routers[peer].inter_router
     assert addr is not None

@@ -28,8 +28,8 @@ from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
 from .interrouter import HopLink, InterRouterConnection, UpstreamLink
 
 if TYPE_CHECKING:
+    from .context import RouterContext
     from .core import Subscriber
-    from .server import Router
 
 log = logging.getLogger("once.network")
 
@@ -39,7 +39,7 @@ HANDOVER_WAIT = 1.0
 
 
 class Network:
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: RouterContext) -> None:
         self.router = router
         self.me = router.id
         self.plane = ControlPlane(router.id, base=time.time_ns() // 1000)

@@ -42,165 +42,23 @@ import bisect
 import math
 import secrets
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from records.gid import RETIRED_TAGS, gid_from_prefix, gid_prefix
+from records.gid import RETIRED_TAGS, gid_from_prefix
 from records.table import Record, RecordTable, SubState
 
 from ..config import Settings
 from ..journal import Event, Journal
+from .credit import CreditWindow
+from .peers import PARKED, SUSPENDED, HeldFor, Hop, Publisher, Subscriber, TagInUse, Upstream
 from .ports import ACCEPTED, Conditions, HopPort, Outcome, OutcomeKind, PublisherPort, SubscriberPort, rejected
 
 _ACCEPTED_KIND = OutcomeKind.ACCEPTED
 _REJECTED_KIND = OutcomeKind.REJECTED
 _RELEASED_KIND = OutcomeKind.RELEASED
 _MODIFIED_KIND = OutcomeKind.MODIFIED
-
-
-class TagInUse(Exception):
-    """A publisher reused a delivery tag that is still unsettled (AMQP forbids it)."""
-
-
-class Publisher:
-    __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
-                 "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
-                 "seen", "quiet_since", "bytes", "size")
-
-    def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
-                 settle_second: bool) -> None:
-        self.port = port
-        self.topic = topic
-        self.container_id = container_id
-        self.link_name = link_name
-        self.incarnation = incarnation
-        self.prefix = gid_prefix(container_id, link_name, incarnation)
-        self.credit = 0
-        self.live: dict[bytes, Record] = {}  # unsettled deliveries by tag
-        self.retired: OrderedDict[bytes, int] = OrderedDict()  # settled tag -> generation
-        self.settle_second = settle_second
-        self.attached = True
-        self.in_flight = 0  # its records still held
-        self.suspended_until: float | None = None
-        self.group: object = self  # its connection (or itself): the credit one connection holds is capped
-        # Credit follows use: ``window`` (what it may hold: credit plus in flight) starts
-        # small, doubles each time it has sent half of it, and falls back to 1 when the
-        # link sits on credit without sending (``reclaim_idle``).
-        self.window = 1
-        self.sent = 0  # deliveries that used credit, ever
-        self.grown_at = 0  # ``sent`` when the window last grew
-        self.seen = 0  # ``sent`` at the last idle sweep
-        self.quiet_since = 0.0
-        self.bytes = 0  # the message bytes of its records still held
-        # A cautious guess of its next message's size (the largest lately, decaying):
-        # credit is granted in messages but must stay within bytes. Before its first
-        # message nothing is known, and a link is given one credit at a time.
-        self.size = 0
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.container_id, self.link_name)
-
-
-class Suspended:
-    """The port of a subscriber whose connection vanished: no credit until it resumes."""
-
-    def credit(self) -> int:
-        return 0
-
-    def draining(self) -> bool:
-        return False
-
-    def settle(self, handle: Any) -> None:
-        pass
-
-
-SUSPENDED = Suspended()
-
-
-class Subscriber:
-    __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner")
-
-    def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
-        self.port = port
-        self.topic = topic
-        self.container_id = container_id
-        self.link_name = link_name
-        self.presettled = presettled  # the subscriber asked for at-most-once (snd-settle-mode settled)
-        self.queue: deque[tuple[Record, int]] = deque()
-        self.attempts: dict[bytes, int] = {}  # gid -> redeliveries so far
-        self.attached = True
-        self.suspended_until: float | None = None
-        self.owner = ""  # the authenticated user that made the subscription ("" when authentication is off)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.container_id, self.link_name)
-
-    def __repr__(self) -> str:
-        return f"Subscriber({self.container_id}/{self.link_name} on {self.topic!r})"
-
-
-
-
-class Hop:
-    """Our data link towards one neighbour router: a waiter, like a subscriber."""
-
-    __slots__ = ("peer", "port", "queue", "attached")
-
-    def __init__(self, peer: str, port: HopPort) -> None:
-        self.peer = peer
-        self.port = port
-        # (record, destinations, subscriber keys it is re-targeted to, or None); a
-        # hand-over marker is queued as (marker, None, None) behind what it vouches for
-        self.queue: deque[tuple[Any, frozenset[str] | None, frozenset | None]] = deque()
-        self.attached = True
-
-    def __repr__(self) -> str:
-        return f"Hop({self.peer})"
-
-
-class Upstream:
-    """A neighbour router's data link towards us."""
-
-    __slots__ = ("peer", "port", "credit", "attached")
-
-    def __init__(self, peer: str, port: PublisherPort) -> None:
-        self.peer = peer
-        self.port = port
-        self.credit = 0
-        self.attached = True
-
-
-class _Parked:
-    """Stands in as a waiter while some destinations of a record have no route."""
-
-    def __repr__(self) -> str:
-        return "PARKED"
-
-
-PARKED = _Parked()
-
-
-class HeldFor:
-    """Stands in as a waiter while a record waits here for destination ``dest``, behind
-    older deliveries for it that went back to the neighbour it came from."""
-
-    __slots__ = ("dest",)
-
-    def __init__(self, dest: str) -> None:
-        self.dest = dest
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is HeldFor and other.dest == self.dest
-
-    def __hash__(self) -> int:
-        return hash(("held", self.dest))
-
-    def __repr__(self) -> str:
-        return f"HELD({self.dest})"
 
 
 def _first(item: tuple) -> Any:
@@ -233,8 +91,7 @@ class Core:
         # (subscriber key, gid) -> expiry: a resuming subscriber said it already accepted
         # that delivery, which has not reached us (yet): never deliver it to that key.
         self.placeholders: dict[tuple[tuple[str, str], bytes], float] = {}
-        self.outstanding = 0  # credit granted to publishers and not yet used
-        self._rr = 0
+        self.credit = CreditWindow(settings)
         # The network layer plugs these in: where other subscribers are, how to reach them.
         self.remote_routers: Callable[[str], set[str]] = lambda topic: set()
         self.route = no_route
@@ -256,7 +113,6 @@ class Core:
         # record, the neighbour it came from and waits on, keys); hand-over markers last
         self.held: dict[str, list[tuple[float, Any, str | None, frozenset | None]]] = {}
         self.local_count = 0  # records we are root for
-        self.transit_outstanding = 0
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
         self.journal: Journal | None = None  # delivery events, when the operator asked for them
 
@@ -302,8 +158,7 @@ class Core:
     def _detach_publisher(self, pub: Publisher) -> None:
         pub.attached = False
         self.publishers.remove(pub)
-        self.outstanding -= pub.credit
-        pub.credit = 0
+        self.credit.detached(pub)
         for record in pub.live.values():
             record.publisher_handle = None
 
@@ -336,9 +191,7 @@ class Core:
 
     def publisher_credit_changed(self, pub: Publisher, credit: int) -> None:
         """The publisher drained: its unused credit is gone."""
-        if credit < pub.credit:
-            self.outstanding -= pub.credit - credit
-            pub.credit = credit
+        if self.credit.lowered(pub, credit):
             self.replenish()
 
     def publish(self, pub: Publisher, tag: bytes, payload: bytes, settled: bool, handle: Any,
@@ -365,10 +218,11 @@ class Core:
         record.root = self.router_id
         if pub.credit > 0 and not resumed:
             pub.credit -= 1
-            self.outstanding -= 1
+            credit = self.credit
+            credit.outstanding -= 1
             pub.sent += 1
             if pub.credit * 4 <= pub.window:
-                self._credit_dirty = True  # its window may grow: look again after this batch
+                credit.dirty = True  # its window may grow: look again after this batch
         self.records.add(record)
         self.stats["published"] += 1
         if self.journal is not None:
@@ -380,10 +234,10 @@ class Core:
         pub.in_flight += 1
         size = len(payload)
         pub.bytes += size
-        pub.size = size if size >= pub.size else pub.size - ((pub.size - size) >> 4)
+        self.credit.guess_size(pub, size)
         if pub.credit and (pub.bytes > self.settings.link_in_flight_bytes
                            or self.records.bytes > self.settings.max_in_flight_bytes):
-            self._take_credit(pub)
+            self.credit.take_back(pub)
         self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
         return record
 
@@ -404,7 +258,7 @@ class Core:
         """
         if pub.credit > 0 and not resumed:
             pub.credit -= 1
-            self.outstanding -= 1
+            self.credit.outstanding -= 1
         old = record.publisher
         if record.local:
             if old is not pub and isinstance(old, Publisher):
@@ -720,7 +574,7 @@ class Core:
         """
         if up.credit > 0:
             up.credit -= 1
-            self.transit_outstanding -= 1
+            self.credit.transit_outstanding -= 1
         record = self.records.get(gid)
         if record is not None:
             if keys is not None:
@@ -905,7 +759,7 @@ class Core:
         if up is None:
             return
         up.attached = False
-        self.transit_outstanding -= up.credit
+        self.credit.transit_outstanding -= up.credit
         up.credit = 0
         now = self.clock()
         for record in self.records.records.values():
@@ -1324,143 +1178,34 @@ class Core:
                     record.publisher.in_flight -= 1
                     record.publisher.bytes -= len(record.payload)
                 self.parked.pop(record, None)
-                self._credit_dirty = True
-
-    _credit_dirty = False
+                self.credit.dirty = True
 
     # --------------------------------------------------------------- credit
 
     def after_batch(self) -> None:
-        if self._credit_dirty:
-            self._credit_dirty = False
+        credit = self.credit
+        if credit.dirty:
+            credit.dirty = False
             self.replenish()
             self.replenish_transit()
 
     def replenish_transit(self) -> None:
         """Credit for neighbours forwarding to us, from the transit window."""
         ups = [u for u in self.upstreams.values() if u.attached]
-        if not ups or self.records.bytes >= self.settings.max_in_flight_bytes:
-            return
-        window = self.settings.max_in_flight
-        budget = window - (len(self.records) - self.local_count) - self.transit_outstanding
-        share = max(1, min(self.settings.link_credit, window // len(ups)))
-        for up in ups:
-            if budget <= 0:
-                return
-            if up.credit * 2 > share:
-                continue
-            give = min(share - up.credit, budget)
-            up.credit += give
-            self.transit_outstanding += give
-            budget -= give
-            up.port.grant(up.credit)
+        self.credit.grant_transit(ups, len(self.records) - self.local_count, self.records.bytes)
 
     def replenish(self) -> None:
-        """Top up publisher credit within the room the in-flight window has left.
-
-        Credit goes where it is used, so one client can never take the window from the
-        rest: the router's window is shared among the publishers that sent lately (not
-        every attached link), each publisher's own window grows with use up to
-        ``link_credit``, idle links are cut back to one credit (``reclaim_idle``), and
-        one connection's publishers together hold at most ``max_connection_credit``.
-        """
-        pubs = self.publishers
-        if not pubs or self.unsynced:
-            return
-        settings = self.settings
-        window = settings.max_in_flight
-        budget = window - self.local_count - self.outstanding
-        if budget <= 0:
-            return
-        link_credit = settings.link_credit
-        # Each publisher's window covers its messages in flight plus its unused credit.
-        # Topping up at three quarters keeps the pipe full without letting one publisher
-        # queue the whole router window (latency grows with what is queued).
-        share = max(1, min(link_credit, window // max(1, self._busy)))
-        n = len(pubs)
-        per_conn: dict[object, int] | None = None
-        cap = settings.max_connection_credit or max(link_credit, window // 4)
-        # Bytes: what the records hold plus what the credit out there may bring (at each
-        # link's guessed message size) stays within max_in_flight_bytes.
-        link_bytes = settings.link_in_flight_bytes
-        promised = 0
-        if n > 1:
-            per_conn = {}
-            for pub in pubs:
-                per_conn[pub.group] = per_conn.get(pub.group, 0) + pub.credit
-                promised += pub.credit * pub.size
-        else:
-            promised = pubs[0].credit * pubs[0].size
-        room = settings.max_in_flight_bytes - self.records.bytes - promised
-        if room <= 0:
-            return
-        start = self._rr % n
-        for i in range(n):
-            pub = pubs[(start + i) % n]
-            if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
-                pub.window = min(pub.window * 2, link_credit)
-                pub.grown_at = pub.sent
-            target = min(pub.window, share)
-            held = pub.credit + pub.in_flight
-            if held * 4 > target * 3:
-                continue
-            give = min(target - held, budget)
-            if per_conn is not None:
-                give = min(give, cap - per_conn[pub.group])
-            size = pub.size
-            if size:
-                fits = (link_bytes - pub.bytes) // size
-                if fits < 1 and pub.in_flight == 0:
-                    fits = 1  # a message larger than the link's bound still goes, alone
-                give = min(give, fits - pub.credit, room // size)
-            else:
-                give = min(give, 1 - pub.credit)  # its size is unknown until its first message
-            if give <= 0:
-                continue
-            pub.credit += give
-            self.outstanding += give
-            budget -= give
-            room -= give * max(size, 1)
-            if per_conn is not None:
-                per_conn[pub.group] += give
-            pub.port.grant(pub.credit)
-            if budget <= 0:
-                self._rr = start + i + 1
-                break
-
-    _busy = 0  # publishers that sent since the sweep before last (reclaim_idle)
-
-    def _take_credit(self, pub: Publisher) -> None:
-        """Its bytes in flight (or the router's) passed their bound: no more until they drop."""
-        self.outstanding -= pub.credit
-        pub.credit = 0
-        pub.port.grant(0)
+        """Top up publisher credit within the room the window has left (``credit.py``)."""
+        if not self.unsynced:
+            self.credit.grant(self.publishers, self.local_count, self.records.bytes)
 
     def reclaim_idle(self, now: float) -> int:
-        """Take credit back from publisher links that hold it without sending.
-
-        A link quiet for ``credit_idle`` keeps one credit (its next message brings its
-        window back, doubling with use); the rest returns to the router's window. Returns
-        how many links were cut back. The peer may have sent on the old credit already:
-        the engine admits those transfers (they crossed our flow).
-        """
-        idle = self.settings.credit_idle
-        busy = 0
-        cut = 0
-        for pub in self.publishers:
-            if pub.sent != pub.seen:
-                pub.seen = pub.sent
-                pub.quiet_since = now
-                busy += 1
-            elif pub.window > 1 and now - pub.quiet_since >= idle:
-                pub.window = 1
-                pub.grown_at = pub.sent
-                if pub.credit > 1:
-                    self.outstanding -= pub.credit - 1
-                    pub.credit = 1
-                    pub.port.grant(1)
-                    cut += 1
-        self._busy = busy
+        """Cut back links that hold credit without sending; how many were cut."""
+        cut = self.credit.reclaim(self.publishers, now)
         if cut:
             self.replenish()
         return cut
+
+    @property
+    def outstanding(self) -> int:
+        return self.credit.outstanding

@@ -51,3 +51,35 @@ def test_the_client_library_imports_neither_the_core_nor_the_router():
 def test_the_check_sees_a_relative_import():
     found = _imports(ROUTER / "core" / "facade.py", "router.core")
     assert "router.core.ports" in found and "router.config" in found
+
+
+def _module_name(path: Path) -> tuple[str, str]:
+    rel = path.relative_to(ROUTER.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+        return ".".join(parts), ".".join(parts)
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def test_no_import_circle_inside_router():
+    """Every import counts, also those only for type checking: a circle of them is a
+    tangle of responsibilities all the same."""
+    import networkx as nx
+
+    modules = {}
+    for path in ROUTER.rglob("*.py"):
+        name, package = _module_name(path)
+        modules[name] = (path, package)
+    graph = nx.DiGraph()
+    for name, (path, package) in modules.items():
+        graph.add_node(name)
+        for imported in _imports(path, package):
+            target = imported
+            while target and target not in modules:  # `from .x import Name` names a module's member
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):
+                graph.add_edge(name, target)
+    cycles = list(nx.simple_cycles(graph))
+    assert cycles == [], cycles[:3]
+    assert graph.has_edge("router.server", "router.edge")  # the graph really has the router in it

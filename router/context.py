@@ -1,0 +1,51 @@
+"""What a connection may use of its router: the one narrow interface that client
+connections, inter-router links and the control plane are given.
+
+``server.Router`` provides it; nothing here imports the server, so the server depends
+on its connections and never the other way round (no import circle in ``router/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from linkstate.messages import Subscription
+
+    from .amqp.sasl import SaslServerConfig
+    from .config import Settings, Topology
+    from .core import Core
+    from .limits import AuthFailures, ConnectionLimits, RateLimitedLog
+
+
+class NetworkPort(Protocol):
+    """The control plane as connections see it."""
+
+    def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None: ...
+    def follow_moved_subscribers(self) -> None: ...
+    def key_owners(self, key: tuple[str, str]) -> set[str]: ...
+    def link_up(self, peer: str, conn: Any) -> None: ...
+    def link_down(self, peer: str, conn: Any) -> None: ...
+    def receive(self, peer: str, msg: object) -> None: ...
+
+
+class RouterContext(Protocol):
+    id: str
+    container_id: str
+    settings: Settings
+    topology: Topology
+    core: Core
+    network: NetworkPort
+    sasl: SaslServerConfig
+    limits: ConnectionLimits
+    auth_failures: AuthFailures
+    guard_log: RateLimitedLog
+    neighbour_ids: set[str]
+    connections: set[Any]
+    inter_connections: set[Any]
+    dirty: set[Any]  # connections with something to write at the end of this batch
+    stopping: bool
+
+    def flush(self) -> None:
+        """Write what every touched connection has to send."""

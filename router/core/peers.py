@@ -1,0 +1,157 @@
+"""The peers the core serves, as the core sees them: publishers, subscribers, the data
+links to and from neighbour routers, and the stand-ins that wait in a record's place
+(a parked or held destination)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Any
+
+from records.gid import gid_prefix
+from records.table import Record
+
+from .ports import HopPort, PublisherPort, SubscriberPort
+
+
+class TagInUse(Exception):
+    """A publisher reused a delivery tag that is still unsettled (AMQP forbids it)."""
+
+
+class Publisher:
+    __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
+                 "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
+                 "seen", "quiet_since", "bytes", "size")
+
+    def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
+                 settle_second: bool) -> None:
+        self.port = port
+        self.topic = topic
+        self.container_id = container_id
+        self.link_name = link_name
+        self.incarnation = incarnation
+        self.prefix = gid_prefix(container_id, link_name, incarnation)
+        self.credit = 0
+        self.live: dict[bytes, Record] = {}  # unsettled deliveries by tag
+        self.retired: OrderedDict[bytes, int] = OrderedDict()  # settled tag -> generation
+        self.settle_second = settle_second
+        self.attached = True
+        self.in_flight = 0  # its records still held
+        self.suspended_until: float | None = None
+        self.group: object = self  # its connection (or itself): the credit one connection holds is capped
+        # Credit follows use: ``window`` (what it may hold: credit plus in flight) starts
+        # small, doubles each time it has sent half of it, and falls back to 1 when the
+        # link sits on credit without sending (``reclaim_idle``).
+        self.window = 1
+        self.sent = 0  # deliveries that used credit, ever
+        self.grown_at = 0  # ``sent`` when the window last grew
+        self.seen = 0  # ``sent`` at the last idle sweep
+        self.quiet_since = 0.0
+        self.bytes = 0  # the message bytes of its records still held
+        # A cautious guess of its next message's size (the largest lately, decaying):
+        # credit is granted in messages but must stay within bytes. Before its first
+        # message nothing is known, and a link is given one credit at a time.
+        self.size = 0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.container_id, self.link_name)
+
+
+class Suspended:
+    """The port of a subscriber whose connection vanished: no credit until it resumes."""
+
+    def credit(self) -> int:
+        return 0
+
+    def draining(self) -> bool:
+        return False
+
+    def settle(self, handle: Any) -> None:
+        pass
+
+
+SUSPENDED = Suspended()
+
+
+class Subscriber:
+    __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
+                 "suspended_until", "owner")
+
+    def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
+        self.port = port
+        self.topic = topic
+        self.container_id = container_id
+        self.link_name = link_name
+        self.presettled = presettled  # the subscriber asked for at-most-once (snd-settle-mode settled)
+        self.queue: deque[tuple[Record, int]] = deque()
+        self.attempts: dict[bytes, int] = {}  # gid -> redeliveries so far
+        self.attached = True
+        self.suspended_until: float | None = None
+        self.owner = ""  # the authenticated user that made the subscription ("" when authentication is off)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.container_id, self.link_name)
+
+    def __repr__(self) -> str:
+        return f"Subscriber({self.container_id}/{self.link_name} on {self.topic!r})"
+
+
+
+
+class Hop:
+    """Our data link towards one neighbour router: a waiter, like a subscriber."""
+
+    __slots__ = ("peer", "port", "queue", "attached")
+
+    def __init__(self, peer: str, port: HopPort) -> None:
+        self.peer = peer
+        self.port = port
+        # (record, destinations, subscriber keys it is re-targeted to, or None); a
+        # hand-over marker is queued as (marker, None, None) behind what it vouches for
+        self.queue: deque[tuple[Any, frozenset[str] | None, frozenset | None]] = deque()
+        self.attached = True
+
+    def __repr__(self) -> str:
+        return f"Hop({self.peer})"
+
+
+class Upstream:
+    """A neighbour router's data link towards us."""
+
+    __slots__ = ("peer", "port", "credit", "attached")
+
+    def __init__(self, peer: str, port: PublisherPort) -> None:
+        self.peer = peer
+        self.port = port
+        self.credit = 0
+        self.attached = True
+
+
+class _Parked:
+    """Stands in as a waiter while some destinations of a record have no route."""
+
+    def __repr__(self) -> str:
+        return "PARKED"
+
+
+PARKED = _Parked()
+
+
+class HeldFor:
+    """Stands in as a waiter while a record waits here for destination ``dest``, behind
+    older deliveries for it that went back to the neighbour it came from."""
+
+    __slots__ = ("dest",)
+
+    def __init__(self, dest: str) -> None:
+        self.dest = dest
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is HeldFor and other.dest == self.dest
+
+    def __hash__(self) -> int:
+        return hash(("held", self.dest))
+
+    def __repr__(self) -> str:
+        return f"HELD({self.dest})"
