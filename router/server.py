@@ -16,6 +16,7 @@ from .interrouter import InterRouterConnection, dial
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .network import Network
+from .observe import line, snapshot
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
@@ -133,18 +134,7 @@ class Router:
 
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""
-        core = self.core
-        subs = ", ".join(f"{t}:{k[0]}/{k[1]}(queue {len(s.queue)}, credit {s.port.credit()}"
-                         f"{', suspended' if s.suspended_until is not None else ''})"
-                         for t, d in core.topics.items() for k, s in d.items())
-        hops = ", ".join(f"{p}(queue {len(h.queue)}, credit {h.port.credit()})" for p, h in core.hops.items())
-        ups = ", ".join(f"{p}(credit {u.credit})" for p, u in core.upstreams.items())
-        parked = "; ".join(f"{r.gid.hex()[:8]} for {sorted(r.parked)}" for r in list(core.parked)[:3])
-        held = sum(len(q) for q in core.held.values())
-        return (f"router {self.id}: records {len(core.records)} (own {core.local_count}), parked {len(core.parked)}"
-                f"{f' ({parked})' if parked else ''}, held {held}, "
-                f"subscribers [{subs}], hops [{hops}], upstreams [{ups}], publishers {len(core.publishers)}, "
-                f"connections {len(self.connections)}, totals {core.stats}")
+        return line(snapshot(self.core), len(self.connections))
 
     def flush(self) -> None:
         """Write what every touched connection has to send, once per batch."""
