@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from records.gid import RETIRED_TAGS, gid_from_prefix
+from records.placeholders import Placeholders
 from records.table import Record, RecordTable, SubState
 
 from ..config import Settings
@@ -90,7 +91,7 @@ class Core:
         self.suspended_publishers: dict[tuple[str, str], Publisher] = {}
         # (subscriber key, gid) -> expiry: a resuming subscriber said it already accepted
         # that delivery, which has not reached us (yet): never deliver it to that key.
-        self.placeholders: dict[tuple[tuple[str, str], bytes], float] = {}
+        self.placeholders = Placeholders()
         self.credit = CreditWindow(settings)
         # The network layer plugs these in: where other subscribers are, how to reach them.
         self.remote_routers: Callable[[str], set[str]] = lambda topic: set()
@@ -332,23 +333,20 @@ class Core:
             out[gid] = state
             record = self.records.records.get(gid)
             if record is None or sub not in record.states:
-                self.placeholders[(sub.key, gid)] = until
+                self.placeholders.add(sub.key, gid, until)
                 continue
             if record.states[sub] is SubState.IN_DOUBT:
                 if state.kind is _ACCEPTED_KIND:
                     done = record.resolve(sub, SubState.ACCEPTED)
                 else:
                     done = record.resolve(sub, SubState.REJECTED, _rejection(state))
-                if done and not record.outcome_sent:
-                    self._complete(record)
-                else:
-                    self._maybe_free(record)
+                self._answered(record, done)
         return out
 
     def _enqueue(self, record: Record, sub: Subscriber, redelivery: int) -> bool:
         """Make ``sub`` a waiter of ``record`` and queue it, unless a placeholder says it
         already accepted it (it told us when it resumed)."""
-        if self.placeholders and self.placeholders.pop((sub.key, record.gid), None) is not None:
+        if self.placeholders and self.placeholders.take(sub.key, record.gid):
             if sub not in record.states:
                 record.states[sub] = SubState.ACCEPTED
             return False
@@ -708,10 +706,7 @@ class Core:
         elif final:
             done = record.resolve(hop, SubState.REJECTED, rejected(
                 Conditions.HOP_ANSWERED_ODDLY, f"router {hop.peer} answered {kind.value if kind else None}"))
-        if done and not record.outcome_sent:
-            self._complete(record)
-        else:
-            self._maybe_free(record)
+        self._answered(record, done)
 
     def add_hop(self, peer: str, port: HopPort) -> Hop:
         hop = Hop(peer, port)
@@ -918,10 +913,7 @@ class Core:
 
     def _sent_settled(self, record: Record, waiter: Any) -> None:
         """A pre-settled send is that waiter's final state: at-most-once, nothing comes back."""
-        if record.resolve(waiter, SubState.ACCEPTED) and not record.outcome_sent:
-            self._complete(record)
-        else:
-            self._maybe_free(record)
+        self._answered(record, record.resolve(waiter, SubState.ACCEPTED))
 
     def _outcome(self, record: Record) -> Outcome:
         return ACCEPTED if record.rejection is None else record.rejection
@@ -1026,9 +1018,7 @@ class Core:
             if pub.suspended_until is not None and pub.suspended_until <= now:
                 del self.suspended_publishers[key]
                 self._release_publisher(pub)
-        if self.placeholders:
-            for k in [k for k, until in self.placeholders.items() if until <= now]:
-                del self.placeholders[k]
+        self.placeholders.expire(now)
         gone = [s for subs in self.topics.values() for s in subs.values()
                 if s.suspended_until is not None and s.suspended_until <= now]
         for s in gone:
@@ -1049,10 +1039,7 @@ class Core:
         self._unlink(sub)
         sub.queue.clear()
         for record in [r for r in self.records.records.values() if sub in r.states]:
-            if record.drop_waiter(sub) and not record.outcome_sent:
-                self._complete(record)
-            else:
-                self._maybe_free(record)
+            self._answered(record, record.drop_waiter(sub))
         self.replenish()
 
     def pump(self, sub: Subscriber) -> None:
@@ -1100,10 +1087,7 @@ class Core:
             else:
                 done = self._redeliver(sub, record, handle, settled)
         # (received: progress only; None: settlement alone)
-        if done and not record.outcome_sent:
-            self._complete(record)
-        else:
-            self._maybe_free(record)
+        self._answered(record, done)
 
     def _redeliver(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool:
         if record.states.get(sub) is not SubState.IN_DOUBT:
@@ -1166,10 +1150,18 @@ class Core:
                 sub.port.settle(handle)
             record.unsettled.clear()
 
+    def _answered(self, record: Record, done: bool) -> None:
+        """After a waiter's answer (``done``: it was the last one in doubt): the publisher
+        hears the outcome, or else the record goes if nothing holds it any more."""
+        if done and not record.outcome_sent:
+            self._complete(record)
+        else:
+            self._maybe_free(record)
+
     def _maybe_free(self, record: Record) -> None:
         if record.keyed:
             self._answer_keyed(record)
-        if record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled:
+        if self.records.finished(record):
             if record.gid in self.records:
                 self.records.free(record)
                 record.publisher_handle = None  # (it points back at the record: no cycle left behind)
