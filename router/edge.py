@@ -18,6 +18,7 @@ from records.table import Record
 from .amqp.connection import Connection, Mode, State
 from .amqp.endpoints import Delivery, Link
 from .amqp.errors import AMQPError, Condition
+from .amqp.errors import condition_value as _value
 from .amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
@@ -411,9 +412,6 @@ class EdgeConnection(EngineProtocol):
 
 INCARNATION = symbol("once:incarnation")
 
-
-def _value(condition: Any) -> str:
-    return condition.value if isinstance(condition, Condition) else str(condition)
 
 
 def _incarnation(properties: Any) -> int | None:

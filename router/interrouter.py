@@ -21,6 +21,7 @@ from .amqp.codec import decode, dumps
 from .amqp.connection import Connection, Mode
 from .amqp.endpoints import Delivery, Link
 from .amqp.errors import AMQPError, Condition, DecodeError
+from .amqp.errors import condition_value as _value
 from .amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
@@ -297,9 +298,6 @@ class InterRouterConnection(EngineProtocol):
         d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
                                                presettled or d.settled, fmt, keys, born, root)
 
-
-def _value(condition: Condition | str) -> str:
-    return condition.value if isinstance(condition, Condition) else condition
 
 
 def _amqp_map(value: Any) -> Any:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import resource
-from collections.abc import Callable
 from dataclasses import dataclass
 
 # Descriptors kept for everything that is not a client connection: listeners,
@@ -113,7 +112,7 @@ class AuthFailures:
     """
 
     def __init__(self, free: int = 5, window: float = 60.0, base_delay: float = 0.25, max_delay: float = 5.0,
-                 clock: Callable[[], float] | None = None) -> None:
+                 ) -> None:
         self.free = free
         self.window = window
         self.base_delay = base_delay

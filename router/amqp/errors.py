@@ -48,8 +48,12 @@ class AMQPError(Exception):
         self.description = description
 
 
-def _value(condition: Condition | str) -> str:
-    return condition.value if isinstance(condition, Condition) else condition
+def condition_value(condition: Condition | str) -> str:
+    """The wire string of a condition (ours as an enum, or whatever a peer sent)."""
+    return condition.value if isinstance(condition, Condition) else str(condition)
+
+
+_value = condition_value
 
 
 class ProtocolError(AMQPError):
