@@ -19,6 +19,19 @@ if TYPE_CHECKING:
     from .limits import AuthFailures, ConnectionLimits, RateLimitedLog
 
 
+class NeighbourLink(Protocol):
+    """A connection to a neighbour router as the control plane sees it (``interrouter``
+    over TCP; the in-process network's links in the tests)."""
+
+    hop: Any  # the core's Hop and Upstream for it, set when the link comes up
+    upstream: Any
+
+    def hop_port(self) -> Any: ...  # a HopPort: our data link towards the neighbour
+    def upstream_port(self) -> Any: ...  # a PublisherPort: the neighbour's data link towards us
+    def send_control(self, msg: object) -> None: ...
+    def close(self) -> None: ...
+
+
 class NetworkPort(Protocol):
     """The control plane as connections see it."""
 
@@ -49,3 +62,9 @@ class RouterContext(Protocol):
 
     def flush(self) -> None:
         """Write what every touched connection has to send."""
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Any:
+        """Run ``callback(*args)`` in ``delay`` seconds; returns a handle with ``cancel()``."""
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> Any:
+        """Run ``callback(*args)`` after the current batch."""

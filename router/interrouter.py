@@ -189,6 +189,12 @@ class InterRouterConnection(EngineProtocol):
         if not self.lost.done():
             self.lost.set_result(None)
 
+    def hop_port(self) -> HopLink:
+        return HopLink(self)
+
+    def upstream_port(self) -> UpstreamLink:
+        return UpstreamLink(self)
+
     def on_writable(self) -> None:
         if self.hop is not None:
             self.router.core.pump_hop(self.hop)

@@ -19,16 +19,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from linkstate.engine import ControlPlane, Result
 from linkstate.handover import Fences, split
 from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
 
-from .interrouter import HopLink, InterRouterConnection, UpstreamLink
-
 if TYPE_CHECKING:
-    from .context import RouterContext
+    from .context import NeighbourLink, RouterContext
     from .core import Subscriber
 
 log = logging.getLogger("once.network")
@@ -39,30 +37,38 @@ HANDOVER_WAIT = 1.0
 
 
 class Network:
-    def __init__(self, router: RouterContext) -> None:
+    """Also the core's ``RoutesPort``. No I/O of its own: timers come from the router's
+    ``call_later``/``call_soon``, so the in-process network (``tests/simnet``) runs it as is."""
+
+    def __init__(self, router: RouterContext, base: int | None = None) -> None:
         self.router = router
         self.me = router.id
-        self.plane = ControlPlane(router.id, base=time.time_ns() // 1000)
-        self.links: dict[str, InterRouterConnection] = {}
+        # Subscription events are numbered from the router's start (microseconds), so a
+        # restarted router's events are never taken for its earlier life's.
+        self.plane = ControlPlane(router.id, base=time.time_ns() // 1000 if base is None else base)
+        self.links: dict[str, NeighbourLink] = {}
         self.costs = {}
         for link in router.topology.links:
             if router.id in (link.a, link.b):
                 self.costs[link.b if link.a == router.id else link.a] = link.cost
         self.fences = Fences()
         self.on_complete: dict[int, tuple[Callable[[], None], Subscription]] = {}  # by event seq, like fences
-        self.timers: dict[int, asyncio.TimerHandle] = {}
+        self.timers: dict[int, Any] = {}  # handles with cancel()
         self.marked: dict[tuple[str, int], None] = {}  # remote attaches we sent our marker for
         self.all_up = asyncio.Event()
         if not self.costs:
             self.all_up.set()
         self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
-        core = router.core
-        core.remote_routers = self.remote_routers
-        core.route = self.plane.lsdb.route
-        core.moved = self.plane.moved
-        core.reroute_marker = self._send_marker
-        core.unsynced = bool(self.costs)
+        # The routes port (``core/ports.py``), bound for the core's constructor:
+        self.route = self.plane.lsdb.route
+        self.moved = self.plane.moved
+        self.reroute_marker = self._send_marker
+
+    @property
+    def has_neighbours(self) -> bool:
+        """Whether the topology gives us neighbours (then publishes wait for their first sync)."""
+        return bool(self.costs)
 
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)
@@ -74,21 +80,21 @@ class Network:
 
     # ------------------------------------------------------------ links
 
-    def link_up(self, peer: str, conn: InterRouterConnection) -> None:
+    def link_up(self, peer: str, conn: NeighbourLink) -> None:
         old = self.links.get(peer)
         if old is not None and old is not conn:
             old.close()  # a newer connection replaces a stale one
             self.link_down(peer, old)
         self.links[peer] = conn
         core = self.router.core
-        conn.hop = core.add_hop(peer, HopLink(conn))
-        conn.upstream = core.add_upstream(peer, UpstreamLink(conn))
+        conn.hop = core.add_hop(peer, conn.hop_port())
+        conn.upstream = core.add_upstream(peer, conn.upstream_port())
         log.info("router %s: link to %s up", self.me, peer)
         self._apply(self.plane.neighbour_up(peer, self.costs.get(peer, 1)))
         if set(self.links) >= set(self.costs):
             self.all_up.set()
 
-    def link_down(self, peer: str, conn: InterRouterConnection) -> None:
+    def link_down(self, peer: str, conn: NeighbourLink) -> None:
         if self.links.get(peer) is not conn:
             return
         del self.links[peer]
@@ -163,7 +169,7 @@ class Network:
             self.fences.open(seq, routers)
             self.on_complete[seq] = (on_complete, sub)
             if routers:
-                self.timers[seq] = asyncio.get_running_loop().call_later(HANDOVER_WAIT, self._fence_expired, seq)
+                self.timers[seq] = self.router.call_later(HANDOVER_WAIT, self._fence_expired, seq)
         self._apply(result)
 
     def key_owners(self, key: tuple[str, str]) -> set[str]:
@@ -216,7 +222,7 @@ class Network:
                 core.subscriber_moved(sub, where)
                 self.ended.append(sub)
         if self.ended:
-            asyncio.get_running_loop().call_soon(self._end_moved)
+            self.router.call_soon(self._end_moved)
 
     def _end_moved(self) -> None:
         ended, self.ended = self.ended, []

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Topology
@@ -51,7 +53,6 @@ class Router:
             authenticate=users_authenticator(auth.users, auth.allow_anonymous),
             allow_bare=auth.allow_anonymous,
         )
-        self.core = Core(router_id, self.settings)
         fd_limit = raise_fd_limit()
         max_total = self.settings.max_connections or default_max_connections(fd_limit)
         self.limits = ConnectionLimits(max_total, self.settings.max_connections_per_host or max(1, max_total // 2))
@@ -60,6 +61,7 @@ class Router:
         self.journal_dir = journal_dir
         self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
         self.network = Network(self)
+        self.core = Core(router_id, self.settings, routes=self.network, unsynced=self.network.has_neighbours)
         self.connections: set[EdgeConnection] = set()
         self.inter_connections: set[InterRouterConnection] = set()
         self.dirty: set = set()
@@ -135,6 +137,12 @@ class Router:
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""
         return line(snapshot(self.core), len(self.connections))
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(delay, callback, *args)
+
+    def call_soon(self, callback: Callable[..., object], *args: Any) -> asyncio.Handle:
+        return asyncio.get_running_loop().call_soon(callback, *args)
 
     def flush(self) -> None:
         """Write what every touched connection has to send, once per batch."""

@@ -54,7 +54,18 @@ from ..config import Settings
 from ..journal import Event, Journal
 from .credit import CreditWindow
 from .peers import PARKED, SUSPENDED, HeldFor, Hop, Publisher, Subscriber, TagInUse, Upstream
-from .ports import ACCEPTED, Conditions, HopPort, Outcome, OutcomeKind, PublisherPort, SubscriberPort, rejected
+from .ports import (
+    ACCEPTED,
+    ALONE,
+    Conditions,
+    HopPort,
+    Outcome,
+    OutcomeKind,
+    PublisherPort,
+    RoutesPort,
+    SubscriberPort,
+    rejected,
+)
 
 _ACCEPTED_KIND = OutcomeKind.ACCEPTED
 _REJECTED_KIND = OutcomeKind.REJECTED
@@ -72,14 +83,10 @@ def _rejection(state: Outcome) -> Outcome:
                                                   or "rejected by a subscriber")
 
 
-def no_route(dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
-    """A single router: no destination is reachable."""
-    return {}, set(dests)
-
-
 class Core:
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], int] = lambda: time.time_ns() // 1000) -> None:
+                 wall: Callable[[], int] = lambda: time.time_ns() // 1000, routes: RoutesPort = ALONE,
+                 unsynced: bool = False) -> None:
         self.router_id = router_id
         self.settings = settings
         self.clock = clock
@@ -93,12 +100,11 @@ class Core:
         # that delivery, which has not reached us (yet): never deliver it to that key.
         self.placeholders = Placeholders()
         self.credit = CreditWindow(settings)
-        # The network layer plugs these in: where other subscribers are, how to reach them.
-        self.remote_routers: Callable[[str], set[str]] = lambda topic: set()
-        self.route = no_route
-        self.moved: Callable[[str, str], dict[str, frozenset]] = lambda topic, origin: {}
-        # a hand-over marker whose hop went down: the network sends it on another way
-        self.reroute_marker: Callable[[Any], None] = lambda marker: None
+        # Where other subscribers are and how to reach them (bound once: the hot path calls them).
+        self.remote_routers: Callable[[str], set[str]] = routes.remote_routers
+        self.route = routes.route
+        self.moved: Callable[[str, str], dict[str, frozenset]] = routes.moved
+        self.reroute_marker: Callable[[Any], None] = routes.reroute_marker
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
@@ -106,8 +112,8 @@ class Core:
         self.pins: dict[str, dict[str, int]] = {}
         # Until the network has told us who subscribes where (the first sync from a
         # neighbour), a publish here could be accepted for want of subscribers we do not
-        # know of yet: publishers get no credit until then (the network layer sets this).
-        self.unsynced = False
+        # know of yet: publishers get no credit until then (the network layer clears this).
+        self.unsynced = unsynced
         # subscriber key -> (topic, the router it moved to, until when late copies follow it)
         self.moved_away: dict[tuple[str, str], tuple[str, str, float]] = {}
         # destination -> what waits here for it (``_pinned``), in publish order, as (stamp,

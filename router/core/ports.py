@@ -68,6 +68,37 @@ class SubscriberPort(Protocol):
     def draining(self) -> bool: ...
 
 
+class RoutesPort(Protocol):
+    """The network as the core sees it: who subscribes where and the ways there. The
+    control plane (``router/network.py``) provides it; a lone router uses ``ALONE``."""
+
+    def remote_routers(self, topic: str) -> set[str]: ...  # other routers with subscribers on it
+    # dests -> ({neighbour: the dests behind it}, the unreachable ones), never via ``exclude``
+    def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]: ...
+    # where the subscribers of router ``origin`` on ``topic`` attached since: {router: keys}
+    def moved(self, topic: str, origin: str) -> dict[str, frozenset]: ...
+    def reroute_marker(self, marker: Any) -> None: ...  # a hand-over marker whose hop went down
+
+
+class Alone:
+    """A router with no neighbours: no other subscribers, no route anywhere."""
+
+    def remote_routers(self, topic: str) -> set[str]:
+        return set()
+
+    def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
+        return {}, set(dests)
+
+    def moved(self, topic: str, origin: str) -> dict[str, frozenset]:
+        return {}
+
+    def reroute_marker(self, marker: Any) -> None:
+        pass
+
+
+ALONE = Alone()
+
+
 class HopPort(Protocol):
     """A neighbour router's data link, downstream."""
 
