@@ -407,9 +407,11 @@ class Core:
             return list(subscribers.values())
         return [s for k, s in subscribers.items() if k in keys and s not in record.states]
 
-    def _forward(self, record: Record, dests: set[str], exclude: str | None, keys: frozenset | None = None) -> None:
-        """Send ``record`` towards ``dests``. A keyed copy (re-targeted to subscribers that
-        moved) goes even where the record already went: it is for someone new there."""
+    def _forward(self, record: Record, dests: set[str], exclude: str | None,
+                 keys: frozenset | None = None) -> list[Hop]:
+        """Send ``record`` towards ``dests``; return the hops it was queued on. A keyed copy
+        (re-targeted to subscribers that moved) goes even where the record already went:
+        it is for someone new there."""
         by_hop, stuck = self.route(dests, exclude)
         if stuck and exclude is not None and exclude in self.hops:
             # Only reachable back through where it came from (the routes changed under it):
@@ -471,6 +473,7 @@ class Core:
             self.pump_hop(hop)
         if owed:
             self._send_owed(record, owed)
+        return touched
 
     def publisher_settled(self, pub: Publisher, record: Record) -> None:
         """The publisher settled (receiver-settle-mode second): relay settlement on."""
@@ -579,6 +582,11 @@ class Core:
         if up.credit > 0:
             up.credit -= 1
             self.credit.transit_outstanding -= 1
+            if up.credit * 2 <= self.settings.link_credit:
+                # Look again after this batch: a copy of a record we hold frees nothing
+                # when answered, so nothing else would (the in-process network's seed
+                # 627 stalled: a neighbour's re-forwards used up its credit for good).
+                self.credit.dirty = True
         record = self.records.get(gid)
         if record is not None:
             if keys is not None:
@@ -651,8 +659,12 @@ class Core:
         onward = set(dests) - {self.router_id}
         if onward:
             before = set(record.states)
-            self._forward(record, onward, None, keys)
-            targets += [w for w in record.states if w not in before]
+            touched = self._forward(record, onward, None, keys)
+            # Also a hop that had answered an earlier copy and now carries this one: its
+            # new answer is what this hand-back waits for (the in-process network's seed
+            # 627: answered at once, the publisher heard accepted before the moved
+            # subscriber had accepted, and the settlement that followed lost its answer).
+            targets += [w for w in record.states if w not in before or w in touched]
         if not presettled:
             if record.keyed is None:
                 record.keyed = {}

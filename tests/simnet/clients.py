@@ -1,0 +1,477 @@
+"""Clients of the in-process network, modelled on the exactly-once client library
+(``router/clientlib``), and the router's side of their connections, which makes the
+same core and control-plane calls as ``router/edge.py``.
+
+A publisher keeps every message until it has its outcome (a durable outbox), resumes
+its link with an unsettled map and the same incarnation; a subscriber keeps the gids it
+accepted (a durable store), processes messages one at a time in arrival order, and
+resumes with the map of what it accepted and the router has not settled yet.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from linkstate.messages import Subscription
+from records.gid import compute_gid
+from router.core import ACCEPTED, Outcome, OutcomeKind
+from router.core import Subscriber as CoreSubscriber
+
+from .links import Pipe
+
+if TYPE_CHECKING:
+    from .net import SimNet, SimRouter
+
+_FINAL = (OutcomeKind.ACCEPTED, OutcomeKind.REJECTED)
+
+
+def _tag(n: int) -> bytes:
+    return n.to_bytes(8, "big")
+
+
+# --------------------------------------------------------------------- frames
+
+@dataclass(frozen=True, slots=True)
+class Attach:
+    role: str  # "pub" | "sub"
+    topic: str
+    container_id: str
+    name: str
+    unsettled: dict | None
+    incarnation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Attached:
+    unsettled: dict | None
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    id: int
+    tag: bytes  # the publisher's tag; a subscriber's deliveries carry the gid here
+    payload: bytes
+    settled: bool
+    resume: bool = False
+    redelivery: int = 0
+    state: Outcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    id: int  # a publisher's tag (as int) or a subscriber delivery's id
+    outcome: Outcome | None
+    settled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Credit:
+    delivery_count: int
+    credit: int
+
+
+class ClientConn:
+    """One client connection: the client's pipe to its router and the router's back."""
+
+    def __init__(self, net: SimNet, client: Any, router: SimRouter) -> None:
+        self.net = net
+        self.client = client
+        self.router = router
+        self.edge = EdgeLink(self, router)
+        self.to_router = Pipe(net.loop, self.edge.receive, net.client_latency)
+        self.to_client = Pipe(net.loop, self._to_client, net.client_latency)
+        self.closed = False
+
+    def _to_client(self, frame: Any) -> None:
+        if not self.closed and self.client.conn is self:
+            self.client.receive(frame)
+
+    def cut(self) -> None:
+        """The connection breaks: both pipes drop; each side notices on its own."""
+        if self.closed:
+            return
+        self.closed = True
+        self.to_router.closed = self.to_client.closed = True
+        loop = self.net.loop
+        loop.call_later(self.net.detect_delay(), self.edge.lost)
+        loop.call_later(self.net.detect_delay(), self.client.lost, self)
+
+
+# ------------------------------------------------------------- router side
+
+class _Handle:
+    __slots__ = ("id", "record")
+
+    def __init__(self, id: int, record: Any = None) -> None:
+        self.id = id
+        self.record = record
+
+
+class EdgeLink:
+    """The router's end of a client connection with its one link (like ``edge.py``)."""
+
+    def __init__(self, conn: ClientConn, router: SimRouter) -> None:
+        self.conn = conn
+        self.router = router
+        self.ctx: Any = None  # the core's Publisher or Subscriber
+        self.completed = False
+        self.handles: dict[int, _Handle] = {}
+        self.next_id = 0
+        self.snd_count = 0
+        self.rcv_count = 0
+        self.flow = (0, 0)
+        self.gone = False
+
+    # ------------------------------------------------- PublisherPort
+
+    def grant(self, credit: int) -> None:
+        self.conn.to_client.send(Credit(self.rcv_count, credit))
+
+    def outcome(self, handle: _Handle, outcome: Outcome, settle: bool) -> None:
+        self.conn.to_client.send(Update(handle.id, outcome, settle))
+
+    # ------------------------------------------------ SubscriberPort
+
+    def credit(self) -> int:
+        if not self.completed or self.gone:
+            return 0
+        count, credit = self.flow
+        return max(0, count + credit - self.snd_count)
+
+    def deliver(self, record: Any, settled: bool, redelivery: int) -> _Handle:
+        self.next_id += 1
+        handle = _Handle(self.next_id, record)
+        if not settled:
+            self.handles[handle.id] = handle
+        self.snd_count += 1
+        self.conn.to_client.send(Message(handle.id, record.gid, record.payload, settled, redelivery=redelivery))
+        return handle
+
+    def settle(self, handle: _Handle) -> None:
+        self.handles.pop(handle.id, None)
+        self.conn.to_client.send(Update(handle.id, None, True))
+
+    def draining(self) -> bool:
+        return False
+
+    def drained(self) -> None:
+        pass
+
+    # ------------------------------------------------------- frames
+
+    def receive(self, frame: Any) -> None:
+        router = self.router
+        if self.gone or not router.alive:
+            return
+        core = router.core
+        t = type(frame)
+        if t is Attach:
+            self._attach(frame)
+        elif t is Message:
+            if not frame.resume:
+                self.rcv_count += 1
+            handle = _Handle(int.from_bytes(frame.tag, "big"))
+            handle.record = core.publish(self.ctx, frame.tag, frame.payload, frame.settled, handle, 0, frame.resume)
+            if handle.record is not None and not frame.settled:
+                self.handles[handle.id] = handle
+        elif t is Update:
+            handle = self.handles.get(frame.id)
+            if handle is None:
+                return
+            if frame.settled:
+                del self.handles[frame.id]
+            if isinstance(self.ctx, CoreSubscriber):
+                core.subscriber_update(self.ctx, handle.record, handle, frame.outcome, frame.settled)
+            elif frame.settled:
+                core.publisher_settled(self.ctx, handle.record)
+        elif t is Credit:
+            self.flow = (frame.delivery_count, frame.credit)
+            core.pump(self.ctx)
+        router.after_batch()
+
+    def _attach(self, a: Attach) -> None:
+        router = self.router
+        core = router.core
+        if a.role == "pub":
+            pub = core.add_publisher(self, a.topic, a.container_id, a.name, True, a.incarnation, grant=False)
+            self.ctx = pub
+            ours = core.publisher_resume_map(pub, a.unsettled or {})
+            self.conn.to_client.send(Attached(ours))
+            core.replenish()
+            return
+        sub, displaced = core.add_subscriber(self, a.topic, a.container_id, a.name, False)
+        self.ctx = sub
+        if displaced is not None and isinstance(displaced.port, EdgeLink):
+            displaced.port.gone = True  # stolen: the old link is detached
+        ours = None
+        if a.unsettled is not None:
+            ours = core.resume_subscriber(sub, a.unsettled, core.clock() + router.settings.publisher_grace)
+
+        def complete() -> None:
+            if self.gone or not router.alive:
+                return
+            self.completed = True
+            self.conn.to_client.send(Attached(ours))
+            core.attach_completed(sub)
+            router.after_batch()
+
+        router.network.subscribe(Subscription(router.id, a.topic, a.container_id, a.name, since=router.net.loop.wall()),
+                                 True, complete)
+
+    def lost(self) -> None:
+        """The router notices the connection is gone: the link is suspended (it may resume)."""
+        router = self.router
+        if self.gone or not router.alive or self.ctx is None:
+            self.gone = True
+            return
+        self.gone = True
+        core = router.core
+        ctx = self.ctx
+        if isinstance(ctx, CoreSubscriber):
+            core.suspend_subscriber(ctx, core.clock() + router.settings.subscriber_grace)
+            router.network.follow_moved_subscribers()
+        else:
+            core.suspend_publisher(ctx, core.clock() + router.settings.publisher_grace)
+        router.after_batch()
+
+
+# -------------------------------------------------------------- clients
+
+class Client:
+    def __init__(self, net: SimNet, name: str, topic: str, routers: list[str]) -> None:
+        self.net = net
+        self.name = name
+        self.container_id = f"c-{name}"
+        self.topic = topic
+        self.routers = routers  # preference order; failover goes to the next alive one
+        self.at = 0
+        self.conn: ClientConn | None = None
+        self.ever_attached = False
+        self.attached = False
+        self.alive = True
+
+    def connect(self) -> None:
+        """Dial the first alive router from the current one on; retry later if none is."""
+        if not self.alive or self.conn is not None:
+            return
+        net = self.net
+        for i in range(len(self.routers)):
+            name = self.routers[(self.at + i) % len(self.routers)]
+            router = net.routers.get(name)
+            if router is not None and router.alive:
+                self.at = (self.at + i) % len(self.routers)
+                self.conn = ClientConn(net, self, router)
+                self.attached = False
+                self.conn.to_router.send(self.attach_frame())
+                return
+        net.loop.call_later(0.1, self.connect)
+
+    def lost(self, conn: ClientConn) -> None:
+        if self.conn is not conn:
+            return
+        self.conn = None
+        self.attached = False
+        self.on_down()
+        self.at += 1  # the next router in the list
+        self.net.loop.call_later(self.net.reconnect_delay(), self.connect)
+
+    def send(self, frame: Any) -> None:
+        if self.conn is not None:
+            self.conn.to_router.send(frame)
+
+    def attach_frame(self) -> Attach:
+        raise NotImplementedError
+
+    def on_down(self) -> None:
+        pass
+
+    def receive(self, frame: Any) -> None:
+        raise NotImplementedError
+
+
+class Publisher(Client):
+    def __init__(self, net: SimNet, name: str, topic: str, routers: list[str]) -> None:
+        super().__init__(net, name, topic, routers)
+        self.link = f"pub-{name}"
+        self.incarnation = net.loop.rng.randrange(1, 1 << 62)
+        self.next = 0
+        self.unsettled: dict[int, bytes] = {}
+        self.outcomes: dict[int, Outcome] = {}
+        self.to_send: deque[int] = deque()
+        self.credit = 0
+        self.snd_count = 0
+        self.conflicts: list[str] = []
+
+    def gid(self, tag: int) -> bytes:
+        return compute_gid(self.container_id, self.link, self.incarnation, _tag(tag))
+
+    def publish(self, n: int = 1) -> None:
+        for _ in range(n):
+            tag = self.next
+            self.next += 1
+            self.unsettled[tag] = f"{self.name}:{tag}".encode()
+            self.to_send.append(tag)
+        self.pump()
+
+    def attach_frame(self) -> Attach:
+        unsettled = {_tag(t): None for t in self.unsettled} if self.ever_attached else None
+        return Attach("pub", self.topic, self.container_id, self.link, unsettled, self.incarnation)
+
+    def on_down(self) -> None:
+        self.credit = 0
+
+    def receive(self, frame: Any) -> None:
+        t = type(frame)
+        if t is Attached:
+            self._attached(frame.unsettled or {})
+        elif t is Credit:
+            self.credit = frame.delivery_count + frame.credit - self.snd_count
+        elif t is Update:
+            self._outcome(frame.id, frame.outcome)
+        self.pump()
+
+    def _attached(self, theirs: dict) -> None:
+        self.ever_attached = self.attached = True
+        self.snd_count = 0
+        fresh = []
+        for tag in sorted(self.unsettled):
+            key = _tag(tag)
+            if key in theirs:
+                state = theirs[key]
+                if state is not None and state.kind in _FINAL:
+                    del self.unsettled[tag]
+                    self.send(Message(tag, key, b"", True, resume=True, state=state))
+                    self._record(tag, state)
+                else:
+                    self.send(Message(tag, key, self.unsettled[tag], False, resume=True))
+            else:
+                fresh.append(tag)
+        self.to_send = deque(fresh)
+
+    def _outcome(self, tag: int, outcome: Outcome | None) -> None:
+        if outcome is None or outcome.kind not in _FINAL or tag not in self.unsettled:
+            return
+        del self.unsettled[tag]
+        self._record(tag, outcome)
+        self.send(Update(tag, None, True))  # we settle: the router relays settlement
+
+    def _record(self, tag: int, outcome: Outcome) -> None:
+        old = self.outcomes.get(tag)
+        if old is not None and old != outcome:
+            self.conflicts.append(f"{self.name}:{tag} answered {old.kind.value} then {outcome.kind.value}")
+        self.outcomes[tag] = outcome
+
+    def pump(self) -> None:
+        if not self.attached:
+            return
+        while self.to_send and self.credit > 0:
+            tag = self.to_send.popleft()
+            payload = self.unsettled.get(tag)
+            if payload is None:
+                continue
+            self.credit -= 1
+            self.snd_count += 1
+            self.send(Message(tag, _tag(tag), payload, False))
+
+
+class Subscriber(Client):
+    def __init__(self, net: SimNet, name: str, topic: str, routers: list[str], window: int = 20) -> None:
+        super().__init__(net, name, topic, routers)
+        self.link = f"sub-{name}"
+        self.window = window
+        self.accepted: set[bytes] = set()  # durable: what the application processed
+        self.unsettled_accepted: set[bytes] = set()  # durable: accepted, not settled by the router yet
+        self.effects: list[bytes] = []  # what the application did, in order (each gid once, if all is well)
+        self.payloads: dict[bytes, bytes] = {}
+        self.held: dict[bytes, int] = {}  # with the application, not accepted yet -> its delivery id
+        self.queue: deque[bytes] = deque()  # the application works through these in order
+        self.busy = False
+        self.ids: dict[int, bytes] = {}  # delivery id -> gid (what the router may settle)
+        self.rcv_count = 0
+        self.received = 0
+
+    def attach_frame(self) -> Attach:
+        unsettled = {g: ACCEPTED for g in self.unsettled_accepted} if self.ever_attached else None
+        return Attach("sub", self.topic, self.container_id, self.link, unsettled)
+
+    def on_down(self) -> None:
+        self.ids.clear()
+        self.rcv_count = 0
+        for gid in self.held:  # their deliveries were on that connection: the next attach's map tells
+            self.held[gid] = -2
+
+    def crash(self) -> None:
+        """The process dies: what the application had not accepted is gone with it."""
+        self.alive = False
+        if self.conn is not None:
+            self.conn.cut()
+        self.conn = None
+        self.attached = False
+        self.on_down()
+        self.held.clear()
+        self.queue.clear()
+        self.busy = False
+
+    def restart(self) -> None:
+        self.alive = True
+        self.connect()
+
+    def receive(self, frame: Any) -> None:
+        t = type(frame)
+        if t is Attached:
+            self.ever_attached = self.attached = True
+            self.send(Credit(self.rcv_count, self.window - len(self.held)))
+        elif t is Message:
+            self._message(frame)
+        elif t is Update and frame.settled:
+            gid = self.ids.pop(frame.id, None)
+            if gid is not None:
+                self.unsettled_accepted.discard(gid)
+
+    def _message(self, m: Message) -> None:
+        self.rcv_count += 1
+        self.received += 1
+        gid = m.tag
+        if gid in self.accepted:  # a copy of what we processed: accept it again, nothing more
+            if not m.settled:
+                self.ids[m.id] = gid
+                self.unsettled_accepted.add(gid)
+                self.send(Update(m.id, ACCEPTED, False))
+            self._top_up()
+            return
+        if gid in self.held:  # the application has it (from before a reconnect): answer this copy
+            self.held[gid] = -1 if m.settled else m.id
+            return
+        self.held[gid] = -1 if m.settled else m.id
+        self.payloads[gid] = m.payload
+        self.queue.append(gid)
+        if not self.busy:
+            self._next()
+
+    def _next(self) -> None:
+        if not self.queue:
+            self.busy = False
+            return
+        self.busy = True
+        self.net.loop.call_later(self.net.process_delay(), self._processed, self.queue[0])
+
+    def _processed(self, gid: bytes) -> None:
+        if not self.alive or not self.queue or self.queue[0] != gid:
+            return  # crashed meanwhile
+        self.queue.popleft()
+        self.accepted.add(gid)
+        self.effects.append(gid)
+        id = self.held.pop(gid, -1)
+        if id != -1:  # (-1: it came pre-settled)
+            self.unsettled_accepted.add(gid)  # in the next attach's map until the router settles
+        if id >= 0 and self.conn is not None:
+            self.ids[id] = gid
+            self.send(Update(id, ACCEPTED, False))
+        self._top_up()
+        self._next()
+
+    def _top_up(self) -> None:
+        if self.attached:
+            self.send(Credit(self.rcv_count, self.window - len(self.held)))

@@ -1,0 +1,226 @@
+"""In-memory connections: a FIFO pipe per direction (TCP keeps order on one connection;
+different connections overtake each other), and the inter-router link's two ends with
+the core's hop and upstream ports on them. Link credit follows AMQP: the receiver grants
+credit against the delivery count it has seen, the sender spends it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from router.core import Outcome
+
+from .clock import Loop
+
+if TYPE_CHECKING:
+    from .net import SimRouter
+
+
+class Pipe:
+    """One direction of a connection. ``latency()`` picks each frame's delay; a frame never
+    overtakes an earlier one. A closed pipe drops what is on it."""
+
+    def __init__(self, loop: Loop, receive: Callable[[Any], None], latency: Callable[[], float]) -> None:
+        self.loop = loop
+        self.receive = receive
+        self.latency = latency
+        self.last = 0.0
+        self.closed = False
+
+    def send(self, frame: Any) -> None:
+        if self.closed:
+            return
+        when = max(self.last, self.loop.now + self.latency())
+        self.last = when
+        self.loop.at(when, self._arrive, frame)
+
+    def _arrive(self, frame: Any) -> None:
+        if not self.closed:
+            self.receive(frame)
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    id: int
+    gid: bytes
+    topic: str
+    payload: bytes
+    dests: frozenset[str]
+    presettled: bool
+    keys: frozenset | None
+    born: int
+    root: str
+
+
+@dataclass(frozen=True, slots=True)
+class Disposition:
+    id: int
+    outcome: Outcome | None
+    settled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    delivery_count: int  # the receiver's
+    credit: int
+
+
+@dataclass(frozen=True, slots=True)
+class Control:
+    msg: object
+
+
+@dataclass(frozen=True, slots=True)
+class Up:
+    """The handshake: the first frame; the receiving side's link comes up with it."""
+
+
+class Sent:
+    __slots__ = ("id", "record")
+
+    def __init__(self, id: int, record: Any) -> None:
+        self.id = id
+        self.record = record
+
+
+class Received:
+    __slots__ = ("id", "record")
+
+    def __init__(self, id: int) -> None:
+        self.id = id
+        self.record: Any = None
+
+
+class RouterEnd:
+    """One router's end of an inter-router connection (a ``NeighbourLink``)."""
+
+    def __init__(self, router: SimRouter, peer: str) -> None:
+        self.router = router
+        self.peer = peer
+        self.out: Pipe | None = None
+        self.hop: Any = None
+        self.upstream: Any = None
+        self.up = False
+        self.closed = False
+        self.next_id = 0
+        self.sent: dict[int, Sent] = {}  # our deliveries on our data link, unsettled
+        self.received: dict[int, Received] = {}  # the neighbour's, unsettled
+        self.snd_count = 0
+        self.credit = 0  # on our data link
+        self.rcv_count = 0
+
+    # --------------------------------------------------- NeighbourLink
+
+    def hop_port(self) -> HopEnd:
+        return HopEnd(self)
+
+    def upstream_port(self) -> UpstreamEnd:
+        return UpstreamEnd(self)
+
+    def send_control(self, msg: object) -> None:
+        self.send(Control(msg))
+
+    def close(self) -> None:
+        self.router.net.cut_connection(self)
+
+    # ------------------------------------------------------------ frames
+
+    def send(self, frame: Any) -> None:
+        if not self.closed and self.out is not None:
+            self.out.send(frame)
+
+    def receive(self, frame: Any) -> None:
+        if self.closed or not self.router.alive:
+            return
+        router = self.router
+        t = type(frame)
+        if t is Up:
+            self.up = True
+            router.network.link_up(self.peer, self)
+        elif not self.up:
+            return
+        elif t is Transfer:
+            self.rcv_count += 1
+            handle = Received(frame.id)
+            if not frame.presettled:
+                self.received[frame.id] = handle
+            handle.record = router.core.forwarded(self.upstream, handle, frame.gid, frame.topic, frame.payload,
+                                                  frame.dests, frame.presettled, 0, frame.keys, frame.born, frame.root)
+        elif t is Disposition:
+            sent = self.sent.get(frame.id)
+            if sent is None:
+                return
+            if frame.settled:
+                del self.sent[frame.id]
+            if self.hop is not None and frame.outcome is not None:
+                router.core.hop_update(self.hop, sent.record, sent, frame.outcome, frame.settled)
+        elif t is Flow:
+            # AMQP 2.6.7: credit = the receiver's delivery count + its credit - ours
+            self.credit = frame.delivery_count + frame.credit - self.snd_count
+            if self.hop is not None:
+                router.core.pump_hop(self.hop)
+        elif t is SettleIn:
+            handle = self.received.pop(frame.id, None)
+            if handle is not None and handle.record is not None and self.upstream is not None:
+                router.core.upstream_settled(self.upstream, handle.record)
+        elif t is Control:
+            router.network.receive(self.peer, frame.msg)
+        router.after_batch()
+
+
+@dataclass(frozen=True, slots=True)
+class SettleIn:
+    """The sender settled its delivery (the receiver forgets it)."""
+
+    id: int
+
+
+class HopEnd:
+    """The core's ``HopPort``: our data link towards the neighbour."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: RouterEnd) -> None:
+        self.end = end
+
+    def credit(self) -> int:
+        end = self.end
+        return max(0, end.credit) if end.up and not end.closed else 0
+
+    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Sent:
+        end = self.end
+        end.next_id += 1
+        handle = Sent(end.next_id, record)
+        if not settled:
+            end.sent[handle.id] = handle
+        end.snd_count += 1
+        end.credit -= 1
+        end.send(Transfer(handle.id, record.gid, record.topic, record.payload, dests, record.presettled or settled,
+                          keys, record.born, record.root))
+        return handle
+
+    def settle(self, handle: Sent) -> None:
+        self.end.sent.pop(handle.id, None)
+        self.end.send(SettleIn(handle.id))
+
+    def marker(self, msg: object) -> None:
+        self.end.send(Control(msg))  # behind the deliveries sent before it: one connection keeps order
+
+
+class UpstreamEnd:
+    """The core's ``PublisherPort`` for the neighbour's data link towards us."""
+
+    __slots__ = ("end",)
+
+    def __init__(self, end: RouterEnd) -> None:
+        self.end = end
+
+    def grant(self, credit: int) -> None:
+        end = self.end
+        end.send(Flow(end.rcv_count, credit))
+
+    def outcome(self, handle: Received, outcome: Outcome, settle: bool) -> None:
+        if settle:
+            self.end.received.pop(handle.id, None)
+        self.end.send(Disposition(handle.id, outcome, settle))

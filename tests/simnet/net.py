@@ -1,0 +1,360 @@
+"""The in-process network: real ``Core`` and ``Network`` objects per router (the same
+classes the router process runs), in-memory connections (``links.py``), clients modelled
+on the exactly-once library (``clients.py``), one virtual clock and one seeded scheduler
+(``clock.py``), and faults: kill a router (its state is gone) and restart it, cut a link,
+slow a link down, drop a client's connection, crash a subscriber process.
+
+``check()`` judges a finished run by the invariants of DESIGN.md: nothing lost, nothing
+processed twice, per-publisher order at every subscriber, one outcome per message, and
+no state left behind once everything is settled.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from router.config import LinkSpec, Settings
+from router.core import Core
+from router.network import Network
+
+from .clients import Publisher, Subscriber
+from .clock import Loop, Timer
+from .links import Pipe, RouterEnd, Up
+
+SETTINGS = Settings(max_in_flight=400, link_credit=40, subscriber_grace=10.0, publisher_grace=10.0,
+                    router_dead_after=3.0, initial_credit=8, credit_idle=2.0)
+
+
+class _Topology:
+    def __init__(self, links: tuple[LinkSpec, ...]) -> None:
+        self.links = links
+
+
+class SimRouter:
+    """One router's life (a restart is a new ``SimRouter``): what ``Network`` needs of it."""
+
+    def __init__(self, net: SimNet, name: str) -> None:
+        self.net = net
+        self.id = name
+        self.alive = True
+        self.settings = net.settings
+        self.topology = net.topology
+        loop = net.loop
+        self.network = Network(self, base=loop.wall())  # type: ignore[arg-type]
+        self.core = Core(name, self.settings, clock=loop.time, wall=loop.wall, routes=self.network,
+                         unsynced=self.network.has_neighbours)
+        self.ends: dict[str, RouterEnd] = {}
+        self._housekeeping = loop.call_later(0.25, self.housekeeping)
+
+    def call_later(self, delay: float, fn: Any, *args: Any) -> Timer:
+        return self.net.loop.call_later(delay, self._run, fn, args)
+
+    def call_soon(self, fn: Any, *args: Any) -> Timer:
+        return self.net.loop.call_soon(self._run, fn, args)
+
+    def _run(self, fn: Any, args: tuple) -> None:
+        if self.alive:
+            fn(*args)
+            self.after_batch()
+
+    def flush(self) -> None:
+        pass
+
+    def after_batch(self) -> None:
+        self.core.after_batch()
+
+    def housekeeping(self) -> None:
+        if not self.alive:
+            return
+        core = self.core
+        now = core.clock()
+        core.expire(now, self.settings.subscriber_grace)
+        core.reclaim_idle(now)
+        for sub in core.expire_suspended(now):
+            self.net.expired.append((self.id, sub.container_id))
+            self.network.end(sub)
+        self.after_batch()
+        self._housekeeping = self.net.loop.call_later(0.25, self.housekeeping)
+
+    def die(self) -> None:
+        self.alive = False
+        self._housekeeping.cancel()
+
+
+@dataclass
+class Fault:
+    at: float
+    kind: str  # kill | cut | slow | drop | crash
+    target: tuple[str, ...]
+    duration: float = 0.0
+    extra: float = 0.0  # slow: added latency
+
+    def __str__(self) -> str:
+        return f"{self.kind} {'-'.join(self.target)} at {self.at:.3f} for {self.duration:.3f}"
+
+
+@dataclass
+class Verdict:
+    violations: list[str] = field(default_factory=list)
+    published: int = 0
+    events: int = 0
+    end: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+class SimNet:
+    def __init__(self, seed: int, links: list[tuple[str, str]], settings: Settings = SETTINGS) -> None:
+        logging.getLogger("once").setLevel(logging.ERROR)
+        self.seed = seed
+        self.loop = Loop(seed)
+        self.settings = settings
+        self.topology = _Topology(tuple(LinkSpec(a, b) for a, b in links))
+        self.names = sorted({n for pair in links for n in pair})
+        self.routers: dict[str, SimRouter] = {}
+        self.conns: dict[frozenset[str], tuple[RouterEnd, RouterEnd]] = {}
+        self.cut: dict[frozenset[str], int] = {}  # links held down by a fault
+        self.slow: dict[frozenset[str], float] = {}
+        self.backoff: dict[frozenset[str], float] = {}
+        self.dialling: set[frozenset[str]] = set()
+        self.publishers: list[Publisher] = []
+        self.subscribers: list[Subscriber] = []
+        self.expired: list[tuple[str, str]] = []
+        self.log: list[str] = []
+
+    # ----------------------------------------------------------- timing
+
+    def latency(self, pair: frozenset[str]) -> Any:
+        rng = self.loop.rng
+        return lambda: rng.uniform(0.0002, 0.002) + self.slow.get(pair, 0.0)
+
+    def client_latency(self) -> float:
+        return self.loop.rng.uniform(0.0001, 0.001)
+
+    def detect_delay(self) -> float:
+        return self.loop.rng.uniform(0.001, 0.08)
+
+    def reconnect_delay(self) -> float:
+        return self.loop.rng.uniform(0.02, 0.3)
+
+    def process_delay(self) -> float:
+        return self.loop.rng.uniform(0.0, 0.003)
+
+    # ----------------------------------------------------------- routers
+
+    def start(self) -> None:
+        for name in self.names:
+            self.routers[name] = SimRouter(self, name)
+        for link in self.topology.links:
+            self._dial(frozenset((link.a, link.b)))
+
+    def _dial(self, pair: frozenset[str]) -> None:
+        """The lower id dials, and keeps redialling with backoff while the link is down."""
+        if pair in self.conns or pair in self.dialling:
+            return
+        self.dialling.add(pair)
+        self.loop.call_later(self.backoff.get(pair, 0.0) + self.loop.rng.uniform(0.001, 0.005), self._connect, pair)
+
+    def _connect(self, pair: frozenset[str]) -> None:
+        self.dialling.discard(pair)
+        a, b = sorted(pair)
+        ra, rb = self.routers.get(a), self.routers.get(b)
+        if ra is None or rb is None or not ra.alive:
+            return  # a restart dials again
+        if not rb.alive or pair in self.cut:
+            self.backoff[pair] = min(max(self.backoff.get(pair, 0.0) * 2, 0.05), 2.0)
+            self._dial(pair)
+            return
+        self.backoff[pair] = 0.05
+        ea, eb = RouterEnd(ra, b), RouterEnd(rb, a)
+        lat = self.latency(pair)
+        ea.out = Pipe(self.loop, eb.receive, lat)
+        eb.out = Pipe(self.loop, ea.receive, lat)
+        self.conns[pair] = (ea, eb)
+        ea.send(Up())
+        eb.send(Up())
+
+    def cut_connection(self, end: RouterEnd) -> None:
+        """The connection ``end`` is on breaks: what is on the wire is lost; each side
+        notices after its own delay (a closed socket, or a dead-link timeout)."""
+        pair = frozenset((end.router.id, end.peer))
+        conn = self.conns.get(pair)
+        if conn is None or end not in conn:
+            return
+        del self.conns[pair]
+        for e in conn:
+            e.closed = True
+            if e.out is not None:
+                e.out.closed = True
+            self.loop.call_later(self.detect_delay(), self._noticed, e)
+
+    def _noticed(self, end: RouterEnd) -> None:
+        router = end.router
+        if router.alive and end.up:
+            router.network.link_down(end.peer, end)
+            router.after_batch()
+        if router.alive and router is self.routers.get(router.id):
+            self._dial(frozenset((router.id, end.peer)))
+
+    def kill(self, name: str) -> None:
+        router = self.routers[name]
+        router.die()
+        for pair, conn in list(self.conns.items()):
+            if name in pair:
+                self.cut_connection(conn[0])
+        for client in self.publishers + self.subscribers:
+            if client.conn is not None and client.conn.router is router:
+                client.conn.cut()
+
+    def restart(self, name: str) -> None:
+        self.routers[name] = SimRouter(self, name)
+        for link in self.topology.links:
+            if name in (link.a, link.b):
+                pair = frozenset((link.a, link.b))
+                self.backoff[pair] = 0.0
+                self._dial(pair)
+
+    # ------------------------------------------------------------ faults
+
+    def schedule(self, fault: Fault) -> None:
+        self.loop.at(fault.at, self._fault, fault)
+
+    def _fault(self, f: Fault) -> None:
+        self.log.append(f"{self.loop.now:.3f} {f}")
+        loop = self.loop
+        if f.kind == "kill":
+            if not self.routers[f.target[0]].alive:
+                return  # dead already: the earlier kill restarts it
+            self.kill(f.target[0])
+            loop.call_later(f.duration, self.restart, f.target[0])
+        elif f.kind == "cut":
+            pair = frozenset(f.target)
+            self.cut[pair] = self.cut.get(pair, 0) + 1
+            conn = self.conns.get(pair)
+            if conn is not None:
+                self.cut_connection(conn[0])
+            loop.call_later(f.duration, self._uncut, pair)
+        elif f.kind == "slow":
+            pair = frozenset(f.target)
+            self.slow[pair] = self.slow.get(pair, 0.0) + f.extra
+            loop.call_later(f.duration, self._unslow, pair, f.extra)
+        elif f.kind == "drop":
+            client = self.client(f.target[0])
+            if client.conn is not None:
+                client.conn.cut()
+        elif f.kind == "crash":
+            sub = self.client(f.target[0])
+            assert isinstance(sub, Subscriber)
+            if not sub.alive:
+                return
+            sub.crash()
+            loop.call_later(f.duration, sub.restart)
+
+    def _uncut(self, pair: frozenset[str]) -> None:
+        self.cut[pair] -= 1
+        if not self.cut[pair]:
+            del self.cut[pair]
+
+    def _unslow(self, pair: frozenset[str], extra: float) -> None:
+        self.slow[pair] -= extra
+
+    # ----------------------------------------------------------- clients
+
+    def client(self, name: str) -> Publisher | Subscriber:
+        return next(c for c in self.publishers + self.subscribers if c.name == name)
+
+    def add_publisher(self, name: str, topic: str, routers: list[str]) -> Publisher:
+        pub = Publisher(self, name, topic, routers)
+        self.publishers.append(pub)
+        pub.connect()
+        return pub
+
+    def add_subscriber(self, name: str, topic: str, routers: list[str]) -> Subscriber:
+        sub = Subscriber(self, name, topic, routers)
+        self.subscribers.append(sub)
+        sub.connect()
+        return sub
+
+    def publish_at(self, pub: Publisher, times: list[float]) -> None:
+        for t in times:
+            self.loop.at(t, pub.publish)
+
+    # ------------------------------------------------------------- runs
+
+    def run_until(self, t: float) -> None:
+        self.loop.run_until(t)
+
+    def settled(self) -> bool:
+        """Every message answered, processed by every subscriber, and no state left."""
+        if any(p.unsettled or p.to_send for p in self.publishers):
+            return False
+        want = sum(p.next for p in self.publishers)
+        if any(len(s.accepted) < want for s in self.subscribers):
+            return False
+        return all(not r.alive or not len(r.core.records) for r in self.routers.values())
+
+    def run_to_end(self, limit: float, step: float = 0.25) -> bool:
+        """Run until ``settled()`` (checked every ``step`` of virtual time) or ``limit``."""
+        while self.loop.now < limit:
+            self.loop.run_until(self.loop.now + step)
+            if self.settled():
+                return True
+        return False
+
+    def check(self) -> Verdict:
+        v = Verdict(published=sum(p.next for p in self.publishers), events=self.loop.events, end=self.loop.now)
+        out = v.violations
+        for p in self.publishers:
+            out += p.conflicts
+            if p.unsettled:
+                out.append(f"publisher {p.name}: {len(p.unsettled)} messages never answered "
+                           f"(first {min(p.unsettled)})")
+            bad = [t for t, o in p.outcomes.items() if o.kind.value != "accepted"]
+            if bad:
+                out.append(f"publisher {p.name}: {len(bad)} not accepted (first {min(bad)}: {p.outcomes[min(bad)]})")
+        tags = {p.gid(t): (p.name, t) for p in self.publishers for t in range(p.next)}
+        for s in self.subscribers:
+            seen: set[bytes] = set()
+            last: dict[str, int] = {}
+            dup = reordered = phantom = 0
+            first = {}
+            for gid in s.effects:
+                if gid in seen:
+                    dup += 1
+                    first.setdefault("duplicated", tags.get(gid))
+                    continue
+                seen.add(gid)
+                if gid not in tags:
+                    phantom += 1
+                    continue
+                name, tag = tags[gid]
+                if tag < last.get(name, -1):
+                    reordered += 1
+                    first.setdefault("reordered", (name, tag, last[name]))
+                last[name] = max(tag, last.get(name, -1))
+            lost = sorted(tags[g] for g in set(tags) - seen)
+            if lost:
+                out.append(f"subscriber {s.name}: lost {len(lost)} (first {lost[0]})")
+            for kind, n in (("duplicated", dup), ("reordered", reordered), ("phantom", phantom)):
+                if n:
+                    out.append(f"subscriber {s.name}: {kind} {n} (first {first.get(kind)})")
+        for r in self.routers.values():
+            if not r.alive:
+                continue
+            c = r.core
+            left = {"records": len(c.records), "pins": len(c.pins), "held": len(c.held), "parked": len(c.parked),
+                    "placeholders": len(c.placeholders)}
+            left = {k: n for k, n in left.items() if n}
+            if left:
+                out.append(f"router {r.id}: state left behind {left}")
+        if self.expired:
+            out.append(f"subscriptions expired: {self.expired}")
+        return v
+
+
+def with_settings(**kw: Any) -> Settings:
+    return replace(SETTINGS, **kw)
