@@ -29,7 +29,8 @@ class Record:
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
-                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root")
+                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
+                 "keyed_only")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -55,6 +56,9 @@ class Record:
         # route right now (re-tried when the graph changes).
         self.upstreams: dict[Any, Any] = {}
         self.hop_dests: dict[Any, frozenset[str]] = {}
+        # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
+        # that moved there): the full copy has still to go there for everyone else.
+        self.keyed_only: set[str] | None = None
         self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
         self.local = True  # created by our own publisher (we are root), not forwarded to us
         self.orphan_since: float | None = None
@@ -72,6 +76,15 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"
+
+    def covered(self) -> set[str]:
+        """Destination routers this record went to (or waits to go to) for everyone."""
+        out: set[str] = set(self.parked)
+        for ds in self.hop_dests.values():
+            out |= ds
+        if self.keyed_only:
+            out -= self.keyed_only
+        return out
 
     @property
     def complete(self) -> bool:
