@@ -40,6 +40,11 @@ class ControlPlane:
         self.neighbours: dict[str, int] = {}  # live neighbour -> cost
         self.lsdb.set_neighbours({})
         self.control_messages = 0
+        # Until a neighbour's sync has come in, our own subscriber state is not worth
+        # announcing: after a restart it is empty, and a neighbour taking it would drop
+        # the subscribers of our earlier life before we adopted them (deliveries for them
+        # were accepted without them: the in-process network's seed 14).
+        self.synced = False
 
     # ----------------------------------------------------------- neighbours
 
@@ -103,10 +108,14 @@ class ControlPlane:
                 r.out += self._flood(ad, exclude=sender)
             if self.table.merge(st):
                 r.table_changed = True
+        first = not self.synced
+        self.synced = True
         if self.table.adopted:
             # The sender, too, must learn that our numbering moved past our earlier life.
             r.adopted, self.table.adopted = self.table.adopted, []
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]
+        elif first:
+            r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]  # now with our own state
         elif r.table_changed:
             # Pass news on: a neighbour that was behind us in time learns it too.
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours) if n != sender]
@@ -117,7 +126,12 @@ class ControlPlane:
         states = []
         for o in sorted(origins):
             ad = self.lsdb.ads.get(o)
-            seq, subs = self.table.state(o) if o != self.me else (self.table.seq, tuple(self.table.subscriptions(o)))
+            if o != self.me:
+                seq, subs = self.table.state(o)
+            elif self.synced:
+                seq, subs = self.table.seq, tuple(self.table.subscriptions(o))
+            else:
+                seq, subs = 0, ()  # (see ``synced``: taken by nobody)
             states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs))
         return Sync(tuple(states))
 

@@ -750,7 +750,17 @@ class Core:
         elif final:
             done = record.resolve(hop, SubState.REJECTED, rejected(
                 Conditions.HOP_ANSWERED_ODDLY, f"router {hop.peer} answered {kind.value if kind else None}"))
+        if record.publisher_settled:
+            self._settle_late(record, hop, handle)
         self._answered(record, done)
+
+    def _settle_late(self, record: Record, waiter: Any, handle: Any) -> None:
+        """An answer to a copy sent after the record was settled (a redelivery to a
+        subscriber that came back, a re-forward): settle it now, nobody else will (the
+        in-process network's seed 78 kept such records for good)."""
+        if record.unsettled.get(waiter) is handle and record.states.get(waiter) is not SubState.IN_DOUBT:
+            del record.unsettled[waiter]
+            waiter.port.settle(handle)
 
     def add_hop(self, peer: str, port: HopPort) -> Hop:
         hop = Hop(peer, port)
@@ -1131,6 +1141,8 @@ class Core:
             else:
                 done = self._redeliver(sub, record, handle, settled)
         # (received: progress only; None: settlement alone)
+        if record.publisher_settled:
+            self._settle_late(record, sub, handle)
         self._answered(record, done)
 
     def _redeliver(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool:
