@@ -148,6 +148,21 @@ def test_a_restarted_router_takes_its_subscribers_back_and_its_events_count():
     assert [s.key for s in net.planes["A"].table.subscriptions("C")] == [("client", "sub")]
 
 
+def test_a_restarted_routers_empty_table_never_erases_its_subscribers_at_a_neighbour():
+    """The in-process network's seed 14: C's first sync after its restart carried its new
+    life's empty table, B took it and dropped C's subscribers, and B accepted deliveries
+    without them until C had adopted them back. C announces its own state only once a
+    neighbour's sync has come in (and it has adopted what it finds there)."""
+    net = _net([("B", "C")])
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", "sub", since=1)))
+    net.restart("C")
+    net.link_up("B", "C")
+    while net.queue:  # every message as it arrives: B must never lose sight of C's subscriber
+        net.round()
+        assert net.planes["B"].routers_for("t") == {"C"}
+    assert [s.key for s in net.adopted["C"]] == [("client", "sub")]
+
+
 def test_a_stale_entry_at_a_reachable_router_does_not_count():
     """The key moved from C to A while C was down; C restarted holding it (adopted):
     the newer attach at A is where it lives, and C is not waited for."""

@@ -1,0 +1,151 @@
+"""Bugs the in-process network found (``tests/simnet``), each pinned down on one core."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from router.config import Settings
+from router.core import ACCEPTED, Core
+
+from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
+
+GID = b"g" * 16
+
+
+def test_copies_of_a_held_record_do_not_use_a_neighbours_credit_up_for_good():
+    """Seed 627: re-forwards of records we hold free nothing when answered, so nothing
+    re-granted the neighbour's credit: it stopped at 0 and the network stalled."""
+    core = Core("A", Settings(max_in_flight=400, link_credit=40))
+    core.add_subscriber(Sub(), "t", "c", "l", False)
+    up = Pub()
+    u = core.add_upstream("B", up)
+    core.after_batch()
+    first = up.credit_grants[-1]
+    core.forwarded(u, "d0", GID, "t", b"m", frozenset({"A"}), False, 0)
+    for i in range(first - 1):  # the same record again and again (reroutes, hand-overs)
+        core.forwarded(u, f"d{i + 1}", GID, "t", b"m", frozenset({"A"}), False, 0)
+        core.after_batch()
+    assert u.credit > 0 and up.credit_grants[-1] > 0
+
+
+def test_a_full_copy_after_a_keyed_one_reaches_every_local_subscriber():
+    """Seed 367: a copy keyed for a subscriber that moved here came first; the full copy
+    after it was taken for a repeat and answered without the others."""
+    core = Core("A", Settings())
+    mover, stayer = Sub(), Sub()
+    core.add_subscriber(mover, "t", "c", "moved", False)
+    core.add_subscriber(stayer, "t", "c", "stayed", False)
+    up_b, up_c = Pub(), Pub()
+    ub, uc = core.add_upstream("B", up_b), core.add_upstream("C", up_c)
+    keyed = frozenset({("c", "moved")})
+    rec = core.forwarded(ub, "kb", GID, "t", b"m", frozenset({"A"}), False, 0, keyed)
+    assert len(mover.sent) == 1 and not stayer.sent
+    core.forwarded(uc, "fc", GID, "t", b"m", frozenset({"A"}), False, 0)
+    assert len(stayer.sent) == 1 and len(mover.sent) == 1  # the stayer gets it; the mover not twice
+    subs = core.topics["t"]
+    core.subscriber_update(subs[("c", "moved")], rec, None, ACCEPTED, False)
+    assert not any(h == "fc" for h, _, _ in up_c.outcomes)  # not before the stayer accepted
+    core.subscriber_update(subs[("c", "stayed")], rec, None, ACCEPTED, False)
+    assert ("fc", ACCEPTED, False) in up_c.outcomes
+
+
+class Hop:
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, frozenset, Any]] = []
+
+    def credit(self) -> int:
+        return 100
+
+    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Any:
+        self.sent.append((record, dests, keys))
+        return ("h", len(self.sent))
+
+    def settle(self, handle: Any) -> None:
+        pass
+
+    def marker(self, msg: Any) -> None:
+        pass
+
+
+class Routes:
+    def __init__(self, table: dict[str, str]) -> None:
+        self.table = table
+
+    def remote_routers(self, topic: str) -> set[str]:
+        return set()
+
+    def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
+        out: dict[str, set[str]] = {}
+        stuck = set()
+        for d in dests:
+            via = self.table.get(d)
+            if via is None or via == exclude:
+                stuck.add(d)
+            else:
+                out.setdefault(via, set()).add(d)
+        return out, stuck
+
+    def moved(self, topic: str, origin: str) -> dict[str, frozenset]:
+        return {}
+
+    def reroute_marker(self, marker: Any) -> None:
+        pass
+
+
+def test_a_keyed_copy_covers_a_destination_only_for_its_keys():
+    """Seeds 300, 453: a router that sent a keyed copy to C (for a subscriber that moved
+    there) took C as covered, and the full copy for C's other subscribers never went."""
+    core = Core("B", Settings(), routes=Routes({"C": "C"}))
+    hop = Hop()
+    core.add_hop("C", hop)
+    u = core.add_upstream("A", Pub())
+    keyed = frozenset({("c", "moved")})
+    core.forwarded(u, "k", GID, "t", b"m", frozenset({"C"}), False, 0, keyed)
+    core.forwarded(u, "f", GID, "t", b"m", frozenset({"C"}), False, 0)
+    assert [(dests, keys) for _, dests, keys in hop.sent] == [(frozenset({"C"}), keyed), (frozenset({"C"}), None)]
+
+
+def test_a_copy_sent_back_where_it_came_from_is_waited_for():
+    """Seed 941: A and D each routed B's destination through the other for a moment. A
+    got its copy back from D, sent it to D again, and answered D's copy at once: D then
+    answered A, and the publisher heard accepted although B never had the message."""
+    core = Core("A", Settings(), routes=Routes({"B": "D"}))
+    hop = Hop()
+    d_hop = core.add_hop("D", hop)
+    up_d = Pub()
+    ud = core.add_upstream("D", up_d)
+    pub_port = Pub()
+    pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
+    core.remote_routers = lambda topic: {"B"}
+    rec = core.publish(pub, b"\x00", b"m", False, "pd")
+    assert hop.sent[-1][1] == frozenset({"B"})
+    # D sends it back (it routes B through us for now); we can only send it to D again
+    core.forwarded(ud, "back", rec.gid, "t", b"m", frozenset({"B"}), False, 0)
+    assert len(hop.sent) == 2
+    assert not up_d.outcomes  # no answer to D's copy while ours to D is in doubt
+    core.hop_update(d_hop, rec, ("h", 2), ACCEPTED, False)  # D (converged) delivered it to B
+    assert ("back", ACCEPTED, False) in up_d.outcomes
+    assert pub_port.outcomes and pub_port.outcomes[-1][1] == ACCEPTED
+
+
+def test_an_answer_after_settlement_is_settled_at_once():
+    """Seed 78: a subscriber came back and accepted a redelivery of a record whose
+    publisher had settled already; nobody settled that delivery and the record stayed."""
+    core = Core("A", Settings())
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "c", "l", False)
+    pub_port = Pub()
+    pub = core.add_publisher(pub_port, "t", "c", "p", True, incarnation=1)
+    other = Sub()
+    core.add_subscriber(other, "t", "c", "other", False)
+    rec = core.publish(pub, b"\x00", b"m", False, "pd")
+    core.subscriber_update(core.topics["t"][("c", "other")], rec, other.sent[0], ACCEPTED, False)
+    core.publisher_settled(pub, rec)  # settlement relayed while `sub` still has it unsettled
+    assert s.settled  # (the relay settled its first delivery)
+    # it comes back and takes the record over; the redelivery is answered after settlement
+    s2 = Sub()
+    new, _ = core.add_subscriber(s2, "t", "c", "l", False)
+    core.pump(new)
+    handle = rec.unsettled[new]
+    core.subscriber_update(new, rec, handle, ACCEPTED, False)
+    assert handle in s2.settled and rec.gid not in core.records
