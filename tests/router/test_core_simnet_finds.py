@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
+
 from router.config import Settings
 from router.core import ACCEPTED, Core
-
-from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
 GID = b"g" * 16
 

@@ -9,6 +9,7 @@ and with it the whole run, repeatable across processes.)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, help="replay this one seed")
     ap.add_argument("--trace", action="store_true", help="with --seed: print the plan and the fault log")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", dest="json_path", help="write {seed: violations} of the failing schedules here")
     args = ap.parse_args(argv)
     if args.seed is not None:
         p = plan(args.seed)
@@ -146,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = sweep(seeds, args.jobs)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            json.dump({str(k): v for k, v in sorted(failed.items())}, f, indent=1)
     print(f"{len(seeds)} schedules, {len(failed)} failed, {time.monotonic() - t0:.1f} s")
     return 1 if failed else 0
 

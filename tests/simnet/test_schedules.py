@@ -1,0 +1,85 @@
+"""Random fault schedules on the in-process network (``schedules.py``).
+
+Ten thousand seeded schedules run in a subprocess with a fixed hash seed (so a failing
+seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.schedules
+--seed N --trace``), and hypothesis draws schedules of its own and shrinks what fails.
+
+What holds in every schedule today is asserted exactly: no subscriber ever processes a
+message twice, none sees a message nobody sent, no publisher hears two outcomes for one
+message. Losses, reorders and stalls still occur in about 2.5 % of the schedules (issue
+13 is open for them; BENCHMARKS.md has the counts): the sweep asserts they stay under a
+ceiling recorded here, and each one found so far is a named regression test once fixed
+(``tests/router/test_core_simnet_finds.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simnet.net import Fault
+from simnet.schedules import KINDS, START, TOPOLOGIES, Plan, run
+
+TESTS = Path(__file__).resolve().parent.parent
+NEVER = ("duplicated", "phantom", " then ")  # processed twice, never sent, two outcomes
+# Failing schedules of 10,000 (seeds 0-9999) on the commit that recorded them; lower it
+# when a fix brings the count down, never raise it without saying why in BENCHMARKS.md.
+CEILING = {"lost": 40, "reordered": 80, "never answered": 15, "state left behind": 260, "expired": 6}
+
+
+def test_ten_thousand_random_schedules(tmp_path: Path):
+    out = tmp_path / "failed.json"
+    env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
+    proc = subprocess.run([sys.executable, "-m", "simnet.schedules", "--seeds", "0:10000", "--jobs", "2",
+                           "--json", str(out)], cwd=TESTS.parent, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert "10000 schedules" in proc.stdout, proc.stderr[-2000:]
+    failed: dict[str, list[str]] = json.loads(out.read_text())
+    twice = {seed: v for seed, v in failed.items() if any(k in line for line in v for k in NEVER)}
+    assert not twice, f"never twice, broken: {dict(list(twice.items())[:5])}"
+    counts = {kind: sum(any(kind in line for line in v) for v in failed.values()) for kind in CEILING}
+    over = {kind: (n, CEILING[kind]) for kind, n in counts.items() if n > CEILING[kind]}
+    assert not over, f"more failing schedules than recorded (count, ceiling): {over}; {proc.stdout[-3000:]}"
+
+
+@st.composite
+def plans(draw: st.DrawFn) -> Plan:
+    topology = draw(st.sampled_from(sorted(TOPOLOGIES)))
+    links = TOPOLOGIES[topology]
+    names = sorted({n for pair in links for n in pair})
+    prefs = st.permutations(names)
+    publishers = [(f"p{i}", list(draw(prefs))) for i in range(draw(st.integers(1, 2)))]
+    subscribers = [(f"s{i}", list(draw(prefs))) for i in range(draw(st.integers(1, 3)))]
+    messages = draw(st.integers(5, 50))
+    interval = draw(st.sampled_from((0.002, 0.01, 0.03)))
+    span = messages * interval
+    faults = []
+    for _ in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(KINDS))
+        at = START + draw(st.floats(0.0, span))
+        duration = draw(st.floats(0.05, 2.5))
+        if kind == "kill":
+            target: tuple[str, ...] = (draw(st.sampled_from(names)),)
+        elif kind in ("cut", "slow"):
+            target = draw(st.sampled_from(links))
+        elif kind == "drop":
+            target = (draw(st.sampled_from([c for c, _ in publishers + subscribers])),)
+        else:
+            target = (draw(st.sampled_from([c for c, _ in subscribers])),)
+        faults.append(Fault(at, kind, target, duration, 0.03))
+    seed = draw(st.integers(0, 2**32))
+    return Plan(seed, topology, publishers, subscribers, messages, interval, sorted(faults, key=lambda f: f.at))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(plans())
+def test_no_schedule_makes_a_subscriber_process_a_message_twice(plan: Plan):
+    _, verdict = run(plan)
+    broken = [v for v in verdict.violations if any(k in v for k in NEVER)]
+    assert not broken, plan.describe()
