@@ -587,13 +587,14 @@ class Core:
         if up.credit > 0:
             up.credit -= 1
             self.credit.transit_outstanding -= 1
+            if not up.credit & 7 and up.credit * 2 <= self.settings.link_credit:
+                # Look again after this batch (every 8th credit once half is used): a copy
+                # of a record we hold frees nothing when answered, so nothing else would
+                # (the in-process network's seed 627 stalled: a neighbour's re-forwards
+                # used up its credit for good).
+                self.credit.dirty = True
         record = self.records.get(gid)
         if record is not None:
-            if up.credit * 2 <= self.settings.link_credit:
-                # Look again after this batch: a copy of a record we hold frees nothing
-                # when answered, so nothing else would (the in-process network's seed
-                # 627 stalled: a neighbour's re-forwards used up its credit for good).
-                self.credit.dirty = True
             if keys is not None:
                 self._keyed_copy(record, up, handle, dests, keys, presettled)
                 return record
