@@ -102,6 +102,10 @@ class SubscriberTable:
                 out.setdefault(where, set()).add(sub.key)
         return {r: frozenset(k) for r, k in out.items()}
 
+    def keys_of(self, origin: str, topic: str) -> frozenset[tuple[str, str]]:
+        """The keys of ``origin``'s subscribers for ``topic``, as this table has them."""
+        return frozenset(s.key for s in self._subs_of(origin, topic))
+
     def _subs_of(self, origin: str, topic: str) -> list[Subscription]:
         o = self.origins.get(origin)
         if o is None:

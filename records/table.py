@@ -30,7 +30,7 @@ class Record:
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
                  "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
-                 "keyed_only")
+                 "keyed_only", "parked_keys")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -60,6 +60,10 @@ class Record:
         # that moved there): the full copy has still to go there for everyone else.
         self.keyed_only: set[str] | None = None
         self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
+        # parked destination -> the subscriber keys it had when the record parked for it:
+        # those that attach elsewhere meanwhile are followed there (even once the router
+        # they left has forgotten them)
+        self.parked_keys: dict[str, frozenset] | None = None
         self.local = True  # created by our own publisher (we are root), not forwarded to us
         self.orphan_since: float | None = None
         # Upstreams that handed us this record for particular subscribers only (they

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from linkstate.engine import ControlPlane, Result
@@ -69,6 +69,19 @@ class Network:
     def has_neighbours(self) -> bool:
         """Whether the topology gives us neighbours (then publishes wait for their first sync)."""
         return bool(self.costs)
+
+    def keys_at(self, topic: str, router: str) -> frozenset:
+        return self.plane.table.keys_of(router, topic)
+
+    def homes(self, keys: Iterable) -> dict[str, set]:
+        """Reachable or not: what is owed to a key at a router we cannot reach waits for it."""
+        table = self.plane.table
+        out: dict[str, set] = {}
+        for key in keys:
+            where = table.home(key)
+            if where is not None:
+                out.setdefault(where, set()).add(key)
+        return out
 
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)

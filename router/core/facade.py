@@ -105,6 +105,7 @@ class Core:
         self.route = routes.route
         self.moved: Callable[[str, str], dict[str, frozenset]] = routes.moved
         self.reroute_marker: Callable[[Any], None] = routes.reroute_marker
+        self.routes = routes
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
@@ -115,7 +116,7 @@ class Core:
         # know of yet: publishers get no credit until then (the network layer clears this).
         self.unsynced = unsynced
         # subscriber key -> (topic, the router it moved to, until when late copies follow it)
-        self.moved_away: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self.moved_away: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}  # by topic
         # destination -> what waits here for it (``_pinned``), in publish order, as (stamp,
         # record, the neighbour it came from and waits on, keys); hand-over markers last
         self.held: dict[str, list[tuple[float, Any, str | None, frozenset | None]]] = {}
@@ -381,12 +382,18 @@ class Core:
         us by a root that had not heard of the move yet: it follows them there. Answered
         here without them, it would be lost to them. (A copy the root sent there directly
         as well is recognised there by its gid and not delivered twice.)"""
+        moved = self.moved_away.get(record.topic)
+        if not moved:
+            return {}
         now = self.clock()
         out: dict[str, set] = {}
-        for key, (topic, where, until) in list(self.moved_away.items()):
+        here = self.topics.get(record.topic, ())
+        for key, (where, until) in list(moved.items()):
             if until <= now:
-                del self.moved_away[key]
-            elif topic == record.topic and key not in self.topics.get(topic, ()):
+                del moved[key]
+                if not moved:
+                    del self.moved_away[record.topic]
+            elif key not in here:
                 done = record.followed
                 if done is None or (where, key) not in done:
                     out.setdefault(where, set()).add(key)
@@ -467,6 +474,13 @@ class Core:
                     pin[peer] = pin.get(peer, 0) + 1
         owed = None
         if stuck:
+            keys_at = self.routes.keys_at
+            parked_keys = record.parked_keys
+            if parked_keys is None:
+                record.parked_keys = parked_keys = {}
+            for d in stuck:
+                if d not in parked_keys:
+                    parked_keys[d] = keys_at(record.topic, d)
             record.parked |= stuck
             record.add_waiter(PARKED)
             self.parked[record] = None
@@ -827,6 +841,7 @@ class Core:
             # them alone, also while others are still waited for at the dead router.
             retarget = self._owed_elsewhere(record, record.parked)
             record.parked = frozenset()
+            record.parked_keys = None
             self.parked.pop(record, None)
             # Stop waiting on PARKED first: re-forwarding may park again, and only then may
             # the record complete (the other order let a still-unroutable record complete).
@@ -869,8 +884,18 @@ class Core:
         """Where the subscribers of the unreachable routers ``gone`` attached since, with
         their keys, leaving out those this record already followed (marked as followed)."""
         retarget: dict[str, set] = {}
+        parked_keys = record.parked_keys
         for d in gone:
-            for where, keys in self.moved(record.topic, d).items():
+            owed = self.moved(record.topic, d)
+            if parked_keys and parked_keys.get(d):
+                # The subscribers it had when this record parked for it may have left it
+                # since, and it may have forgotten them (they attached elsewhere while we
+                # were cut off: the in-process network's seed 7625 lost 27).
+                for where, keys in self.routes.homes(parked_keys[d]).items():
+                    if where != d:
+                        owed = dict(owed)
+                        owed[where] = frozenset(owed.get(where, frozenset()) | keys)
+            for where, keys in owed.items():
                 done = record.followed
                 new = {k for k in keys if done is None or (where, k) not in done}
                 if new:
@@ -1026,9 +1051,14 @@ class Core:
         self._unlink(sub)
         sub.attached = False
         sub.queue.clear()
-        # Roots that have not heard of the move still route its deliveries here for a
-        # moment: the flood and the transit take well under the time a dead link takes.
-        self.moved_away[sub.key] = (sub.topic, where, self.clock() + self.settings.router_dead_after)
+        # Roots that have not heard of the move still route its deliveries here: for a
+        # moment usually (the flood and the transit take well under the time a dead link
+        # takes), but a root that was cut off sends what it parked for this router when
+        # it comes back, before it hears of the move. That can be late: up to the grace
+        # a subscription has anyway (the in-process network's seed 7625 lost 27 after 3 s).
+        s = self.settings
+        until = self.clock() + max(s.router_dead_after, s.subscriber_grace)
+        self.moved_away.setdefault(sub.topic, {})[sub.key] = (where, until)
         for record in held:
             self._forward(record, {where}, None, frozenset({sub.key}))
             if record.drop_waiter(sub) and not record.outcome_sent:
@@ -1074,6 +1104,11 @@ class Core:
                 del self.suspended_publishers[key]
                 self._release_publisher(pub)
         self.placeholders.expire(now)
+        for topic, moved in list(self.moved_away.items()):
+            for key in [k for k, (_, until) in moved.items() if until <= now]:
+                del moved[key]
+            if not moved:
+                del self.moved_away[topic]
         gone = [s for subs in self.topics.values() for s in subs.values()
                 if s.suspended_until is not None and s.suspended_until <= now]
         for s in gone:

@@ -8,6 +8,7 @@ interfaces the core calls an adaptor through, one per kind of peer.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from typing import Any, Protocol
@@ -78,6 +79,8 @@ class RoutesPort(Protocol):
     # where the subscribers of router ``origin`` on ``topic`` attached since: {router: keys}
     def moved(self, topic: str, origin: str) -> dict[str, frozenset]: ...
     def reroute_marker(self, marker: Any) -> None: ...  # a hand-over marker whose hop went down
+    def keys_at(self, topic: str, router: str) -> frozenset: ...  # that router's subscriber keys
+    def homes(self, keys: Iterable) -> dict[str, set]: ...  # where each key lives now (reachable or not)
 
 
 class Alone:
@@ -94,6 +97,12 @@ class Alone:
 
     def reroute_marker(self, marker: Any) -> None:
         pass
+
+    def keys_at(self, topic: str, router: str) -> frozenset:
+        return frozenset()
+
+    def homes(self, keys: Iterable) -> dict[str, set]:
+        return {}
 
 
 ALONE = Alone()

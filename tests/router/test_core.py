@@ -558,7 +558,7 @@ def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subs
     assert up_c.outcomes == []  # not before D answers for k
     core.hop_update(core.hops["D"], rec, ("hop", 1), ACCEPTED, False)
     assert up_c.outcomes == [("from-c", ACCEPTED, False)]
-    clock[0] = 10.0  # long after: roots route to D themselves
+    clock[0] = 31.0  # past the subscriber grace (30 s): roots route to D themselves
     core.forwarded(uc, "later", b"s" * 16, "t", b"m", frozenset({"A"}), False, 0)
     assert len(hd.sent) == 1 and core.moved_away == {}
 

@@ -149,3 +149,53 @@ def test_an_answer_after_settlement_is_settled_at_once():
     handle = rec.unsettled[new]
     core.subscriber_update(new, rec, handle, ACCEPTED, False)
     assert handle in s2.settled and rec.gid not in core.records
+
+
+def test_a_delivery_a_cut_off_root_sends_late_still_follows_a_subscriber_that_moved():
+    """Seed 7625: k moved from here to D; the root had parked a delivery for us while it
+    was cut off, and sent it when it came back, 3 s later, before it heard of the move.
+    Past ``router_dead_after`` we had forgotten the move and answered without k."""
+    clock = [0.0]
+    core = Core("A", Settings(router_dead_after=3.0, subscriber_grace=30.0), clock=lambda: clock[0],
+                routes=Routes({"D": "D"}))
+    hop = Hop()
+    core.add_hop("D", hop)
+    uc = core.add_upstream("C", Pub())
+    sub, _ = core.add_subscriber(Sub(), "t", "client", "k", False)
+    core.suspend_subscriber(sub, until=100.0)
+    core.subscriber_moved(sub, "D")
+    clock[0] = 4.0
+    core.forwarded(uc, "late", GID, "t", b"m", frozenset({"A"}), False, 0)
+    assert [(dests, keys) for _, dests, keys in hop.sent] == [(frozenset({"D"}), frozenset({("client", "k")}))]
+
+
+class MovedRoutes(Routes):
+    """C is unreachable; its subscriber k has attached at D since (and C forgot it)."""
+
+    def __init__(self) -> None:
+        super().__init__({"D": "D"})
+        self.at_c: frozenset = frozenset({("client", "k")})
+        self.home = "C"
+
+    def keys_at(self, topic: str, router: str) -> frozenset:
+        return self.at_c if router == "C" else frozenset()
+
+    def homes(self, keys: Any) -> dict[str, set]:
+        return {self.home: set(keys)}
+
+
+def test_a_parked_delivery_follows_the_subscribers_its_router_had_when_it_parked():
+    """Seed 7625 from the root's side: what parked for C goes to C's subscribers wherever
+    they are when the routes come back, even once C no longer lists them."""
+    routes = MovedRoutes()
+    core = Core("A", Settings(), routes=routes)
+    hop = Hop()
+    core.add_hop("D", hop)
+    core.remote_routers = lambda topic: {"C"}
+    pub = core.add_publisher(Pub(), "t", "c", "p", False, incarnation=1)
+    rec = core.publish(pub, b"\x00", b"m", False, "pd")
+    assert rec.parked == {"C"} and not hop.sent
+    routes.at_c, routes.home = frozenset(), "D"  # k left C for D; C forgot it
+    core.remote_routers = lambda topic: {"D"}
+    core.retry_parked()
+    assert [(dests, keys) for _, dests, keys in hop.sent] == [(frozenset({"D"}), frozenset({("client", "k")}))]

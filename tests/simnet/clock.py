@@ -9,6 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 
+class Runaway(Exception):
+    """The run does not come to rest (traffic without end, or state without bound)."""
+
+
 class Timer:
     __slots__ = ("cancelled",)
 
@@ -26,6 +30,7 @@ class Loop:
         self._heap: list[tuple[float, int, Timer, Callable[..., Any], tuple]] = []
         self._seq = 0
         self.events = 0
+        self.max_events = 2_000_000  # a schedule that never settles is reported, not run forever
 
     def time(self) -> float:
         return self.now
@@ -50,6 +55,8 @@ class Loop:
         """Run events up to virtual time ``until`` (or until ``idle()`` says all is done)."""
         heap = self._heap
         while heap and heap[0][0] <= until:
+            if self.events > self.max_events:
+                raise Runaway(f"more than {self.max_events} events by {self.now:.3f} s virtual")
             when, _, timer, fn, args = heapq.heappop(heap)
             if timer.cancelled:
                 continue

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from .clock import Runaway
 from .net import Fault, SimNet, Verdict
 
 TOPOLOGIES: dict[str, list[tuple[str, str]]] = {
@@ -93,8 +94,13 @@ def run(p: Plan, limit: float = 60.0) -> tuple[SimNet, Verdict]:
     for f in p.faults:
         net.schedule(f)
     end = max([START + p.messages * p.interval] + [f.at + f.duration for f in p.faults])
-    net.run_until(end)
-    settled = net.run_to_end(end + limit)
+    try:
+        net.run_until(end)
+        settled = net.run_to_end(end + limit)
+    except Runaway as e:
+        verdict = net.check()
+        verdict.violations.append(f"runaway: {e}")
+        return net, verdict
     if settled:  # what is kept for late copies (placeholders, moved-away keys) expires too
         net.run_until(net.loop.now + net.settings.publisher_grace + 1.0)
     verdict = net.check()
