@@ -1,7 +1,8 @@
 """The forwarding core (no protocol in here): ``facade.Core`` is what adaptors call,
 ``ports`` what they are called through and the outcomes they translate to and from."""
 
-from .facade import Core, Hop, Publisher, Subscriber, TagInUse, Upstream
+from .facade import Core, Hop, Publisher, Subscriber, Upstream
+from .peers import TagInUse
 from .ports import ACCEPTED, RELEASED, Conditions, Outcome, OutcomeKind, rejected
 
 __all__ = ["ACCEPTED", "RELEASED", "Conditions", "Core", "Hop", "Outcome", "OutcomeKind", "Publisher", "Subscriber",

@@ -1,0 +1,285 @@
+"""Failover and hand-over: a resuming publisher (its resume map, adopting records), a
+resuming or moving subscriber (its map, take-over, what it was owed elsewhere and its
+order), hand-over markers behind what was forwarded.
+
+One part of ``Core`` (``facade.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from records.gid import gid_from_prefix
+from records.table import Record, SubState
+
+from .peers import Hop, Publisher, Subscriber
+from .ports import Outcome
+from .state import (
+    ACCEPTED_KIND,
+    REJECTED_KIND,
+    CoreState,
+    rejection,
+)
+
+
+class Failover(CoreState):
+    def _adopt(self, pub: Publisher, record: Record, settled: bool, handle: Any, resumed: bool) -> Record:
+        """A resent delivery whose gid we hold: become its root, never deliver it twice.
+
+        The record is ours already (the publisher resumed on this router), or it was
+        forwarded to us by a root that died or lost the publisher: we answer the
+        publisher from now on, and send it wherever the old root had not.
+        """
+        if pub.credit > 0 and not resumed:
+            pub.credit -= 1
+            self.credit.outstanding -= 1
+        old = record.publisher
+        if record.local:
+            if old is not pub and isinstance(old, Publisher):
+                if old.live.get(record.tag) is record:
+                    del old.live[record.tag]
+                old.in_flight -= 1
+                pub.in_flight += 1
+                old.bytes -= len(record.payload)
+                pub.bytes += len(record.payload)
+        else:
+            record.local = True
+            record.orphan_since = None
+            self.local_count += 1
+            pub.in_flight += 1
+            pub.bytes += len(record.payload)
+        record.publisher = pub
+        if settled:  # the publisher adopted the outcome we told it, and settles
+            record.publisher_handle = None
+            if not record.presettled:
+                pub.live[record.tag] = record
+                self.publisher_settled(pub, record)
+            return record
+        pub.live[record.tag] = record
+        record.publisher_handle = handle
+        new = set(self.remote_routers(record.topic)) - record.covered() - {self.router_id}
+        if new:
+            record.outcome_sent = False
+            self._forward(record, new, None)
+        if record.root != self.router_id:
+            # The old root delivered to its own subscribers itself; those of them that
+            # moved (it died) are owed this now, and from us: we answer the publisher.
+            owed = self._owed_elsewhere(record, {record.root})
+            if owed:
+                record.outcome_sent = False
+                self._send_owed(record, owed)
+        if record.pending == 0:
+            record.outcome_sent = False
+            self._complete(record)
+        return record
+
+    def publisher_resume_map(self, pub: Publisher, theirs: dict[bytes, Any]) -> dict[bytes, Any]:
+        """Our side of a resuming publisher's unsettled map: tag -> outcome, or None while
+        in doubt. Tags we hold no record of are left out: the publisher resends those."""
+        out: dict[bytes, Any] = {}
+        for tag in theirs:
+            if not isinstance(tag, bytes):
+                continue
+            record = self.records.records.get(gid_from_prefix(pub.prefix, tag, 0))
+            if record is None or record.presettled:
+                continue
+            record.orphan_since = None  # about to be adopted: keep it
+            # A copy forwarded to us is complete when our part of the network accepted it;
+            # the old root's own subscribers and other branches are not in it. In doubt,
+            # then: the publisher sends it again and we take it over (``_adopt``).
+            out[tag] = self._outcome(record) if record.pending == 0 and record.local else None
+        return out
+
+    def resume_subscriber(self, sub: Subscriber, theirs: dict[bytes, Any], until: float) -> dict[bytes, Any]:
+        """Take a resuming subscriber's unsettled map: what it already accepted (or
+        rejected) is its answer and is never sent again; a gid we have not seen yet gets a
+        placeholder until ``until``, so a copy arriving later is not delivered either.
+        Returns our map for the attach answer."""
+        out: dict[bytes, Any] = {}
+        for gid, state in theirs.items():
+            if not isinstance(gid, bytes) or not isinstance(state, Outcome) or state.kind not in (
+                    ACCEPTED_KIND, REJECTED_KIND):
+                continue
+            out[gid] = state
+            record = self.records.records.get(gid)
+            if record is None or sub not in record.states:
+                self.placeholders.add(sub.key, gid, until)
+                continue
+            if record.states[sub] is SubState.IN_DOUBT:
+                if state.kind is ACCEPTED_KIND:
+                    done = record.resolve(sub, SubState.ACCEPTED)
+                else:
+                    done = record.resolve(sub, SubState.REJECTED, rejection(state))
+                self._answered(record, done)
+        return out
+
+    def _moved_away_owed(self, record: Record) -> dict[str, set]:
+        """Subscribers that just moved from here to another router, for a delivery routed to
+        us by a root that had not heard of the move yet: it follows them there. Answered
+        here without them, it would be lost to them. (A copy the root sent there directly
+        as well is recognised there by its gid and not delivered twice.)"""
+        moved = self.moved_away.get(record.topic)
+        if not moved:
+            return {}
+        now = self.clock()
+        out: dict[str, set] = {}
+        here = self.topics.get(record.topic, ())
+        for key, (where, until) in list(moved.items()):
+            if until <= now:
+                del moved[key]
+                if not moved:
+                    del self.moved_away[record.topic]
+            elif key not in here:
+                done = record.followed
+                if done is None or (where, key) not in done:
+                    out.setdefault(where, set()).add(key)
+                    if done is None:
+                        record.followed = done = set()
+                    done.add((where, key))
+        return out
+
+    def follow_moved(self, reachable: set[str]) -> None:
+        """Root: subscribers of a dead router attached elsewhere: send them what they were
+        owed now, from here, before anything newer.
+
+        The router holding those deliveries for the dead one hands them over too, but
+        its copies can arrive after newer deliveries that went to the new place straight
+        from here: per-publisher order would break. Ours go first on the same path as
+        the newer ones; the later copies find the subscriber served (``_keyed_copy``).
+        """
+        if not self.local_count:
+            return
+        for record in list(self.records.records.values()):  # publish order
+            if not record.local or record.outcome_sent or record.presettled:
+                continue
+            gone = {d for hop, ds in record.hop_dests.items() if record.states.get(hop) is SubState.IN_DOUBT
+                    for d in ds if d not in reachable}
+            if record.root not in reachable:  # adopted from a root that died: its subscribers too
+                gone.add(record.root)
+            if gone:
+                self._send_owed(record, self._owed_elsewhere(record, gone))
+
+    def _owed_elsewhere(self, record: Record, gone: Iterable[str]) -> dict[str, set]:
+        """Where the subscribers of the unreachable routers ``gone`` attached since, with
+        their keys, leaving out those this record already followed (marked as followed)."""
+        retarget: dict[str, set] = {}
+        parked_keys = record.parked_keys
+        for d in gone:
+            owed = self.moved(record.topic, d)
+            if parked_keys and parked_keys.get(d):
+                # The subscribers it had when this record parked for it may have left it
+                # since, and it may have forgotten them (they attached elsewhere while we
+                # were cut off: the in-process network's seed 7625 lost 27).
+                for where, keys in self.routes.homes(parked_keys[d]).items():
+                    if where != d:
+                        owed = dict(owed)
+                        owed[where] = frozenset(owed.get(where, frozenset()) | keys)
+            for where, keys in owed.items():
+                done = record.followed
+                new = {k for k in keys if done is None or (where, k) not in done}
+                if new:
+                    retarget.setdefault(where, set()).update(new)
+                    if done is None:
+                        record.followed = done = set()
+                    done.update((where, k) for k in new)
+        return retarget
+
+    def _send_owed(self, record: Record, retarget: dict[str, set]) -> None:
+        for where, keys in retarget.items():
+            if where == self.router_id:
+                self._enqueue_owed(record, frozenset(keys))
+            else:
+                # No split horizon for a keyed copy: it is consumed where it goes, and the
+                # way there may well be back through the upstream (or be the upstream).
+                self._forward(record, {where}, None, frozenset(keys))
+
+    def _enqueue_owed(self, record: Record, keys: frozenset) -> None:
+        """Queue a record owed to subscribers that moved here, in publish order: it may be
+        older than what they were queued since they attached."""
+        for sub in self._local_targets(record, keys):
+            if self._enqueue(record, sub, 1):
+                queue = sub.queue
+                if len(queue) > 1 and queue[-2][0].born > record.born:
+                    self._order_queue(sub)
+                self.pump(sub)
+
+    @staticmethod
+    def _order_queue(sub: Subscriber) -> None:
+        sub.queue = deque(sorted(sub.queue, key=lambda item: item[0].born))
+
+    def attach_completed(self, sub: Subscriber) -> None:
+        """The network has handed over everything it held for ``sub`` (it moved here, or
+        resumed): what reached it by several paths goes out in publish order."""
+        queue = sub.queue
+        if any(queue[i][0].born > queue[i + 1][0].born for i in range(len(queue) - 1)):
+            self._order_queue(sub)
+        self.pump(sub)
+
+    def _take_over(self, old: Subscriber, new: Subscriber) -> None:
+        old.attached = False
+        queued = {id(r) for r, _ in old.queue}
+        in_doubt = SubState.IN_DOUBT
+        for record in self.records.records.values():  # publish order
+            state = record.states.pop(old, None)
+            if state is None:
+                continue
+            record.states[new] = state
+            was_sent = record.unsettled.pop(old, None) is not None or (state is in_doubt and id(record) not in queued)
+            if state is in_doubt:
+                new.queue.append((record, 1 if was_sent else 0))
+        new.attempts = old.attempts
+        old.queue.clear()
+
+    def subscriber_moved(self, sub: Subscriber, where: str) -> None:
+        """A suspended subscriber's key attached at router ``where``: hand its deliveries over.
+
+        Everything it had not accepted goes there, to that key alone, marked; only when
+        that router answers does the record stop waiting for it. Dropping them here (as the
+        grace expiry would) would lose them.
+        """
+        if not sub.attached or sub.suspended_until is None:
+            return
+        held = [r for r in self.records.records.values() if r.states.get(sub) is SubState.IN_DOUBT]
+        sub.suspended_until = None
+        self._unlink(sub)
+        sub.attached = False
+        sub.queue.clear()
+        # Roots that have not heard of the move still route its deliveries here: for a
+        # moment usually (the flood and the transit take well under the time a dead link
+        # takes), but a root that was cut off sends what it parked for this router when
+        # it comes back, before it hears of the move. That can be late: up to the grace
+        # a subscription has anyway (the in-process network's seed 7625 lost 27 after 3 s).
+        s = self.settings
+        until = self.clock() + max(s.router_dead_after, s.subscriber_grace)
+        self.moved_away.setdefault(sub.topic, {})[sub.key] = (where, until)
+        for record in held:
+            self._forward(record, {where}, None, frozenset({sub.key}))
+            if record.drop_waiter(sub) and not record.outcome_sent:
+                self._complete(record)
+        for record in [r for r in self.records.records.values() if sub in r.states]:
+            record.states.pop(sub, None)
+            record.unsettled.pop(sub, None)
+            self._maybe_free(record)
+
+    def marker_hops(self, target: str) -> list[Hop]:
+        """Every neighbour a delivery towards ``target`` may be queued or in flight on:
+        those with deliveries pinned there, and the current route."""
+        peers = dict.fromkeys(self.pins.get(target, ()))
+        by_hop, _ = self.route({target}, None)
+        peers.update(dict.fromkeys(by_hop))
+        return [self.hops[p] for p in peers if p in self.hops]
+
+    def queue_marker(self, hop: Hop, marker: Any) -> None:
+        hop.queue.append((marker, None, None))
+        self.pump_hop(hop)
+
+    def hold_marker(self, target: str, marker: Any) -> bool:
+        """Keep a marker behind deliveries held here for ``target``, if there are any."""
+        queue = self.held.get(target)
+        if not queue:
+            return False
+        queue.append((math.inf, marker, None, None))
+        return True

@@ -1,0 +1,489 @@
+"""Inter-router forwarding: the copies a record sends towards other routers, their
+answers and settlement, per-destination order (pins and the held queue), parked
+records and their retries, keyed copies for subscribers that moved, hop loss.
+
+Network rules (seed 002): the root forwards one copy per next hop, carrying the set of
+destination routers behind that hop; a router answers its upstream once its local
+subscribers and its own downstream hops have all answered; settlement flows back down.
+A gid already known is answered from its record and never delivered twice. Deliveries
+forwarded to us draw on a separate transit window, so two routers publishing towards
+each other can never hold each other's credit (a cycle would deadlock).
+
+One part of ``Core`` (``facade.py``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from typing import Any
+
+from records.table import Record, SubState
+
+from ..journal import Event
+from .peers import PARKED, HeldFor, Hop, Subscriber, Upstream
+from .ports import ACCEPTED, Conditions, HopPort, OutcomeKind, PublisherPort, rejected
+from .state import (
+    ACCEPTED_KIND,
+    REJECTED_KIND,
+    CoreState,
+    first,
+)
+
+
+class Forwarding(CoreState):
+    def _forward(self, record: Record, dests: set[str], exclude: str | None,
+                 keys: frozenset | None = None) -> list[Hop]:
+        """Send ``record`` towards ``dests``; return the hops it was queued on. A keyed copy
+        (re-targeted to subscribers that moved) goes even where the record already went:
+        it is for someone new there."""
+        by_hop, stuck = self.route(dests, exclude)
+        if stuck and exclude is not None and exclude in self.hops:
+            # Only reachable back through where it came from (the routes changed under it):
+            # it goes back, and that router takes those destinations over (``forwarded``).
+            # Parked here it would wait for a route change that may never come.
+            back, stuck = self.route(stuck, None)
+            if back:
+                by_hop = {peer: set(ds) for peer, ds in by_hop.items()}
+                for ds in back.values():
+                    by_hop.setdefault(exclude, set()).update(ds)
+        by_hop, hold = self._pinned(by_hop, exclude)
+        if hold:
+            for d in hold:
+                record.add_waiter(HeldFor(d))
+                # In publish order: one that came back to us is older than what waits for it.
+                bisect.insort(self.held.setdefault(d, []), (record.born, record, exclude, keys), key=first)
+        touched = []
+        full = record.covered() if keys is not None else None
+        for peer, ds in by_hop.items():
+            hop = self.hops.get(peer)
+            if hop is None:
+                stuck |= ds
+                continue
+            fds = frozenset(ds)
+            if hop in record.hop_dests:
+                before = record.hop_dests[hop]
+                if keys is None:
+                    fds = fds - before if not record.keyed_only else fds - (before - record.keyed_only)
+                if not fds:
+                    continue
+                # A record counts once in the pins of a hop while that hop is in doubt
+                # (``_unpin`` takes all its destinations off when it answers).
+                pinned = fds - before if record.states.get(hop) is SubState.IN_DOUBT else before | fds
+                record.hop_dests[hop] = before | fds
+                record.reopen(hop)  # its earlier answer did not cover these destinations
+                # Nor does an answer still to come for the earlier copy: only the newest
+                # copy's answer speaks for everything sent on this hop (``hop_update``).
+                record.unsettled.pop(hop, None)
+            else:
+                record.hop_dests[hop] = pinned = fds
+                record.add_waiter(hop)
+            hop.queue.append((record, fds, keys))
+            touched.append(hop)
+            if keys is not None:
+                # A keyed copy covers these destinations only for its keys (``covered``).
+                only = fds - full  # type: ignore[operator]
+                if only:
+                    record.keyed_only = (record.keyed_only or set()) | only
+            elif record.keyed_only:
+                record.keyed_only -= fds
+            for d in pinned:
+                pin = self.pins.get(d)
+                if pin is None:
+                    self.pins[d] = {peer: 1}
+                else:
+                    pin[peer] = pin.get(peer, 0) + 1
+        owed = None
+        if stuck:
+            keys_at = self.routes.keys_at
+            parked_keys = record.parked_keys
+            if parked_keys is None:
+                record.parked_keys = parked_keys = {}
+            for d in stuck:
+                if d not in parked_keys:
+                    parked_keys[d] = keys_at(record.topic, d)
+            record.parked |= stuck
+            record.add_waiter(PARKED)
+            self.parked[record] = None
+            # Subscribers of an unreachable router that already attached elsewhere get it
+            # there now: waiting for the next change of the graph would stall them, and
+            # let newer deliveries reach them first.
+            owed = self._owed_elsewhere(record, stuck)
+        for hop in touched:
+            self.pump_hop(hop)
+        if owed:
+            self._send_owed(record, owed)
+        return touched
+
+    def _pinned(self, by_hop: dict[str, set[str]], exclude: str | None) -> tuple[dict[str, set[str]], set[str] | None]:
+        """Keep each destination on the neighbour it already has deliveries in flight through;
+        return the routes and the destinations to hold here for now.
+
+        When a route changes under load, switching at once would let newer deliveries
+        overtake older ones on the old path: per-publisher order would break at the far
+        end. A destination moves to its new route only once the old paths have drained;
+        with several in flight (a reroute that could not use the old one), the oldest wins.
+        The one path a delivery may not take is back where it came from: if the older
+        ones for that destination went back there (its routes changed under it), the
+        newer one waits here until they have come back through us or been answered
+        (``_release_held``); going on at once, it would overtake them.
+        """
+        pins = self.pins
+        held = self.held
+        if not pins and not held:
+            return by_hop, None
+        moved = None
+        hold = None
+        for peer, ds in by_hop.items():
+            for d in ds:
+                pin = pins.get(d)
+                if d in held or pin is not None and exclude in pin and exclude in self.hops and not any(
+                        p in self.hops and p != exclude for p in pin) and peer != exclude:
+                    if hold is None:
+                        hold = set()
+                    hold.add(d)
+                    continue
+                if pin is None or peer in pin and len(pin) == 1:
+                    continue
+                target = next((p for p in pin if p in self.hops and p != exclude), None)
+                if target is not None and target != peer:
+                    if moved is None:
+                        moved = []
+                    moved.append((peer, d, target))
+        if moved is None and hold is None:
+            return by_hop, None  # the usual case: every destination already on its routed neighbour
+        out = {peer: set(ds) for peer, ds in by_hop.items()}
+        for peer, d, target in moved or ():
+            out[peer].discard(d)
+            out.setdefault(target, set()).add(d)
+        for ds in out.values():
+            ds -= hold or set()
+        return {peer: ds for peer, ds in out.items() if ds}, hold
+
+    def _release_held(self, dest: str) -> None:
+        """What waits here for ``dest`` goes, in order, once nothing older for it is still out
+        with the neighbours it waited on."""
+        queue = self.held.get(dest)
+        if not queue:
+            return
+        pin = self.pins.get(dest) or {}
+        if any(on in pin and on in self.hops for _, _, on, _ in queue):
+            return
+        del self.held[dest]
+        for _, item, exclude, keys in queue:
+            if type(item) is not Record:
+                self.reroute_marker(item)
+                continue
+            item.drop_waiter(HeldFor(dest))
+            self._forward(item, {dest}, exclude, keys)
+            if item.pending == 0 and not item.outcome_sent:
+                self._complete(item)
+
+    def _unpin(self, hop: Hop, record: Record) -> None:
+        self._unpin_dests(hop.peer, record.hop_dests.get(hop, ()))
+
+    def _unpin_dests(self, peer: str, dests: Iterable[str], release: bool = True) -> None:
+        for d in dests:
+            pin = self.pins.get(d)
+            if pin is not None and peer in pin:
+                pin[peer] -= 1
+                if pin[peer] <= 0:
+                    del pin[peer]
+                    if not pin:
+                        del self.pins[d]
+                    if release and self.held:
+                        self._release_held(d)
+
+    def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
+                  presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0,
+                  root: str = "") -> Record | None:
+        """A neighbour forwarded a delivery to us, for ``dests`` (which may include us).
+
+        ``keys``: the delivery was re-targeted to subscribers that moved (their router
+        died): only they get it, marked as a redelivery since they may have seen it.
+        """
+        if up.credit > 0:
+            up.credit -= 1
+            self.credit.transit_outstanding -= 1
+            if not up.credit & 7 and up.credit * 2 <= self.settings.link_credit:
+                # Look again after this batch (every 8th credit once half is used): a copy
+                # of a record we hold frees nothing when answered, so nothing else would
+                # (the in-process network's seed 627 stalled: a neighbour's re-forwards
+                # used up its credit for good).
+                self.credit.dirty = True
+        record = self.records.get(gid)
+        if record is not None:
+            if keys is not None:
+                self._keyed_copy(record, up, handle, dests, keys, presettled)
+                return record
+            # Seen before (a re-forward after rerouting): answer from the record, never deliver twice.
+            if not presettled:
+                record.upstreams[up] = handle
+                record.orphan_since = None
+            new = set(dests) - record.covered() - {self.router_id}
+            fresh = self._fan_out_late(record) if self.router_id in dests else None
+            back = self.hops.get(up.peer)
+            if back is not None and record.states.get(back) is SubState.IN_DOUBT and not presettled:
+                # It comes back from a router we forwarded it to: that router became its
+                # root (the publisher resumed there), or it found the way to some of its
+                # destinations now leads back through us. Those destinations are ours
+                # again; and waiting for it while it waits for us would hang both: answer
+                # it for everything but itself.
+                bounced = record.hop_dests.get(back, frozenset()) & set(dests)
+                if bounced:
+                    self._unpin_dests(back.peer, bounced, release=False)
+                    record.hop_dests[back] = record.hop_dests[back] - bounced
+                    new |= bounced - {self.router_id}
+                touched = self._forward(record, new, up.peer) if new else []
+                for d in bounced:  # what waited behind it goes after it
+                    self._release_held(d)
+                if record.keyed is None:
+                    record.keyed = {}
+                # Sent back the way it came (each of us routes those destinations through
+                # the other until the routes converge): then our answer waits for that
+                # router's too. Answering for the rest alone told it "delivered" while
+                # nobody had: the in-process network's seed 941 lost 8 messages that way.
+                bounced_back = back in touched
+                record.keyed[up] = (handle, [w for w in record.states if w is not back or bounced_back])
+                self._answer_keyed(record)
+                return record
+            if new:
+                # New destinations: the answer must wait for them, this upstream's and the earlier ones.
+                record.outcome_sent = False
+                self._forward(record, new, up.peer)
+            elif record.outcome_sent and not presettled and not fresh:
+                up.port.outcome(handle, self._outcome(record), False)
+            if fresh:
+                for sub in fresh:
+                    self.pump(sub)
+                if record.pending == 0 and not record.outcome_sent:
+                    self._complete(record)
+            return record
+        record = Record(gid, topic, payload, None, gid, 0, presettled, message_format, self.clock())
+        record.local = False
+        record.born = born or self._stamp()
+        record.root = root or up.peer
+        self.records.add(record)
+        if self.journal is not None:
+            self.journal.add(Event.RECEIVED, gid, topic, up.peer)
+        if not presettled:
+            record.upstreams[up] = handle
+        self._fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
+        return record
+
+    def _fan_out_late(self, record: Record) -> list[Subscriber] | None:
+        """The first copy of ``record`` here was keyed (for subscribers that moved here
+        alone): the full copy that comes after it is for every local subscriber. Those it
+        has not reached yet get it now (queued; the caller pumps), and the answer waits
+        for them. (Taken for a mere repeat, it was answered without them: the in-process
+        network's seed 367 lost 13 messages at a subscriber that never moved.)"""
+        subs = self.topics.get(record.topic)
+        if not subs:
+            return None
+        fresh = [s for s in subs.values() if s not in record.states and self._enqueue(record, s, 0)]
+        if fresh:
+            record.outcome_sent = False
+        return fresh
+
+    def _keyed_copy(self, record: Record, up: Upstream, handle: Any, dests: frozenset[str], keys: frozenset,
+                    presettled: bool) -> None:
+        """A record we already have, handed to us again for subscribers that moved (keys).
+
+        The upstream may itself be one of this record's downstream hops (it handed back
+        what it held for a subscriber that left it): answering it only with the whole
+        record would make each wait for the other. It is answered for those keys alone.
+        """
+        targets: list[Any] = []
+        if self.router_id in dests:
+            for sub in self._local_targets(record, keys):
+                self._enqueue(record, sub, 1)
+            # The answer waits for every one of those keys here, also those already
+            # waited for (an earlier copy reached them): an empty list would answer at once.
+            subs = self.topics.get(record.topic) or {}
+            targets += [s for k, s in subs.items() if k in keys and s in record.states]
+        onward = set(dests) - {self.router_id}
+        if onward:
+            before = set(record.states)
+            touched = self._forward(record, onward, None, keys)
+            # Also a hop that had answered an earlier copy and now carries this one: its
+            # new answer is what this hand-back waits for (the in-process network's seed
+            # 627: answered at once, the publisher heard accepted before the moved
+            # subscriber had accepted, and the settlement that followed lost its answer).
+            targets += [w for w in record.states if w not in before or w in touched]
+        if not presettled:
+            if record.keyed is None:
+                record.keyed = {}
+            record.keyed[up] = (handle, targets)
+        for sub in targets:
+            if isinstance(sub, Subscriber):
+                self.pump(sub)
+        self._answer_keyed(record)
+
+    def _answer_keyed(self, record: Record) -> None:
+        keyed = record.keyed
+        if not keyed:
+            return
+        for up, (handle, waiters) in list(keyed.items()):
+            states = [record.states.get(w) for w in waiters]
+            if any(st is SubState.IN_DOUBT for st in states):
+                continue
+            del keyed[up]
+            rejected = any(st is SubState.REJECTED for st in states)
+            if up.attached:
+                up.port.outcome(handle, record.rejection if rejected and record.rejection else ACCEPTED, False)
+
+    def upstream_settled(self, up: Upstream, record: Record) -> None:
+        """The upstream settled its delivery: relay settlement down and forget the record."""
+        if up not in record.upstreams:
+            return  # a hand-over's (or a looped-back copy's) settlement concerns only its own answer
+        del record.upstreams[up]
+        if record.publisher_settled:
+            return
+        if record.local and (record.publisher is None or record.publisher.attached):
+            return  # a root record is settled by its publisher, not by a hop that looped back
+        # (A root whose publisher is suspended follows the router it resumed on.)
+        record.publisher_settled = True
+        if self.journal is not None:
+            self.journal.add(Event.SETTLED, record.gid, record.topic)
+        self._settle_subscribers(record)
+        self._maybe_free(record)
+
+    def hop_update(self, hop: Hop, record: Record, handle: Any, state: Any, settled: bool) -> None:
+        """A downstream router's answer for its whole subtree."""
+        if record.unsettled.get(hop) != handle:
+            # An earlier copy's answer: a newer copy (a reroute, a hand-over) went on this
+            # hop since, for more than that answer covers. Taking it would count the newer
+            # one as delivered while it still sits in the queue or on the wire.
+            return
+        if settled:
+            record.unsettled.pop(hop, None)
+        kind = state.kind if state is not None else None
+        final = kind is not None and kind is not OutcomeKind.RECEIVED
+        done = False
+        if final and record.states.get(hop) is SubState.IN_DOUBT:
+            self._unpin(hop, record)  # any terminal answer: it resolves the hop below
+        if kind is ACCEPTED_KIND:
+            done = record.resolve(hop, SubState.ACCEPTED)
+        elif kind is REJECTED_KIND:
+            done = record.resolve(hop, SubState.REJECTED, state)
+        elif final:
+            done = record.resolve(hop, SubState.REJECTED, rejected(
+                Conditions.HOP_ANSWERED_ODDLY, f"router {hop.peer} answered {kind.value if kind else None}"))
+        if record.publisher_settled:
+            self._settle_late(record, hop, handle)
+        self._answered(record, done)
+
+    def add_hop(self, peer: str, port: HopPort) -> Hop:
+        hop = Hop(peer, port)
+        self.hops[peer] = hop
+        return hop
+
+    def add_upstream(self, peer: str, port: PublisherPort) -> Upstream:
+        up = Upstream(peer, port)
+        self.upstreams[peer] = up
+        self.replenish_transit()
+        return up
+
+    def hop_lost(self, peer: str) -> None:
+        """The data link to ``peer`` is gone: re-route everything it had not answered."""
+        hop = self.hops.pop(peer, None)
+        if hop is None:
+            return
+        hop.attached = False
+        markers = [m for m, dests, _ in hop.queue if dests is None]
+        hop.queue.clear()
+        for d in [d for d, pin in self.pins.items() if peer in pin]:
+            del self.pins[d][peer]
+            if not self.pins[d]:
+                del self.pins[d]
+        for record in [r for r in self.records.records.values() if hop in r.states]:
+            record.unsettled.pop(hop, None)
+            dests = record.hop_dests.pop(hop, frozenset())
+            if record.states.get(hop) is SubState.IN_DOUBT:
+                exclude = next(iter(record.upstreams)).peer if record.upstreams else None
+                self._forward(record, set(dests), exclude)
+                if record.drop_waiter(hop) and not record.outcome_sent:
+                    self._complete(record)
+                elif record.keyed:
+                    self._answer_keyed(record)
+            else:
+                record.states.pop(hop, None)
+                self._maybe_free(record)
+        for d in list(self.held):  # newer than what the lost hop had: after it
+            self._release_held(d)
+        for marker in markers:  # behind the deliveries it vouches for, re-routed just now
+            self.reroute_marker(marker)
+
+    def upstream_lost(self, peer: str) -> None:
+        up = self.upstreams.pop(peer, None)
+        if up is None:
+            return
+        up.attached = False
+        self.credit.transit_outstanding -= up.credit
+        up.credit = 0
+        now = self.clock()
+        for record in self.records.records.values():
+            if up in record.upstreams:
+                del record.upstreams[up]
+                if not record.upstreams and not record.local and not record.publisher_settled:
+                    record.orphan_since = now  # kept for a re-forward; collected by expire()
+
+    def retry_parked(self) -> None:
+        """The graph or the subscriber table changed: route what had no route."""
+        for record in list(self.parked):
+            wanted = self.remote_routers(record.topic)
+            dests = {d for d in record.parked if d in wanted}
+            # Subscribers of a dead router that attached elsewhere: follow them there, to
+            # them alone, also while others are still waited for at the dead router.
+            retarget = self._owed_elsewhere(record, record.parked)
+            record.parked = frozenset()
+            record.parked_keys = None
+            self.parked.pop(record, None)
+            # Stop waiting on PARKED first: re-forwarding may park again, and only then may
+            # the record complete (the other order let a still-unroutable record complete).
+            record.drop_waiter(PARKED)
+            if dests:
+                # No split horizon on a retry: the routes have changed, and a destination
+                # now behind our upstream goes back to it, which takes it over (see
+                # ``forwarded``). Held here, it would wait for a route that never comes.
+                self._forward(record, dests, None)
+            self._send_owed(record, retarget)
+            if record.pending == 0 and not record.outcome_sent:
+                self._complete(record)
+            elif record.keyed:
+                # A hand-back may have waited only for what was parked: answer it now, or
+                # it and we would each wait for the other's answer for good.
+                self._answer_keyed(record)
+
+    def pump_hop(self, hop: Hop) -> None:
+        queue = hop.queue
+        if not queue:
+            return
+        port = hop.port
+        credit = port.credit()
+        while credit > 0 and queue:
+            record, dests, keys = queue.popleft()
+            if dests is None:
+                port.marker(record)
+                continue
+            if record.states.get(hop) is not SubState.IN_DOUBT:
+                continue
+            handle = port.forward(record, dests, record.presettled, keys)
+            credit -= 1
+            if self.journal is not None:
+                self.journal.add(Event.FORWARDED, record.gid, record.topic, hop.peer)
+            if record.presettled:
+                self._unpin(hop, record)
+                self._sent_settled(record, hop)
+            else:
+                record.unsettled[hop] = handle
+
+    def expire(self, now: float, orphan_ttl: float) -> int:
+        """Free forwarded records whose upstream vanished and never came back."""
+        gone = [r for r in self.records.records.values()
+                if r.orphan_since is not None and now - r.orphan_since > orphan_ttl and r.pending == 0]
+        for r in gone:
+            r.publisher_settled = True
+            self._settle_subscribers(r)
+            self._maybe_free(r)
+        return len(gone)
