@@ -1,0 +1,87 @@
+"""The AMQP connection's state and the rules every layer of it uses: modes, the connection
+states and what each admits (a table: a frame a state does not list is a protocol error),
+and the attributes the layers share (``Connection.__init__`` sets them)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from .errors import Condition
+from .performatives import Attach, Begin, Close, Detach, Disposition, End, Error, Flow, Open, Transfer
+
+if TYPE_CHECKING:
+    from .endpoints import Session
+    from .errors import AMQPError
+    from .frames import FrameReader
+    from .sasl import SaslClientConfig, SaslServerConfig
+
+
+class Mode(Enum):
+    CLIENT = "client"
+    SERVER = "server"
+
+
+class State(Enum):
+    START = "start"  # nothing exchanged
+    SASL = "sasl"  # SASL frames flowing
+    AMQP_HEADER = "amqp-header"  # waiting for the peer's AMQP header (after SASL, or as client)
+    OPEN = "open"  # AMQP frames flowing
+    CLOSE_SENT = "close-sent"
+    CLOSED = "closed"
+
+
+OPEN_STATES = (State.OPEN, State.CLOSE_SENT)
+MAX_UINT = 0xFFFFFFFF
+
+_SESSION_WORK = frozenset({Begin, End, Attach, Detach, Flow, Transfer, Disposition})
+# What the peer may send in each state once AMQP frames flow; ``open`` itself comes first
+# (before it only ``open`` is admitted, see ``admits``). A state missing here takes no
+# AMQP frame at all (its bytes are headers or SASL frames).
+ADMITS: dict[State, frozenset[type]] = {
+    State.OPEN: _SESSION_WORK | {Open, Close},
+    State.CLOSE_SENT: _SESSION_WORK | {Open, Close},  # (discarded on ended sessions, as the spec says)
+}
+
+
+def admits(state: State, opened: bool, kind: type) -> str | None:
+    """Why an AMQP frame of ``kind`` is a protocol error now (None: it is not)."""
+    allowed = ADMITS.get(state)
+    if allowed is None or kind not in allowed:
+        return f"{kind.__name__} in connection state {state.value}"
+    if not opened and kind is not Open:
+        return f"{kind.__name__} before open"
+    return None
+
+
+def error_of(condition: Condition | str, description: str) -> Error:
+    cond = condition.value if isinstance(condition, Condition) else condition
+    return Error(condition=cond, description=description or None)
+
+
+class ConnectionState:
+    """Declared for the layers (``negotiation``, ``sessions``, ``links``, ``deliveries``)."""
+
+    mode: Mode
+    container_id: str
+    hostname: str | None
+    max_frame_size: int
+    channel_max: int
+    idle_timeout: float | None
+    incoming_window: int
+    sasl_server: SaslServerConfig | None
+    sasl_client: SaslClientConfig | None
+    properties: dict[Any, Any] | None
+    state: State
+    user: str | None
+    remote_open: Open | None
+    remote_max_frame_size: int
+    remote_idle_timeout: float | None
+    open_sent: bool
+    failed: AMQPError | None
+    sessions: dict[int, Session]
+    remote_sessions: dict[int, Session]
+    _reader: FrameReader
+    _out: bytearray
+    _events: list[Any]
+    _dirty: set[Session]

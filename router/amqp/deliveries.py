@@ -1,0 +1,225 @@
+"""Deliveries: transfers out (split to the frame size, blocked by the session window) and
+in (multi-frame, aborted, resumed), dispositions both ways (batched as ranges).
+
+One layer of ``Connection`` (``connection.py``): a mixin over its state, declared in
+``connection_state.py``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .connection_state import MAX_UINT, ConnectionState
+from .endpoints import Delivery, EndpointState, Link, Session
+from .errors import Condition, LocalProtocolError, SessionError
+from .events import (
+    DeliveryAborted,
+    DeliveryReceived,
+    DeliveryUpdated,
+)
+from .performatives import (
+    Disposition,
+    Role,
+    Transfer,
+)
+from .transfer import encode_disposition, encode_transfer, transfer_overhead
+
+
+class Deliveries(ConnectionState):
+    def send(
+        self,
+        link: Link,
+        tag: bytes,
+        payload: bytes,
+        *,
+        settled: bool = False,
+        state: Any = None,
+        resume: bool = False,
+        aborted: bool = False,
+        message_format: int = 0,
+    ) -> Delivery:
+        if link.state is not EndpointState.MAPPED or not link.is_sender:
+            raise LocalProtocolError(f"send on {link!r}")
+        if link.credit <= 0 and not resume:
+            raise LocalProtocolError(f"send on {link!r} without credit")
+        if len(tag) > 32:
+            raise LocalProtocolError("delivery tags are at most 32 bytes")
+        session = link.session
+        delivery_id = session.next_delivery_id
+        session.next_delivery_id = (delivery_id + 1) & MAX_UINT
+        delivery = Delivery(link, delivery_id, tag, payload, False, None, resume, message_format)
+        if settled:
+            delivery.local_settled = True
+        else:
+            session.outgoing[delivery_id] = delivery
+            link.unsettled[tag] = delivery
+        if not resume:
+            link.credit -= 1
+            link.delivery_count = (link.delivery_count + 1) & MAX_UINT
+        self._flush_dispositions(session)
+        room = self.remote_max_frame_size - transfer_overhead(tag, state)
+        if room <= 0:
+            raise LocalProtocolError("max-frame-size too small for a transfer frame")
+        total = len(payload)
+        offset = 0
+        first = True
+        while True:
+            chunk = payload[offset: offset + room] if total > room else payload
+            offset += len(chunk)
+            more = offset < total
+            frame = encode_transfer(
+                session.channel, link.handle, delivery_id if first else None, tag if first else None,
+                message_format, settled, more, state if first else None, resume and first, aborted and not more, chunk,
+            )
+            self._write_transfer(session, frame)
+            first = False
+            if not more:
+                break
+        return delivery
+
+    def disposition(self, delivery: Delivery, state: Any = None, *, settled: bool = False) -> None:
+        """Update (and optionally settle) a delivery; consecutive updates go out as ranges."""
+        link = delivery.link
+        session = link.session
+        if delivery.local_settled:
+            return
+        delivery.local_state = state
+        if settled:
+            delivery.local_settled = True
+            link.unsettled.pop(delivery.tag, None)
+            if link.is_sender:
+                session.outgoing.pop(delivery.delivery_id, None)
+            else:
+                session.incoming.pop(delivery.delivery_id, None)
+        if session.state is not EndpointState.MAPPED or link.state is EndpointState.CLOSED:
+            return
+        session.pending_dispositions.append((link.role, delivery.delivery_id, settled, state))
+        self._dirty.add(session)
+
+    def _write_transfer(self, session: Session, frame: bytes | bytearray) -> None:
+        if session.remote_incoming_window > 0 and not session.blocked:
+            session.remote_incoming_window -= 1
+            session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT
+            self._out += frame
+        else:
+            session.blocked.append(frame)  # type: ignore[arg-type]
+
+    def _unblock(self, session: Session) -> None:
+        while session.blocked and session.remote_incoming_window > 0:
+            session.remote_incoming_window -= 1
+            session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT
+            self._out += session.blocked.popleft()
+
+    def _flush_dispositions(self, session: Session) -> None:
+        pending = session.pending_dispositions
+        if not pending:
+            return
+        session.pending_dispositions = []
+        if session.state is not EndpointState.MAPPED:
+            return
+        pending.sort(key=lambda p: (p[0], p[1]))
+        out = self._out
+        channel = session.channel
+        role, first, settled, state = pending[0]
+        last = first
+        for r, i, s, st in pending[1:]:
+            if r is role and i == last + 1 and s == settled and (st is state or st == state):
+                last = i
+                continue
+            out += encode_disposition(channel, role is Role.RECEIVER, first, last, settled, state)
+            role, first, last, settled, state = r, i, i, s, st
+        out += encode_disposition(channel, role is Role.RECEIVER, first, last, settled, state)
+
+    def _on_transfer(self, session: Session, t: Transfer, payload: bytes) -> None:
+        if session.incoming_window <= 0:
+            raise SessionError(session.channel, Condition.WINDOW_VIOLATION, "transfer beyond the incoming window")
+        session.incoming_window -= 1
+        session.next_incoming_id = (session.next_incoming_id + 1) & MAX_UINT
+        link = session.remote_links.get(t.handle)
+        if link is None:
+            raise SessionError(session.channel, Condition.UNATTACHED_HANDLE, f"transfer on unattached handle {t.handle}")
+        if link.state is not EndpointState.MAPPED:
+            return  # detached by us: discard until the peer's detach
+        if link.is_sender:
+            raise SessionError(session.channel, Condition.NOT_ALLOWED, f"transfer towards sending link {link.name!r}")
+        partial = link.partial
+        if partial is None:
+            if t.delivery_id is None or t.delivery_tag is None:
+                raise SessionError(session.channel, Condition.INVALID_FIELD, "first transfer lacks delivery-id or delivery-tag")
+            if t.aborted:
+                self._events.append(DeliveryAborted(link=link, tag=t.delivery_tag))
+                return
+            if link.credit <= 0 and not t.resume:
+                if link.revoked <= 0:
+                    self._detach_with_error(link, Condition.TRANSFER_LIMIT_EXCEEDED, "transfer without link credit")
+                    return
+                link.revoked -= 1  # sent before our flow took the credit back: legal
+                link.credit += 1
+            if not t.resume:
+                link.credit -= 1
+                link.delivery_count = (link.delivery_count + 1) & MAX_UINT
+            delivery = Delivery(link, t.delivery_id, t.delivery_tag, b"", bool(t.settled), t.state, t.resume,
+                                t.message_format or 0)
+            if not t.more:
+                delivery.payload = payload
+                self._received_delivery(session, link, delivery)
+                return
+            link.partial = delivery
+            link.partial_size = 0
+            delivery.payload = []  # type: ignore[assignment]
+            partial = delivery
+        if t.aborted:
+            link.partial = None
+            self._events.append(DeliveryAborted(link=link, tag=partial.tag))
+            return
+        if t.delivery_id is not None and t.delivery_id != partial.delivery_id:
+            raise SessionError(session.channel, Condition.INVALID_FIELD, "delivery-id changed within a multi-frame delivery")
+        partial.payload.append(payload)  # type: ignore[attr-defined]
+        link.partial_size += len(payload)
+        if t.settled:
+            partial.settled = True
+        if t.state is not None:
+            partial.state = t.state
+        if link.max_message_size and link.partial_size > link.max_message_size:
+            link.partial = None
+            self._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
+                                    f"message exceeds max-message-size {link.max_message_size}")
+            return
+        if not t.more:
+            link.partial = None
+            partial.payload = b"".join(partial.payload)  # type: ignore[arg-type]
+            self._received_delivery(session, link, partial)
+
+    def _received_delivery(self, session: Session, link: Link, delivery: Delivery) -> None:
+        if link.max_message_size and len(delivery.payload) > link.max_message_size:
+            self._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
+                                    f"message exceeds max-message-size {link.max_message_size}")
+            return
+        if not delivery.settled:
+            session.incoming[delivery.delivery_id] = delivery
+            link.unsettled[delivery.tag] = delivery
+        self._events.append(DeliveryReceived(delivery=delivery))
+
+    def _on_disposition(self, session: Session, d: Disposition) -> None:
+        table = session.outgoing if d.role is Role.RECEIVER else session.incoming
+        first = d.first
+        last = d.last if d.last is not None else first
+        if last < first:
+            raise SessionError(session.channel, Condition.INVALID_FIELD, f"disposition range {first}..{last}")
+        events = self._events
+        if last - first + 1 <= len(table):
+            ids = range(first, last + 1)
+        else:
+            ids = sorted(i for i in table if first <= i <= last)  # type: ignore[assignment]
+        settled = d.settled
+        state = d.state
+        for i in ids:
+            delivery = table.get(i)
+            if delivery is None:
+                continue  # already settled, or from a link since detached: a no-op by design
+            if state is not None:
+                delivery.state = state
+            if settled:
+                delivery.settled = True
+                del table[i]
+                delivery.link.unsettled.pop(delivery.tag, None)
+            events.append(DeliveryUpdated(delivery=delivery, state=state, settled=settled))

@@ -1,0 +1,122 @@
+"""Sessions: begin and end, channels, and the session flow (incoming window).
+
+One layer of ``Connection`` (``connection.py``): a mixin over its state, declared in
+``connection_state.py``."""
+
+from __future__ import annotations
+
+from .connection_state import ConnectionState, error_of
+from .endpoints import EndpointState, Link, Session
+from .errors import Condition, LocalProtocolError, ProtocolError, SessionError
+from .events import (
+    LinkDetached,
+    SessionBegun,
+    SessionEnded,
+)
+from .performatives import (
+    Begin,
+    End,
+    Error,
+    Flow,
+)
+
+
+class Sessions(ConnectionState):
+    def begin(self) -> Session:
+        self._require_open()
+        channel = self._free_channel()
+        session = Session(channel, self.incoming_window)
+        self.sessions[channel] = session
+        self._write(channel, self._begin_for(session))
+        session.state = EndpointState.SENT
+        return session
+
+    def end(self, session: Session, error: Error | None = None) -> None:
+        if session.state in (EndpointState.CLOSE_SENT, EndpointState.CLOSED):
+            return
+        self._flush_dispositions(session)
+        self._write(session.channel, End(error=error))
+        session.state = EndpointState.CLOSED if session.state is EndpointState.CLOSE_SENT else EndpointState.CLOSE_SENT
+
+    def _free_channel(self) -> int:
+        for ch in range(self.channel_max + 1):
+            if ch not in self.sessions:
+                return ch
+        raise LocalProtocolError("no free channel")
+
+    def _begin_for(self, session: Session) -> Begin:
+        return Begin(
+            remote_channel=session.remote_channel, next_outgoing_id=session.next_outgoing_id,
+            incoming_window=session.incoming_window, outgoing_window=session.outgoing_window,
+        )
+
+    def _on_begin(self, channel: int, begin: Begin) -> None:
+        if channel > self.channel_max:
+            raise ProtocolError(Condition.NOT_ALLOWED, f"channel {channel} above channel-max {self.channel_max}")
+        if channel in self.remote_sessions:
+            raise ProtocolError(Condition.NOT_ALLOWED, f"begin on channel {channel} already in use")
+        if begin.remote_channel is not None:
+            session = self.sessions.get(begin.remote_channel)
+            if session is None or session.state is not EndpointState.SENT:
+                raise ProtocolError(Condition.NOT_ALLOWED, f"begin answers unknown channel {begin.remote_channel}")
+            reply = False
+        else:
+            session = Session(self._free_channel(), self.incoming_window)
+            self.sessions[session.channel] = session
+            reply = True
+        session.remote_channel = channel
+        session.next_incoming_id = begin.next_outgoing_id
+        session.remote_incoming_window = begin.incoming_window
+        session.remote_outgoing_window = begin.outgoing_window
+        session.handle_max = min(session.handle_max, begin.handle_max)
+        self.remote_sessions[channel] = session
+        if reply:
+            self._write(session.channel, self._begin_for(session))
+        session.state = EndpointState.MAPPED
+        self._events.append(SessionBegun(session=session))
+
+    def _on_end(self, session: Session, end: End) -> None:
+        answered = session.state is EndpointState.CLOSE_SENT
+        if not answered:
+            self._flush_dispositions(session)
+            self._write(session.channel, End())
+        session.state = EndpointState.CLOSED
+        self.sessions.pop(session.channel, None)
+        if session.remote_channel is not None:
+            self.remote_sessions.pop(session.remote_channel, None)
+        for link in list(session.links.values()):
+            if link.state is not EndpointState.CLOSED:
+                link.state = EndpointState.CLOSED
+                if not answered:
+                    self._events.append(LinkDetached(link=link, closed=False, error=end.error))
+        if not answered:
+            self._events.append(SessionEnded(session=session, error=end.error))
+
+    def _end_with_error(self, session: Session, e: SessionError) -> None:
+        err = error_of(e.condition, e.description)
+        self.end(session, err)
+        self._events.append(SessionEnded(session=session, error=err))
+
+    def _send_flow(self, session: Session, link: Link | None, echo: bool = False) -> None:
+        if session.state is not EndpointState.MAPPED:
+            return
+        flow = Flow(
+            next_incoming_id=session.next_incoming_id, incoming_window=session.incoming_window,
+            next_outgoing_id=session.next_outgoing_id, outgoing_window=session.outgoing_window, echo=echo,
+        )
+        if link is not None:
+            if link.state is not EndpointState.MAPPED:
+                return
+            flow.handle = link.handle
+            flow.delivery_count = link.delivery_count
+            flow.link_credit = max(link.credit, 0)
+            flow.available = link.available if link.is_sender else None
+            flow.drain = link.drain
+        self._write(session.channel, flow)
+
+    def _after_batch(self) -> None:
+        # Re-open each session's incoming window in one flow frame per batch, not per transfer.
+        for session in self.sessions.values():
+            if session.state is EndpointState.MAPPED and session.incoming_window < session.initial_incoming_window // 2:
+                session.incoming_window = session.initial_incoming_window
+                self._send_flow(session, None)
