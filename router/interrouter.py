@@ -40,6 +40,8 @@ from .amqp.types import Described, symbol, ulong
 from .core import Hop, Outcome, Upstream
 from .dispositions import to_amqp, to_outcome
 from .engineio import EngineProtocol, describe_exception
+from .listeners import Kind
+from .listeners import dial as connect
 from .wire import ONCE_FORMAT, pack, unpack
 
 if TYPE_CHECKING:
@@ -136,7 +138,6 @@ class InterRouterConnection(EngineProtocol):
         self.upstream: Upstream | None = None
         self.up = False
         self.admitted = False  # (accepted side) counted in the router's connection limits
-        self.lost = asyncio.get_event_loop().create_future()
 
     # -------------------------------------------------------------- asyncio
 
@@ -187,7 +188,7 @@ class InterRouterConnection(EngineProtocol):
         self.router.inter_connections.discard(self)
         self._down()
         if not self.lost.done():
-            self.lost.set_result(None)
+            self.lost.set_result(exc)
 
     def hop_port(self) -> HopLink:
         return HopLink(self)
@@ -328,10 +329,9 @@ async def dial(router: RouterContext, peer: str) -> None:
     addr = router.topology.routers[peer].inter_router
     assert addr is not None
     delay = 0.05
-    loop = asyncio.get_running_loop()
     while not router.stopping:
         try:
-            _, conn = await loop.create_connection(lambda: InterRouterConnection(router, peer), addr.host, addr.port)
+            conn = await connect(Kind.INTER_ROUTER, lambda: InterRouterConnection(router, peer), addr.host, addr.port)
         except OSError:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)

@@ -17,6 +17,8 @@ from .heap import pin_mmap_threshold, trim
 from .interrouter import InterRouterConnection, dial
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
+from .listeners import Kind
+from .listeners import listen as listen_on
 from .network import Network
 from .observe import line, snapshot
 
@@ -78,15 +80,13 @@ class Router:
             self.core.journal = router_journal(self.journal_dir, self.id)
             self.core.journal.start()
         listen = self.spec.listen
-        server = await loop.create_server(lambda: EdgeConnection(self), listen.host, listen.port, reuse_address=True)
+        server, host, port = await listen_on(Kind.AMQP, lambda: EdgeConnection(self), listen.host, listen.port)
         self._servers.append(server)
-        host, port = server.sockets[0].getsockname()[:2]
         inter = None
         if self.neighbour_ids and self.spec.inter_router is not None:
             ir = self.spec.inter_router
-            iserver = await loop.create_server(self._accept_router, ir.host, ir.port, reuse_address=True)
+            iserver, ihost, iport = await listen_on(Kind.INTER_ROUTER, self._accept_router, ir.host, ir.port)
             self._servers.append(iserver)
-            ihost, iport = iserver.sockets[0].getsockname()[:2]
             inter = Address(ihost, iport)
             for peer in sorted(self.neighbour_ids):
                 if self.id < peer:

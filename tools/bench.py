@@ -27,6 +27,7 @@ from router.amqp.connection import Mode
 from router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkFlow, SessionBegun
 from router.amqp.performatives import ACCEPTED, Role, Source, Target
 from router.client import ClientProtocol, connect
+from router.listeners import Kind, listen
 from router.loop import run
 
 BODY_SIZE = 100
@@ -261,9 +262,8 @@ async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: in
 
 
 async def _run_direct(messages: int, credit: int) -> Result:
-    loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: ClientProtocol("sink", Sink(credit), mode=Mode.SERVER), "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
+    server, _, port = await listen(Kind.AMQP, lambda: ClientProtocol("sink", Sink(credit), mode=Mode.SERVER),
+                                   "127.0.0.1", 0)
     pub = Publisher("direct", messages)
     conn = await connect("127.0.0.1", port, "bench-pub", pub)
     await asyncio.wait_for(pub.done, max(60, messages / 2000))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,6 +19,8 @@ from ..amqp.connection import Connection, Mode
 from ..amqp.endpoints import Session
 from ..amqp.events import ConnectionClosed, ConnectionFailed, SessionBegun
 from ..amqp.sasl import SaslClientConfig
+from ..engineio import EngineShell
+from ..listeners import Kind, dial
 
 log = logging.getLogger("once.client")
 
@@ -34,34 +35,17 @@ def parse_router(url: str) -> tuple[str, int]:
     return parts.hostname, parts.port or 5672
 
 
-class _Protocol(asyncio.Protocol):
+class _Protocol(EngineShell):
     def __init__(self, owner: FailoverConnection, engine: Connection) -> None:
+        super().__init__()
         self.owner = owner
         self.engine = engine
-        self.transport: asyncio.Transport | None = None
-        self.lost = asyncio.get_running_loop().create_future()
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+    def on_connected(self) -> None:
         self.engine.open()
-        self.flush()
 
-    def data_received(self, data: bytes) -> None:
-        events = self.engine.receive_data(data)
+    def on_events(self, events: list[Any]) -> None:
         self.owner._events(self, events)
-        self.flush()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.lost.done():
-            self.lost.set_result(exc)
-
-    def flush(self) -> None:
-        data = self.engine.data_to_send()
-        transport = self.transport
-        if data and transport is not None and not transport.is_closing():
-            transport.write(data)
-        if (self.engine.closed or self.engine.failed is not None) and transport is not None:
-            transport.close()
 
 
 class FailoverConnection:
@@ -122,7 +106,6 @@ class FailoverConnection:
             self.protocol.transport.abort()
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         index = 0
         failures = 0
         while not self._closing:
@@ -130,8 +113,7 @@ class FailoverConnection:
             engine = Connection(Mode.CLIENT, self.container_id, sasl_client=self.sasl,
                                 idle_timeout=self.idle_timeout)
             try:
-                _, proto = await asyncio.wait_for(
-                    loop.create_connection(lambda e=engine: _Protocol(self, e), host, port), self.connect_timeout)
+                proto = await dial(Kind.AMQP, lambda e=engine: _Protocol(self, e), host, port, self.connect_timeout)
             except (OSError, TimeoutError) as e:
                 log.debug("router %s:%d: %s", host, port, e)
                 index += 1
@@ -143,23 +125,15 @@ class FailoverConnection:
             self.protocol = proto
             self.current = (host, port)
             self.connects += 1
-            ticker = loop.create_task(self._tick(proto))
             try:
                 await proto.lost
             finally:
-                ticker.cancel()
                 self.protocol = None
                 self.current = None
                 self.up.clear()
                 if not self._closing:
                     self.on_down()
             index += 1  # the router we lost may be dead: try the next one first
-
-    async def _tick(self, proto: _Protocol) -> None:
-        while True:
-            proto.engine.tick(time.monotonic())
-            proto.flush()
-            await asyncio.sleep(0.5)
 
     def _events(self, proto: _Protocol, events: list[Any]) -> None:
         engine = proto.engine

@@ -1,0 +1,50 @@
+"""Every socket the project opens, listening or dialling, is made here, from a table of
+listener kinds: what a kind listens for (the protocol object each accepted socket gets)
+and how it is dialled. AMQP client connections and inter-router links today; TLS and MQTT
+listeners are the next kinds (an ``ssl`` context and another protocol factory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class Kind(Enum):
+    AMQP = "amqp"  # clients (the topology's ``listen``)
+    INTER_ROUTER = "inter-router"  # neighbour routers (``inter_router``)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerKind:
+    kind: Kind
+    reuse_address: bool = True
+    # (TLS: an ssl.SSLContext here; every socket of the kind is wrapped)
+    ssl: Any = None
+
+
+KINDS: dict[Kind, ListenerKind] = {
+    Kind.AMQP: ListenerKind(Kind.AMQP),
+    Kind.INTER_ROUTER: ListenerKind(Kind.INTER_ROUTER),
+}
+
+
+async def listen(kind: Kind, factory: Callable[[], asyncio.Protocol], host: str,
+                 port: int) -> tuple[asyncio.AbstractServer, str, int]:
+    """Listen for ``kind`` on host:port (0: a free port); returns the server and where it listens."""
+    spec = KINDS[kind]
+    server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=spec.reuse_address,
+                                                            ssl=spec.ssl)
+    bound_host, bound_port = server.sockets[0].getsockname()[:2]
+    return server, bound_host, bound_port
+
+
+async def dial(kind: Kind, factory: Callable[[], Any], host: str, port: int, timeout: float | None = None) -> Any:
+    """Connect to a ``kind`` listener; returns the protocol object. OSError/TimeoutError on failure."""
+    spec = KINDS[kind]
+    connecting = asyncio.get_running_loop().create_connection(factory, host, port, ssl=spec.ssl)
+    _, protocol = await (asyncio.wait_for(connecting, timeout) if timeout is not None else connecting)
+    return protocol
