@@ -88,7 +88,7 @@ class ControlPlane:
         if isinstance(msg, LinkStateAd):
             if self.lsdb.apply(msg):
                 return Result(out=self._flood(msg, exclude=sender), topology_changed=True)
-            return Result()
+            return self._reissue(Result())
         if isinstance(msg, SubEvent):
             out = self.table.on_event(msg, sender, set(self.neighbours))
             return Result(out=out, table_changed=True)
@@ -99,6 +99,14 @@ class ControlPlane:
             return self._on_sync(sender, msg)
         raise TypeError(f"unknown control message {type(msg).__name__}")
 
+    def _reissue(self, r: Result) -> Result:
+        """Our advertisement again, numbered past an older life's that came back."""
+        if self.lsdb.reissue:
+            self.lsdb.reissue = False
+            r.out += self._flood(self.lsdb.set_neighbours(self.neighbours), exclude=None)
+            r.topology_changed = True
+        return r
+
     def _on_sync(self, sender: str, sync: Sync) -> Result:
         r = Result()
         for st in sync.states:
@@ -108,6 +116,7 @@ class ControlPlane:
                 r.out += self._flood(ad, exclude=sender)
             if self.table.merge(st):
                 r.table_changed = True
+        self._reissue(r)
         first = not self.synced
         self.synced = True
         if self.table.adopted:

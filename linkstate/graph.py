@@ -18,6 +18,7 @@ class LinkStateDB:
         self.me = me
         self.ads: dict[str, LinkStateAd] = {}
         self.my_seq = 0
+        self.reissue = False  # an older life's advertisement of ours came back: advertise anew
         self._hops: dict[str, str] | None = None
 
     # ------------------------------------------------------------ updates
@@ -33,8 +34,13 @@ class LinkStateDB:
     def apply(self, ad: LinkStateAd) -> bool:
         """Take a flooded advertisement; True if it was news (flood it on)."""
         if ad.origin == self.me:
-            if ad.seq > self.my_seq:
-                self.my_seq = ad.seq  # an echo of an older life of ours: jump past it
+            mine = self.ads.get(self.me)
+            if ad.seq > self.my_seq or (ad.seq == self.my_seq and (mine is None or mine.neighbours != ad.neighbours)):
+                # An echo of an older life of ours: everybody takes it over what we say now.
+                # Jump past it and say it again (``reissue``), or routers keep routing by our
+                # old links (a restarted middle router of a line cut it in two for good).
+                self.my_seq = ad.seq
+                self.reissue = True
             return False
         old = self.ads.get(ad.origin)
         if old is not None and old.seq >= ad.seq:

@@ -31,6 +31,10 @@ from .state import (
 )
 
 
+def _born(record: Record) -> int:
+    return record.born
+
+
 class Forwarding(CoreState):
     def _forward(self, record: Record, dests: set[str], exclude: str | None,
                  keys: frozenset | None = None) -> list[Hop]:
@@ -430,7 +434,9 @@ class Forwarding(CoreState):
 
     def retry_parked(self) -> None:
         """The graph or the subscriber table changed: route what had no route."""
-        for record in list(self.parked):
+        # In publish order (the root's stamps): a hop lost parks its older records after
+        # newer ones that had parked already (the seed-13 scenario reordered 8 that way).
+        for record in sorted(self.parked, key=_born):
             wanted = self.remote_routers(record.topic)
             dests = {d for d in record.parked if d in wanted}
             # Subscribers of a dead router that attached elsewhere: follow them there, to

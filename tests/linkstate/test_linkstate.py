@@ -163,6 +163,27 @@ def test_a_restarted_routers_empty_table_never_erases_its_subscribers_at_a_neigh
     assert [s.key for s in net.adopted["C"]] == [("client", "sub")]
 
 
+def test_a_restarted_router_numbers_its_links_past_its_earlier_life():
+    """The in-process network's seed-13 scenario: B (the middle of a line) had announced
+    its links several times, died and restarted counting from 1 again. A kept B's last
+    advertisement of its earlier life (higher numbered) and ignored the new ones: to A, B
+    had no link to C, and C stayed unreachable for good. B hears its old advertisement
+    back and announces its links again, numbered past it."""
+    net = _net([("A", "B"), ("B", "C")])
+    for _ in range(3):  # B's sequence number climbs
+        net.link_down("B", "C")
+        net.link_up("B", "C")
+        net.run()
+    net.link_down("B", "C")  # B's last word of that life: "only A"
+    net.run()
+    net.restart("B")
+    net.link_up("A", "B")
+    net.link_up("B", "C")
+    net.run()
+    assert net.planes["A"].lsdb.reachable() >= {"B", "C"}
+    assert net.planes["C"].lsdb.reachable() >= {"A", "B"}
+
+
 def test_a_stale_entry_at_a_reachable_router_does_not_count():
     """The key moved from C to A while C was down; C restarted holding it (adopted):
     the newer attach at A is where it lives, and C is not waited for."""

@@ -91,6 +91,12 @@ class Routes:
     def reroute_marker(self, marker: Any) -> None:
         pass
 
+    def keys_at(self, topic: str, router: str) -> frozenset:
+        return frozenset()
+
+    def homes(self, keys: Any) -> dict[str, set]:
+        return {}
+
 
 def test_a_keyed_copy_covers_a_destination_only_for_its_keys():
     """Seeds 300, 453: a router that sent a keyed copy to C (for a subscriber that moved
@@ -199,3 +205,25 @@ def test_a_parked_delivery_follows_the_subscribers_its_router_had_when_it_parked
     core.remote_routers = lambda topic: {"D"}
     core.retry_parked()
     assert [(dests, keys) for _, dests, keys in hop.sent] == [(frozenset({"D"}), frozenset({("client", "k")}))]
+
+
+def test_parked_records_are_retried_in_publish_order():
+    """The seed-13 scenario: records parked while their router was down; then a hop died
+    with older ones in flight, which parked after the newer ones. The retry sent them in
+    parking order, and the subscriber saw 8 out of order."""
+    routes = Routes({})
+    core = Core("A", Settings(), routes=routes)
+    core.remote_routers = lambda topic: {"C"}
+    hop = Hop()
+    routes.table = {"C": "B"}
+    core.add_hop("B", hop)
+    pub = core.add_publisher(Pub(), "t", "c", "p", False, incarnation=1)
+    old = [core.publish(pub, bytes([i]), b"m", False, i) for i in range(3)]  # in flight on B
+    routes.table = {}  # C unreachable: the newer ones park
+    new = [core.publish(pub, bytes([i]), b"m", False, i) for i in range(3, 6)]
+    core.hop_lost("B")  # the older ones park now, after the newer ones
+    hop2 = Hop()
+    routes.table = {"C": "D"}
+    core.add_hop("D", hop2)
+    core.retry_parked()
+    assert [r for r, _, _ in hop2.sent] == old + new
