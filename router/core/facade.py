@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from records.order import DestinationOrder
 from records.placeholders import Placeholders
 from records.table import Record, RecordTable
 
@@ -78,20 +79,25 @@ class Core(Delivery, Forwarding, Failover):
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
         self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
-        # destination router -> {neighbour: deliveries in flight there}, oldest path first
-        self.pins: dict[str, dict[str, int]] = {}
+        # per-destination order across route changes: pins and the held queue
+        self.order = DestinationOrder()
         # Until the network has told us who subscribes where (the first sync from a
         # neighbour), a publish here could be accepted for want of subscribers we do not
         # know of yet: publishers get no credit until then (the network layer clears this).
         self.unsynced = unsynced
         # topic -> {subscriber key: (the router it moved to, until when late copies follow it)}
         self.moved_away: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}  # by topic
-        # destination -> what waits here for it (``_pinned``), in publish order, as (stamp,
-        # record, the neighbour it came from and waits on, keys); hand-over markers last
-        self.held: dict[str, list[tuple[float, Any, str | None, frozenset | None]]] = {}
         self.local_count = 0  # records we are root for
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
         self.journal: Journal | None = None  # delivery events, when the operator asked for them
+
+    @property
+    def pins(self) -> dict[str, dict[str, int]]:
+        return self.order.pins
+
+    @property
+    def held(self) -> dict:
+        return self.order.held
 
     def add_publisher(self, port: PublisherPort, topic: str, container_id: str, link_name: str,
                       settle_second: bool, incarnation: int | None = None, grant: bool = True,

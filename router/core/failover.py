@@ -7,7 +7,6 @@ One part of ``Core`` (``facade.py``).
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from records.gid import gid_from_prefix
 from records.table import Record, SubState
 
-from .peers import Hop, Publisher, Subscriber
+from .peers import Hop, Publisher, QueuedMarker, Subscriber
 from .ports import Outcome
 from .state import (
     ACCEPTED_KIND,
@@ -267,19 +266,15 @@ class Failover(CoreState):
     def marker_hops(self, target: str) -> list[Hop]:
         """Every neighbour a delivery towards ``target`` may be queued or in flight on:
         those with deliveries pinned there, and the current route."""
-        peers = dict.fromkeys(self.pins.get(target, ()))
+        peers = dict.fromkeys(self.order.paths(target))
         by_hop, _ = self.route({target}, None)
         peers.update(dict.fromkeys(by_hop))
         return [self.hops[p] for p in peers if p in self.hops]
 
     def queue_marker(self, hop: Hop, marker: Any) -> None:
-        hop.queue.append((marker, None, None))
+        hop.queue.append(QueuedMarker(marker))
         self.pump_hop(hop)
 
     def hold_marker(self, target: str, marker: Any) -> bool:
         """Keep a marker behind deliveries held here for ``target``, if there are any."""
-        queue = self.held.get(target)
-        if not queue:
-            return False
-        queue.append((math.inf, marker, None, None))
-        return True
+        return self.order.hold_marker(target, marker)

@@ -14,20 +14,19 @@ One part of ``Core`` (``facade.py``).
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 from typing import Any
 
+from records.order import HeldDelivery, HeldMarker
 from records.table import Record, SubState
 
 from ..journal import Event
-from .peers import PARKED, HeldFor, Hop, Subscriber, Upstream
+from .peers import PARKED, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
 from .ports import ACCEPTED, Conditions, HopPort, OutcomeKind, PublisherPort, rejected
 from .state import (
     ACCEPTED_KIND,
     REJECTED_KIND,
     CoreState,
-    first,
 )
 
 
@@ -51,12 +50,13 @@ class Forwarding(CoreState):
                 by_hop = {peer: set(ds) for peer, ds in by_hop.items()}
                 for ds in back.values():
                     by_hop.setdefault(exclude, set()).update(ds)
-        by_hop, hold = self._pinned(by_hop, exclude)
-        if hold:
-            for d in hold:
-                record.add_waiter(HeldFor(d))
-                # In publish order: one that came back to us is older than what waits for it.
-                bisect.insort(self.held.setdefault(d, []), (record.born, record, exclude, keys), key=first)
+        order = self.order
+        if order:
+            by_hop, hold = order.steer(by_hop, exclude, self.hops)
+            if hold:
+                for d in hold:
+                    record.add_waiter(HeldFor(d))
+                    order.hold(d, HeldDelivery(record.born, record, exclude, keys))
         touched = []
         full = record.covered() if keys is not None else None
         for peer, ds in by_hop.items():
@@ -92,11 +92,7 @@ class Forwarding(CoreState):
             elif record.keyed_only:
                 record.keyed_only -= fds
             for d in pinned:
-                pin = self.pins.get(d)
-                if pin is None:
-                    self.pins[d] = {peer: 1}
-                else:
-                    pin[peer] = pin.get(peer, 0) + 1
+                order.pin(d, peer)
         owed = None
         if stuck:
             keys_at = self.routes.keys_at
@@ -119,84 +115,27 @@ class Forwarding(CoreState):
             self._send_owed(record, owed)
         return touched
 
-    def _pinned(self, by_hop: dict[str, set[str]], exclude: str | None) -> tuple[dict[str, set[str]], set[str] | None]:
-        """Keep each destination on the neighbour it already has deliveries in flight through;
-        return the routes and the destinations to hold here for now.
-
-        When a route changes under load, switching at once would let newer deliveries
-        overtake older ones on the old path: per-publisher order would break at the far
-        end. A destination moves to its new route only once the old paths have drained;
-        with several in flight (a reroute that could not use the old one), the oldest wins.
-        The one path a delivery may not take is back where it came from: if the older
-        ones for that destination went back there (its routes changed under it), the
-        newer one waits here until they have come back through us or been answered
-        (``_release_held``); going on at once, it would overtake them.
-        """
-        pins = self.pins
-        held = self.held
-        if not pins and not held:
-            return by_hop, None
-        moved = None
-        hold = None
-        for peer, ds in by_hop.items():
-            for d in ds:
-                pin = pins.get(d)
-                if d in held or pin is not None and exclude in pin and exclude in self.hops and not any(
-                        p in self.hops and p != exclude for p in pin) and peer != exclude:
-                    if hold is None:
-                        hold = set()
-                    hold.add(d)
-                    continue
-                if pin is None or peer in pin and len(pin) == 1:
-                    continue
-                target = next((p for p in pin if p in self.hops and p != exclude), None)
-                if target is not None and target != peer:
-                    if moved is None:
-                        moved = []
-                    moved.append((peer, d, target))
-        if moved is None and hold is None:
-            return by_hop, None  # the usual case: every destination already on its routed neighbour
-        out = {peer: set(ds) for peer, ds in by_hop.items()}
-        for peer, d, target in moved or ():
-            out[peer].discard(d)
-            out.setdefault(target, set()).add(d)
-        for ds in out.values():
-            ds -= hold or set()
-        return {peer: ds for peer, ds in out.items() if ds}, hold
-
     def _release_held(self, dest: str) -> None:
         """What waits here for ``dest`` goes, in order, once nothing older for it is still out
-        with the neighbours it waited on."""
-        queue = self.held.get(dest)
-        if not queue:
-            return
-        pin = self.pins.get(dest) or {}
-        if any(on in pin and on in self.hops for _, _, on, _ in queue):
-            return
-        del self.held[dest]
-        for _, item, exclude, keys in queue:
-            if type(item) is not Record:
-                self.reroute_marker(item)
+        with the neighbours it waited on (``records/order.py`` decides)."""
+        for entry in self.order.release(dest, self.hops):
+            if type(entry) is HeldMarker:
+                self.reroute_marker(entry.marker)
                 continue
-            item.drop_waiter(HeldFor(dest))
-            self._forward(item, {dest}, exclude, keys)
-            if item.pending == 0 and not item.outcome_sent:
-                self._complete(item)
+            record = entry.record
+            record.drop_waiter(HeldFor(dest))
+            self._forward(record, {dest}, entry.came_from, entry.keys)
+            if record.pending == 0 and not record.outcome_sent:
+                self._complete(record)
 
     def _unpin(self, hop: Hop, record: Record) -> None:
         self._unpin_dests(hop.peer, record.hop_dests.get(hop, ()))
 
     def _unpin_dests(self, peer: str, dests: Iterable[str], release: bool = True) -> None:
-        for d in dests:
-            pin = self.pins.get(d)
-            if pin is not None and peer in pin:
-                pin[peer] -= 1
-                if pin[peer] <= 0:
-                    del pin[peer]
-                    if not pin:
-                        del self.pins[d]
-                    if release and self.held:
-                        self._release_held(d)
+        cleared = self.order.unpin(peer, dests)
+        if release and self.order.held:
+            for d in cleared:
+                self._release_held(d)
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
                   presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0,
@@ -394,12 +333,9 @@ class Forwarding(CoreState):
         if hop is None:
             return
         hop.attached = False
-        markers = [m for m, dests, _ in hop.queue if dests is None]
+        markers = [e.marker for e in hop.queue if type(e) is QueuedMarker]
         hop.queue.clear()
-        for d in [d for d, pin in self.pins.items() if peer in pin]:
-            del self.pins[d][peer]
-            if not self.pins[d]:
-                del self.pins[d]
+        self.order.drop_peer(peer)
         for record in [r for r in self.records.records.values() if hop in r.states]:
             record.unsettled.pop(hop, None)
             dests = record.hop_dests.pop(hop, frozenset())
@@ -413,7 +349,7 @@ class Forwarding(CoreState):
             else:
                 record.states.pop(hop, None)
                 self._maybe_free(record)
-        for d in list(self.held):  # newer than what the lost hop had: after it
+        for d in list(self.order.held):  # newer than what the lost hop had: after it
             self._release_held(d)
         for marker in markers:  # behind the deliveries it vouches for, re-routed just now
             self.reroute_marker(marker)
@@ -468,10 +404,11 @@ class Forwarding(CoreState):
         port = hop.port
         credit = port.credit()
         while credit > 0 and queue:
-            record, dests, keys = queue.popleft()
-            if dests is None:
-                port.marker(record)
+            entry = queue.popleft()
+            if type(entry) is QueuedMarker:
+                port.marker(entry.marker)
                 continue
+            record, dests, keys = entry
             if record.states.get(hop) is not SubState.IN_DOUBT:
                 continue
             handle = port.forward(record, dests, record.presettled, keys)

@@ -5,6 +5,7 @@ links to and from neighbour routers, and the stand-ins that wait in a record's p
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from dataclasses import dataclass
 from typing import Any
 
 from records.gid import gid_prefix
@@ -99,6 +100,19 @@ class Subscriber:
 
 
 
+@dataclass(frozen=True, slots=True)
+class QueuedMarker:
+    """A hand-over marker in a hop's queue (it goes out after what was queued before it)."""
+
+    marker: Any
+
+
+# A copy of a record for these destinations (and only these subscriber keys, if given).
+# A plain tuple: one is built per forwarded message.
+Forward = tuple[Record, frozenset[str], frozenset | None]
+HopEntry = Forward | QueuedMarker
+
+
 class Hop:
     """Our data link towards one neighbour router: a waiter, like a subscriber."""
 
@@ -107,9 +121,9 @@ class Hop:
     def __init__(self, peer: str, port: HopPort) -> None:
         self.peer = peer
         self.port = port
-        # (record, destinations, subscriber keys it is re-targeted to, or None); a
-        # hand-over marker is queued as (marker, None, None) behind what it vouches for
-        self.queue: deque[tuple[Any, frozenset[str] | None, frozenset | None]] = deque()
+        # what goes out on it, in order: copies of records, and hand-over markers behind
+        # what they vouch for
+        self.queue: deque[HopEntry] = deque()
         self.attached = True
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ from records.table import RecordTable
 from .ports import Conditions, Outcome, OutcomeKind, RoutesPort, rejected
 
 if TYPE_CHECKING:
+    from records.order import DestinationOrder
     from records.table import Record
 
     from ..config import Settings
@@ -61,10 +62,9 @@ class CoreState:
     hops: dict[str, Hop]
     upstreams: dict[str, Upstream]
     parked: dict[Record, None]
-    pins: dict[str, dict[str, int]]
+    order: DestinationOrder
     unsynced: bool
     moved_away: dict[str, dict[tuple[str, str], tuple[str, float]]]
-    held: dict[str, list[tuple[float, Any, str | None, frozenset | None]]]
     local_count: int
     stats: dict[str, int]
     journal: Journal | None
