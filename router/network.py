@@ -55,6 +55,9 @@ class Network:
         self.on_complete: dict[int, tuple[Callable[[], None], Subscription]] = {}  # by event seq, like fences
         self.timers: dict[int, Any] = {}  # handles with cancel()
         self.marked: dict[tuple[str, int], None] = {}  # remote attaches we sent our marker for
+        # Markers for keys that attached elsewhere while still attached here: they wait
+        # until we see the old link go and hand over what it held (``_release_markers``).
+        self.deferred: dict[tuple[str, str], list[HandOver]] = {}
         self.all_up = asyncio.Event()
         if not self.costs:
             self.all_up.set()
@@ -140,9 +143,33 @@ class Network:
                 if len(self.marked) > 100_000:
                     self.marked.pop(next(iter(self.marked)))
                 self.marked[mark] = None
-                self._send_marker(HandOver(self.me, msg.origin, msg.seq, WHOLE))
+                marker = HandOver(self.me, msg.origin, msg.seq, WHOLE)
+                key = msg.subscription.key
+                if self._live_here(key) and self.plane.table.home(key) != self.me:
+                    # The client came back there before we saw its link here go (it is
+                    # still attached here): what we hold for it is handed over only when
+                    # we do. Our marker now would let its attach there complete first,
+                    # and newer deliveries overtake ours (the in-process network's seeds
+                    # 141, 1062, 1669). Never seeing it go, the fence there expires.
+                    self.deferred.setdefault(key, []).append(marker)
+                else:
+                    self._send_marker(marker)
 
     # --------------------------------------------------------- hand-over
+
+    def _live_here(self, key: tuple[str, str]) -> bool:
+        """Whether subscriber ``key`` is attached here, not suspended."""
+        for subs in self.router.core.topics.values():
+            sub = subs.get(key)
+            if sub is not None and sub.suspended_until is None:
+                return True
+        return False
+
+    def _release_markers(self) -> None:
+        """Deferred markers whose key is no longer live here go, behind its hand-over."""
+        for key in [k for k in self.deferred if not self._live_here(k)]:
+            for marker in self.deferred.pop(key):
+                self._send_marker(marker)
 
     def _send_marker(self, marker: HandOver) -> None:
         """Towards its target on every path deliveries may be on, the weight shared out."""
@@ -225,17 +252,18 @@ class Network:
         changes in hand are applied)."""
         core = self.router.core
         suspended = core.suspended()
-        if not suspended:
-            return
-        reachable = self.plane.lsdb.reachable()
-        table = self.plane.table
-        for sub in suspended:
-            where = table.home(sub.key)
-            if where is not None and where != self.me and where in reachable:
-                core.subscriber_moved(sub, where)
-                self.ended.append(sub)
-        if self.ended:
-            self.router.call_soon(self._end_moved)
+        if suspended:
+            reachable = self.plane.lsdb.reachable()
+            table = self.plane.table
+            for sub in suspended:
+                where = table.home(sub.key)
+                if where is not None and where != self.me and where in reachable:
+                    core.subscriber_moved(sub, where)
+                    self.ended.append(sub)
+            if self.ended:
+                self.router.call_soon(self._end_moved)
+        if self.deferred:
+            self._release_markers()
 
     def _end_moved(self) -> None:
         ended, self.ended = self.ended, []

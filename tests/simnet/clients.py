@@ -95,7 +95,7 @@ class ClientConn:
         self.closed = True
         self.to_router.closed = self.to_client.closed = True
         loop = self.net.loop
-        loop.call_later(self.net.detect_delay(), self.edge.lost)
+        loop.call_later(self.net.edge_detect_delay(), self.edge.lost)
         loop.call_later(self.net.detect_delay(), self.client.lost, self)
 
 

@@ -138,6 +138,10 @@ class SimNet:
     def detect_delay(self) -> float:
         return self.loop.rng.uniform(0.001, 0.08)
 
+    def edge_detect_delay(self) -> float:
+        """How long a router takes to notice a client's connection is gone."""
+        return self.detect_delay()
+
     def reconnect_delay(self) -> float:
         return self.loop.rng.uniform(0.02, 0.3)
 

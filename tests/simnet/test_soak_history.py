@@ -101,3 +101,24 @@ def test_seed_227_a_router_with_no_neighbour_yet_takes_no_publishes():
     net = _run("line3", {"p0": ["A"]}, {"s0": ["C"], "s1": ["B"]},
                [Fault(1.2, "cut", ("A", "B"), 2.0), Fault(1.3, "kill", ("A",), 0.3)])
     _ok(net)
+
+
+def test_a_subscriber_back_elsewhere_before_its_old_router_noticed_gets_its_order():
+    """The in-process network's seeds 141, 1062, 1669: the client's connection broke and it
+    attached at C before B noticed; B sent its hand-over marker at once, so the attach at
+    C completed before B handed over what it held for the old link, and newer deliveries
+    overtook those. B's marker now waits until B has seen the link go."""
+    net = SimNet(27, TOPOLOGIES["triangle"])
+    net.edge_detect_delay = lambda: 0.3  # type: ignore[method-assign]
+    net.reconnect_delay = lambda: 0.02  # type: ignore[method-assign]
+    net.start()
+    net.add_subscriber("s0", "t", ["B", "C"])
+    net.add_subscriber("s1", "t", ["C"])
+    pub = net.add_publisher("p0", "t", ["A"])
+    net.run_until(START)
+    net.publish_at(pub, [START + i * 0.002 for i in range(300)])
+    net.schedule(Fault(1.2, "drop", ("s0",)))
+    net.run_until(3.0)
+    assert net.run_to_end(60.0)
+    net.run_until(net.loop.now + net.settings.publisher_grace + 1.0)
+    _ok(net)
