@@ -13,7 +13,7 @@ from records.gid import RETIRED_TAGS, gid_from_prefix
 from records.table import Record, SubState
 
 from ..journal import Event
-from .peers import Publisher, Subscriber, TagInUse
+from .peers import Hop, Publisher, Subscriber, TagInUse, Waiter
 from .ports import ACCEPTED, Conditions, Outcome, rejected
 from .state import (
     ACCEPTED_KIND,
@@ -256,7 +256,7 @@ class Delivery(CoreState):
                 self.parked.pop(record, None)
                 self.credit.dirty = True
 
-    def _settle_late(self, record: Record, waiter: Any, handle: Any) -> None:
+    def _settle_late(self, record: Record, waiter: Subscriber | Hop, handle: Any) -> None:
         """An answer to a copy sent after the record was settled (a redelivery to a
         subscriber that came back, a re-forward): settle it now, nobody else will (the
         in-process network's seed 78 kept such records for good)."""
@@ -264,7 +264,7 @@ class Delivery(CoreState):
             del record.unsettled[waiter]
             waiter.port.settle(handle)
 
-    def _sent_settled(self, record: Record, waiter: Any) -> None:
+    def _sent_settled(self, record: Record, waiter: Waiter) -> None:
         """A pre-settled send is that waiter's final state: at-most-once, nothing comes back."""
         self._answered(record, record.resolve(waiter, SubState.ACCEPTED))
 

@@ -169,3 +169,8 @@ class HeldFor:
 
     def __repr__(self) -> str:
         return f"HELD({self.dest})"
+
+
+# Who a record waits for (the keys of ``Record.states``): local subscribers, downstream
+# hops, and the stand-ins for destinations with no route or held behind older ones.
+Waiter = Subscriber | Hop | HeldFor | _Parked
