@@ -7,7 +7,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from .errors import Condition
+from .endpoints import EndpointState
+from .errors import Condition, LocalProtocolError, ProtocolError
 from .performatives import Attach, Begin, Close, Detach, Disposition, End, Error, Flow, Open, Transfer
 
 if TYPE_CHECKING:
@@ -52,6 +53,45 @@ def admits(state: State, opened: bool, kind: type) -> str | None:
     if not opened and kind is not Open:
         return f"{kind.__name__} before open"
     return None
+
+
+class Step(Enum):
+    """What moves a session or link endpoint (AMQP 1.0 section 2.5.5 / 2.6.3)."""
+
+    SEND_OPEN = "our begin/attach"
+    RECV_OPEN = "the peer's begin/attach"
+    SEND_CLOSE = "our end/detach"
+    RECV_CLOSE = "the peer's end/detach"
+    ENDED = "the end of its session"
+
+
+_E = EndpointState
+# Every move an endpoint may make; a step missing here is a protocol error (the peer's)
+# or a misuse (ours).
+ENDPOINT_STEPS: dict[tuple[EndpointState, Step], EndpointState] = {
+    (_E.UNMAPPED, Step.SEND_OPEN): _E.SENT,
+    (_E.UNMAPPED, Step.RECV_OPEN): _E.RECEIVED,
+    (_E.SENT, Step.RECV_OPEN): _E.MAPPED,
+    (_E.RECEIVED, Step.SEND_OPEN): _E.MAPPED,
+    (_E.SENT, Step.SEND_CLOSE): _E.CLOSE_SENT,
+    (_E.RECEIVED, Step.SEND_CLOSE): _E.CLOSE_SENT,  # (refusing: the router answers, then detaches)
+    (_E.MAPPED, Step.SEND_CLOSE): _E.CLOSE_SENT,
+    (_E.RECEIVED, Step.RECV_CLOSE): _E.CLOSED,  # the peer gave up before we answered (we answer the detach)
+    (_E.MAPPED, Step.RECV_CLOSE): _E.CLOSED,  # we answer at once
+    (_E.CLOSE_SENT, Step.RECV_CLOSE): _E.CLOSED,
+    **{(state, Step.ENDED): _E.CLOSED for state in _E},
+}
+
+
+def step(endpoint: Any, move: Step) -> None:
+    """Move a session or link endpoint by the table; raise if the table has no such move."""
+    nxt = ENDPOINT_STEPS.get((endpoint.state, move))
+    if nxt is None:
+        what = f"{move.value} in endpoint state {endpoint.state.value} ({endpoint!r})"
+        if move is Step.RECV_OPEN or move is Step.RECV_CLOSE:
+            raise ProtocolError(Condition.ILLEGAL_STATE, what)
+        raise LocalProtocolError(what)
+    endpoint.state = nxt
 
 
 def error_of(condition: Condition | str, description: str) -> Error:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .connection_state import MAX_UINT, ConnectionState, error_of
+from .connection_state import MAX_UINT, ConnectionState, Step, error_of, step
 from .endpoints import EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, SessionError
 from .events import (
@@ -56,11 +56,7 @@ class Links(ConnectionState):
         if link is None:
             link = Link(session, name, self._free_handle(session), role)
             session.links[link.handle] = link
-            link.state = EndpointState.SENT
-        elif link.state is EndpointState.RECEIVED:
-            link.state = EndpointState.MAPPED
-        else:
-            raise LocalProtocolError(f"{link!r} does not wait for an attach")
+        step(link, Step.SEND_OPEN)  # a new link, or the answer to the peer's attach
         link.source, link.target = source, target
         link.snd_settle_mode, link.rcv_settle_mode = snd_settle_mode, rcv_settle_mode
         link.max_message_size = max_message_size or 0
@@ -85,7 +81,7 @@ class Links(ConnectionState):
         self._write(session.channel, Detach(handle=link.handle, closed=closed or None, error=error))  # type: ignore[arg-type]
         if link.state is EndpointState.CLOSE_SENT or link.state is EndpointState.CLOSED:
             return
-        link.state = EndpointState.CLOSE_SENT
+        step(link, Step.SEND_CLOSE)
         if link.remote_handle is None:  # never attached by the peer: nothing more will come
             self._forget_link(link)
 
@@ -129,11 +125,9 @@ class Links(ConnectionState):
         if link is None:
             link = Link(session, attach.name, self._free_handle(session), ours)
             session.links[link.handle] = link
-            link.state = EndpointState.RECEIVED
             link.source, link.target = attach.source, attach.target
             link.snd_settle_mode, link.rcv_settle_mode = attach.snd_settle_mode, attach.rcv_settle_mode
-        else:
-            link.state = EndpointState.MAPPED
+        step(link, Step.RECV_OPEN)
         link.remote_handle = attach.handle
         link.remote_attach = attach
         link.remote_max_message_size = attach.max_message_size or 0
@@ -150,7 +144,7 @@ class Links(ConnectionState):
         if not answered:
             self._flush_dispositions(session)
             self._write(session.channel, Detach(handle=link.handle, closed=detach.closed or None))  # type: ignore[arg-type]
-        link.state = EndpointState.CLOSED
+        step(link, Step.RECV_CLOSE)
         self._forget_link(link)
         if not answered or detach.error is not None:
             self._events.append(LinkDetached(link=link, closed=detach.closed, error=detach.error))
@@ -163,8 +157,6 @@ class Links(ConnectionState):
         table = session.outgoing if link.is_sender else session.incoming
         for d in link.unsettled.values():
             table.pop(d.delivery_id, None)
-        if link.state is not EndpointState.CLOSE_SENT:
-            link.state = EndpointState.CLOSED
 
     def _detach_with_error(self, link: Link, condition: Condition, description: str) -> None:
         err = error_of(condition, description)

@@ -5,7 +5,7 @@ One layer of ``Connection`` (``connection.py``): a mixin over its state, declare
 
 from __future__ import annotations
 
-from .connection_state import ConnectionState, error_of
+from .connection_state import ConnectionState, Step, error_of, step
 from .endpoints import EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, ProtocolError, SessionError
 from .events import (
@@ -28,7 +28,7 @@ class Sessions(ConnectionState):
         session = Session(channel, self.incoming_window)
         self.sessions[channel] = session
         self._write(channel, self._begin_for(session))
-        session.state = EndpointState.SENT
+        step(session, Step.SEND_OPEN)
         return session
 
     def end(self, session: Session, error: Error | None = None) -> None:
@@ -36,7 +36,7 @@ class Sessions(ConnectionState):
             return
         self._flush_dispositions(session)
         self._write(session.channel, End(error=error))
-        session.state = EndpointState.CLOSED if session.state is EndpointState.CLOSE_SENT else EndpointState.CLOSE_SENT
+        step(session, Step.SEND_CLOSE)
 
     def _free_channel(self) -> int:
         for ch in range(self.channel_max + 1):
@@ -70,9 +70,10 @@ class Sessions(ConnectionState):
         session.remote_outgoing_window = begin.outgoing_window
         session.handle_max = min(session.handle_max, begin.handle_max)
         self.remote_sessions[channel] = session
+        step(session, Step.RECV_OPEN)
         if reply:
             self._write(session.channel, self._begin_for(session))
-        session.state = EndpointState.MAPPED
+            step(session, Step.SEND_OPEN)
         self._events.append(SessionBegun(session=session))
 
     def _on_end(self, session: Session, end: End) -> None:
@@ -80,13 +81,13 @@ class Sessions(ConnectionState):
         if not answered:
             self._flush_dispositions(session)
             self._write(session.channel, End())
-        session.state = EndpointState.CLOSED
+        step(session, Step.RECV_CLOSE)
         self.sessions.pop(session.channel, None)
         if session.remote_channel is not None:
             self.remote_sessions.pop(session.remote_channel, None)
         for link in list(session.links.values()):
             if link.state is not EndpointState.CLOSED:
-                link.state = EndpointState.CLOSED
+                step(link, Step.ENDED)
                 if not answered:
                     self._events.append(LinkDetached(link=link, closed=False, error=end.error))
         if not answered:
