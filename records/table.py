@@ -30,7 +30,7 @@ class Record:
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
                  "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
-                 "keyed_only", "parked_keys")
+                 "keyed_only", "parked_keys", "earlier")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -59,6 +59,10 @@ class Record:
         # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
         # that moved there): the full copy has still to go there for everyone else.
         self.keyed_only: set[str] | None = None
+        # hop -> [handles of earlier copies on it whose answers are still owed, the newest
+        # copy's answer once it came]: a keyed copy answers for its keys alone, so when one
+        # follows a copy not answered yet, the hop is resolved by both answers, not the last.
+        self.earlier: dict[Any, list[Any]] | None = None
         self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
         # parked destination -> the subscriber keys it had when the record parked for it:
         # those that attach elsewhere meanwhile are followed there (even once the router
@@ -68,7 +72,7 @@ class Record:
         self.orphan_since: float | None = None
         # Upstreams that handed us this record for particular subscribers only (they
         # moved here): each is answered when those waiters are, not with the record.
-        self.keyed: dict[Any, tuple[Any, list[Any]]] | None = None
+        self.keyed: dict[Any, tuple[Any, list[Any]]] | None = None  # by the copy's handle: (upstream, waiters)
         # (router, subscriber key) pairs the root already sent this record to after
         # those subscribers moved away from a dead router
         self.followed: set[tuple[str, Any]] | None = None

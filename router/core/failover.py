@@ -70,6 +70,16 @@ class Failover(CoreState):
             if owed:
                 record.outcome_sent = False
                 self._send_owed(record, owed)
+            # Our own subscribers that the copy forwarded to us did not reach (they came
+            # here since, from the old root or from a router its other copy never got to)
+            # get it from us now: nobody else holds it for them any more (the in-process
+            # network's seeds 1545, 1963, 2804 lost them: the table had forgotten where
+            # they came from, or they came from a router that was not the root).
+            subs = self.topics.get(record.topic)
+            late = frozenset(k for k, s in subs.items() if s not in record.states) if subs else None
+            if late:
+                record.outcome_sent = False
+                self._enqueue_owed(record, late)
         if record.pending == 0:
             record.outcome_sent = False
             self._complete(record)

@@ -67,6 +67,7 @@ class Forwarding(CoreState):
             fds = frozenset(ds)
             if hop in record.hop_dests:
                 before = record.hop_dests[hop]
+                was_in_doubt = record.states.get(hop) is SubState.IN_DOUBT
                 if keys is None:
                     fds = fds - before if not record.keyed_only else fds - (before - record.keyed_only)
                 if not fds:
@@ -77,8 +78,16 @@ class Forwarding(CoreState):
                 record.hop_dests[hop] = before | fds
                 record.reopen(hop)  # its earlier answer did not cover these destinations
                 # Nor does an answer still to come for the earlier copy: only the newest
-                # copy's answer speaks for everything sent on this hop (``hop_update``).
-                record.unsettled.pop(hop, None)
+                # copy's answer speaks for everything sent on this hop (``hop_update``)...
+                prev = record.unsettled.pop(hop, None)
+                if keys is None:
+                    if record.earlier:
+                        record.earlier.pop(hop, None)
+                elif prev is not None and was_in_doubt and not record.presettled:
+                    # ...unless it is keyed: it speaks for its keys alone, and the earlier
+                    # copy's answer is still owed (the in-process network's seeds 425 and
+                    # 1348 left records behind, 2722 lost 6, on the keyed copy's answer).
+                    self._owe_earlier(record, hop, prev)
             else:
                 record.hop_dests[hop] = pinned = fds
                 record.add_waiter(hop)
@@ -199,13 +208,17 @@ class Forwarding(CoreState):
                 # router's too. Answering for the rest alone told it "delivered" while
                 # nobody had: the in-process network's seed 941 lost 8 messages that way.
                 bounced_back = back in touched
-                record.keyed[up] = (handle, [w for w in record.states if w is not back or bounced_back])
+                record.keyed[handle] = (up, [w for w in record.states if w is not back or bounced_back])
                 self._answer_keyed(record)
                 return record
             if new:
                 # New destinations: the answer must wait for them, this upstream's and the earlier ones.
                 record.outcome_sent = False
                 self._forward(record, new, up.peer)
+                if record.pending == 0 and not fresh:
+                    # Nothing to wait for after all (their subscribers had moved, and got it
+                    # or had it): answered now, or never (the in-process network's seed 1120).
+                    self._complete(record)
             elif record.outcome_sent and not presettled and not fresh:
                 up.port.outcome(handle, self._outcome(record), False)
             if fresh:
@@ -268,7 +281,9 @@ class Forwarding(CoreState):
         if not presettled:
             if record.keyed is None:
                 record.keyed = {}
-            record.keyed[up] = (handle, targets)
+            # By the copy's handle: each copy is answered (a later one from the same
+            # neighbour does not take the place of an earlier one it still waits for).
+            record.keyed[handle] = (up, targets)
         for sub in targets:
             if isinstance(sub, Subscriber):
                 self.pump(sub)
@@ -278,11 +293,11 @@ class Forwarding(CoreState):
         keyed = record.keyed
         if not keyed:
             return
-        for up, (handle, waiters) in list(keyed.items()):
+        for handle, (up, waiters) in list(keyed.items()):
             states = [record.states.get(w) for w in waiters]
             if any(st is SubState.IN_DOUBT for st in states):
                 continue
-            del keyed[up]
+            del keyed[handle]
             rejected = any(st is SubState.REJECTED for st in states)
             if up.attached:
                 up.port.outcome(handle, record.rejection if rejected and record.rejection else ACCEPTED, False)
@@ -305,15 +320,36 @@ class Forwarding(CoreState):
 
     def hop_update(self, hop: Hop, record: Record, handle: Any, state: Any, settled: bool) -> None:
         """A downstream router's answer for its whole subtree."""
-        if record.unsettled.get(hop) != handle:
+        owed = record.earlier.get(hop) if record.earlier else None
+        kind = state.kind if state is not None else None
+        final = kind is not None and kind is not OutcomeKind.RECEIVED
+        if owed is not None:
+            # A keyed copy followed copies not answered yet: all their answers resolve the hop.
+            if handle in owed[0]:
+                if not final:
+                    return
+                owed[0].remove(handle)
+                if kind is not ACCEPTED_KIND and owed[2] is None:
+                    owed[2] = state  # the first refusal decides
+            elif record.unsettled.get(hop) == handle:
+                if not final:
+                    return
+                owed[1] = state
+            else:
+                return
+            if owed[0] or owed[1] is None:
+                self._maybe_free(record)  # (a hand-back may wait for something else that went)
+                return
+            del record.earlier[hop]
+            state = owed[2] or owed[1]
+            kind = state.kind
+        elif record.unsettled.get(hop) != handle:
             # An earlier copy's answer: a newer copy (a reroute, a hand-over) went on this
             # hop since, for more than that answer covers. Taking it would count the newer
             # one as delivered while it still sits in the queue or on the wire.
             return
         if settled:
             record.unsettled.pop(hop, None)
-        kind = state.kind if state is not None else None
-        final = kind is not None and kind is not OutcomeKind.RECEIVED
         done = False
         if final and record.states.get(hop) is SubState.IN_DOUBT:
             self._unpin(hop, record)  # any terminal answer: it resolves the hop below
@@ -350,6 +386,8 @@ class Forwarding(CoreState):
         self.order.drop_peer(peer)
         for record in [r for r in self.records.records.values() if hop in r.states]:
             record.unsettled.pop(hop, None)
+            if record.earlier:
+                record.earlier.pop(hop, None)
             dests = record.hop_dests.pop(hop, frozenset())
             if record.states.get(hop) is SubState.IN_DOUBT:
                 exclude = next(iter(record.upstreams)).peer if record.upstreams else None
@@ -431,7 +469,27 @@ class Forwarding(CoreState):
                 self._unpin(hop, record)
                 self._sent_settled(record, hop)
             else:
+                if keys is not None:
+                    prev = record.unsettled.get(hop)
+                    if prev is not None:  # sent from this queue ahead of it, not answered
+                        self._owe_earlier(record, hop, prev)
                 record.unsettled[hop] = handle
+
+    @staticmethod
+    def _owe_earlier(record: Record, hop: Hop, handle: Any) -> None:
+        if any(up.peer == hop.peer for up in record.upstreams):
+            return  # it sent us this record too: each waits for the other (``forwarded``)
+        if record.earlier is None:
+            record.earlier = {}
+        owed = record.earlier.get(hop)
+        if owed is None:
+            record.earlier[hop] = [[handle], None, None]  # owed, the newest's answer, a refusal
+        elif owed[1] is None:
+            owed[0].append(handle)
+        else:  # that one has answered already: the copy going now is the newest
+            if owed[1].kind is not ACCEPTED_KIND and owed[2] is None:
+                owed[2] = owed[1]
+            owed[1] = None
 
     def expire(self, now: float, orphan_ttl: float) -> int:
         """Free forwarded records whose upstream vanished and never came back."""

@@ -6,6 +6,7 @@ from typing import Any
 
 from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
+from records.gid import compute_gid
 from router.config import Settings
 from router.core import ACCEPTED, Core
 
@@ -249,4 +250,44 @@ def test_a_destination_whose_subscribers_all_moved_is_not_parked():
     core.forwarded(ub, "back", rec.gid, "t", b"m", frozenset({"C"}), False, 0)
     assert rec not in core.parked
     core.hop_update(hb, rec, rec.unsettled[hb], ACCEPTED, False)
+    assert pub_port.outcomes and pub_port.outcomes[-1][1] == ACCEPTED
+
+
+def test_a_new_root_serves_its_own_subscribers_the_forwarded_copy_never_reached():
+    """Seeds 1545, 1963, 2804 (a helper's trace): a copy came here from the root B before
+    one of our subscribers attached here (it moved from elsewhere); the publisher then
+    resumed here and we adopted the record, sending only where it had not been: our own
+    late subscriber never got it, and the publisher heard accepted."""
+    core = Core("C", Settings())
+    u = core.add_upstream("B", Pub())
+    gid = compute_gid("c", "p", 7, b"\x00")
+    core.forwarded(u, "from-b", gid, "t", b"m", frozenset({"C"}), False, 0, None, 1, "B")
+    late = Sub()
+    core.add_subscriber(late, "t", "c", "late", False)
+    pub = core.add_publisher(Pub(), "t", "c", "p", False, incarnation=7)
+    core.publish(pub, b"\x00", b"m", False, "resent")  # resumed here: adopted
+    assert len(late.sent) == 1
+
+
+def test_an_answer_to_a_keyed_copy_does_not_answer_the_full_copy_before_it():
+    """Seeds 425, 1348, 2722 (a helper's trace): a keyed copy (for a subscriber that moved
+    to B) followed the full copy on the hop to B before B had answered it; B's answer to
+    the keyed copy was taken for the hop's, and the publisher heard accepted before B's
+    own subscribers had it."""
+    core = Core("A", Settings(), routes=Routes({"B": "B"}))
+    hop = Hop()
+    hb = core.add_hop("B", hop)
+    core.remote_routers = lambda topic: {"B"}
+    k = Sub()
+    sub, _ = core.add_subscriber(k, "t", "c", "k", False)
+    pub_port = Pub()
+    pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
+    rec = core.publish(pub, b"\x00", b"m", False, "pd")
+    full = rec.unsettled[hb]
+    core.suspend_subscriber(sub, until=100.0)
+    core.subscriber_moved(sub, "B")  # k's delivery follows it to B, keyed
+    assert hop.sent[-1][2] == frozenset({("c", "k")})
+    core.hop_update(hb, rec, rec.unsettled[hb], ACCEPTED, False)  # B answers the keyed copy
+    assert not pub_port.outcomes  # the full copy is still owed an answer
+    core.hop_update(hb, rec, full, ACCEPTED, False)
     assert pub_port.outcomes and pub_port.outcomes[-1][1] == ACCEPTED
