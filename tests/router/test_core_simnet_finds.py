@@ -9,6 +9,7 @@ from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 from records.gid import compute_gid
 from router.config import Settings
 from router.core import ACCEPTED, Core
+from router.core.ports import Alone
 
 GID = b"g" * 16
 
@@ -68,7 +69,9 @@ class Hop:
         pass
 
 
-class Routes:
+class Routes(Alone):
+    """Routes by a table: destination -> neighbour (the rest as a lone router's)."""
+
     def __init__(self, table: dict[str, str]) -> None:
         self.table = table
 
@@ -85,18 +88,6 @@ class Routes:
             else:
                 out.setdefault(via, set()).add(d)
         return out, stuck
-
-    def moved(self, topic: str, origin: str) -> dict[str, frozenset]:
-        return {}
-
-    def reroute_marker(self, marker: Any) -> None:
-        pass
-
-    def keys_at(self, topic: str, router: str) -> frozenset:
-        return frozenset()
-
-    def homes(self, keys: Any) -> dict[str, set]:
-        return {}
 
 
 def test_a_keyed_copy_covers_a_destination_only_for_its_keys():
