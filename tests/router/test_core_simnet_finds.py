@@ -282,3 +282,33 @@ def test_an_answer_to_a_keyed_copy_does_not_answer_the_full_copy_before_it():
     assert not pub_port.outcomes  # the full copy is still owed an answer
     core.hop_update(hb, rec, full, ACCEPTED, False)
     assert pub_port.outcomes and pub_port.outcomes[-1][1] == ACCEPTED
+
+
+class HomeRoutes(Routes):
+    def __init__(self, table: dict[str, str], home: str) -> None:
+        super().__init__(table)
+        self.home = home
+
+    def homes(self, keys: Any) -> dict[str, set]:
+        return {self.home: set(keys)}
+
+
+def test_a_late_copy_follows_a_moved_subscriber_to_where_it_lives_now():
+    """The harness's seed 7307 (40,000 messages, ring5) stalled once late copies followed a
+    moved subscriber for the whole grace: k had moved on since, and two routers each sent
+    copies to where k first went, back and forth. They go where k lives now."""
+    routes = HomeRoutes({"D": "D", "E": "E"}, home="E")
+    core = Core("A", Settings(), routes=routes)
+    hd, he = Hop(), Hop()
+    core.add_hop("D", hd)
+    core.add_hop("E", he)
+    uc = core.add_upstream("C", Pub())
+    sub, _ = core.add_subscriber(Sub(), "t", "client", "k", False)
+    core.suspend_subscriber(sub, until=100.0)
+    core.subscriber_moved(sub, "D")  # k went to D first; it lives at E now
+    core.forwarded(uc, "late", GID, "t", b"m", frozenset({"A"}), False, 0)
+    assert not hd.sent and [(dests, keys) for _, dests, keys in he.sent] == [
+        (frozenset({"E"}), frozenset({("client", "k")}))]
+    routes.home = "A"  # and if it came back here, nothing follows at all
+    core.forwarded(uc, "later", b"h" * 16, "t", b"m", frozenset({"A"}), False, 0)
+    assert len(he.sent) == 1 and not hd.sent
