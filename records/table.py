@@ -24,6 +24,17 @@ class DuplicateGid(Exception):
     pass
 
 
+class OwedAnswers:
+    """What a hop owes for a record when a keyed copy went after copies not answered yet."""
+
+    __slots__ = ("handles", "newest", "refusal")
+
+    def __init__(self, handle: Any) -> None:
+        self.handles: list[Any] = [handle]  # the earlier copies still unanswered
+        self.newest: Any = None  # the newest copy's answer, once it came
+        self.refusal: Any = None  # the first answer that was not an acceptance: it decides
+
+
 class Record:
     """One delivery's record. A plain slotted class: it is built once per message."""
 
@@ -59,10 +70,9 @@ class Record:
         # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
         # that moved there): the full copy has still to go there for everyone else.
         self.keyed_only: set[str] | None = None
-        # hop -> [handles of earlier copies on it whose answers are still owed, the newest
-        # copy's answer once it came]: a keyed copy answers for its keys alone, so when one
-        # follows a copy not answered yet, the hop is resolved by both answers, not the last.
-        self.earlier: dict[Any, list[Any]] | None = None
+        # hop -> answers it still owes for earlier copies: a keyed copy answers for its keys
+        # alone, so when one follows a copy not answered yet, all their answers resolve the hop.
+        self.earlier: dict[Any, OwedAnswers] | None = None
         self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
         # parked destination -> the subscriber keys it had when the record parked for it:
         # those that attach elsewhere meanwhile are followed there (even once the router

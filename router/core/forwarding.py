@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from records.order import HeldDelivery, HeldMarker
-from records.table import Record, SubState
+from records.table import OwedAnswers, Record, SubState
 
 from ..journal import Event
 from .peers import PARKED, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
@@ -51,7 +51,7 @@ class Forwarding(CoreState):
                 for ds in back.values():
                     by_hop.setdefault(exclude, set()).update(ds)
         order = self.order
-        if order:
+        if order.pins or order.held:  # (attributes, not bool(order): this runs per forward)
             by_hop, hold = order.steer(by_hop, exclude, self.hops)
             if hold:
                 for d in hold:
@@ -74,7 +74,7 @@ class Forwarding(CoreState):
                     continue
                 # A record counts once in the pins of a hop while that hop is in doubt
                 # (``_unpin`` takes all its destinations off when it answers).
-                pinned = fds - before if record.states.get(hop) is SubState.IN_DOUBT else before | fds
+                pinned = fds - before if was_in_doubt else before | fds
                 record.hop_dests[hop] = before | fds
                 record.reopen(hop)  # its earlier answer did not cover these destinations
                 # Nor does an answer still to come for the earlier copy: only the newest
@@ -102,7 +102,7 @@ class Forwarding(CoreState):
                 record.keyed_only -= fds
             for d in pinned:
                 order.pin(d, peer)
-        owed = None
+        owed: dict[str, set] = {}
         if stuck and keys is None:
             # A destination with no subscribers any more (they all moved: the copy came
             # from a router that had not heard yet) is not waited for: parked, it would
@@ -126,10 +126,8 @@ class Forwarding(CoreState):
             # Subscribers of an unreachable router that already attached elsewhere get it
             # there now: waiting for the next change of the graph would stall them, and
             # let newer deliveries reach them first.
-            more = self._owed_elsewhere(record, stuck)
-            if more:
-                owed = more if owed is None else {w: set(owed.get(w, ())) | ks for w, ks in more.items()} | {
-                    w: ks for w, ks in owed.items() if w not in more}
+            for where, keys_there in self._owed_elsewhere(record, stuck).items():
+                owed.setdefault(where, set()).update(keys_there)
         for hop in touched:
             self.pump_hop(hop)
         if owed:
@@ -325,23 +323,23 @@ class Forwarding(CoreState):
         final = kind is not None and kind is not OutcomeKind.RECEIVED
         if owed is not None:
             # A keyed copy followed copies not answered yet: all their answers resolve the hop.
-            if handle in owed[0]:
+            if handle in owed.handles:
                 if not final:
                     return
-                owed[0].remove(handle)
-                if kind is not ACCEPTED_KIND and owed[2] is None:
-                    owed[2] = state  # the first refusal decides
+                owed.handles.remove(handle)
+                if kind is not ACCEPTED_KIND and owed.refusal is None:
+                    owed.refusal = state
             elif record.unsettled.get(hop) == handle:
                 if not final:
                     return
-                owed[1] = state
+                owed.newest = state
             else:
                 return
-            if owed[0] or owed[1] is None:
+            if owed.handles or owed.newest is None:
                 self._maybe_free(record)  # (a hand-back may wait for something else that went)
                 return
-            del record.earlier[hop]
-            state = owed[2] or owed[1]
+            del record.earlier[hop]  # type: ignore[union-attr]
+            state = owed.refusal or owed.newest
             kind = state.kind
         elif record.unsettled.get(hop) != handle:
             # An earlier copy's answer: a newer copy (a reroute, a hand-over) went on this
@@ -477,19 +475,20 @@ class Forwarding(CoreState):
 
     @staticmethod
     def _owe_earlier(record: Record, hop: Hop, handle: Any) -> None:
+        """The copy ``handle`` on ``hop`` is still owed an answer after a keyed one goes."""
         if any(up.peer == hop.peer for up in record.upstreams):
             return  # it sent us this record too: each waits for the other (``forwarded``)
         if record.earlier is None:
             record.earlier = {}
         owed = record.earlier.get(hop)
         if owed is None:
-            record.earlier[hop] = [[handle], None, None]  # owed, the newest's answer, a refusal
-        elif owed[1] is None:
-            owed[0].append(handle)
-        else:  # that one has answered already: the copy going now is the newest
-            if owed[1].kind is not ACCEPTED_KIND and owed[2] is None:
-                owed[2] = owed[1]
-            owed[1] = None
+            record.earlier[hop] = OwedAnswers(handle)
+        elif owed.newest is None:
+            owed.handles.append(handle)
+        else:  # the newest has answered already: the copy going now is the newest
+            if owed.newest.kind is not ACCEPTED_KIND and owed.refusal is None:
+                owed.refusal = owed.newest
+            owed.newest = None
 
     def expire(self, now: float, orphan_ttl: float) -> int:
         """Free forwarded records whose upstream vanished and never came back."""

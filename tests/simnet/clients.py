@@ -19,7 +19,7 @@ from records.gid import compute_gid
 from router.core import ACCEPTED, Outcome, OutcomeKind
 from router.core import Subscriber as CoreSubscriber
 
-from .links import Pipe
+from .links import Handle, Pipe
 
 if TYPE_CHECKING:
     from .net import SimNet, SimRouter
@@ -101,14 +101,6 @@ class ClientConn:
 
 # ------------------------------------------------------------- router side
 
-class _Handle:
-    __slots__ = ("id", "record")
-
-    def __init__(self, id: int, record: Any = None) -> None:
-        self.id = id
-        self.record = record
-
-
 class EdgeLink:
     """The router's end of a client connection with its one link (like ``edge.py``)."""
 
@@ -117,7 +109,7 @@ class EdgeLink:
         self.router = router
         self.ctx: Any = None  # the core's Publisher or Subscriber
         self.completed = False
-        self.handles: dict[int, _Handle] = {}
+        self.handles: dict[int, Handle] = {}
         self.next_id = 0
         self.snd_count = 0
         self.rcv_count = 0
@@ -129,7 +121,7 @@ class EdgeLink:
     def grant(self, credit: int) -> None:
         self.conn.to_client.send(Credit(self.rcv_count, credit))
 
-    def outcome(self, handle: _Handle, outcome: Outcome, settle: bool) -> None:
+    def outcome(self, handle: Handle, outcome: Outcome, settle: bool) -> None:
         self.conn.to_client.send(Update(handle.id, outcome, settle))
 
     # ------------------------------------------------ SubscriberPort
@@ -140,16 +132,16 @@ class EdgeLink:
         count, credit = self.flow
         return max(0, count + credit - self.snd_count)
 
-    def deliver(self, record: Any, settled: bool, redelivery: int) -> _Handle:
+    def deliver(self, record: Any, settled: bool, redelivery: int) -> Handle:
         self.next_id += 1
-        handle = _Handle(self.next_id, record)
+        handle = Handle(self.next_id, record)
         if not settled:
             self.handles[handle.id] = handle
         self.snd_count += 1
         self.conn.to_client.send(Message(handle.id, record.gid, record.payload, settled, redelivery=redelivery))
         return handle
 
-    def settle(self, handle: _Handle) -> None:
+    def settle(self, handle: Handle) -> None:
         self.handles.pop(handle.id, None)
         self.conn.to_client.send(Update(handle.id, None, True))
 
@@ -172,7 +164,7 @@ class EdgeLink:
         elif t is Message:
             if not frame.resume:
                 self.rcv_count += 1
-            handle = _Handle(int.from_bytes(frame.tag, "big"))
+            handle = Handle(int.from_bytes(frame.tag, "big"))
             handle.record = core.publish(self.ctx, frame.tag, frame.payload, frame.settled, handle, 0, frame.resume)
             if handle.record is not None and not frame.settled:
                 self.handles[handle.id] = handle

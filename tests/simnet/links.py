@@ -76,20 +76,14 @@ class Up:
     """The handshake: the first frame; the receiving side's link comes up with it."""
 
 
-class Sent:
+class Handle:
+    """A delivery as the adaptor knows it: its id on the connection and the core's record."""
+
     __slots__ = ("id", "record")
 
-    def __init__(self, id: int, record: Any) -> None:
+    def __init__(self, id: int, record: Any = None) -> None:
         self.id = id
         self.record = record
-
-
-class Received:
-    __slots__ = ("id", "record")
-
-    def __init__(self, id: int) -> None:
-        self.id = id
-        self.record: Any = None
 
 
 class RouterEnd:
@@ -104,8 +98,8 @@ class RouterEnd:
         self.up = False
         self.closed = False
         self.next_id = 0
-        self.sent: dict[int, Sent] = {}  # our deliveries on our data link, unsettled
-        self.received: dict[int, Received] = {}  # the neighbour's, unsettled
+        self.sent: dict[int, Handle] = {}  # our deliveries on our data link, unsettled
+        self.received: dict[int, Handle] = {}  # the neighbour's, unsettled
         self.snd_count = 0
         self.credit = 0  # on our data link
         self.rcv_count = 0
@@ -142,7 +136,7 @@ class RouterEnd:
             return
         elif t is Transfer:
             self.rcv_count += 1
-            handle = Received(frame.id)
+            handle = Handle(frame.id)
             if not frame.presettled:
                 self.received[frame.id] = handle
             handle.record = router.core.forwarded(self.upstream, handle, frame.gid, frame.topic, frame.payload,
@@ -188,10 +182,10 @@ class HopEnd:
         end = self.end
         return max(0, end.credit) if end.up and not end.closed else 0
 
-    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Sent:
+    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Handle:
         end = self.end
         end.next_id += 1
-        handle = Sent(end.next_id, record)
+        handle = Handle(end.next_id, record)
         if not settled:
             end.sent[handle.id] = handle
         end.snd_count += 1
@@ -200,7 +194,7 @@ class HopEnd:
                           keys, record.born, record.root))
         return handle
 
-    def settle(self, handle: Sent) -> None:
+    def settle(self, handle: Handle) -> None:
         self.end.sent.pop(handle.id, None)
         self.end.send(SettleIn(handle.id))
 
@@ -220,7 +214,7 @@ class UpstreamEnd:
         end = self.end
         end.send(Flow(end.rcv_count, credit))
 
-    def outcome(self, handle: Received, outcome: Outcome, settle: bool) -> None:
+    def outcome(self, handle: Handle, outcome: Outcome, settle: bool) -> None:
         if settle:
             self.end.received.pop(handle.id, None)
         self.end.send(Disposition(handle.id, outcome, settle))
