@@ -33,6 +33,10 @@ class Subscription:
     # The authenticated user that made it (when the routers authenticate clients): only
     # that user may take the key over. Empty: authentication is off.
     owner: str = ""
+    # A consumer group member (``records/membership.py``): the group's subscription name
+    # and, for a group that is not global, the container-id that scopes it.
+    group: str = ""
+    scope: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -124,4 +128,5 @@ def from_dict(d: dict[str, Any]) -> Message:
 
 def _sub(d: dict[str, Any]) -> Subscription:
     return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]),
-                        int(d.get("since", 0)), str(d.get("owner") or ""))
+                        int(d.get("since", 0)), str(d.get("owner") or ""), str(d.get("group") or ""),
+                        str(d.get("scope") or ""))

@@ -88,9 +88,22 @@ class SubscriberTable:
         out = set()
         for origin in self.routers_for(topic):
             for sub in self._subs_of(origin, topic):
-                if self.home(sub.key) == origin:
+                # (a consumer group's member counts only where the root sends it a message)
+                if not sub.group and self.home(sub.key) == origin:
                     out.add(origin)
                     break
+        return out
+
+    def group_members(self, topic: str, but: str) -> dict[tuple[str, str], list[Subscription]]:
+        """Consumer group members of ``topic`` where they live (``home``), except at ``but``:
+        (group, scope) -> subscriptions."""
+        out: dict[tuple[str, str], list[Subscription]] = {}
+        for origin in self.routers_for(topic):
+            if origin == but:
+                continue
+            for sub in self._subs_of(origin, topic):
+                if sub.group and self.home(sub.key) == origin:
+                    out.setdefault((sub.group, sub.scope), []).append(sub)
         return out
 
     def moved(self, topic: str, origin: str, reachable: set[str]) -> dict[str, frozenset[tuple[str, str]]]:

@@ -41,7 +41,7 @@ class Record:
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
                  "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
-                 "keyed_only", "parked_keys", "earlier")
+                 "keyed_only", "parked_keys", "earlier", "chosen")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
@@ -91,6 +91,10 @@ class Record:
         # several paths after it moved.
         self.born = 0
         self.root = ""  # the router its publisher published it on
+        # Consumer groups (``records/membership.py``): the member each group's copy goes
+        # to, chosen by the root, and the router it was sent to for it: member key ->
+        # (group, router). It travels with every copy; None on a topic with no groups.
+        self.chosen: dict[Any, tuple[Any, str]] | None = None
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"

@@ -37,6 +37,7 @@ from .core import Outcome, Publisher, Subscriber, TagInUse
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
 from .engineio import EngineProtocol, describe_exception
 from .message import check, mark_redelivered
+from .shared_subscriptions import OFFERED, can_resume, group_of
 
 if TYPE_CHECKING:
     from .context import RouterContext
@@ -102,7 +103,7 @@ class EdgeConnection(EngineProtocol):
         s = router.settings
         self.engine = Connection(
             Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
-            sasl_server=router.sasl, channel_max=255,
+            sasl_server=router.sasl, channel_max=255, offered_capabilities=OFFERED,
         )
         self.admitted = False
         self._deferred: bytearray | None = None
@@ -247,7 +248,10 @@ class EdgeConnection(EngineProtocol):
                             owner, self.peer, container_id, link.name)
                 return
             presettled = attach.snd_settle_mode is SenderSettleMode.SETTLED
-            sub, displaced = self.core.add_subscriber(SubscriberLink(self, link), address, container_id, link.name, presettled)
+            since = time.time_ns() // 1000
+            sub, displaced = self.core.add_subscriber(
+                SubscriberLink(self, link), address, container_id, link.name, presettled,
+                group_of(attach.source, link.name, container_id), since, can_resume(attach.desired_capabilities))
             sub.owner = owner
             link.context = sub
             if displaced is not None and isinstance(displaced.port, SubscriberLink):
@@ -272,7 +276,7 @@ class EdgeConnection(EngineProtocol):
                 self.dirty()
                 self.router.flush()
 
-            self.router.network.subscribe(self._subscription(sub, time.time_ns() // 1000), True, complete)
+            self.router.network.subscribe(self._subscription(sub, since), True, complete)
         else:  # the peer sends: a publisher
             address = attach.target.address if attach.target is not None else None
             if not address:
@@ -329,7 +333,9 @@ class EdgeConnection(EngineProtocol):
             self._drop_link(link)
 
     def _subscription(self, sub: Subscriber, since: int = 0) -> Subscription:
-        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name, since=since, owner=sub.owner)
+        group = sub.group
+        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name, since=since, owner=sub.owner,
+                            group=group.name if group else "", scope=group.scope if group else "")
 
     def _drop_link(self, link: Link, suspend: bool = False) -> None:
         """The link is gone: a closed subscription ends; an interrupted one is suspended."""
@@ -343,6 +349,11 @@ class EdgeConnection(EngineProtocol):
         elif isinstance(ctx, Subscriber):
             source = link.source
             durable = source is not None and source.expiry_policy == "never"
+            if ctx.group is not None and not ctx.resumable:
+                # A member that cannot resume (a standard client never sends an unsettled
+                # map) would only get its deliveries back as repeats: the group's other
+                # members get them now instead of after the grace.
+                suspend = durable = False
             if suspend or durable:
                 timeout = float(source.timeout) if source is not None else 0.0
                 grace = max(timeout, self.router.settings.subscriber_grace)

@@ -83,7 +83,7 @@ class HopLink:
     def forward(self, record: Record, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Delivery:
         conn = self.conn
         payload = pack(record.topic, dests, record.presettled, record.message_format, record.root, record.born,
-                       keys) + record.payload
+                       keys, record.chosen) + record.payload
         d = conn.engine.send(conn.data_out, record.gid, payload, settled=settled, message_format=ONCE_FORMAT)
         d.context = record
         conn.dirty()
@@ -301,9 +301,9 @@ class InterRouterConnection(EngineProtocol):
         if d.message_format != ONCE_FORMAT:
             raise DecodeError(f"inter-router message format {d.message_format:#x}, this router speaks "
                               f"{ONCE_FORMAT:#x} (a router of another version?)")
-        topic, dests, presettled, fmt, message, keys, root, born = unpack(d.payload)
+        topic, dests, presettled, fmt, message, keys, root, born, chosen = unpack(d.payload)
         d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
-                                               presettled or d.settled, fmt, keys, born, root)
+                                               presettled or d.settled, fmt, keys, born, root, chosen)
 
 
 

@@ -18,12 +18,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from linkstate.engine import ControlPlane, Result
 from linkstate.handover import Fences, split
 from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
+from records.membership import GroupId, Member, members_table
+
+from .core.ports import NO_GROUPS
 
 if TYPE_CHECKING:
     from .context import NeighbourLink, RouterContext
@@ -62,6 +65,7 @@ class Network:
         if not self.costs:
             self.all_up.set()
         self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
+        self._groups: dict[str, Mapping[GroupId, tuple[Member, ...]]] = {}  # likewise
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
         # The routes port (``core/ports.py``), bound for the core's constructor:
         self.route = self.plane.lsdb.route
@@ -85,6 +89,17 @@ class Network:
             if where is not None:
                 out.setdefault(where, set()).add(key)
         return out
+
+    def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]:
+        """Consumer group members elsewhere (the routes port): one object per topic until
+        the table changes, so the core can cache on it."""
+        view = self._groups.get(topic)
+        if view is None:
+            found = self.plane.table.group_members(topic, self.me)
+            view = {GroupId(name, scope): members_table(Member(s.key, s.router, s.since) for s in subs)
+                    for (name, scope), subs in found.items()} if found else NO_GROUPS
+            self._groups[topic] = view
+        return view
 
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)
@@ -231,9 +246,11 @@ class Network:
             until = core.clock() + self.router.settings.subscriber_grace
             for sub in result.adopted:
                 core.adopt_subscriber(sub.topic, sub.container_id, sub.link_name,
-                                      core.clock() + sub.timeout if sub.timeout else until, sub.owner)
+                                      core.clock() + sub.timeout if sub.timeout else until, sub.owner,
+                                      GroupId(sub.group, sub.scope) if sub.group else None, sub.since)
         if result.topology_changed or result.table_changed:
             self._routers.clear()
+            self._groups.clear()
             self.follow_moved_subscribers()
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
             core.retry_parked()

@@ -21,6 +21,7 @@ from .listeners import Kind
 from .listeners import listen as listen_on
 from .network import Network
 from .observe import line, snapshot
+from .shared_subscriptions import group_id
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
@@ -63,7 +64,8 @@ class Router:
         self.journal_dir = journal_dir
         self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
         self.network = Network(self)
-        self.core = Core(router_id, self.settings, routes=self.network, unsynced=self.network.has_neighbours)
+        self.core = Core(router_id, self.settings, routes=self.network, unsynced=self.network.has_neighbours,
+                         message_key=group_id)
         self.connections: set[EdgeConnection] = set()
         self.inter_connections: set[InterRouterConnection] = set()
         self.dirty: set = set()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 
+from records.membership import GroupId
+
 from .amqp.errors import DecodeError
 
 ONCE_FORMAT = 0x4F4E4302  # "ONC" vendor prefix, version 2 (version 1 had no stamp)
@@ -18,17 +20,21 @@ _BORN = struct.Struct(">Q")
 PRESETTLED = 0x01
 REDELIVERY = 0x02  # re-targeted to subscribers that moved here: they may have seen it
 KEYS = 0x04  # only these subscriber keys, not every local subscriber
+CHOSEN = 0x08  # the consumer group members the root chose (``Record.chosen``)
 
 
 Keys = frozenset[tuple[str, str]]
 _PACKED: dict[tuple[str, frozenset[str], bool, int, str], bytes] = {}
 
 
+Chosen = dict[tuple[str, str], tuple[GroupId, str]]
+
+
 def pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, root: str, born: int,
-         keys: Keys | None = None) -> bytes:
+         keys: Keys | None = None, chosen: Chosen | None = None) -> bytes:
     """The header for one forward; the same few (topic, destinations, root) recur, so cache them."""
-    if keys is not None:
-        return _pack(topic, dests, presettled, message_format, root, keys) + _BORN.pack(born)
+    if keys is not None or chosen:
+        return _pack(topic, dests, presettled, message_format, root, keys, chosen) + _BORN.pack(born)
     key = (topic, dests, presettled, message_format, root)
     header = _PACKED.get(key)
     if header is None:
@@ -48,12 +54,16 @@ def _strings(values: list[str]) -> list[bytes]:
 
 
 def _pack(topic: str, dests: frozenset[str], presettled: bool, message_format: int, root: str,
-          keys: Keys | None) -> bytes:
+          keys: Keys | None, chosen: Chosen | None = None) -> bytes:
     t = topic.encode()
-    flags = (PRESETTLED if presettled else 0) | (REDELIVERY | KEYS if keys is not None else 0)
+    flags = ((PRESETTLED if presettled else 0) | (REDELIVERY | KEYS if keys is not None else 0)
+             | (CHOSEN if chosen else 0))
     parts = [_H.pack(flags, message_format, len(t)), t, *_strings(sorted(dests)), *_strings([root])]
     if keys is not None:
         parts += _strings([f"{c}\x00{n}" for c, n in sorted(keys)])
+    if chosen:
+        parts += _strings([f"{router}\x00{g.scope}\x00{g.name}\x00{c}\x00{n}"
+                           for (c, n), (g, router) in sorted(chosen.items())])
     return b"".join(parts)
 
 
@@ -70,8 +80,9 @@ def _read_strings(payload: bytes, p: int) -> tuple[list[str], int]:
     return out, p
 
 
-def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None, str, int]:
-    """(topic, destinations, presettled, inner message format, message bytes, target keys, root, root stamp)."""
+def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None, str, int, Chosen | None]:
+    """(topic, destinations, presettled, inner message format, message bytes, target keys, root, root stamp,
+    chosen group members)."""
     try:
         flags, fmt, tlen = _H.unpack_from(payload, 0)
         p = _H.size
@@ -87,8 +98,15 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
         if flags & KEYS:
             raw, p = _read_strings(payload, p)
             keys = frozenset(tuple(k.split("\x00", 1)) for k in raw)  # type: ignore[misc]
+        chosen: Chosen | None = None
+        if flags & CHOSEN:
+            raw, p = _read_strings(payload, p)
+            chosen = {}
+            for item in raw:
+                router, scope, name, c, n = item.split("\x00", 4)
+                chosen[(c, n)] = (GroupId(name, scope), router)
         (born,) = _BORN.unpack_from(payload, p)
         p += _BORN.size
-    except (struct.error, IndexError, UnicodeDecodeError):
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router routing header") from None
-    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys, roots[0], born
+    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys, roots[0], born, chosen

@@ -63,6 +63,7 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         sasl_server: SaslServerConfig | None = None,
         sasl_client: SaslClientConfig | None = None,
         properties: dict[Any, Any] | None = None,
+        offered_capabilities: tuple[str, ...] | None = None,
     ) -> None:
         self.mode = mode
         self.container_id = container_id
@@ -74,6 +75,7 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         self.sasl_server = sasl_server
         self.sasl_client = sasl_client
         self.properties = properties
+        self.offered_capabilities = offered_capabilities
         self.state = State.START
         self.user: str | None = None
         self.remote_open: Open | None = None

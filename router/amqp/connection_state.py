@@ -112,6 +112,7 @@ class ConnectionState:
     sasl_server: SaslServerConfig | None
     sasl_client: SaslClientConfig | None
     properties: dict[Any, Any] | None
+    offered_capabilities: tuple[str, ...] | None
     state: State
     user: str | None
     remote_open: Open | None

@@ -64,6 +64,7 @@ class Negotiation(ConnectionState):
             container_id=self.container_id, hostname=self.hostname, max_frame_size=self.max_frame_size,
             channel_max=self.channel_max,
             idle_time_out=int(self.idle_timeout * 1000) if self.idle_timeout else None, properties=self.properties,
+            offered_capabilities=self.offered_capabilities,
         ))
         self.open_sent = True
 

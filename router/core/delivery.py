@@ -23,6 +23,7 @@ from .state import (
     CoreState,
     rejection,
 )
+from .treatments import GROUPED
 
 
 class Delivery(CoreState):
@@ -70,7 +71,12 @@ class Delivery(CoreState):
         if pub.credit and (pub.bytes > self.settings.link_in_flight_bytes
                            or self.records.bytes > self.settings.max_in_flight_bytes):
             self.credit.take_back(pub)
-        self._fan_out(record, self.remote_routers(pub.topic), None, local=True)
+        remote = self.remote_routers(pub.topic)
+        if self.local_groups or self.group_members(pub.topic):
+            extra = self._choose_members(record)
+            if extra:
+                remote = remote | extra
+        self._fan_out(record, remote, None, local=True)
         return record
 
     def _stamp(self) -> int:
@@ -106,6 +112,8 @@ class Delivery(CoreState):
             owed = self._moved_away_owed(record)
             if owed:
                 self._send_owed(record, owed)
+        if record.chosen is not None and local:
+            self._chosen_here_missing(record)
         for sub in targets:
             self.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
@@ -169,7 +177,8 @@ class Delivery(CoreState):
                     Conditions.UNDELIVERABLE_HERE,
                     f"subscriber {sub.container_id}/{sub.link_name} declined the message"))
             else:
-                done = self._redeliver(sub, record, handle, settled)
+                passed = self._member_released(sub, record, handle, settled) if sub.group is not None else None
+                done = self._redeliver(sub, record, handle, settled) if passed is None else passed
         # (received: progress only; None: settlement alone)
         if record.publisher_settled:
             self._settle_late(record, sub, handle)
@@ -201,6 +210,8 @@ class Delivery(CoreState):
         for sub in record.states:
             if isinstance(sub, Subscriber):
                 sub.attempts.pop(record.gid, None)
+        if record.chosen is not None and record.local:
+            self._groups_answered(record)
         if record.upstreams and not record.presettled:
             outcome = self._outcome(record)
             for up, handle in list(record.upstreams.items()):
@@ -309,4 +320,6 @@ class Delivery(CoreState):
         subscribers = self.topics.get(record.topic)
         if not subscribers:
             return []
+        if record.topic in self.local_groups:
+            return GROUPED.targets(record, subscribers, keys)
         return self.treatment.targets(record, subscribers, keys)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from records.membership import Chooser, GroupId
 from records.order import DestinationOrder
 from records.placeholders import Placeholders
 from records.table import Record, RecordTable
@@ -45,6 +46,7 @@ from .credit import CreditWindow
 from .delivery import Delivery
 from .failover import Failover
 from .forwarding import Forwarding
+from .groups import Groups
 from .peers import SUSPENDED, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
 from .treatments import FAN_OUT, Treatment
@@ -52,10 +54,11 @@ from .treatments import FAN_OUT, Treatment
 __all__ = ["Core", "Hop", "Publisher", "Subscriber", "Upstream"]
 
 
-class Core(Delivery, Forwarding, Failover):
+class Core(Delivery, Forwarding, Failover, Groups):
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], int] = lambda: time.time_ns() // 1000, routes: RoutesPort = ALONE,
-                 unsynced: bool = False, treatment: Treatment = FAN_OUT) -> None:
+                 unsynced: bool = False, treatment: Treatment = FAN_OUT,
+                 message_key: Callable[[bytes], bytes | None] = lambda payload: None) -> None:
         self.router_id = router_id
         self.settings = settings
         self.clock = clock
@@ -75,6 +78,7 @@ class Core(Delivery, Forwarding, Failover):
         self.moved: Callable[[str, str], dict[str, frozenset]] = routes.moved
         self.reroute_marker: Callable[[Any], None] = routes.reroute_marker
         self.routes = routes
+        self.group_members = routes.group_members
         self.treatment = treatment
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
@@ -90,6 +94,13 @@ class Core(Delivery, Forwarding, Failover):
         self.local_count = 0  # records we are root for
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
         self.journal: Journal | None = None  # delivery events, when the operator asked for them
+        # Consumer groups (``groups.py``): our members per topic and group, the root's
+        # load per member, and the key a message is sharded by (the adaptor reads it).
+        self.local_groups = {}
+        self.chooser = Chooser()
+        self.message_key = message_key
+        self._group_views = {}
+        self._local_version = 0
 
     @property
     def pins(self) -> dict[str, dict[str, int]]:
@@ -171,8 +182,11 @@ class Core(Delivery, Forwarding, Failover):
         self.replenish()
 
     def add_subscriber(self, port: SubscriberPort, topic: str, container_id: str, link_name: str,
-                       presettled: bool) -> tuple[Subscriber, Subscriber | None]:
+                       presettled: bool, group: GroupId | None = None, since: int = 0,
+                       resumable: bool = False) -> tuple[Subscriber, Subscriber | None]:
         """Attach a subscriber; return it and the subscriber it displaced (same key), if any.
+        ``group``: it is a member of that consumer group (``groups.py``); ``since``: when it
+        attached (the wall clock, microseconds, as the network announces it).
 
         The same key on the same topic takes the old subscription over (a resume, or a
         second link stealing the first): whatever the old one had not accepted is
@@ -187,12 +201,19 @@ class Core(Delivery, Forwarding, Failover):
                 if other_topic != topic:
                     self.remove_subscriber(old)  # a different subscription under the same name
         sub = Subscriber(port, topic, container_id, link_name, presettled)
+        sub.group = group
+        sub.resumable = resumable
         if old is not None and old.topic == topic:
+            if old.group != group:
+                self._leave(old)
             self._take_over(old, sub)
         self.topics.setdefault(topic, {})[sub.key] = sub
+        if group is not None:
+            self._join(sub, since)
         return sub, old
 
-    def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float, owner: str = "") -> None:
+    def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float, owner: str = "",
+                         group: GroupId | None = None, since: int = 0) -> None:
         """A subscriber of ours from before we restarted: suspended here until it resumes
         (here, or elsewhere and moved) or its grace ends; deliveries for it wait."""
         subs = self.topics.setdefault(topic, {})
@@ -202,7 +223,11 @@ class Core(Delivery, Forwarding, Failover):
         sub = Subscriber(SUSPENDED, topic, container_id, link_name, False)  # type: ignore[arg-type]
         sub.suspended_until = until
         sub.owner = owner
+        sub.group = group
+        sub.resumable = True  # it was suspended in our earlier life, so it could resume
         subs[key] = sub
+        if group is not None:
+            self._join(sub, since)
 
     def key_owner(self, key: tuple[str, str]) -> str | None:
         """Who made the subscription ``key`` here (attached or suspended); None if there is none."""
@@ -245,6 +270,8 @@ class Core(Delivery, Forwarding, Failover):
             del subs[sub.key]
             if not subs:
                 del self.topics[sub.topic]
+            if sub.group is not None:
+                self._leave(sub)
 
     def remove_subscriber(self, sub: Subscriber) -> None:
         if not sub.attached:
@@ -252,6 +279,7 @@ class Core(Delivery, Forwarding, Failover):
         sub.attached = False
         self._unlink(sub)
         sub.queue.clear()
+        member = sub.group is not None
         for record in [r for r in self.records.records.values() if sub in r.states]:
-            self._answered(record, record.drop_waiter(sub))
+            self._answered(record, self._member_gone(sub, record) if member else record.drop_waiter(sub))
         self.replenish()

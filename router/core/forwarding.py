@@ -109,6 +109,8 @@ class Forwarding(CoreState):
             # wait for a change of routes that need not come (a moved subscriber stalled
             # the real mesh3 failover test now and then; the in-process network showed why).
             gone = stuck - self.remote_routers(record.topic)
+            if gone and record.chosen:
+                gone -= {router for _, router in record.chosen.values()}  # a member waits there
             if gone:
                 stuck = stuck - gone
                 owed = self._owed_elsewhere(record, gone)
@@ -158,7 +160,7 @@ class Forwarding(CoreState):
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
                   presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0,
-                  root: str = "") -> Record | None:
+                  root: str = "", chosen: dict | None = None) -> Record | None:
         """A neighbour forwarded a delivery to us, for ``dests`` (which may include us).
 
         ``keys``: the delivery was re-targeted to subscribers that moved (their router
@@ -175,6 +177,9 @@ class Forwarding(CoreState):
                 self.credit.dirty = True
         record = self.records.get(gid)
         if record is not None:
+            if chosen:
+                # what the root chose stands; a member chosen again here since stays too
+                record.chosen = chosen if record.chosen is None else {**chosen, **record.chosen}
             if keys is not None:
                 self._keyed_copy(record, up, handle, dests, keys, presettled)
                 return record
@@ -229,6 +234,7 @@ class Forwarding(CoreState):
         record.local = False
         record.born = born or self._stamp()
         record.root = root or up.peer
+        record.chosen = chosen
         self.records.add(record)
         if self.journal is not None:
             self.journal.add(Event.RECEIVED, gid, topic, up.peer)
@@ -243,10 +249,9 @@ class Forwarding(CoreState):
         has not reached yet get it now (queued; the caller pumps), and the answer waits
         for them. (Taken for a mere repeat, it was answered without them: the in-process
         network's seed 367 lost 13 messages at a subscriber that never moved.)"""
-        subs = self.topics.get(record.topic)
-        if not subs:
+        if record.topic not in self.topics:
             return None
-        fresh = [s for s in subs.values() if s not in record.states and self._enqueue(record, s, 0)]
+        fresh = [s for s in self._local_targets(record, None) if s not in record.states and self._enqueue(record, s, 0)]
         if fresh:
             record.outcome_sent = False
         return fresh

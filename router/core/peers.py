@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from records.gid import gid_prefix
+from records.membership import GroupId
 from records.table import Record
 
 from .ports import HopPort, PublisherPort, SubscriberPort
@@ -76,7 +77,7 @@ SUSPENDED = Suspended()
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner")
+                 "suspended_until", "owner", "group", "resumable")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
         self.port = port
@@ -89,6 +90,10 @@ class Subscriber:
         self.attached = True
         self.suspended_until: float | None = None
         self.owner = ""  # the authenticated user that made the subscription ("" when authentication is off)
+        self.group: GroupId | None = None  # the consumer group it is a member of
+        # It can resume (it said so): a member whose link vanished keeps its deliveries
+        # for its grace; one that cannot has them passed on at once.
+        self.resumable = False
 
     @property
     def key(self) -> tuple[str, str]:

@@ -8,10 +8,13 @@ interfaces the core calls an adaptor through, one per kind of peer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum, StrEnum
+from types import MappingProxyType
 from typing import Any, Protocol
+
+from records.membership import GroupId, Member
 
 
 class OutcomeKind(Enum):
@@ -81,6 +84,9 @@ class RoutesPort(Protocol):
     def reroute_marker(self, marker: Any) -> None: ...  # a hand-over marker whose hop went down
     def keys_at(self, topic: str, router: str) -> frozenset: ...  # that router's subscriber keys
     def homes(self, keys: Iterable) -> dict[str, set]: ...  # where each key lives now (reachable or not)
+    # consumer groups' members at other routers, per group (``records/membership.py``);
+    # the same object until the subscriber table changes (the core caches on it)
+    def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]: ...
 
 
 class Alone:
@@ -104,7 +110,11 @@ class Alone:
     def homes(self, keys: Iterable) -> dict[str, set]:
         return {}
 
+    def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]:
+        return NO_GROUPS
 
+
+NO_GROUPS: Mapping[GroupId, tuple[Member, ...]] = MappingProxyType({})
 ALONE = Alone()
 
 

@@ -58,6 +58,7 @@ class CoreState:
     route: Callable[[set[str], str | None], tuple[dict[str, set[str]], set[str]]]
     moved: Callable[[str, str], dict[str, frozenset]]
     reroute_marker: Callable[[Any], None]
+    group_members: Callable[[str], Any]
     treatment: Treatment
     hops: dict[str, Hop]
     upstreams: dict[str, Upstream]

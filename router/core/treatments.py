@@ -1,7 +1,8 @@
 """How a delivery is treated at a router: which of the topic's local subscribers get it.
 
-"Fan out to every subscriber" is the one treatment today. Consumer groups (issue 14) are
-the next: a group gets each message once, at one member, and that choice is made here.
+"Fan out to every subscriber" is the treatment of a topic with no consumer group here.
+Where groups have members here, a member gets a message only when the root chose it for
+its group (``groups.py`` and ``records/membership.py`` make that choice).
 """
 
 from __future__ import annotations
@@ -32,3 +33,17 @@ class FanOut:
 
 
 FAN_OUT = FanOut()
+
+
+class Grouped:
+    """Every plain subscriber, and the members the root chose (``Record.chosen``)."""
+
+    def targets(self, record: Record, subscribers: dict[tuple[str, str], Subscriber],
+                keys: frozenset | None) -> list[Subscriber]:
+        if keys is not None:
+            return [s for k, s in subscribers.items() if k in keys and s not in record.states]
+        chosen = record.chosen or {}
+        return [s for k, s in subscribers.items() if s.group is None or k in chosen and s not in record.states]
+
+
+GROUPED = Grouped()

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from records.membership import GroupId
 from router.amqp.errors import DecodeError
 from router.wire import pack, unpack
 
@@ -12,10 +13,24 @@ def test_routing_header_roundtrip():
     for dests in (frozenset(), frozenset({"B"}), frozenset({"B", "C", "router-with-a-long-name"})):
         for presettled in (False, True):
             data = pack("tópic", dests, presettled, 7, "R", born) + msg
-            assert unpack(data) == ("tópic", dests, presettled, 7, msg, None, "R", born)
+            assert unpack(data) == ("tópic", dests, presettled, 7, msg, None, "R", born, None)
             keys = frozenset({("client", "sub"), ("c2", "s2")})
             assert unpack(pack("tópic", dests, presettled, 7, "R2", born + 1, keys) + msg) == (
-                "tópic", dests, presettled, 7, msg, keys, "R2", born + 1)
+                "tópic", dests, presettled, 7, msg, keys, "R2", born + 1, None)
+
+
+def test_chosen_group_members_travel_with_the_copy():
+    chosen = {("c1", "orders|global"): (GroupId("orders"), "B"), ("c2", "work"): (GroupId("work", "app-7"), "C")}
+    keys = frozenset({("c3", "moved")})
+    for k in (None, keys):
+        out = unpack(pack("t", frozenset({"B", "C"}), False, 0, "A", 9, k, chosen) + b"m")
+        assert out == ("t", frozenset({"B", "C"}), False, 0, b"m", k, "A", 9, chosen)
+
+
+def test_a_chosen_entry_with_too_few_fields_is_a_decode_error():
+    good = pack("t", frozenset({"B"}), False, 0, "A", 9, None, {("c", "l"): (GroupId("g"), "B")})
+    with pytest.raises(DecodeError):
+        unpack(good.replace(b"B\x00\x00g\x00c\x00l", b"B\x00\x00g\x00c\x01l"))
 
 
 def test_header_without_the_stamp_is_a_decode_error():

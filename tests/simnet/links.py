@@ -51,6 +51,7 @@ class Transfer:
     keys: frozenset | None
     born: int
     root: str
+    chosen: dict | None = None  # consumer group members chosen by the root (a copy: the wire's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,8 @@ class RouterEnd:
             if not frame.presettled:
                 self.received[frame.id] = handle
             handle.record = router.core.forwarded(self.upstream, handle, frame.gid, frame.topic, frame.payload,
-                                                  frame.dests, frame.presettled, 0, frame.keys, frame.born, frame.root)
+                                                  frame.dests, frame.presettled, 0, frame.keys, frame.born, frame.root,
+                                                  dict(frame.chosen) if frame.chosen else None)
         elif t is Disposition:
             sent = self.sent.get(frame.id)
             if sent is None:
@@ -191,7 +193,7 @@ class HopEnd:
         end.snd_count += 1
         end.credit -= 1
         end.send(Transfer(handle.id, record.gid, record.topic, record.payload, dests, record.presettled or settled,
-                          keys, record.born, record.root))
+                          keys, record.born, record.root, dict(record.chosen) if record.chosen else None))
         return handle
 
     def settle(self, handle: Handle) -> None:

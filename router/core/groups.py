@@ -1,0 +1,141 @@
+"""Consumer groups in the core: the root's choice of a member per group, and passing a
+message on to another member when the one it went to released it or went away.
+
+The choice itself is the pure rule in ``records/membership.py``. Here: the member table
+as this router sees it (its own members, and the network's through the routes port),
+what a record carries (``Record.chosen``: member key -> (group, the router it went to)),
+and what each router does with it. The root chooses; a router that was sent a record for
+one of its members and no longer has that member (it left before the root heard)
+chooses again, as does the router of a member that releases a message or leaves: it
+alone holds that member's share of the record, so nobody else passes it on twice.
+
+One part of ``Core`` (``facade.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from records.membership import Chooser, GroupId, Key, Member, merged
+from records.table import Record, SubState
+
+from .peers import Subscriber
+from .state import CoreState
+
+
+class Groups(CoreState):
+    local_groups: dict[str, dict[GroupId, dict[Key, Member]]]
+    chooser: Chooser
+    message_key: Callable[[bytes], bytes | None]
+    _group_views: dict[str, tuple[object, int, dict[GroupId, tuple[Member, ...]]]]
+    _local_version: int
+
+    # ---------------------------------------------------------- membership
+
+    def _join(self, sub: Subscriber, since: int) -> None:
+        assert sub.group is not None
+        self.local_groups.setdefault(sub.topic, {}).setdefault(sub.group, {})[sub.key] = Member(
+            sub.key, self.router_id, since)
+        self._local_version += 1
+
+    def _leave(self, sub: Subscriber) -> None:
+        groups = self.local_groups.get(sub.topic)
+        if groups is None or sub.group not in groups:
+            return
+        members = groups[sub.group]
+        if members.pop(sub.key, None) is not None:
+            self._local_version += 1
+        if not members:
+            del groups[sub.group]
+        if not groups:
+            del self.local_groups[sub.topic]
+
+    def group_view(self, topic: str) -> dict[GroupId, tuple[Member, ...]]:
+        """Every group of ``topic`` in the network, each member table sorted (cached until
+        our members or the network's table change)."""
+        remote = self.routes.group_members(topic)
+        cached = self._group_views.get(topic)
+        if cached is not None and cached[0] is remote and cached[1] == self._local_version:
+            return cached[2]
+        view = merged(self.local_groups.get(topic, {}), remote)
+        if len(self._group_views) > 4096:
+            self._group_views.clear()
+        self._group_views[topic] = (remote, self._local_version, view)
+        return view
+
+    # ------------------------------------------------------------- the root
+
+    def _choose_members(self, record: Record) -> set[str]:
+        """At the root: one member per group of the record's topic; the routers to reach them."""
+        view = self.group_view(record.topic)
+        if not view:
+            return set()
+        key = self.message_key(record.payload)
+        chosen: dict[Key, tuple[GroupId, str]] = {}
+        routers = set()
+        for group, members in view.items():
+            m = self.chooser.choose(group, members, key)
+            if m is not None:
+                chosen[m.key] = (group, m.router)
+                self.chooser.given(m.key)
+                routers.add(m.router)
+        record.chosen = chosen
+        return routers
+
+    def _groups_answered(self, record: Record) -> None:
+        """The root's record is answered: its members' load goes down (``Chooser``)."""
+        for key in record.chosen or ():
+            self.chooser.answered(key)
+
+    # ------------------------------------------------------- passing it on
+
+    def _chosen_here_missing(self, record: Record) -> None:
+        """Members the record was sent here for that are not here (any more): choose again."""
+        chosen = record.chosen
+        if not chosen:
+            return
+        subs = self.topics.get(record.topic, {})
+        for key, (group, router) in list(chosen.items()):
+            if router == self.router_id and key not in subs:
+                self._pass_on(record, group, key)
+
+    def _pass_on(self, record: Record, group: GroupId, gone: Key) -> bool:
+        """Give ``record`` to another member of ``group`` than those that had it; False when
+        nobody is left (the caller does what it does for a plain subscriber)."""
+        chosen = record.chosen if record.chosen is not None else {}
+        members = self.group_view(record.topic).get(group, ())
+        tried = set(chosen) | {gone}
+        m = self.chooser.choose(group, members, self.message_key(record.payload), exclude=tried)
+        if m is None:
+            return False
+        chosen[m.key] = (group, m.router)
+        record.chosen = chosen
+        if record.local:
+            self.chooser.given(m.key)
+        if m.router == self.router_id:
+            sub = self.topics.get(record.topic, {}).get(m.key)
+            if sub is not None and self._enqueue(record, sub, 1):  # marked: it may be a repeat
+                self.pump(sub)
+        else:
+            self._forward(record, {m.router}, None, frozenset((m.key,)))
+        return True
+
+    def _member_released(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool | None:
+        """A member released the message: another member gets it. None: it is the only one
+        left, the caller redelivers to it as to a plain subscriber."""
+        if sub.group is None or record.states.get(sub) is not SubState.IN_DOUBT:
+            return None
+        if not self._pass_on(record, sub.group, sub.key):
+            return None
+        if not settled:
+            sub.port.settle(handle)
+        return record.drop_waiter(sub)
+
+    def _member_gone(self, sub: Subscriber, record: Record) -> bool:
+        """A member left with ``record`` not answered: passed on if anyone is left; then
+        this member no longer counts for it. Returns whether that completed the record."""
+        if sub.group is not None and record.states.get(sub) is SubState.IN_DOUBT:
+            self._pass_on(record, sub.group, sub.key)
+        return record.drop_waiter(sub)
+

@@ -1,0 +1,175 @@
+"""Consumer groups in the core, one router, through test adaptors (no sockets)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test_core import Pub, Sub
+
+from records.membership import Chooser, GroupId, Member, members_table
+from router.config import Settings
+from router.core import ACCEPTED, RELEASED, Core
+
+G = GroupId("work")
+
+
+def _core(**kw: Any) -> Core:
+    # a test message "key:rest" carries the key "key"
+    return Core("A", Settings(**kw), clock=lambda: 0.0,
+                message_key=lambda payload: payload.split(b":")[0] if b":" in payload else None)
+
+
+def _accept_all(core: Core, sub: Any, port: Sub) -> int:
+    n = 0
+    for record, _, _ in list(port.sent):
+        if record.states.get(sub) is not None and record.gid in core.records:
+            core.subscriber_update(sub, record, None, ACCEPTED, True)
+            n += 1
+    return n
+
+
+def test_each_message_goes_to_one_member_and_every_plain_subscriber():
+    core = _core()
+    m1, m2, plain, p = Sub(), Sub(), Sub(), Pub()
+    a, _ = core.add_subscriber(m1, "t", "c1", "w|global", False, G)
+    b, _ = core.add_subscriber(m2, "t", "c2", "w|global", False, G)
+    s, _ = core.add_subscriber(plain, "t", "c3", "all", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", settle_second=False)
+    for i in range(10):
+        core.publish(pub, str(i).encode(), b"m%d" % i, False, i)
+    assert len(plain.sent) == 10
+    assert len(m1.sent) + len(m2.sent) == 10
+    assert {r.gid for r, _, _ in m1.sent}.isdisjoint({r.gid for r, _, _ in m2.sent})
+    assert len(m1.sent) == len(m2.sent) == 5  # nobody answered: the load stays even
+    assert all(redelivery == 0 for _, _, redelivery in m1.sent + m2.sent)
+    _accept_all(core, s, plain)
+    assert p.outcomes == []  # the members have not answered yet
+    _accept_all(core, a, m1)
+    _accept_all(core, b, m2)
+    assert [o for _, o, _ in p.outcomes] == [ACCEPTED] * 10
+    assert len(core.records) == 0
+
+
+def test_a_member_that_answers_is_given_more_than_one_that_does_not():
+    core = _core()
+    fast, slow, p = Sub(1000), Sub(1000), Pub()
+    f, _ = core.add_subscriber(fast, "t", "c1", "w", False, G)
+    core.add_subscriber(slow, "t", "c2", "w", False, G)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    for i in range(100):
+        core.publish(pub, str(i).encode(), b"m", False, i)
+        _accept_all(core, f, fast)
+    assert len(fast.sent) > 90 and len(slow.sent) < 10
+
+
+def test_messages_with_one_key_stay_on_one_member_in_order():
+    core = _core()
+    ports = [Sub() for _ in range(3)]
+    for i, port in enumerate(ports):
+        core.add_subscriber(port, "t", f"c{i}", "w", False, G)
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    for i in range(30):
+        core.publish(pub, str(i).encode(), b"%s:%d" % (b"abc"[i % 3:i % 3 + 1], i), False, i)
+    for key in (b"a", b"b", b"c"):
+        holders = [port for port in ports if any(r.payload.startswith(key + b":") for r, _, _ in port.sent)]
+        assert len(holders) == 1
+        seq = [int(r.payload.split(b":")[1]) for r, _, _ in holders[0].sent if r.payload.startswith(key + b":")]
+        assert seq == sorted(seq) and len(seq) == 10
+
+
+def test_a_released_message_goes_to_another_member_marked():
+    core = _core()
+    m1, m2, p = Sub(), Sub(), Pub()
+    a, _ = core.add_subscriber(m1, "t", "c1", "w", False, G)
+    b, _ = core.add_subscriber(m2, "t", "c2", "w", False, G)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    first, other = (a, m1), (b, m2)
+    if not m1.sent:
+        first, other = other, first
+    handle = ("handle", 1)
+    core.subscriber_update(first[0], rec, handle, RELEASED, False)
+    assert first[1].settled == [handle]  # the released delivery is settled: it is done there
+    assert len(other[1].sent) == 1 and other[1].sent[0][2] == 1  # marked as a possible repeat
+    assert p.outcomes == []
+    core.subscriber_update(other[0], rec, None, ACCEPTED, True)
+    assert p.outcomes == [("h", ACCEPTED, True)]
+    assert len(core.records) == 0
+
+
+def test_the_only_member_gets_a_released_message_again():
+    core = _core()
+    m1, p = Sub(), Pub()
+    a, _ = core.add_subscriber(m1, "t", "c1", "w", False, G)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.subscriber_update(a, rec, m1.sent[0], RELEASED, False)
+    assert len(m1.sent) == 2 and m1.sent[1][2] == 1
+
+
+def test_a_member_that_leaves_hands_what_it_had_not_accepted_to_another():
+    core = _core()
+    m1, m2, p = Sub(), Sub(), Pub()
+    a, _ = core.add_subscriber(m1, "t", "c1", "w", False, G)
+    b, _ = core.add_subscriber(m2, "t", "c2", "w", False, G)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    for i in range(6):
+        core.publish(pub, str(i).encode(), b"m", False, i)
+    assert len(m1.sent) == 3
+    _accept_all(core, b, m2)
+    core.remove_subscriber(a)
+    assert len(m2.sent) == 6 and [r for _, _, r in m2.sent[3:]] == [1, 1, 1]
+    assert len(p.outcomes) == 3
+    _accept_all(core, b, m2)
+    assert len(p.outcomes) == 6 and len(core.records) == 0
+
+
+def test_a_group_whose_last_member_left_is_not_waited_for():
+    core = _core()
+    m1, plain, p = Sub(), Sub(), Pub()
+    a, _ = core.add_subscriber(m1, "t", "c1", "w", False, G)
+    s, _ = core.add_subscriber(plain, "t", "c3", "all", False)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    core.subscriber_update(s, rec, None, ACCEPTED, True)
+    core.remove_subscriber(a)
+    assert p.outcomes == [("h", ACCEPTED, True)]
+    core.publish(pub, b"1", b"m", False, "h1")
+    assert len(plain.sent) == 2 and len(m1.sent) == 1
+
+
+def test_two_groups_on_one_topic_each_get_every_message_once():
+    core = _core()
+    ports = {g: [Sub(), Sub()] for g in ("x", "y")}
+    for g, pair in ports.items():
+        for i, port in enumerate(pair):
+            core.add_subscriber(port, "t", f"{g}{i}", "l", False, GroupId(g))
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    for i in range(8):
+        core.publish(pub, str(i).encode(), b"m", False, i)
+    for pair in ports.values():
+        assert sorted(r.gid for port in pair for r, _, _ in port.sent) == sorted(r.gid for r in core.records.records.values())
+
+
+def test_a_group_that_is_not_global_is_scoped_by_container():
+    assert GroupId("w", "c1") != GroupId("w", "c2") != GroupId("w")
+
+
+def test_the_choice_rule():
+    members = members_table([Member(("c", "b"), "B"), Member(("c", "a"), "A"), Member(("c", "c"), "C")])
+    assert [m.key[1] for m in members] == ["a", "b", "c"]
+    chooser = Chooser()
+    # round-robin among equals, then the least loaded
+    picks = []
+    for _ in range(3):
+        m = chooser.choose(G, members, None)
+        chooser.given(m.key)
+        picks.append(m.key[1])
+    assert sorted(picks) == ["a", "b", "c"]
+    chooser.answered(("c", "b"))
+    assert chooser.choose(G, members, None).key == ("c", "b")
+    # a key always maps to the same member, and to nobody once everyone had it
+    assert len({chooser.choose(G, members, b"k").key for _ in range(5)}) == 1
+    assert chooser.choose(G, members, b"k", exclude=[m.key for m in members]) is None
