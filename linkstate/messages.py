@@ -37,6 +37,7 @@ class Subscription:
     # and, for a group that is not global, the container-id that scopes it.
     group: str = ""
     scope: str = ""
+    exclusive: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -129,4 +130,4 @@ def from_dict(d: dict[str, Any]) -> Message:
 def _sub(d: dict[str, Any]) -> Subscription:
     return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]),
                         int(d.get("since", 0)), str(d.get("owner") or ""), str(d.get("group") or ""),
-                        str(d.get("scope") or ""))
+                        str(d.get("scope") or ""), bool(d.get("exclusive", False)))

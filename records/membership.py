@@ -11,13 +11,22 @@ The rule, stated once (README "Consumer groups" says the same):
   the same table the same way.
 * A message with a key (AMQP ``group-id``) goes to member ``crc32(key) mod N`` of that
   table: one key sticks to one member while membership is stable, so its messages stay
-  in order.
+  in order. When the table changes, a key this root still has messages out for (not
+  answered yet) stays with the member they went to until they are answered, and only
+  then follows the new table (seed 000's "activate at a future sequence number", with
+  the root's own answers as the clock): one key's messages never overtake each other
+  across a rebalance.
 * A message without a key goes to the member with the fewest messages this root has
   given it that are not answered yet; ties go round-robin from the member after the one
   chosen last. A slow member collects answers slowly and so is given less, and an idle
   member is never passed over for one with a backlog.
 * A member that releases a message or goes away is replaced for that message by the
   same rule over the members that have not had it yet.
+* An exclusive group (seed 003's "stateful" mode: one active member, the others passive
+  standbys) gives everything to its active member: the one that has waited longest
+  (earliest attach; ties by key). When it goes, the next one in that order takes over,
+  first with what the old one had not accepted. A group is exclusive when any member
+  asked for it.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ class Member:
     key: Key
     router: str  # where it is attached
     since: int = 0  # when it attached (the router's wall clock, microseconds)
+    exclusive: bool = False  # it asked for an exclusive group (one active member)
 
 
 def members_table(members: Iterable[Member]) -> tuple[Member, ...]:
@@ -63,6 +73,8 @@ class Chooser:
     def __init__(self) -> None:
         self.outstanding: dict[Key, int] = {}
         self._last: dict[GroupId, Key] = {}
+        # (group, message key) -> (member, its messages with that key not answered yet)
+        self.sticky: dict[tuple[GroupId, bytes], tuple[Key, int]] = {}
 
     def choose(self, group: GroupId, members: tuple[Member, ...], key: bytes | None,
                exclude: Collection[Key] = ()) -> Member | None:
@@ -72,7 +84,14 @@ class Chooser:
             members = tuple(m for m in members if m.key not in exclude)
         if not members:
             return None
+        if any(m.exclusive for m in members):
+            return active(members)
         if key is not None:
+            held = self.sticky.get((group, key))
+            if held is not None:
+                for m in members:
+                    if m.key == held[0]:
+                        return m  # its earlier messages with this key are still out there
             return members[key_slot(key, len(members))]
         load = self.outstanding
         last = self._last.get(group)
@@ -97,15 +116,39 @@ class Chooser:
         self._last[group] = best.key
         return best
 
-    def given(self, key: Key) -> None:
-        self.outstanding[key] = self.outstanding.get(key, 0) + 1
+    def given(self, member: Key, group: GroupId | None = None, key: bytes | None = None) -> None:
+        self.outstanding[member] = self.outstanding.get(member, 0) + 1
+        if key is not None and group is not None:
+            held = self.sticky.get((group, key))
+            if held is None or held[0] != member:
+                # (a pass-on: the key's messages still out at the old member are being
+                # answered by another now, and they follow it)
+                self.sticky[(group, key)] = (member, 1 if held is None else held[1] + 1)
+            else:
+                self.sticky[(group, key)] = (member, held[1] + 1)
 
-    def answered(self, key: Key) -> None:
-        n = self.outstanding.get(key, 0) - 1
+    def answered(self, member: Key, group: GroupId | None = None, key: bytes | None = None) -> None:
+        n = self.outstanding.get(member, 0) - 1
         if n > 0:
-            self.outstanding[key] = n
+            self.outstanding[member] = n
         else:
-            self.outstanding.pop(key, None)
+            self.outstanding.pop(member, None)
+        if key is not None and group is not None:
+            held = self.sticky.get((group, key))
+            if held is not None:
+                if held[1] > 1:
+                    self.sticky[(group, key)] = (held[0], held[1] - 1)
+                else:
+                    del self.sticky[(group, key)]
+
+
+def active(members: tuple[Member, ...]) -> Member:
+    """An exclusive group's active member: the one that has waited longest."""
+    return min(members, key=lambda m: (m.since, m.key))
+
+
+def exclusive(members: tuple[Member, ...]) -> bool:
+    return any(m.exclusive for m in members)
 
 
 def merged(local: Mapping[GroupId, Mapping[Key, Member]],

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +87,20 @@ class Topology:
     links: tuple[LinkSpec, ...]
     settings: Settings
     auth: Auth
+    # consumer groups by subscription name (``groups:``, a glob pattern -> mode): a
+    # receiving link whose name matches joins the topic's group of that name
+    groups: tuple[tuple[str, GroupMode], ...] = ()
+
+    def group_mode(self, subscription: str) -> GroupMode | None:
+        for pattern, mode in self.groups:
+            if fnmatch.fnmatchcase(subscription, pattern):
+                return mode
+        return None
+
+
+class GroupMode(Enum):
+    SHARED = "shared"  # each message to one member (work sharing)
+    EXCLUSIVE = "exclusive"  # one active member, the others standbys
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -148,7 +164,7 @@ def load_topology(path: str | Path) -> Topology:
 def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     ctx = _Ctx(path)
     top = ctx.mapping(data, "(top level)")
-    ctx.keys(top, "(top level)", {"routers", "links", "settings", "auth"})
+    ctx.keys(top, "(top level)", {"routers", "links", "settings", "auth", "groups"})
     routers_raw = ctx.mapping(top.get("routers"), "routers")
     if not routers_raw:
         raise ctx.fail("routers", "at least one router", routers_raw)
@@ -221,7 +237,16 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     if settings.link_in_flight_bytes > settings.max_in_flight_bytes:
         raise ctx.fail("settings.link_in_flight_bytes", f"at most max_in_flight_bytes ({settings.max_in_flight_bytes})",
                        settings.link_in_flight_bytes)
-    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret))
+    groups_raw = ctx.mapping(top.get("groups") or {}, "groups")
+    groups = []
+    for pattern, mode in groups_raw.items():
+        if not isinstance(pattern, str) or not pattern:
+            raise ctx.fail("groups", "subscription name patterns (such as orders-*)", pattern)
+        try:
+            groups.append((pattern, GroupMode(mode)))
+        except ValueError:
+            raise ctx.fail(f"groups.{pattern}", "shared or exclusive", mode) from None
+    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret), tuple(groups))
 
 
 def _load_users(ctx: _Ctx, base: Path, name: Any) -> dict[str, str]:

@@ -37,7 +37,7 @@ from .core import Outcome, Publisher, Subscriber, TagInUse
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
 from .engineio import EngineProtocol, describe_exception
 from .message import check, mark_redelivered
-from .shared_subscriptions import OFFERED, can_resume, group_of
+from .shared_subscriptions import ACTIVE, OFFERED, can_resume, group_of
 
 if TYPE_CHECKING:
     from .context import RouterContext
@@ -94,6 +94,11 @@ class SubscriberLink:
     def drained(self) -> None:
         self.conn.engine.drained(self.link)
         self.conn.dirty()
+
+    def activated(self) -> None:
+        if self.link.attached:  # (before its attach is answered, the answer says so)
+            self.conn.engine.announce(self.link, {ACTIVE: True})
+            self.conn.dirty()
 
 
 class EdgeConnection(EngineProtocol):
@@ -249,9 +254,10 @@ class EdgeConnection(EngineProtocol):
                 return
             presettled = attach.snd_settle_mode is SenderSettleMode.SETTLED
             since = time.time_ns() // 1000
+            group, exclusive = group_of(attach.source, link.name, container_id, self.router.topology.group_mode)
             sub, displaced = self.core.add_subscriber(
                 SubscriberLink(self, link), address, container_id, link.name, presettled,
-                group_of(attach.source, link.name, container_id), since, can_resume(attach.desired_capabilities))
+                group, since, can_resume(attach.desired_capabilities), exclusive)
             sub.owner = owner
             link.context = sub
             if displaced is not None and isinstance(displaced.port, SubscriberLink):
@@ -269,9 +275,10 @@ class EdgeConnection(EngineProtocol):
 
             def complete() -> None:
                 # Every reachable router has the subscription now: only now does the attach complete.
+                active = self.core.is_active(sub)
                 engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                               snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
-                              unsettled=ours)
+                              unsettled=ours, properties=None if active is None else {ACTIVE: active})
                 self.core.attach_completed(sub)
                 self.dirty()
                 self.router.flush()
@@ -335,7 +342,8 @@ class EdgeConnection(EngineProtocol):
     def _subscription(self, sub: Subscriber, since: int = 0) -> Subscription:
         group = sub.group
         return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name, since=since, owner=sub.owner,
-                            group=group.name if group else "", scope=group.scope if group else "")
+                            group=group.name if group else "", scope=group.scope if group else "",
+                            exclusive=sub.exclusive)
 
     def _drop_link(self, link: Link, suspend: bool = False) -> None:
         """The link is gone: a closed subscription ends; an interrupted one is suspended."""

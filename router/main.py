@@ -63,7 +63,7 @@ def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topol
     spec = topology.routers[router_id]
     routers = dict(topology.routers)
     routers[router_id] = RouterSpec(spec.id, Address(host or "127.0.0.1", int(port)), spec.inter_router)
-    return Topology(topology.path, routers, topology.links, topology.settings, topology.auth)
+    return Topology(topology.path, routers, topology.links, topology.settings, topology.auth, topology.groups)
 
 
 def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None) -> int:

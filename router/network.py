@@ -96,7 +96,7 @@ class Network:
         view = self._groups.get(topic)
         if view is None:
             found = self.plane.table.group_members(topic, self.me)
-            view = {GroupId(name, scope): members_table(Member(s.key, s.router, s.since) for s in subs)
+            view = {GroupId(name, scope): members_table(Member(s.key, s.router, s.since, s.exclusive) for s in subs)
                     for (name, scope), subs in found.items()} if found else NO_GROUPS
             self._groups[topic] = view
         return view
@@ -247,10 +247,11 @@ class Network:
             for sub in result.adopted:
                 core.adopt_subscriber(sub.topic, sub.container_id, sub.link_name,
                                       core.clock() + sub.timeout if sub.timeout else until, sub.owner,
-                                      GroupId(sub.group, sub.scope) if sub.group else None, sub.since)
+                                      GroupId(sub.group, sub.scope) if sub.group else None, sub.since, sub.exclusive)
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self._groups.clear()
+            core.membership_changed()
             self.follow_moved_subscribers()
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
             core.retry_parked()

@@ -8,6 +8,12 @@ convention over AMQP 1.0 (what Qpid JMS implements, QPIDJMS-220).
 * With the capability ``global`` the group is the topic's group of that name, whoever
   attaches; without it the group belongs to the connection's container-id.
 * The attach is answered with the source it came with, so both capabilities are echoed.
+* ``once:exclusive`` next to ``shared``: an exclusive group (one active member, the
+  others standbys). The topology's ``groups:`` can make a subscription name a group of
+  either kind without any capability (global then).
+* The attach answer's properties say ``once:active`` true or false to an exclusive
+  group's member; a standby that becomes active is sent a flow frame with
+  ``once:active`` true (its credit unchanged), ahead of its first delivery.
 * ``once:resume`` among the link's desired capabilities: the client can resume the link
   with its unsettled map (our client library), so while its connection is down its
   deliveries wait for it for its grace instead of going to another member at once.
@@ -18,6 +24,7 @@ message's key is its AMQP ``group-id`` property (JMS ``JMSXGroupID``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from records.membership import GroupId
@@ -25,12 +32,15 @@ from records.membership import GroupId
 from .amqp.codec import decode
 from .amqp.errors import DecodeError
 from .amqp.types import symbol
+from .config import GroupMode
 from .message import sections
 
 SHARED_SUBS = symbol("SHARED-SUBS")
 SHARED = symbol("shared")
 GLOBAL = symbol("global")
 RESUME = symbol("once:resume")
+EXCLUSIVE = symbol("once:exclusive")
+ACTIVE = symbol("once:active")
 
 OFFERED = (SHARED_SUBS,)
 PROPERTIES = 0x73
@@ -44,13 +54,19 @@ def _caps(value: Any) -> tuple:
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)
 
 
-def group_of(source: Any, link_name: str, container_id: str) -> GroupId | None:
-    """The group a receiving link's source asks to join, or None for a plain subscriber."""
+def group_of(source: Any, link_name: str, container_id: str,
+             mode_of: Callable[[str], GroupMode | None] = lambda name: None) -> tuple[GroupId | None, bool]:
+    """The group a receiving link joins (None: a plain subscriber), and whether it asked
+    for an exclusive one. ``mode_of``: the topology's ``groups:`` by subscription name."""
     caps = _caps(getattr(source, "capabilities", None))
-    if SHARED not in caps:
-        return None
     name = link_name.split("|", 1)[0]
-    return GroupId(name, "" if GLOBAL in caps else container_id)
+    if SHARED not in caps:
+        mode = mode_of(name)
+        if mode is None:
+            return None, False
+        return GroupId(name), mode is GroupMode.EXCLUSIVE
+    exclusive = EXCLUSIVE in caps or mode_of(name) is GroupMode.EXCLUSIVE
+    return GroupId(name, "" if GLOBAL in caps else container_id), exclusive
 
 
 def can_resume(desired: Any) -> bool:

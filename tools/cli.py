@@ -45,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--count", type=int, default=0, help="stop after COUNT messages (0: run until Ctrl-C)")
     rc.add_argument("--name", default=None, help="link name (the subscriber key is container-id + name)")
     rc.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
+    rc.add_argument("--group", default=None,
+                    help="join the topic's consumer group NAME: each message goes to one member")
+    rc.add_argument("--exclusive", action="store_true",
+                    help="with --group: one active member gets everything, the others stand by")
 
     h = sub.add_parser("harness", help="run a failover scenario and check that nothing was lost or duplicated")
     h.add_argument("scenario", nargs="?", help="a scenario file (see topologies/scenarios/)")
@@ -73,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         if args.command == "router":
             from router.main import main as router_main
@@ -90,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "recv":
             from .clients import recv
 
-            return recv(args.url, args.topic, args.count, args.name, args.timeout)
+            if args.exclusive and not args.group:
+                parser.error("--exclusive needs --group")
+            return recv(args.url, args.topic, args.count, args.name, args.timeout, args.group, args.exclusive)
         if args.command == "harness":
             from .harness.main import harness
 

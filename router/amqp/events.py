@@ -80,6 +80,7 @@ class LinkFlow:
 
     link: Link
     drain: bool
+    properties: dict[Any, Any] | None = None  # news about the link (a router's ``once:active``)
 
 
 @dataclass(**_EV)

@@ -95,6 +95,10 @@ class Links(ConnectionState):
         link.drain = drain
         self._send_flow(link.session, link, echo=echo)
 
+    def announce(self, link: Link, properties: dict[Any, Any]) -> None:
+        """Sender: a flow frame carrying ``properties`` (news about the link, credit unchanged)."""
+        self._send_flow(link.session, link, properties=properties)
+
     def drained(self, link: Link) -> None:
         """Sender: nothing left to send while the receiver drains; consume the rest of the credit."""
         link.delivery_count = (link.delivery_count + link.credit) & MAX_UINT
@@ -199,4 +203,4 @@ class Links(ConnectionState):
             link.available = flow.available or 0
         if flow.echo:
             self._send_flow(session, link)
-        self._events.append(LinkFlow(link=link, drain=flow.drain))
+        self._events.append(LinkFlow(link=link, drain=flow.drain, properties=flow.properties))

@@ -5,6 +5,8 @@ One layer of ``Connection`` (``connection.py``): a mixin over its state, declare
 
 from __future__ import annotations
 
+from typing import Any
+
 from .connection_state import ConnectionState, Step, error_of, step
 from .endpoints import EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, ProtocolError, SessionError
@@ -98,7 +100,8 @@ class Sessions(ConnectionState):
         self.end(session, err)
         self._events.append(SessionEnded(session=session, error=err))
 
-    def _send_flow(self, session: Session, link: Link | None, echo: bool = False) -> None:
+    def _send_flow(self, session: Session, link: Link | None, echo: bool = False,
+                   properties: dict[Any, Any] | None = None) -> None:
         if session.state is not EndpointState.MAPPED:
             return
         flow = Flow(
@@ -113,6 +116,7 @@ class Sessions(ConnectionState):
             flow.link_credit = max(link.credit, 0)
             flow.available = link.available if link.is_sender else None
             flow.drain = link.drain
+            flow.properties = properties
         self._write(session.channel, flow)
 
     def _after_batch(self) -> None:

@@ -22,9 +22,10 @@ from typing import Any
 
 from ..amqp.connection import Connection
 from ..amqp.endpoints import Delivery, Link, Session
-from ..amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkDetached
+from ..amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkDetached, LinkFlow
 from ..amqp.performatives import Accepted, ReceiverSettleMode, Role, SenderSettleMode, Source, Target
 from ..amqp.sasl import SaslClientConfig
+from ..shared_subscriptions import ACTIVE, EXCLUSIVE, GLOBAL, RESUME, SHARED
 from .connection import FailoverConnection
 from .message import decode_message
 from .store import Store
@@ -51,13 +52,25 @@ class Message:
 class Subscriber:
     def __init__(self, routers: Sequence[str], topic: str, store: str | Path, *, name: str | None = None,
                  window: int = 500, grace: float = 30.0, retention: float = 600.0,
-                 sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0) -> None:
+                 sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
+                 group: str | None = None, exclusive: bool = False) -> None:
+        """``group``: join the topic's consumer group of that name (each message goes to one
+        member; ``exclusive``: to the one active member, the others stand by). Exactly-once
+        holds as for a plain subscriber: this member resumes with its unsettled map, so
+        what it had not accepted waits for it for its grace and is never processed twice."""
+        if group is not None and (not group or "|" in group):
+            raise ValueError(f"group name {group!r}: not empty, and without '|'")
         self.topic = topic
+        self.group = group
+        self.exclusive = exclusive
+        self.active: bool | None = None  # in an exclusive group: whether we are the active member
         self.window = window
         self.grace = grace
         self.store = Store(store)
         self.db = self.store.db
-        self.container_id, self.link_name = self.store.identity("sub", name)
+        # a member's link is named for its group (the subscription name, JMS-style)
+        self.container_id, self.link_name = self.store.identity("sub", name if name is not None or group is None
+                                                                else f"{group}|once")
         self._accepted = self.store.accepted_gids(retention)
         self.conn = FailoverConnection(routers, self.container_id, on_session=self._on_session,
                                        on_events=self._on_events, on_down=self._on_down, sasl=sasl,
@@ -119,11 +132,15 @@ class Subscriber:
         unsettled = None
         if self._ever_attached:
             unsettled = {gid: ACCEPTED for gid in self.store.unsettled_accepted(_MAP_LIMIT)}
+        caps = None
+        if self.group is not None:
+            caps = (SHARED, GLOBAL, EXCLUSIVE) if self.exclusive else (SHARED, GLOBAL)
         self.link = engine.attach(
             session, self.link_name, Role.RECEIVER,
-            source=Source(address=self.topic, durable=2, expiry_policy="link-detach", timeout=int(self.grace)),
+            source=Source(address=self.topic, durable=2, expiry_policy="link-detach", timeout=int(self.grace),
+                          capabilities=caps),
             target=Target(), snd_settle_mode=SenderSettleMode.MIXED, rcv_settle_mode=ReceiverSettleMode.SECOND,
-            unsettled=unsettled)
+            unsettled=unsettled, desired_capabilities=(RESUME,))
 
     def _on_down(self) -> None:
         self.link = None
@@ -141,8 +158,14 @@ class Subscriber:
                     gid = ev.delivery.tag
                     if self._unsettled.pop(gid, None) is not None:
                         settled.append(gid)
+            elif t is LinkFlow:
+                if ev.link is self.link and ev.properties and ev.properties.get(ACTIVE) is True:
+                    self.active = True
             elif t is LinkAttached:
                 if ev.link is self.link:
+                    props = ev.attach.properties if ev.attach is not None else None
+                    if isinstance(props, dict) and ACTIVE in props:
+                        self.active = bool(props[ACTIVE])
                     if self._ever_attached:
                         self.resumes += 1
                     else:

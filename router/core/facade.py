@@ -101,6 +101,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
         self.message_key = message_key
         self._group_views = {}
         self._local_version = 0
+        self.active_members: set[tuple[str, str]] = set()  # ours that are active in an exclusive group
 
     @property
     def pins(self) -> dict[str, dict[str, int]]:
@@ -183,7 +184,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
 
     def add_subscriber(self, port: SubscriberPort, topic: str, container_id: str, link_name: str,
                        presettled: bool, group: GroupId | None = None, since: int = 0,
-                       resumable: bool = False) -> tuple[Subscriber, Subscriber | None]:
+                       resumable: bool = False, exclusive: bool = False) -> tuple[Subscriber, Subscriber | None]:
         """Attach a subscriber; return it and the subscriber it displaced (same key), if any.
         ``group``: it is a member of that consumer group (``groups.py``); ``since``: when it
         attached (the wall clock, microseconds, as the network announces it).
@@ -203,6 +204,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
         sub = Subscriber(port, topic, container_id, link_name, presettled)
         sub.group = group
         sub.resumable = resumable
+        sub.exclusive = exclusive
         if old is not None and old.topic == topic:
             if old.group != group:
                 self._leave(old)
@@ -213,7 +215,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
         return sub, old
 
     def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float, owner: str = "",
-                         group: GroupId | None = None, since: int = 0) -> None:
+                         group: GroupId | None = None, since: int = 0, exclusive: bool = False) -> None:
         """A subscriber of ours from before we restarted: suspended here until it resumes
         (here, or elsewhere and moved) or its grace ends; deliveries for it wait."""
         subs = self.topics.setdefault(topic, {})
@@ -224,6 +226,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
         sub.suspended_until = until
         sub.owner = owner
         sub.group = group
+        sub.exclusive = exclusive
         sub.resumable = True  # it was suspended in our earlier life, so it could resume
         subs[key] = sub
         if group is not None:

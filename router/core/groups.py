@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from records.membership import Chooser, GroupId, Key, Member, merged
+from records.membership import Chooser, GroupId, Key, Member, active, exclusive, merged
 from records.table import Record, SubState
 
 from .peers import Subscriber
@@ -36,8 +36,9 @@ class Groups(CoreState):
     def _join(self, sub: Subscriber, since: int) -> None:
         assert sub.group is not None
         self.local_groups.setdefault(sub.topic, {}).setdefault(sub.group, {})[sub.key] = Member(
-            sub.key, self.router_id, since)
+            sub.key, self.router_id, since, sub.exclusive)
         self._local_version += 1
+        self.membership_changed()
 
     def _leave(self, sub: Subscriber) -> None:
         groups = self.local_groups.get(sub.topic)
@@ -50,6 +51,35 @@ class Groups(CoreState):
             del groups[sub.group]
         if not groups:
             del self.local_groups[sub.topic]
+        self.membership_changed()
+
+    def membership_changed(self) -> None:
+        """Members joined or left (here, or anywhere: the network calls this): each of our
+        members that became the active one of an exclusive group is told so."""
+        now: set[Key] = set()
+        for topic, groups in self.local_groups.items():
+            view = self.group_view(topic)
+            for group, ours in groups.items():
+                members = view.get(group, ())
+                if members and exclusive(members):
+                    key = active(members).key
+                    if key in ours:
+                        now.add(key)
+        for key in now - self.active_members:
+            for topic, groups in self.local_groups.items():
+                sub = self.topics.get(topic, {}).get(key)
+                if sub is not None and sub.group is not None and key in groups.get(sub.group, {}):
+                    sub.port.activated()
+        self.active_members = now
+
+    def is_active(self, sub: Subscriber) -> bool | None:
+        """Whether ``sub`` is the active member of its exclusive group (None: it is in none)."""
+        if sub.group is None:
+            return None
+        members = self.group_view(sub.topic).get(sub.group, ())
+        if not members or not exclusive(members):
+            return None
+        return active(members).key == sub.key
 
     def group_view(self, topic: str) -> dict[GroupId, tuple[Member, ...]]:
         """Every group of ``topic`` in the network, each member table sorted (cached until
@@ -78,15 +108,17 @@ class Groups(CoreState):
             m = self.chooser.choose(group, members, key)
             if m is not None:
                 chosen[m.key] = (group, m.router)
-                self.chooser.given(m.key)
+                self.chooser.given(m.key, group, key)
                 routers.add(m.router)
         record.chosen = chosen
         return routers
 
     def _groups_answered(self, record: Record) -> None:
         """The root's record is answered: its members' load goes down (``Chooser``)."""
-        for key in record.chosen or ():
-            self.chooser.answered(key)
+        chooser = self.chooser
+        key = self.message_key(record.payload) if chooser.sticky else None
+        for member, (group, _) in (record.chosen or {}).items():
+            chooser.answered(member, group, key)
 
     # ------------------------------------------------------- passing it on
 
@@ -106,16 +138,20 @@ class Groups(CoreState):
         chosen = record.chosen if record.chosen is not None else {}
         members = self.group_view(record.topic).get(group, ())
         tried = set(chosen) | {gone}
-        m = self.chooser.choose(group, members, self.message_key(record.payload), exclude=tried)
+        key = self.message_key(record.payload)
+        m = self.chooser.choose(group, members, key, exclude=tried)
         if m is None:
             return False
         chosen[m.key] = (group, m.router)
         record.chosen = chosen
         if record.local:
-            self.chooser.given(m.key)
+            self.chooser.given(m.key, group, key)
         if m.router == self.router_id:
             sub = self.topics.get(record.topic, {}).get(m.key)
             if sub is not None and self._enqueue(record, sub, 1):  # marked: it may be a repeat
+                queue = sub.queue
+                if len(queue) > 1 and queue[-2][0].born > record.born:
+                    self._order_queue(sub)  # older than what waits there: it goes first
                 self.pump(sub)
         else:
             self._forward(record, {m.router}, None, frozenset((m.key,)))

@@ -71,13 +71,16 @@ class Suspended:
     def settle(self, handle: Any) -> None:
         pass
 
+    def activated(self) -> None:
+        pass
+
 
 SUSPENDED = Suspended()
 
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner", "group", "resumable")
+                 "suspended_until", "owner", "group", "resumable", "exclusive")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
         self.port = port
@@ -94,6 +97,7 @@ class Subscriber:
         # It can resume (it said so): a member whose link vanished keeps its deliveries
         # for its grace; one that cannot has them passed on at once.
         self.resumable = False
+        self.exclusive = False  # it asked for an exclusive group: one active member, standbys
 
     @property
     def key(self) -> tuple[str, str]:

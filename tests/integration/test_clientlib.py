@@ -149,3 +149,39 @@ def test_the_readme_example_runs(router: RouterProcess, tmp_path: Path, monkeypa
     exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.strip() == "Accepted()"
     assert (tmp_path / "orders-sub.db").exists()
+
+
+async def test_a_group_member_that_crashes_resumes_its_share_and_nothing_is_processed_twice(
+        router: RouterProcess, tmp_path: Path):
+    stores = [tmp_path / "m0.db", tmp_path / "m1.db"]
+
+    async def member(path: Path) -> Subscriber:
+        sub = Subscriber([router.url], "orders", path, group="billing")
+        sub.db.execute(EFFECT)
+        await sub.start()
+        await asyncio.wait_for(sub.attached.wait(), 10)
+        return sub
+
+    m0, m1 = [await member(p) for p in stores]
+    async with Publisher([router.url], "orders", tmp_path / "pub.db") as pub:
+        futs = [pub.send_nowait(f"m{i}".encode(), f"m{i}") for i in range(40)]
+        await _until(lambda: m0.queued + m1.queued == 40, what="the group's share of all 40")
+        assert m0.queued and m1.queued  # both members have some
+        for _ in range(m0.queued // 2):  # m0 accepts half of its share, then dies
+            await _accept(await m0.receive(10))
+        left = m0.queued
+        await _crash(m0)
+        while m1.queued:
+            await _accept(await m1.receive(10))
+        m0 = await member(stores[0])  # it can resume: its share waited for it, not for m1
+        for _ in range(left):
+            msg = await m0.receive(10)
+            assert msg.redelivered
+            await _accept(msg)
+        outcomes = await asyncio.wait_for(asyncio.gather(*futs), 10)
+        assert all(isinstance(o, Accepted) for o in outcomes)
+    done = _effects(stores[0]) + _effects(stores[1])
+    assert sorted(done) == sorted(f"m{i}" for i in range(40))  # each once, across the group
+    assert m1.duplicates == 0
+    for s in (m0, m1):
+        await s.close(unsubscribe=True)

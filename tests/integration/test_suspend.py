@@ -7,71 +7,30 @@ false): at-least-once. Past its grace the subscription ends and nothing waits fo
 
 from __future__ import annotations
 
-import json
 import queue
 import signal
-import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
 
 import pytest
+from support import holders
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.proton_events import ContainerThread, StreamPublisher
 from support.routers import wait_for
 
-HOLDER = Path(__file__).resolve().parents[1] / "support" / "holding_subscriber.py"
 ACCEPTED = 36
-
-
-_HOLDERS: list[subprocess.Popen[str]] = []
-_LINES: dict[int, queue.Queue[str]] = {}
-_READERS: dict[int, threading.Thread] = {}
 
 
 @pytest.fixture(autouse=True)
 def _reap_holders():
     yield
-    while _HOLDERS:
-        proc = _HOLDERS.pop()
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        _READERS.pop(proc.pid).join(5)  # the pipe is at its end once the process is gone
-        proc.stdout.close()
-        _LINES.pop(proc.pid, None)
-
-
-def _holder(url: str, container: str, link: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, str(HOLDER), url, "susp", container, link], stdout=subprocess.PIPE, text=True)
-    _HOLDERS.append(proc)
-    # A thread reads the pipe: select() on it would miss lines already in Python's buffer.
-    lines: queue.Queue[str] = queue.Queue()
-    _LINES[proc.pid] = lines
-    reader = _READERS[proc.pid] = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True)
-    reader.start()
-    assert json.loads(lines.get(timeout=15)) == {"attached": True}
-    return proc
-
-
-def _lines(proc: subprocess.Popen[str], n: int, timeout: float = 15.0) -> list[dict]:
-    out = []
-    deadline = time.monotonic() + timeout
-    while len(out) < n:
-        try:
-            out.append(json.loads(_LINES[proc.pid].get(timeout=max(0.01, deadline - time.monotonic()))))
-        except queue.Empty:
-            raise AssertionError(f"the subscriber process printed {len(out)} of {n} messages") from None
-    return out
+    holders.reap()
 
 
 def test_killed_subscriber_is_waited_for_and_resumes_at_least_once_marked(router):
-    holder = _holder(router.url, "resumer", "sub")
+    holder = holders.holder(router.url, "resumer", "sub")
     pub = StreamPublisher(router.url, "susp", 6)
     pub.limit = 5
     t = ContainerThread(pub)
-    got = _lines(holder, 5)
+    got = holders.lines(holder, 5)
     assert [g["body"] for g in got] == list(range(5)) and all(g["delivery_count"] == 0 for g in got)
     holder.send_signal(signal.SIGKILL)  # no detach, no close: the router must wait for it
     holder.wait()
@@ -91,10 +50,10 @@ def test_killed_subscriber_is_waited_for_and_resumes_at_least_once_marked(router
 
 def test_suspended_subscriber_expires_after_its_grace(make_router):
     r = make_router(settings={"subscriber_grace": "1s"})
-    holder = _holder(r.url, "gone", "sub")
+    holder = holders.holder(r.url, "gone", "sub")
     pub = ProtonPublisher(r.url, "susp")
     outcome = pub.send("m")
-    assert _lines(holder, 1)[0]["body"] == "m"
+    assert holders.lines(holder, 1)[0]["body"] == "m"
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     with pytest.raises(queue.Empty):
@@ -119,11 +78,11 @@ def test_a_client_that_comes_back_on_another_live_router_gets_what_it_missed(tmp
 
     net = Network("line3.yaml", tmp_path)
     try:
-        holder = _holder(net["C"].url, "wanderer", "sub")
+        holder = holders.holder(net["C"].url, "wanderer", "sub")
         pub = StreamPublisher(net["A"].url, "susp", 8)
         pub.limit = 5
         t = ContainerThread(pub)
-        assert [g["body"] for g in _lines(holder, 5)] == list(range(5))
+        assert [g["body"] for g in holders.lines(holder, 5)] == list(range(5))
         holder.send_signal(signal.SIGKILL)  # the client dies; its router C lives on
         holder.wait()
         t.call(pub.release_rest)

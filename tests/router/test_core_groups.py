@@ -6,7 +6,7 @@ from typing import Any
 
 from test_core import Pub, Sub
 
-from records.membership import Chooser, GroupId, Member, members_table
+from records.membership import Chooser, GroupId, Member, key_slot, members_table
 from router.config import Settings
 from router.core import ACCEPTED, RELEASED, Core
 
@@ -173,3 +173,65 @@ def test_the_choice_rule():
     # a key always maps to the same member, and to nobody once everyone had it
     assert len({chooser.choose(G, members, b"k").key for _ in range(5)}) == 1
     assert chooser.choose(G, members, b"k", exclude=[m.key for m in members]) is None
+
+
+def test_a_key_stays_with_its_member_across_a_join_until_its_messages_are_answered():
+    core = _core()
+    first, p = Sub(), Pub()
+    a, _ = core.add_subscriber(first, "t", "c1", "w", False, G)
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    # a key that the two-member table gives to the newcomer
+    key = next(k for k in (b"k%d" % i for i in range(100))
+               if members_table([Member(("c1", "w"), "A"), Member(("c2", "w"), "A")])[
+                   key_slot(k, 2)].key == ("c2", "w"))
+    r1 = core.publish(pub, b"1", key + b":1", False, 1)
+    newcomer = Sub()
+    b, _ = core.add_subscriber(newcomer, "t", "c2", "w", False, G)
+    core.publish(pub, b"2", key + b":2", False, 2)
+    assert len(first.sent) == 2 and not newcomer.sent  # 1 is still out at the first member: 2 follows it
+    core.subscriber_update(a, r1, None, ACCEPTED, True)
+    _accept_all(core, a, first)
+    core.publish(pub, b"3", key + b":3", False, 3)
+    assert [r.payload for r, _, _ in newcomer.sent] == [key + b":3"]  # answered: the key moved on
+
+
+class Member_(Sub):
+    """A subscriber port that notes being made the active member."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.activations = 0
+
+    def activated(self) -> None:
+        self.activations += 1
+
+
+def test_an_exclusive_group_gives_everything_to_the_member_that_waited_longest():
+    core = _core()
+    first, second, p = Member_(), Member_(), Pub()
+    a, _ = core.add_subscriber(first, "t", "c2", "w", False, G, since=10, exclusive=True)
+    b, _ = core.add_subscriber(second, "t", "c1", "w", False, G, since=20, exclusive=True)
+    assert core.is_active(a) is True and core.is_active(b) is False
+    assert first.activations == 1 and second.activations == 0
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    for i in range(5):
+        core.publish(pub, str(i).encode(), b"%d" % i, False, i)
+    assert [r.payload for r, _, _ in first.sent] == [b"0", b"1", b"2", b"3", b"4"] and not second.sent
+    core.subscriber_update(a, first.sent[0][0], None, ACCEPTED, True)
+    core.remove_subscriber(a)  # the active one goes: the standby takes over, in order
+    assert second.activations == 1 and core.is_active(b) is True
+    for i in range(5, 7):
+        core.publish(pub, str(i).encode(), b"%d" % i, False, i)
+    assert [(r.payload, m) for r, _, m in second.sent] == [(b"1", 1), (b"2", 1), (b"3", 1), (b"4", 1), (b"5", 0), (b"6", 0)]
+    _accept_all(core, b, second)
+    assert len(p.outcomes) == 7 and len(core.records) == 0
+
+
+def test_a_member_asking_for_exclusive_makes_the_group_exclusive_and_plain_members_see_no_activation():
+    core = _core()
+    shared = Member_()
+    a, _ = core.add_subscriber(shared, "t", "c1", "w", False, G, since=1)
+    assert core.is_active(a) is None  # a shared group has no active member
+    excl = Member_()
+    b, _ = core.add_subscriber(excl, "t", "c2", "w", False, G, since=2, exclusive=True)
+    assert core.is_active(a) is True and core.is_active(b) is False

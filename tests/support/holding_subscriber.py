@@ -1,7 +1,9 @@
 """A Proton subscriber as its own OS process, so a test can SIGKILL it.
 
 It prints one JSON line per message (body, delivery-count, first-acquirer) and never
-accepts anything. Usage: python holding_subscriber.py URL TOPIC CONTAINER LINK
+accepts anything. Usage: python holding_subscriber.py URL TOPIC CONTAINER LINK [shared|exclusive]
+("shared": the link joins a consumer group, source capabilities shared and global;
+"exclusive": an exclusive one).
 """
 
 import json
@@ -11,8 +13,12 @@ from proton import Timeout
 from proton.utils import BlockingConnection
 
 url, topic, container, link = sys.argv[1:5]
+options = None
+if sys.argv[5:6] in (["shared"], ["exclusive"]):
+    from proton_options import SharedSubscription
+    options = SharedSubscription(exclusive=sys.argv[5] == "exclusive")
 conn = BlockingConnection(url, container_id=container)
-rcv = conn.create_receiver(topic, name=link, credit=100)
+rcv = conn.create_receiver(topic, name=link, credit=100, options=options)
 print(json.dumps({"attached": True}), flush=True)
 while True:
     try:

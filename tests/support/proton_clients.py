@@ -24,6 +24,7 @@ class ProtonSubscriber:
         self._ready = threading.Event()
         self.error: BaseException | None = None
         self.auto_accept = auto_accept
+        self.attach_properties: Any = None
         self._args = (url, topic, name, credit, container_id, options)
         self._conn_kw = conn_kw
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -39,6 +40,7 @@ class ProtonSubscriber:
             kw = {"container_id": container_id} if container_id else {}
             conn = BlockingConnection(url, **kw, **self._conn_kw)
             rcv = conn.create_receiver(topic, name=name, credit=credit, options=options)
+            self.attach_properties = rcv.link.remote_properties  # what the router's attach said
         except BaseException as e:  # noqa: BLE001 - reported to the test thread
             self.error = e
             self._ready.set()
