@@ -29,6 +29,7 @@ from router.amqp.performatives import ACCEPTED, Role, Source, Target
 from router.client import ClientProtocol, connect
 from router.listeners import Kind, listen
 from router.loop import run
+from router.shared_subscriptions import GLOBAL, SHARED
 
 BODY_SIZE = 100
 # An AMQP message with a single data section of 100 bytes; the first 8 carry the send time.
@@ -47,6 +48,8 @@ class Result:
     subscribers: int
     through_router: bool
     credit: int
+    # a consumer group's members: the share of the messages each got, in attach order
+    shares: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Scenario:
     # another client's sender links that attach and never send (on one connection, in
     # sessions of 1000): what they cost the publisher that does send
     idle_links: int = 0
+    group: bool = False  # the subscribers are one consumer group: each message goes to one
 
 
 SCENARIOS = {
@@ -65,6 +69,8 @@ SCENARIOS = {
     "line3-1to1": Scenario("line3.yaml", "A", ("C",)),
     "mesh3-fanout": Scenario("mesh3.yaml", "A", ("A",) * 3 + ("B",) * 3 + ("C",) * 3),
     "single-idle2000": Scenario("single.yaml", "A", ("A",), idle_links=2000),
+    "single-group4": Scenario("single.yaml", "A", ("A",) * 4, group=True),
+    "line3-group": Scenario("line3.yaml", "A", ("A", "B", "C"), group=True),
 }
 DEFAULT_SCENARIOS = ("single-1to1", "single-1to4", "line3-1to1", "mesh3-fanout")
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,10 +120,11 @@ class Publisher:
 
 
 class Subscriber:
-    def __init__(self, topic: str, name: str, credit: int) -> None:
+    def __init__(self, topic: str, name: str, credit: int, group: str | None = None) -> None:
         self.topic = topic
         self.name = name
         self.credit = credit
+        self.group = group
         self.received = 0
         self.link: Any = None
         self.attached = asyncio.get_running_loop().create_future()
@@ -131,7 +138,9 @@ class Subscriber:
                 self.received += 1
                 disposition(ev.delivery, ACCEPTED, settled=True)
             elif t is SessionBegun and self.link is None:
-                self.link = engine.attach(ev.session, self.name, Role.RECEIVER, source=Source(address=self.topic))
+                caps = (SHARED, GLOBAL) if self.group else None
+                self.link = engine.attach(ev.session, f"{self.group}|{self.name}" if self.group else self.name,
+                                          Role.RECEIVER, source=Source(address=self.topic, capabilities=caps))
             elif t is LinkAttached and ev.link is self.link:
                 engine.flow(self.link, self.credit)
                 if not self.attached.done():
@@ -240,16 +249,24 @@ async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: in
         idler = Idler(f"{topic}-idle", scenario.idle_links)
         idle_conn = await connect(*addrs[scenario.publisher], "bench-idler", idler)
         await asyncio.wait_for(idler.attached, 60)
-    subs = [Subscriber(topic, f"bench-sub-{i}", credit) for i in range(len(scenario.subscribers))]
+    group = "bench-group" if scenario.group else None
+    subs = [Subscriber(topic, f"bench-sub-{i}", credit, group) for i in range(len(scenario.subscribers))]
     conns = [await connect(*addrs[r], f"bench-sub-{i}", s) for i, (r, s) in enumerate(zip(scenario.subscribers, subs))]
     await asyncio.wait_for(asyncio.gather(*(s.attached for s in subs)), 10)
     pub = Publisher(topic, messages)
     conns.append(await connect(*addrs[scenario.publisher], "bench-pub", pub))
     await asyncio.wait_for(pub.done, max(60, messages / 2000))
-    # Every accepted message must have reached every subscriber: a fast wrong answer is no answer.
-    short = [s.name for s in subs if s.received != messages]
-    if short:
-        raise RuntimeError(f"{name}: subscribers {short} received fewer than {messages} messages")
+    # Every accepted message must have reached every subscriber (a group: one member), and
+    # the group's members may not have had more between them: a fast wrong answer is no answer.
+    if scenario.group:
+        got = sum(s.received for s in subs)
+        if got != messages:
+            raise RuntimeError(f"{name}: the group's members received {got} messages, not {messages}")
+    else:
+        short = [s.name for s in subs if s.received != messages]
+        if short:
+            raise RuntimeError(f"{name}: subscribers {short} received fewer than {messages} messages")
+    shares = tuple(round(s.received / messages, 3) for s in subs) if scenario.group else ()
     if scenario.idle_links:
         conns.append(idle_conn)
     for c in conns:
@@ -258,7 +275,7 @@ async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: in
     elapsed = pub.finished - pub.started
     lat = sorted(pub.latencies)
     return Result(name, round(messages / elapsed), round(lat[len(lat) // 2] / 1e6, 3), round(lat[int(len(lat) * 0.99)] / 1e6, 3),
-                  messages, len(subs), True, credit)
+                  messages, len(subs), True, credit, shares)
 
 
 async def _run_direct(messages: int, credit: int) -> Result:
@@ -308,7 +325,8 @@ def bench(names: list[str], json_path: str | None, messages: int, credit: int, n
                         proc.wait(10)
     print(f"{'scenario':<16} {'msgs/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'messages':>9}")
     for r in results:
-        print(f"{r.scenario:<16} {r.msgs_per_s:>10} {r.p50_ms:>8} {r.p99_ms:>8} {r.messages:>9}")
+        shares = f"  shares {' '.join(f'{x:.0%}' for x in r.shares)}" if r.shares else ""
+        print(f"{r.scenario:<16} {r.msgs_per_s:>10} {r.p50_ms:>8} {r.p99_ms:>8} {r.messages:>9}{shares}")
     if json_path:
         doc = [dict(asdict(r), date=time.strftime("%Y-%m-%d"), machine=machine()) for r in results]
         Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--runs", type=int, default=1, help="with --random: this many schedules, seeds SEED, SEED+1, ...")
     h.add_argument("--messages", type=int, default=None, help="messages per publisher (overrides the scenario)")
     h.add_argument("--topology", default="ring5.yaml", help="with --random: a topology in topologies/, or a path (default ring5.yaml)")
+    h.add_argument("--groups", action="store_true",
+                   help="with --random: two more subscribers, members of one consumer group")
     h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
     h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")
@@ -67,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--master", default=None, help="Spark master URL, e.g. spark://host:7077 (default local[*])")
 
     b = sub.add_parser("bench", help="measure throughput and latency")
-    b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-idle2000)")
+    b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-idle2000, single-group4, line3-group)")
     b.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     b.add_argument("--messages", type=int, default=200_000, help="messages per scenario")
     b.add_argument("--credit", type=int, default=1000)

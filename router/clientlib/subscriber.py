@@ -68,9 +68,9 @@ class Subscriber:
         self.grace = grace
         self.store = Store(store)
         self.db = self.store.db
-        # a member's link is named for its group (the subscription name, JMS-style)
-        self.container_id, self.link_name = self.store.identity("sub", name if name is not None or group is None
-                                                                else f"{group}|once")
+        # a member's link name begins with its group's (the subscription name, JMS-style)
+        self.container_id, self.link_name = self.store.identity(
+            "sub", name if group is None else f"{group}|{name or 'once'}")
         self._accepted = self.store.accepted_gids(retention)
         self.conn = FailoverConnection(routers, self.container_id, on_session=self._on_session,
                                        on_events=self._on_events, on_down=self._on_down, sasl=sasl,

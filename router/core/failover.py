@@ -206,6 +206,8 @@ class Failover(CoreState):
         return retarget
 
     def _send_owed(self, record: Record, retarget: dict[str, set]) -> None:
+        if record.chosen is not None or self.local_groups:
+            retarget = self._members_not_chosen_out(record, retarget)
         for where, keys in retarget.items():
             if where == self.router_id:
                 self._enqueue_owed(record, frozenset(keys))

@@ -108,9 +108,7 @@ class Forwarding(CoreState):
             # from a router that had not heard yet) is not waited for: parked, it would
             # wait for a change of routes that need not come (a moved subscriber stalled
             # the real mesh3 failover test now and then; the in-process network showed why).
-            gone = stuck - self.remote_routers(record.topic)
-            if gone and record.chosen:
-                gone -= {router for _, router in record.chosen.values()}  # a member waits there
+            gone = stuck - self._wanted(record)
             if gone:
                 stuck = stuck - gone
                 owed = self._owed_elsewhere(record, gone)
@@ -426,7 +424,7 @@ class Forwarding(CoreState):
         # In publish order (the root's stamps): a hop lost parks its older records after
         # newer ones that had parked already (the seed-13 scenario reordered 8 that way).
         for record in sorted(self.parked, key=_born):
-            wanted = self.remote_routers(record.topic)
+            wanted = self._wanted(record)
             dests = {d for d in record.parked if d in wanted}
             # Subscribers of a dead router that attached elsewhere: follow them there, to
             # them alone, also while others are still waited for at the dead router.

@@ -120,17 +120,51 @@ class Groups(CoreState):
         for member, (group, _) in (record.chosen or {}).items():
             chooser.answered(member, group, key)
 
+    def _wanted(self, record: Record) -> set[str]:
+        """Routers this record must reach: those with plain subscribers of its topic, and
+        those of the members chosen for it (a router with members only is not among the
+        first: the harness's group-router-dies lost the deliveries parked for one)."""
+        wanted = self.remote_routers(record.topic)
+        if record.chosen:
+            wanted = wanted | {router for _, router in record.chosen.values()}
+        return wanted
+
+    def _members_not_chosen_out(self, record: Record, owed: dict[str, set]) -> dict[str, set]:
+        """What follows subscribers that moved, less the group members that were not chosen
+        for this record: a member is owed only what its group gave it (the harness's
+        group-router-dies had both members of a dead router's group processing each
+        message that followed them)."""
+        view = self.group_view(record.topic)
+        if not view:
+            return owed
+        members = {m.key for ms in view.values() for m in ms}
+        chosen = record.chosen or {}
+        out = {}
+        for where, keys in owed.items():
+            kept = {k for k in keys if k not in members or k in chosen}
+            if kept:
+                out[where] = kept
+        return out
+
     # ------------------------------------------------------- passing it on
 
     def _chosen_here_missing(self, record: Record) -> None:
-        """Members the record was sent here for that are not here (any more): choose again."""
+        """Members the record was sent here for that are not here (any more): one that
+        attached elsewhere is followed there (it may have had it: our client says so when
+        it resumes, and a copy it already has is recognised by its gid); one that is
+        nowhere is replaced (the harness's group-router-dies had a restarted router give a
+        moved member's share to another member, which processed it a second time)."""
         chosen = record.chosen
         if not chosen:
             return
         subs = self.topics.get(record.topic, {})
         for key, (group, router) in list(chosen.items()):
             if router == self.router_id and key not in subs:
-                self._pass_on(record, group, key)
+                home = next(iter(self.routes.homes((key,))), None)
+                if home is not None and home != self.router_id:
+                    self._send_owed(record, {home: {key}})
+                else:
+                    self._pass_on(record, group, key)
 
     def _pass_on(self, record: Record, group: GroupId, gone: Key) -> bool:
         """Give ``record`` to another member of ``group`` than those that had it; False when

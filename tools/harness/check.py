@@ -3,6 +3,9 @@
 For every message a publisher saw accepted, every subscriber got it: exactly once (our
 client), or at least once with every repeat marked as a redelivery (standard clients);
 first arrivals in publish order per publisher; nothing arrives that was never sent.
+A consumer group counts as one subscriber: its members together got every message, once
+(a repeat at any member is a duplicate for our client, allowed marked for a standard
+one), and each member's first arrivals that are not marked are in publish order.
 ``check`` is pure: records in, report out.
 """
 
@@ -93,7 +96,7 @@ def _seq(mid: str) -> tuple[str, int]:
 
 def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscribers: dict[str, tuple[str, list[Arrival]]],
           faults: list[dict[str, Any]] | None = None, homes: dict[str, str] | None = None,
-          retrying: set[str] | frozenset[str] = frozenset()) -> Report:
+          retrying: set[str] | frozenset[str] = frozenset(), groups: dict[str, list[str]] | None = None) -> Report:
     """``publishers``: name -> its events; ``subscribers``: name -> (client kind, arrivals in
     order); ``faults``: {"at" (wall clock), "t" (seconds into the run), "fault", "router"?};
     ``retrying``: standard publishers, whose resends after a failover are new deliveries
@@ -114,7 +117,16 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
                 report.rejected += 1
         progress[name] = sorted(times)
     report.sent, report.accepted = len(sent), len(accepted)
+    members = {m for ms in (groups or {}).values() for m in ms}
+    for group, names in (groups or {}).items():
+        report.subscribers.append(_group_report(group, {n: subscribers[n] for n in names if n in subscribers},
+                                                sent, accepted, retrying))
+        for n in names:
+            if n in subscribers:
+                progress[n] = sorted(a.t for a in subscribers[n][1])
     for name, (client, arrivals) in subscribers.items():
+        if name in members:
+            continue
         s = SubscriberReport(name, client, received=len(arrivals))
         seen: set[str] = set()
         last: dict[str, int] = {}
@@ -167,6 +179,55 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
 
 
 MARGIN = 0.25
+
+
+def _group_report(group: str, members: dict[str, tuple[str, list[Arrival]]], sent: set[str], accepted: set[str],
+                  retrying: set[str] | frozenset[str]) -> SubscriberReport:
+    kinds = {client for client, _ in members.values()}
+    s = SubscriberReport(f"group {group}", "/".join(sorted(kinds)))
+    merged = sorted(((a, name, client) for name, (client, arrivals) in members.items() for a in arrivals),
+                    key=lambda x: x[0].t)
+    s.received = len(merged)
+    seen: set[str] = set()
+    by_once: set[str] = set()  # processed by one of our members: never again, by anyone
+    examples: dict[str, list[str]] = defaultdict(list)
+    for a, member, client in merged:
+        if a.id not in sent:
+            s.phantom += 1
+            examples["phantom"].append(a.id)
+        if a.id in seen:
+            if _seq(a.id)[0] in retrying:
+                s.publisher_retries += 1
+            elif a.id in by_once or not a.redelivered:
+                s.duplicated += 1
+                examples["duplicated"].append(f"{a.id}@{member}")
+            else:
+                # a standard member had it and may have died before accepting: at-least-once
+                s.marked_repeats += 1
+            if client == "once":
+                by_once.add(a.id)
+            continue
+        seen.add(a.id)
+        if client == "once":
+            by_once.add(a.id)
+    for name, (_, arrivals) in members.items():
+        last: dict[str, int] = {}
+        firsts: set[str] = set()
+        for a in arrivals:
+            if a.id in firsts or a.redelivered:
+                continue  # (a message passed on from another member comes late, marked)
+            firsts.add(a.id)
+            pub, seq = _seq(a.id)
+            if seq < last.get(pub, -1):
+                s.reordered += 1
+                examples["reordered"].append(f"{a.id}@{name}")
+            last[pub] = max(seq, last.get(pub, -1))
+    s.distinct = len(seen)
+    missing = sorted(accepted - seen, key=_seq)
+    s.lost = len(missing)
+    examples["lost"] = missing
+    s.examples = {k: v[:5] for k, v in examples.items() if v}
+    return s
 
 
 def _pause_end(times: list[float], at: float, window: float = 10.0, until: float | None = None) -> float | None:

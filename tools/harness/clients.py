@@ -88,7 +88,8 @@ async def run_once_subscriber(spec: dict[str, Any]) -> None:
 
     out = Path(spec["out"])
     name = spec["name"]
-    sub = Subscriber(spec["routers"], spec["topic"], out / f"sub-{name}.db", name=name, grace=spec.get("grace", 30))
+    sub = Subscriber(spec["routers"], spec["topic"], out / f"sub-{name}.db", name=name, grace=spec.get("grace", 30),
+                     group=spec.get("group") or None, exclusive=bool(spec.get("exclusive")))
     sub.db.execute(RECEIVED)
     journal = catch_up_journal(out, name, spec["topic"], sub.db)
     await sub.start()
@@ -166,7 +167,13 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
 
         def on_start(self, event: Any) -> None:
             conn = event.container.connect(urls=spec["routers"])
-            event.container.create_receiver(conn, spec["topic"], name=name)
+            group = spec.get("group")
+            if group:
+                from tools.clients import SharedSubscription
+                event.container.create_receiver(conn, spec["topic"], name=f"{group}|{name}",
+                                                options=SharedSubscription(exclusive=bool(spec.get("exclusive"))))
+            else:
+                event.container.create_receiver(conn, spec["topic"], name=name)
 
         def on_link_opened(self, event: Any) -> None:
             if event.receiver is not None:

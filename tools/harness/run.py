@@ -37,7 +37,7 @@ class Clients:
         kind = "pub" if c in self.scenario.publishers else "sub"
         spec = {"name": c.name, "client": c.client, "topic": self.scenario.topic, "out": str(self.out),
                 "routers": self.cluster.failover_list(c.router), "messages": self.scenario.messages,
-                "rate": self.scenario.rate}
+                "rate": self.scenario.rate, "group": c.group, "exclusive": c.exclusive}
         n = self.starts.get(name, 0) + 1
         self.starts[name] = n
         with open(self.out / f"{name}.{n}.out", "wb") as stdout, open(self.out / f"{name}.{n}.err", "wb") as stderr:
@@ -79,21 +79,31 @@ def _count_accepted(out: Path, name: str) -> int:
     return path.read_bytes().count(b'"accepted"') if path.exists() else 0
 
 
-def _count_received(out: Path, c: ClientSpec) -> int:
+def _received_ids(out: Path, c: ClientSpec) -> set[str]:
     if c.client == "once":
         path = out / f"sub-{c.name}.db"
         if not path.exists():
-            return 0
+            return set()
         try:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2)
             try:
-                return db.execute("SELECT COUNT(DISTINCT id) FROM received").fetchone()[0]
+                return {r[0] for r in db.execute("SELECT DISTINCT id FROM received")}
             finally:
                 db.close()
         except sqlite3.OperationalError:
-            return 0
+            return set()
     path = out / f"sub-{c.name}.jsonl"
-    return len({line for line in path.read_bytes().splitlines()}) if path.exists() else 0
+    if not path.exists():
+        return set()
+    return {json.loads(line)["id"] for line in path.read_bytes().splitlines() if line.endswith(b"}")}
+
+
+def _received(out: Path, scenario: Scenario) -> list[tuple[str, int]]:
+    """Distinct messages each plain subscriber, and each group (its members together), has."""
+    units: dict[str, set[str]] = {}
+    for c in scenario.subscribers:
+        units.setdefault(f"group {c.group}" if c.group else c.name, set()).update(_received_ids(out, c))
+    return [(name, len(ids)) for name, ids in units.items()]
 
 
 def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 30.0,
@@ -134,14 +144,15 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                                       "client": f.target if f.kind in ("kill_client", "restart_client") else None})
                 say(f"  {now:6.2f}s  {action} {f.describe()}")
             accepted = sum(_count_accepted(out, c.name) for c in scenario.publishers)
-            received = [_count_received(out, c) for c in scenario.subscribers]
+            units = _received(out, scenario)
+            received = [n for _, n in units]
             counts = (accepted, *received)
             if counts != last_counts:
                 last_counts, last_progress = counts, time.monotonic()
             if time.monotonic() >= next_report:
                 next_report += 1.0
                 say(f"  {now:6.2f}s  accepted {accepted}/{scenario.messages * len(scenario.publishers)}  "
-                    + "  ".join(f"{c.name} {n}" for c, n in zip(scenario.subscribers, received, strict=True)))
+                    + "  ".join(f"{name} {n}" for name, n in units))
             pubs_done = all(not clients.running(c.name) for c in scenario.publishers)
             for c in scenario.publishers:
                 if not clients.running(c.name) and clients.procs[c.name].returncode != 0:
@@ -164,12 +175,13 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
     (out / "journal" / "faults.json").write_text(json.dumps(fault_log, indent=1))
     (out / "journal" / "clients.json").write_text(json.dumps(
         {c.name: {"role": "publisher" if c in scenario.publishers else "subscriber", "topic": scenario.topic,
-                  "guarantee": "exactly-once" if c.client == "once" else "at-least-once", "router": c.router}
+                  "guarantee": "exactly-once" if c.client == "once" else "at-least-once", "router": c.router,
+                  "group": c.group}
          for c in scenario.publishers + scenario.subscribers}, indent=1))
     pubs, subs_records = read_records(out, {c.name: c.client for c in scenario.subscribers})
     homes = {c.name: c.router for c in scenario.publishers + scenario.subscribers}
     report = check(scenario.name, pubs, subs_records, fault_log, homes,
-                   retrying={c.name for c in scenario.publishers if c.client != "once"})
+                   retrying={c.name for c in scenario.publishers if c.client != "once"}, groups=scenario.groups)
     report.errors += errors
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     return report

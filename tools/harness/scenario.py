@@ -9,6 +9,8 @@ A scenario file (``topologies/scenarios/*.yaml``)::
     rate: 1500                    # per publisher, messages/s (0: as fast as credit allows)
     publishers:  [{name: p1, router: A}]          # client: once (default) or proton
     subscribers: [{name: s1, router: C}, {name: s2, router: B, client: proton}]
+    # subscribers that name a group are its members: each message to one of them
+    #   {name: w1, router: A, group: workers}   (exclusive: true for one active member)
     faults:                       # seconds after the publishers start
       - {at: 1.0, kill: A}        # SIGKILL a router
       - {at: 4.0, restart: A}
@@ -44,6 +46,8 @@ class ClientSpec:
     name: str
     router: str
     client: str = "once"
+    group: str = ""  # a subscriber that is a member of this consumer group
+    exclusive: bool = False  # of an exclusive group
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,15 @@ class Scenario:
     faults: tuple[Fault, ...]
     settings: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+
+    @property
+    def groups(self) -> dict[str, list[str]]:
+        """Consumer group -> the names of its members."""
+        out: dict[str, list[str]] = {}
+        for c in self.subscribers:
+            if c.group:
+                out.setdefault(c.group, []).append(c.name)
+        return out
 
     @property
     def routers(self) -> list[str]:
@@ -129,7 +142,13 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
             client = item.get("client", "once")
             if client not in allowed:
                 raise fail(f"{key}[{i}].client", f"expected one of {', '.join(allowed)}, got {client!r}")
-            out.append(ClientSpec(item["name"], item["router"], client))
+            group = item.get("group", "")
+            if not isinstance(group, str) or "|" in group or (group and key != "subscribers"):
+                raise fail(f"{key}[{i}].group", f"expected a subscriber's group name without '|', got {group!r}")
+            exclusive = item.get("exclusive", False)
+            if not isinstance(exclusive, bool) or (exclusive and not group):
+                raise fail(f"{key}[{i}].exclusive", "true or false, for a member of a group")
+            out.append(ClientSpec(item["name"], item["router"], client, group, exclusive))
         return tuple(out)
 
     publishers = clients("publishers", CLIENTS)
@@ -166,9 +185,12 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
                     tuple(sorted(faults, key=lambda f: f.at)), settings, str(doc.get("description", "")))
 
 
-def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", rate: float = 2000) -> Scenario:
+def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", rate: float = 2000,
+               groups: bool = False) -> Scenario:
     """A random fault schedule: each fault is healed (router restarted, link restored,
-    client restarted) a little later, so every run can finish."""
+    client restarted) a little later, so every run can finish. ``groups``: two more
+    subscribers, members of one consumer group, on routers drawn apart from the rest (a
+    seed's schedule is the same with or without them, but for faults that hit them)."""
     rng = random.Random(seed)
     path = next((p for p in (TOPOLOGIES / topology, Path(topology)) if p.is_file()), None)
     if path is None:
@@ -183,6 +205,10 @@ def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", r
         raise ScenarioError(f"{path}: a random fault schedule needs at least two linked routers")
     publishers = (ClientSpec("p1", rng.choice(routers)),)
     subscribers = (ClientSpec("s1", rng.choice(routers)), ClientSpec("s2", rng.choice(routers)))
+    if groups:
+        own = random.Random(seed * 7919 + 1)
+        subscribers += (ClientSpec("g1", own.choice(routers), group="workers"),
+                        ClientSpec("g2", own.choice(routers), group="workers"))
     duration = messages / rate
     faults: list[Fault] = []
     t = rng.uniform(0.3, 1.0)
