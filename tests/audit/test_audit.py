@@ -88,3 +88,43 @@ def test_a_run_given_as_a_url_is_read_and_written_through_hadoop_file_systems(sp
     assert s["violations"]["lost"] == 2
     assert json.loads((tmp_path / "audit" / "summary.json").read_text())["violations"]["lost"] == 2
     assert "VIOLATIONS" in (tmp_path / "audit" / "report.html").read_text()
+
+
+def test_a_consumer_group_is_audited_as_one_subscriber(spark, tmp_path):
+    """Members w1 (ours) and w2 (standard) of group g, a plain subscriber s; one publisher."""
+    j = tmp_path / "journal"
+    j.mkdir()
+    rows = {"publisher-p1": [], "subscriber-w1": [], "subscriber-w2": [], "subscriber-s": []}
+    t = 1_800_000_000_000_000
+
+    def msg(i: int, arrivals: list[tuple[str, bool]]) -> None:
+        g, mid, t0 = f"{i:032x}", f"p1:{i}", t + i * 1000
+        rows["publisher-p1"].append(f"{t0},publisher,p1,sent,{g},{mid},t,")
+        for k, (member, marked) in enumerate(arrivals):
+            rows[f"subscriber-{member}"].append(
+                f"{t0 + 10 + k},subscriber,{member},received,{g},{mid},t,{'redelivery' if marked else ''}")
+            rows[f"subscriber-{member}"].append(f"{t0 + 20 + k},subscriber,{member},accepted,{g},{mid},t,")
+        rows["subscriber-s"].append(f"{t0 + 5},subscriber,s,received,{g},{mid},t,")
+        rows["publisher-p1"].append(f"{t0 + 50},publisher,p1,accepted,{g},{mid},t,")
+
+    msg(0, [("w1", False)])
+    msg(1, [("w2", False)])
+    msg(2, [])  # lost for the group (the plain subscriber had it)
+    msg(3, [("w1", False), ("w2", True)])  # ours had it: another member's copy is a duplicate
+    msg(4, [("w2", False), ("w1", True)])  # the standard member may have died before accepting: marked, fine
+    msg(5, [("w2", False), ("w1", False)])  # the same, not marked: a duplicate
+    for name, lines in rows.items():
+        (j / f"{name}.csv").write_text("t_us,source,node,event,gid,mid,topic,peer\n" + "\n".join(lines) + "\n")
+    (j / "clients.json").write_text(json.dumps({
+        "p1": {"role": "publisher", "topic": "t", "guarantee": "exactly-once", "router": "A"},
+        "w1": {"role": "subscriber", "topic": "t", "guarantee": "exactly-once", "router": "A", "group": "g"},
+        "w2": {"role": "subscriber", "topic": "t", "guarantee": "at-least-once", "router": "B", "group": "g"},
+        "s": {"role": "subscriber", "topic": "t", "guarantee": "exactly-once", "router": "B"}}))
+    (j / "faults.json").write_text("[]")
+    s = run_audit(spark, str(tmp_path)).summary
+    assert s["violations"]["lost"] == 1 and s["violations"]["duplicated"] == 2
+    units = {u["name"]: u for u in s["subscribers"]}
+    assert set(units) == {"group g", "s"}
+    g = units["group g"]
+    assert (g["distinct"], g["lost"], g["duplicated"], g["marked_repeats"]) == (5, 1, 2, 1)
+    assert g["guarantee"] == "mixed" and units["s"]["lost"] == 0

@@ -6,6 +6,12 @@ subscriber is owed: every message of its topic that its publisher saw accepted (
 harness attaches every subscriber before publishing starts; ``clients.json`` names the
 subscribers and their guarantee: a standard client is at-least-once and may repeat a
 delivery only if it was marked as a possible repeat).
+
+A consumer group's members (``clients.json``: ``group``) are checked as one subscriber,
+the unit ``group NAME``: each message its topic's publisher saw accepted reached one of
+them; a repeat at any member after one of our members had it is a duplicate, after a
+standard member it must be marked; each member's first arrivals that are not marked are
+in publish order. A plain subscriber is a unit of its own.
 """
 
 from __future__ import annotations
@@ -46,13 +52,15 @@ class Result:
 
 
 def _subscribers(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]]) -> DataFrame:
-    listed = [(n, c.get("topic"), c.get("guarantee", "exactly-once"), c.get("router"))
+    listed = [(n, c.get("topic"), c.get("guarantee", "exactly-once"), c.get("router"),
+               f"group {c['group']}" if c.get("group") else n)
               for n, c in clients.items() if c.get("role") == "subscriber"]
-    schema = "sub string, topic string, guarantee string, home string"
+    schema = "sub string, topic string, guarantee string, home string, unit string"
     if listed:
         return spark.createDataFrame(listed, schema)
     seen = j.filter(F.col("source") == "subscriber").select(F.col("node").alias("sub"), "topic").distinct()
-    return seen.withColumn("guarantee", F.lit("exactly-once")).withColumn("home", F.lit(None).cast("string"))
+    return (seen.withColumn("guarantee", F.lit("exactly-once")).withColumn("home", F.lit(None).cast("string"))
+            .withColumn("unit", F.col("sub")))
 
 
 def _quantiles(df: DataFrame, col: str, by: str | None) -> dict[str, dict[str, Any]]:
@@ -81,25 +89,39 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
     rejected = pub.filter(F.col("event") == "rejected").select("gid", "mid", F.col("node").alias("pub")).persist()
     subs = _subscribers(spark, j, clients).persist()
     sub_rows = j.filter(F.col("source") == "subscriber")
+    units = subs.select("sub", "guarantee", "unit")
     recv = (sub_rows.filter(F.col("event") == "received")
-            .select(F.col("node").alias("sub"), "gid", F.col("mid").alias("rmid"), F.col("t_us").alias("t_recv"),
-                    (F.col("peer") == "redelivery").alias("marked"))
-            .join(F.broadcast(subs.select("sub", "guarantee")), "sub", "left")
-            .withColumn("guarantee", F.coalesce("guarantee", F.lit("exactly-once"))))
+            .select(F.col("node").alias("member"), "gid", F.col("mid").alias("rmid"), F.col("t_us").alias("t_recv"),
+                    # (an empty peer reads as null: not marked)
+                    F.coalesce(F.col("peer") == "redelivery", F.lit(False)).alias("marked"))
+            .join(F.broadcast(units.withColumnRenamed("sub", "member")), "member", "left")
+            .withColumn("guarantee", F.coalesce("guarantee", F.lit("exactly-once")))
+            .withColumn("sub", F.coalesce("unit", "member"))  # the unit: a plain subscriber, or a group
+            .withColumn("in_group", F.col("sub") != F.col("member")))
     first_w = Window.partitionBy("sub", "gid").orderBy("t_recv")
-    recv = recv.withColumn("rn", F.row_number().over(first_w)).persist()
+    earlier = first_w.rowsBetween(Window.unboundedPreceding, -1)
+    recv = (recv.withColumn("rn", F.row_number().over(first_w))
+            .withColumn("after_ours", F.max((F.col("guarantee") == "exactly-once").cast("int")).over(earlier) == 1)
+            .persist())
     firsts = recv.filter(F.col("rn") == 1).join(sent, "gid", "left").persist()
-    sacc = sub_rows.filter(F.col("event") == "accepted").groupBy(F.col("node").alias("sub"), "gid").agg(
-        F.min("t_us").alias("t_sacc"))
+    sacc = (sub_rows.filter(F.col("event") == "accepted")
+            .join(F.broadcast(units.withColumnRenamed("sub", "node")), "node", "left")
+            .groupBy(F.coalesce("unit", "node").alias("sub"), "gid").agg(F.min("t_us").alias("t_sacc")))
 
-    owed = sent.join(acc, "gid").join(F.broadcast(subs.select("sub", "topic")), "topic")
+    owed = sent.join(acc, "gid").join(F.broadcast(subs.select(F.col("unit").alias("sub"), "topic").distinct()), "topic")
     lost = owed.join(firsts.select("sub", "gid"), ["sub", "gid"], "left_anti")
     repeats = recv.filter(F.col("rn") > 1)
-    dup = repeats.filter((F.col("guarantee") == "exactly-once") | ~F.col("marked"))
-    marked = repeats.filter((F.col("guarantee") != "exactly-once") & F.col("marked"))
+    # A repeat breaks the promise after one of our clients had it (ours never process twice,
+    # and a group's member of ours accepted it), or when it is not marked.
+    ours_had_it = F.when(F.col("in_group"), F.coalesce("after_ours", F.lit(False))).otherwise(
+        F.col("guarantee") == "exactly-once")
+    dup = repeats.filter(ours_had_it | ~F.col("marked"))
+    marked = repeats.filter(~ours_had_it & F.col("marked"))
     phantom = recv.join(sent.select("gid"), "gid", "left_anti")
-    order_w = Window.partitionBy("sub", "pub").orderBy("t_recv").rowsBetween(Window.unboundedPreceding, -1)
-    reordered = (firsts.filter(F.col("t_sent").isNotNull())
+    # Order: per subscriber and publisher; in a group, per member, among first arrivals not
+    # marked (a message passed on from another member comes late, marked).
+    order_w = Window.partitionBy("member", "pub").orderBy("t_recv").rowsBetween(Window.unboundedPreceding, -1)
+    reordered = (firsts.filter(F.col("t_sent").isNotNull() & ~(F.col("in_group") & F.col("marked")))
                  .withColumn("before", F.max("t_sent").over(order_w))
                  .filter(F.col("t_sent") < F.col("before")))
     early = owed.join(sacc, ["sub", "gid"]).filter(F.col("t_sacc") > F.col("t_acc"))
@@ -110,8 +132,9 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
     def examples(df: DataFrame, mid: str = "mid") -> list[str]:
         """The first few, in the order they happened."""
         order = "t_recv" if "t_recv" in df.columns else "t_sent"
-        return [f"{r['sub']}: {r[mid] or r['gid']}"
-                for r in df.select("sub", mid, "gid", order).orderBy(order).limit(EXAMPLES).collect()]
+        who = "member" if "member" in df.columns else "sub"
+        return [f"{r[who]}: {r[mid] or r['gid']}"
+                for r in df.select(who, mid, "gid", order).orderBy(order).limit(EXAMPLES).collect()]
 
     kinds = {"lost": (lost, "mid"), "duplicated": (dup, "rmid"), "reordered": (reordered, "mid"),
              "phantom": (phantom, "rmid"), "early_acceptance": (early, "mid")}
@@ -126,11 +149,16 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
         ex["rejected"] = [f"{r['pub']}: {r['mid'] or r['gid']}" for r in rejected.limit(EXAMPLES).collect()]
 
     subscribers = []
+    by_unit: dict[str, dict[str, Any]] = {}
     for r in subs.collect():
-        s = {"name": r["sub"], "topic": r["topic"], "guarantee": r["guarantee"]}
-        for k in ("received", "distinct", *kinds, "marked_repeats"):
-            s[k] = counts[k].get(r["sub"], 0)
-        subscribers.append(s)
+        u = by_unit.get(r["unit"])
+        if u is None:
+            u = by_unit[r["unit"]] = {"name": r["unit"], "topic": r["topic"], "guarantee": r["guarantee"]}
+            for k in ("received", "distinct", *kinds, "marked_repeats"):
+                u[k] = counts[k].get(r["unit"], 0)
+            subscribers.append(u)
+        elif u["guarantee"] != r["guarantee"]:
+            u["guarantee"] = "mixed"  # a group of our clients and standard ones
 
     # Latency: publisher's send to a subscriber's first arrival, per topic; per hop from router rows.
     lat = firsts.filter(F.col("t_sent").isNotNull()).select("topic", (F.col("t_recv") - F.col("t_sent")).alias("us"))
