@@ -58,9 +58,26 @@ class Member:
     exclusive: bool = False  # it asked for an exclusive group (one active member)
 
 
-def members_table(members: Iterable[Member]) -> tuple[Member, ...]:
-    """A group's members in the order every router agrees on."""
-    return tuple(sorted(members, key=lambda m: m.key))
+def _by_key(m: Member) -> Key:
+    return m.key
+
+
+class Table(tuple):
+    """A group's members in the order every router agrees on, and what each message would
+    otherwise work out again: whether the group is exclusive, and its active member."""
+
+    exclusive: bool
+    leader: Member | None
+
+    def __new__(cls, members: Iterable[Member]) -> Table:
+        t = super().__new__(cls, sorted(members, key=_by_key))
+        t.exclusive = any(m.exclusive for m in t)
+        t.leader = active(t) if t.exclusive else None
+        return t
+
+
+def members_table(members: Iterable[Member]) -> Table:
+    return Table(members)
 
 
 def key_slot(key: bytes, n: int) -> int:
@@ -72,20 +89,20 @@ class Chooser:
 
     def __init__(self) -> None:
         self.outstanding: dict[Key, int] = {}
-        self._last: dict[GroupId, Key] = {}
+        self._last: dict[GroupId, tuple[Table, int]] = {}  # the table and position chosen last
         # (group, message key) -> (member, its messages with that key not answered yet)
         self.sticky: dict[tuple[GroupId, bytes], tuple[Key, int]] = {}
 
-    def choose(self, group: GroupId, members: tuple[Member, ...], key: bytes | None,
+    def choose(self, group: GroupId, members: Table, key: bytes | None,
                exclude: Collection[Key] = ()) -> Member | None:
-        """The member of ``members`` (a ``members_table``) that gets a message with ``key``,
-        leaving out ``exclude`` (those that had it); None when nobody is left."""
+        """The member of ``members`` that gets a message with ``key``, leaving out
+        ``exclude`` (those that had it); None when nobody is left."""
         if exclude:
-            members = tuple(m for m in members if m.key not in exclude)
+            members = Table(m for m in members if m.key not in exclude)
         if not members:
             return None
-        if any(m.exclusive for m in members):
-            return active(members)
+        if members.exclusive:
+            return members.leader
         if key is not None:
             held = self.sticky.get((group, key))
             if held is not None:
@@ -94,27 +111,28 @@ class Chooser:
                         return m  # its earlier messages with this key are still out there
             return members[key_slot(key, len(members))]
         load = self.outstanding
-        last = self._last.get(group)
         n = len(members)
         start = 0
+        last = self._last.get(group)
         if last is not None:
             # round-robin among equals: begin after the one chosen last
-            for i, m in enumerate(members):
-                if m.key > last:
-                    start = i
-                    break
-        best = None
-        best_load = 0
+            table, i = last
+            if table is members:
+                start = (i + 1) % n
+            else:  # the table changed since: after the last one's key
+                key_last = table[i].key
+                start = next((j for j, m in enumerate(members) if m.key > key_last), 0)
+        best = start
+        best_load = -1
         for j in range(n):
-            m = members[(start + j) % n]
-            lm = load.get(m.key, 0)
-            if best is None or lm < best_load:
-                best, best_load = m, lm
+            i = (start + j) % n
+            lm = load.get(members[i].key, 0)
+            if best_load < 0 or lm < best_load:
+                best, best_load = i, lm
                 if lm == 0:
                     break
-        assert best is not None
-        self._last[group] = best.key
-        return best
+        self._last[group] = (members, best)
+        return members[best]
 
     def given(self, member: Key, group: GroupId | None = None, key: bytes | None = None) -> None:
         self.outstanding[member] = self.outstanding.get(member, 0) + 1
@@ -152,7 +170,7 @@ def exclusive(members: tuple[Member, ...]) -> bool:
 
 
 def merged(local: Mapping[GroupId, Mapping[Key, Member]],
-           remote: Mapping[GroupId, Iterable[Member]]) -> dict[GroupId, tuple[Member, ...]]:
+           remote: Mapping[GroupId, Iterable[Member]]) -> dict[GroupId, Table]:
     """Our own members and the rest of the network's, one table per group (a key attached
     both here and elsewhere counts once: here)."""
     out: dict[GroupId, dict[Key, Member]] = {}

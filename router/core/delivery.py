@@ -112,8 +112,8 @@ class Delivery(CoreState):
             owed = self._moved_away_owed(record)
             if owed:
                 self._send_owed(record, owed)
-        if record.chosen is not None and local:
-            self._chosen_here_missing(record)
+        if record.chosen is not None and local and not record.local:
+            self._chosen_here_missing(record)  # (the root chose among members it has)
         for sub in targets:
             self.pump(sub)
         if record.pending == 0 and not record.outcome_sent:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from records.membership import Chooser, GroupId, Key, Member, active, exclusive, merged
+from records.membership import Chooser, GroupId, Key, Member, Table, active, exclusive, merged
 from records.table import Record, SubState
 
 from .peers import Subscriber
@@ -28,7 +28,7 @@ class Groups(CoreState):
     local_groups: dict[str, dict[GroupId, dict[Key, Member]]]
     chooser: Chooser
     message_key: Callable[[bytes], bytes | None]
-    _group_views: dict[str, tuple[object, int, dict[GroupId, tuple[Member, ...]]]]
+    _group_views: dict[str, tuple[object, int, dict[GroupId, Table]]]
     _local_version: int
 
     # ---------------------------------------------------------- membership
@@ -81,7 +81,7 @@ class Groups(CoreState):
             return None
         return active(members).key == sub.key
 
-    def group_view(self, topic: str) -> dict[GroupId, tuple[Member, ...]]:
+    def group_view(self, topic: str) -> dict[GroupId, Table]:
         """Every group of ``topic`` in the network, each member table sorted (cached until
         our members or the network's table change)."""
         remote = self.routes.group_members(topic)
