@@ -233,6 +233,9 @@ def _resume(spark: SparkSession, j: DataFrame, subs: DataFrame, clients: dict[st
         affected = [n for n, h in homes.items() if f.get("router") is not None and h == f["router"]]
         if f.get("client"):
             affected = [f["client"]]
+            group = clients.get(f["client"], {}).get("group")
+            if group and "kill" in f["fault"]:  # as the harness: the group's other members take over
+                affected = [n for n, c in clients.items() if c.get("group") == group and n != f["client"]]
         rows.append((i, at, until, affected))
     fdf = spark.createDataFrame(rows, "i int, at long, until long, affected array<string>")
     streams = j.filter(((F.col("source") == "subscriber") & (F.col("event") == "received"))

@@ -167,6 +167,11 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
         affected = [c for c, home in homes.items() if f.get("router") is not None and home == f["router"]]
         if f.get("client"):
             affected = [f["client"]]
+            group = next((ms for ms in (groups or {}).values() if f["client"] in ms), None)
+            if group is not None and "kill" in f["fault"]:
+                # a group member's death: the group resumes when the others take its share
+                # over (an exclusive group: the standby that becomes active)
+                affected = [m for m in group if m != f["client"]]
         worst: float | None = None
         by = "no client traffic after it"
         for c in affected or list(progress):
