@@ -176,8 +176,7 @@ class Forwarding(CoreState):
         record = self.records.get(gid)
         if record is not None:
             if chosen:
-                # what the root chose stands; a member chosen again here since stays too
-                record.chosen = chosen if record.chosen is None else {**chosen, **record.chosen}
+                record.chosen = self._merge_chosen(record, chosen, keys)
             if keys is not None:
                 self._keyed_copy(record, up, handle, dests, keys, presettled)
                 return record

@@ -120,6 +120,21 @@ class Groups(CoreState):
         for member, (group, _) in (record.chosen or {}).items():
             chooser.answered(member, group, key)
 
+    @staticmethod
+    def _merge_chosen(record: Record, chosen: dict, keys: frozenset | None) -> dict:
+        """A copy of a record we hold came with its choices. A full copy's choice for a
+        group that already has one here does not stand: it was made again by a root that
+        never saw the first (the publisher resumed there after the first root died), and
+        the member chosen first may have processed it (the groups soak's random-104). A
+        copy for particular keys names members chosen to take over: they join."""
+        mine = record.chosen
+        if not mine:
+            return dict(chosen)
+        if keys is not None:
+            return {**mine, **{k: v for k, v in chosen.items() if k in keys}}
+        have = {group for group, _ in mine.values()}
+        return {**{k: v for k, v in chosen.items() if v[0] not in have}, **mine}
+
     def _wanted(self, record: Record) -> set[str]:
         """Routers this record must reach: those with plain subscribers of its topic, and
         those of the members chosen for it (a router with members only is not among the
