@@ -235,3 +235,38 @@ def test_a_member_asking_for_exclusive_makes_the_group_exclusive_and_plain_membe
     excl = Member_()
     b, _ = core.add_subscriber(excl, "t", "c2", "w", False, G, since=2, exclusive=True)
     assert core.is_active(a) is True and core.is_active(b) is False
+
+
+def _member_router() -> tuple[Core, dict[str, Sub], dict[str, Any]]:
+    """Router E with members g1 and g2 of one group, and two upstream neighbours."""
+    core = Core("E", Settings(), clock=lambda: 0.0)
+    ports = {"g1": Sub(), "g2": Sub()}
+    subs = {n: core.add_subscriber(p, "t", n, "w", False, G)[0] for n, p in ports.items()}
+    ups = {peer: core.add_upstream(peer, Pub()) for peer in ("A", "C")}
+    for up in ups.values():
+        up.credit = 100
+    return core, ports, {"subs": subs, "ups": ups}
+
+
+def test_a_second_roots_choice_does_not_stand_where_the_first_ones_member_has_it():
+    core, ports, x = _member_router()
+    a, c = x["ups"]["A"], x["ups"]["C"]
+    core.forwarded(a, "hA", b"gid", "t", b"m", frozenset({"E"}), False, 0, chosen={("g2", "w"): (G, "E")})
+    assert len(ports["g2"].sent) == 1 and not ports["g1"].sent
+    # A died; the publisher resumed at C, which never saw the message and chose g1
+    core.forwarded(c, "hC", b"gid", "t", b"m", frozenset({"E"}), False, 0, chosen={("g1", "w"): (G, "E")})
+    assert not ports["g1"].sent  # g2 had it first: nobody else processes it
+    record = ports["g2"].sent[0][0]
+    core.subscriber_update(x["subs"]["g2"], record, None, ACCEPTED, True)
+    assert [o for _, o, _ in c.port.outcomes] == [ACCEPTED]
+
+
+def test_a_copy_for_particular_keys_reaches_only_members_chosen_for_it():
+    core, ports, x = _member_router()
+    a = x["ups"]["A"]
+    core.forwarded(a, "hA", b"gid", "t", b"m", frozenset({"E"}), False, 0, chosen={("g2", "w"): (G, "E")})
+    # a keyed copy for both keys (subscribers that moved here): only the chosen one counts
+    core.forwarded(a, "hA2", b"gid2", "t", b"m2", frozenset({"E"}), False, 0,
+                   keys=frozenset({("g1", "w"), ("g2", "w")}), chosen={("g1", "w"): (G, "E")})
+    assert [r.gid for r, _, _ in ports["g1"].sent] == [b"gid2"]
+    assert [r.gid for r, _, _ in ports["g2"].sent] == [b"gid"]
