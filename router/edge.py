@@ -357,11 +357,18 @@ class EdgeConnection(EngineProtocol):
         elif isinstance(ctx, Subscriber):
             source = link.source
             durable = source is not None and source.expiry_policy == "never"
-            if ctx.group is not None and not ctx.resumable:
-                # A member that cannot resume (a standard client never sends an unsettled
-                # map) would only get its deliveries back as repeats: the group's other
-                # members get them now instead of after the grace.
-                suspend = durable = False
+            if ctx.group is not None:
+                if suspend and durable and self.core.last_member(ctx):
+                    # A durable group outlives its members: the last one to go stays as its
+                    # stand-in, and what comes for the group waits with it (bounded by the
+                    # window) until a member attaches again, or one unsubscribes.
+                    self.core.stand_in(ctx)
+                    return
+                if not ctx.resumable:
+                    # A member that cannot resume (a standard client never sends an unsettled
+                    # map) would only get its deliveries back as repeats: the group's other
+                    # members get them now instead of after the grace.
+                    suspend = durable = False
             if suspend or durable:
                 timeout = float(source.timeout) if source is not None else 0.0
                 grace = max(timeout, self.router.settings.subscriber_grace)

@@ -14,6 +14,7 @@ One part of ``Core`` (``facade.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -65,12 +66,39 @@ class Groups(CoreState):
                     key = active(members).key
                     if key in ours:
                         now.add(key)
+        self._stand_ins_give_way()
         for key in now - self.active_members:
             for topic, groups in self.local_groups.items():
                 sub = self.topics.get(topic, {}).get(key)
                 if sub is not None and sub.group is not None and key in groups.get(sub.group, {}):
                     sub.port.activated()
         self.active_members = now
+
+    def last_member(self, sub: Subscriber) -> bool:
+        """Whether ``sub`` is the only member its group has in the network."""
+        if sub.group is None:
+            return False
+        return all(m.key == sub.key for m in self.group_view(sub.topic).get(sub.group, ()))
+
+    def stand_in(self, sub: Subscriber) -> None:
+        """Keep the last member of a durable group, suspended for good: the group goes on
+        being chosen, and its messages wait here until a member attaches again (then they
+        go to it, marked) or the subscription is closed."""
+        self.suspend_subscriber(sub, math.inf)
+
+    def _stand_ins_give_way(self) -> None:
+        """A group with a stand-in has a member again: the stand-in ends now (its grace is
+        over), and what waited with it goes to the group's members as it is removed."""
+        now = self.clock()
+        for topic, groups in self.local_groups.items():
+            subs = self.topics.get(topic, {})
+            view = self.group_view(topic)
+            for group, ours in groups.items():
+                members = view.get(group, ())
+                for key in ours:
+                    sub = subs.get(key)
+                    if sub is not None and sub.suspended_until == math.inf and len(members) > 1:
+                        sub.suspended_until = now  # the periodic expiry removes it, passing its messages on
 
     def is_active(self, sub: Subscriber) -> bool | None:
         """Whether ``sub`` is the active member of its exclusive group (None: it is in none)."""

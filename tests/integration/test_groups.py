@@ -113,3 +113,23 @@ def test_an_exclusive_groups_standby_takes_over_in_order_when_the_active_member_
     wait_for(lambda: pub.accepted() == 15, timeout=30, what="every message accepted")
     standby.close()
     t.stop()
+
+
+def test_a_durable_group_keeps_its_messages_while_it_has_no_member(line3):
+    from proton.reactor import DurableSubscription
+
+    only = holders.holder(line3["C"].url, "app-1", "audit|global", topic="audit", group="durable")
+    only.send_signal(signal.SIGKILL)  # the group's only member vanishes: the group stays
+    only.wait()
+    pub = ProtonPublisher(line3["A"].url, "audit")
+    first = pub.send("d0")
+    with pytest.raises(queue.Empty):
+        first.get(timeout=1.0)  # (a window in which it must not be answered: nobody has it yet)
+    member = ProtonSubscriber(line3["B"].url, "audit", name="audit|global", container_id="app-2",
+                              options=[SharedSubscription(), DurableSubscription()])
+    later = [pub.send(f"d{i}") for i in (1, 2)]
+    got = member.take(3)
+    assert [m.body for m in got] == ["d0", "d1", "d2"]
+    assert [o.get(timeout=30) for o in [first, *later]] == [ACCEPTED] * 3
+    for c in (member, pub):
+        c.close()

@@ -270,3 +270,24 @@ def test_a_copy_for_particular_keys_reaches_only_members_chosen_for_it():
                    keys=frozenset({("g1", "w"), ("g2", "w")}), chosen={("g1", "w"): (G, "E")})
     assert [r.gid for r, _, _ in ports["g1"].sent] == [b"gid2"]
     assert [r.gid for r, _, _ in ports["g2"].sent] == [b"gid"]
+
+
+def test_a_durable_groups_last_member_stands_in_until_a_member_attaches_again():
+    t = [0.0]
+    core = Core("A", Settings(), clock=lambda: t[0])
+    first, p = Sub(), Pub()
+    a, _ = core.add_subscriber(first, "t", "c1", "w", False, G)
+    assert core.last_member(a)
+    core.stand_in(a)  # its link went (not closed): the group lives on
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    for i in range(3):
+        core.publish(pub, str(i).encode(), b"%d" % i, False, i)
+    t[0] = 3600.0
+    assert core.expire_suspended(t[0]) == [] and p.outcomes == []  # they wait, however long
+    later = Sub()
+    b, _ = core.add_subscriber(later, "t", "c2", "w", False, G)
+    assert not core.last_member(b)
+    assert core.expire_suspended(t[0]) == [a]  # the stand-in gives way to the new member
+    assert [r.payload for r, _, _ in later.sent] == [b"0", b"1", b"2"]
+    _accept_all(core, b, later)
+    assert len(p.outcomes) == 3 and len(core.records) == 0

@@ -19,7 +19,7 @@ _READERS: dict[int, threading.Thread] = {}
 
 def holder(url: str, container: str, link: str, topic: str = "susp", group: str = "") -> subprocess.Popen[str]:
     """Start one; returns once its link is attached. It prints a line per message and never
-    accepts. ``group``: "shared" or "exclusive" to join a consumer group."""
+    accepts. ``group``: "shared", "exclusive" or "durable" to join a consumer group."""
     extra = [group] if group else []
     proc = subprocess.Popen([sys.executable, str(HOLDER), url, topic, container, link, *extra],
                             stdout=subprocess.PIPE, text=True)
