@@ -82,7 +82,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
         self.treatment = treatment
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
-        self.parked: dict[Record, None] = {}  # in publish order: re-tried in that order
+        self.parked: dict[Record, float] = {}  # -> parked since; in publish order: re-tried in that order
         # per-destination order across route changes: pins and the held queue
         self.order = DestinationOrder()
         # Until the network has told us who subscribes where (the first sync from a
@@ -256,6 +256,8 @@ class Core(Delivery, Forwarding, Failover, Groups):
                 del self.suspended_publishers[key]
                 self._release_publisher(pub)
         self.placeholders.expire(now)
+        if self.parked and (self.local_groups or any(r.chosen for r in self.parked)):
+            self._pass_on_unreachable(now)
         for topic, moved in list(self.moved_away.items()):
             for key in [k for k, (_, until) in moved.items() if until <= now]:
                 del moved[key]

@@ -122,7 +122,7 @@ class Forwarding(CoreState):
                     parked_keys[d] = keys_at(record.topic, d)
             record.parked |= stuck
             record.add_waiter(PARKED)
-            self.parked[record] = None
+            self.parked.setdefault(record, self.clock())  # (since when: groups pass on after the grace)
             # Subscribers of an unreachable router that already attached elsewhere get it
             # there now: waiting for the next change of the graph would stall them, and
             # let newer deliveries reach them first.

@@ -21,7 +21,7 @@ from typing import Any
 from records.membership import Chooser, GroupId, Key, Member, Table, active, exclusive, merged
 from records.table import Record, SubState
 
-from .peers import Subscriber
+from .peers import PARKED, Subscriber
 from .state import CoreState
 
 
@@ -171,6 +171,34 @@ class Groups(CoreState):
         if record.chosen:
             wanted = wanted | {router for _, router in record.chosen.values()}
         return wanted
+
+    def _pass_on_unreachable(self, now: float) -> None:
+        """Members chosen for records parked here because their router is out of reach, for
+        longer than the subscriber grace, and not attached anywhere else since: their share
+        goes to the group's other members (marked), as a member's that left would. The
+        router they were on stops being waited for unless plain subscribers are there."""
+        grace = self.settings.subscriber_grace
+        for record, since in list(self.parked.items()):
+            if now - since < grace or not record.chosen:
+                continue
+            done = False
+            for key, (group, router) in list(record.chosen.items()):
+                if router not in record.parked:
+                    continue
+                home = next(iter(self.routes.homes((key,))), None)
+                if home is not None and home != router:
+                    continue  # it attached elsewhere: it is followed there, not replaced
+                if self._pass_on(record, group, key):
+                    del record.chosen[key]
+                    done = True
+            if done:
+                plain = self.remote_routers(record.topic)
+                keep = {d for d in record.parked if d in plain or d in {r for _, r in record.chosen.values()}}
+                if keep != record.parked:
+                    record.parked = frozenset(keep)
+                    if not keep:
+                        del self.parked[record]
+                        self._answered(record, record.drop_waiter(PARKED))
 
     def _members_not_chosen_out(self, record: Record, owed: dict[str, set]) -> dict[str, set]:
         """What follows subscribers that moved, less the group members that were not chosen

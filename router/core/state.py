@@ -62,7 +62,7 @@ class CoreState:
     treatment: Treatment
     hops: dict[str, Hop]
     upstreams: dict[str, Upstream]
-    parked: dict[Record, None]
+    parked: dict[Record, float]
     order: DestinationOrder
     unsynced: bool
     moved_away: dict[str, dict[tuple[str, str], tuple[str, float]]]

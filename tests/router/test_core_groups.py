@@ -291,3 +291,50 @@ def test_a_durable_groups_last_member_stands_in_until_a_member_attaches_again():
     assert [r.payload for r, _, _ in later.sent] == [b"0", b"1", b"2"]
     _accept_all(core, b, later)
     assert len(p.outcomes) == 3 and len(core.records) == 0
+
+
+class _Routes:
+    """The network as root A sees it: member ("c9", "w") of G lives at D, which is out of reach."""
+
+    def __init__(self) -> None:
+        self.view = {G: members_table([Member(("c9", "w"), "D", 1)])}
+
+    def remote_routers(self, topic: str) -> set[str]:
+        return set()
+
+    def route(self, dests, exclude):
+        return {}, set(dests)
+
+    def moved(self, topic, origin):
+        return {}
+
+    def reroute_marker(self, marker) -> None:
+        pass
+
+    def keys_at(self, topic, router):
+        return frozenset({("c9", "w")}) if router == "D" else frozenset()
+
+    def homes(self, keys):
+        return {"D": set(keys)} if ("c9", "w") in keys else {}
+
+    def group_members(self, topic):
+        return self.view
+
+
+def test_a_members_share_waits_for_its_unreachable_router_for_the_grace_then_goes_to_another():
+    t = [0.0]
+    core = Core("A", Settings(subscriber_grace=30.0), clock=lambda: t[0], routes=_Routes())
+    p = Pub()
+    pub = core.add_publisher(p, "t", "cp", "lp", False)
+    rec = core.publish(pub, b"0", b"m", False, "h")
+    assert rec.chosen == {("c9", "w"): (G, "D")} and rec in core.parked  # waits for D
+    here = Sub()
+    m, _ = core.add_subscriber(here, "t", "c1", "w", False, G)
+    t[0] = 29.0
+    core.expire_suspended(t[0])
+    assert not here.sent  # within the grace D's member may still come back
+    t[0] = 31.0
+    core.expire_suspended(t[0])
+    assert [(r.gid, mark) for r, _, mark in here.sent] == [(rec.gid, 1)] and rec not in core.parked
+    core.subscriber_update(m, rec, None, ACCEPTED, True)
+    assert p.outcomes == [("h", ACCEPTED, True)]
