@@ -16,10 +16,14 @@ The rule, stated once (README "Consumer groups" says the same):
   then follows the new table (seed 000's "activate at a future sequence number", with
   the root's own answers as the clock): one key's messages never overtake each other
   across a rebalance.
-* A message without a key goes to the member with the fewest messages this root has
-  given it that are not answered yet; ties go round-robin from the member after the one
-  chosen last. A slow member collects answers slowly and so is given less, and an idle
-  member is never passed over for one with a backlog.
+* A message without a key from a publisher that can resume (our client library: it
+  resends what had no outcome under the same identity wherever it resumes) goes to
+  member ``crc32(gid) mod N``: a router that takes over from a dead one chooses the
+  member the first one chose, which may have processed it already.
+* Any other message without a key goes to the member with the fewest messages this root
+  has given it that are not answered yet; ties go round-robin from the member after the
+  one chosen last. A slow member collects answers slowly and so is given less, and an
+  idle member is never passed over for one with a backlog.
 * A member that releases a message or goes away is replaced for that message by the
   same rule over the members that have not had it yet.
 * An exclusive group (seed 003's "stateful" mode: one active member, the others passive

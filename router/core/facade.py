@@ -123,9 +123,11 @@ class Core(Delivery, Forwarding, Failover, Groups):
         the record of an old one (lost). A resuming client carries its incarnation back
         (attach property ``once:incarnation``), so any router computes the same gids.
         """
+        resumable = incarnation is not None
         if incarnation is None:
             incarnation = secrets.randbits(63) or 1
         pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second)
+        pub.resumable = resumable
         if group is not None:
             pub.group = group
         pub.window = max(1, min(self.settings.initial_credit, self.settings.link_credit))

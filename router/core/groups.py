@@ -130,10 +130,17 @@ class Groups(CoreState):
         if not view:
             return set()
         key = self.message_key(record.payload)
+        shard = key
+        if key is None and record.publisher is not None and record.publisher.resumable:
+            # An exactly-once publisher resends what had no outcome, under the same gid, to
+            # whichever router it resumes at: that router must choose the member the first
+            # one chose (which may have processed it), so the choice is the gid's, not the
+            # load's (the groups soak's random-129 processed one twice when it was the load's).
+            shard = record.gid
         chosen: dict[Key, tuple[GroupId, str]] = {}
         routers = set()
         for group, members in view.items():
-            m = self.chooser.choose(group, members, key)
+            m = self.chooser.choose(group, members, shard)
             if m is not None:
                 chosen[m.key] = (group, m.router)
                 self.chooser.given(m.key, group, key)

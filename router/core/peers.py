@@ -22,7 +22,7 @@ class TagInUse(Exception):
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
-                 "seen", "quiet_since", "bytes", "size")
+                 "seen", "quiet_since", "bytes", "size", "resumable")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool) -> None:
@@ -53,6 +53,9 @@ class Publisher:
         # credit is granted in messages but must stay within bytes. Before its first
         # message nothing is known, and a link is given one credit at a time.
         self.size = 0
+        # It carried its own incarnation (our client library does): it resends what it
+        # had no outcome for under the same identity, wherever it resumes.
+        self.resumable = False
 
     @property
     def key(self) -> tuple[str, str]:

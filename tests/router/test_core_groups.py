@@ -338,3 +338,22 @@ def test_a_members_share_waits_for_its_unreachable_router_for_the_grace_then_goe
     assert [(r.gid, mark) for r, _, mark in here.sent] == [(rec.gid, 1)] and rec not in core.parked
     core.subscriber_update(m, rec, None, ACCEPTED, True)
     assert p.outcomes == [("h", ACCEPTED, True)]
+
+
+def test_a_resumable_publishers_message_goes_to_the_same_member_whichever_router_chooses():
+    def root(router_id: str) -> tuple[Core, Any]:
+        core = Core(router_id, Settings(), clock=lambda: 0.0)
+        for i in range(3):
+            core.add_subscriber(Sub(), "t", f"c{i}", "w", False, G)
+        # our client library carries its incarnation: the same gids at any router
+        return core, core.add_publisher(Pub(), "t", "cp", "lp", False, incarnation=7)
+
+    a, pa = root("A")
+    first = [next(iter(a.publish(pa, b"%d" % i, b"m", False, i).chosen)) for i in range(12)]
+    assert len(set(first)) > 1  # spread over the members
+    b, pb = root("B")  # the publisher resumed here after A died: it resends the same tags
+    other = b.add_publisher(Pub(), "t", "cq", "lq", False)
+    for i in range(2):  # B's members have other work out: the load differs from A's
+        b.publish(other, b"o%d" % i, b"o", False, ("o", i))
+    again = [next(iter(b.publish(pb, b"%d" % i, b"m", False, i).chosen)) for i in range(12)]
+    assert again == first
