@@ -59,7 +59,7 @@ class Failover(CoreState):
             return record
         pub.live[record.tag] = record
         record.publisher_handle = handle
-        new = set(self.remote_routers(record.topic)) - record.covered() - {self.router_id}
+        new = set(self._wanted(record)) - record.covered() - {self.router_id}
         if new:
             record.outcome_sent = False
             self._forward(record, new, None)

@@ -176,7 +176,10 @@ class Groups(CoreState):
         first: the harness's group-router-dies lost the deliveries parked for one)."""
         wanted = self.remote_routers(record.topic)
         if record.chosen:
-            wanted = wanted | {router for _, router in record.chosen.values()}
+            # where they were chosen, and where they live now (a member that moved on from
+            # there is owed it where it went: the in-process network's groups seed 320 lost
+            # 38 when the router it had moved to died and was dropped as having nobody)
+            wanted = wanted | {router for _, router in record.chosen.values()} | set(self.routes.homes(record.chosen))
         return wanted
 
     def _pass_on_unreachable(self, now: float) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from linkstate.messages import Subscription
 from records.gid import compute_gid
+from records.membership import GroupId
 from router.core import ACCEPTED, Outcome, OutcomeKind
 from router.core import Subscriber as CoreSubscriber
 
@@ -41,6 +42,7 @@ class Attach:
     name: str
     unsettled: dict | None
     incarnation: int = 0
+    group: str = ""  # a subscriber joining this consumer group (global)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +195,9 @@ class EdgeLink:
             self.conn.to_client.send(Attached(ours))
             core.replenish()
             return
-        sub, displaced = core.add_subscriber(self, a.topic, a.container_id, a.name, False)
+        since = router.net.loop.wall()
+        sub, displaced = core.add_subscriber(self, a.topic, a.container_id, a.name, False,
+                                             GroupId(a.group) if a.group else None, since, resumable=True)
         self.ctx = sub
         if displaced is not None and isinstance(displaced.port, EdgeLink):
             displaced.port.gone = True  # stolen: the old link is detached
@@ -209,7 +213,7 @@ class EdgeLink:
             core.attach_completed(sub)
             router.after_batch()
 
-        router.network.subscribe(Subscription(router.id, a.topic, a.container_id, a.name, since=router.net.loop.wall()),
+        router.network.subscribe(Subscription(router.id, a.topic, a.container_id, a.name, since=since, group=a.group),
                                  True, complete)
 
     def lost(self) -> None:
@@ -369,9 +373,11 @@ class Publisher(Client):
 
 
 class Subscriber(Client):
-    def __init__(self, net: SimNet, name: str, topic: str, routers: list[str], window: int = 20) -> None:
+    def __init__(self, net: SimNet, name: str, topic: str, routers: list[str], window: int = 20,
+                 group: str = "") -> None:
         super().__init__(net, name, topic, routers)
-        self.link = f"sub-{name}"
+        self.group = group  # a member of this consumer group (modelled on our client: it resumes)
+        self.link = f"{group}|{name}" if group else f"sub-{name}"
         self.window = window
         self.accepted: set[bytes] = set()  # durable: what the application processed
         self.unsettled_accepted: set[bytes] = set()  # durable: accepted, not settled by the router yet
@@ -383,10 +389,11 @@ class Subscriber(Client):
         self.ids: dict[int, bytes] = {}  # delivery id -> gid (what the router may settle)
         self.rcv_count = 0
         self.received = 0
+        self.redelivered: set[bytes] = set()  # arrived marked as a possible repeat
 
     def attach_frame(self) -> Attach:
         unsettled = {g: ACCEPTED for g in self.unsettled_accepted} if self.ever_attached else None
-        return Attach("sub", self.topic, self.container_id, self.link, unsettled)
+        return Attach("sub", self.topic, self.container_id, self.link, unsettled, group=self.group)
 
     def on_down(self) -> None:
         self.ids.clear()
@@ -438,6 +445,8 @@ class Subscriber(Client):
             return
         self.held[gid] = -1 if m.settled else m.id
         self.payloads[gid] = m.payload
+        if m.redelivery:
+            self.redelivered.add(gid)
         self.queue.append(gid)
         if not self.busy:
             self._next()

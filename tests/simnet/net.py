@@ -277,8 +277,8 @@ class SimNet:
         pub.connect()
         return pub
 
-    def add_subscriber(self, name: str, topic: str, routers: list[str]) -> Subscriber:
-        sub = Subscriber(self, name, topic, routers)
+    def add_subscriber(self, name: str, topic: str, routers: list[str], group: str = "") -> Subscriber:
+        sub = Subscriber(self, name, topic, routers, group=group)
         self.subscribers.append(sub)
         sub.connect()
         return sub
@@ -297,7 +297,13 @@ class SimNet:
         if any(p.unsettled or p.to_send for p in self.publishers):
             return False
         want = sum(p.next for p in self.publishers)
-        if any(len(s.accepted) < want for s in self.subscribers):
+        if any(len(s.accepted) < want for s in self.subscribers if not s.group):
+            return False
+        groups: dict[str, set[bytes]] = {}
+        for s in self.subscribers:
+            if s.group:
+                groups.setdefault(s.group, set()).update(s.accepted)
+        if any(len(done) < want for done in groups.values()):
             return False
         return all(not r.alive or not len(r.core.records) for r in self.routers.values())
 
@@ -321,12 +327,30 @@ class SimNet:
             if bad:
                 out.append(f"publisher {p.name}: {len(bad)} not accepted (first {min(bad)}: {p.outcomes[min(bad)]})")
         tags = {p.gid(t): (p.name, t) for p in self.publishers for t in range(p.next)}
+        # A consumer group is one subscriber: its members' effects together, each gid once;
+        # order per member (a message passed on from another member comes late).
+        units: dict[str, list[Subscriber]] = {}
         for s in self.subscribers:
+            units.setdefault(f"group {s.group}" if s.group else s.name, []).append(s)
+        for unit, members in units.items():
             seen: set[bytes] = set()
-            last: dict[str, int] = {}
             dup = reordered = phantom = 0
             first = {}
-            for gid in s.effects:
+            grouped = bool(members[0].group)
+            for m in members:
+                last: dict[str, int] = {}
+                firsts: set[bytes] = set()
+                for gid in m.effects:
+                    # (in a group, a message passed on from another member comes late, marked)
+                    if gid in tags and gid not in firsts and not (grouped and gid in m.redelivered):
+                        firsts.add(gid)
+                        name, tag = tags[gid]
+                        if tag < last.get(name, -1):
+                            reordered += 1
+                            first.setdefault("reordered", (m.name, name, tag, last[name]))
+                        last[name] = max(tag, last.get(name, -1))
+            effects = [g for m in members for g in m.effects] if len(members) > 1 else members[0].effects
+            for gid in effects:
                 if gid in seen:
                     dup += 1
                     first.setdefault("duplicated", tags.get(gid))
@@ -334,18 +358,12 @@ class SimNet:
                 seen.add(gid)
                 if gid not in tags:
                     phantom += 1
-                    continue
-                name, tag = tags[gid]
-                if tag < last.get(name, -1):
-                    reordered += 1
-                    first.setdefault("reordered", (name, tag, last[name]))
-                last[name] = max(tag, last.get(name, -1))
             lost = sorted(tags[g] for g in set(tags) - seen)
             if lost:
-                out.append(f"subscriber {s.name}: lost {len(lost)} (first {lost[0]})")
+                out.append(f"subscriber {unit}: lost {len(lost)} (first {lost[0]})")
             for kind, n in (("duplicated", dup), ("reordered", reordered), ("phantom", phantom)):
                 if n:
-                    out.append(f"subscriber {s.name}: {kind} {n} (first {first.get(kind)})")
+                    out.append(f"subscriber {unit}: {kind} {n} (first {first.get(kind)})")
         for r in self.routers.values():
             if not r.alive:
                 continue

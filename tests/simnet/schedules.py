@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .clock import Runaway
 from .net import Fault, SimNet, Verdict
@@ -43,15 +43,19 @@ class Plan:
     messages: int
     interval: float
     faults: list[Fault]
+    members: list[tuple[str, list[str]]] = field(default_factory=list)  # of consumer group "g"
 
     def describe(self) -> str:
         return (f"seed {self.seed}: {self.topology}, publishers {self.publishers}, subscribers {self.subscribers}, "
+                + (f"group members {self.members}, " if self.members else "") +
                 f"{self.messages} messages every {self.interval * 1000:.1f} ms, faults: "
                 + "; ".join(str(f) for f in self.faults))
 
 
-def plan(seed: int, choose: Callable[..., object] | None = None) -> Plan:
-    """A schedule drawn from ``seed`` (``choose``: hypothesis's draw, for shrinking)."""
+def plan(seed: int, choose: Callable[..., object] | None = None, groups: bool = False) -> Plan:
+    """A schedule drawn from ``seed`` (``choose``: hypothesis's draw, for shrinking).
+    ``groups``: two or three more subscribers, members of one consumer group, and a fault
+    or two on them, drawn apart (the seed's schedule is otherwise the same)."""
     rng = random.Random(seed)
     topology = rng.choice(sorted(TOPOLOGIES))
     names = sorted({n for pair in TOPOLOGIES[topology] for n in pair})
@@ -79,7 +83,22 @@ def plan(seed: int, choose: Callable[..., object] | None = None) -> Plan:
             faults.append(Fault(at, kind, (rng.choice(publishers + subscribers)[0],)))
         else:
             faults.append(Fault(at, kind, (rng.choice(subscribers)[0],), rng.uniform(0.05, 1.5)))
-    return Plan(seed, topology, publishers, subscribers, messages, interval, sorted(faults, key=lambda f: f.at))
+    members: list[tuple[str, list[str]]] = []
+    if groups:
+        own = random.Random(seed * 7919 + 1)
+        order = names[:]
+        for i in range(own.choice((2, 3))):
+            own.shuffle(order)
+            members.append((f"g{i}", order[:]))
+        for _ in range(own.randrange(0, 3)):
+            at = START + own.uniform(0.0, span)
+            victim = own.choice(members)[0]
+            if own.random() < 0.5:
+                faults.append(Fault(at, "drop", (victim,)))
+            else:
+                faults.append(Fault(at, "crash", (victim,), own.uniform(0.05, 1.5)))
+    return Plan(seed, topology, publishers, subscribers, messages, interval, sorted(faults, key=lambda f: f.at),
+                members)
 
 
 def run(p: Plan, limit: float = 60.0) -> tuple[SimNet, Verdict]:
@@ -87,6 +106,8 @@ def run(p: Plan, limit: float = 60.0) -> tuple[SimNet, Verdict]:
     net.start()
     for name, prefs in p.subscribers:
         net.add_subscriber(name, "t", prefs)
+    for name, prefs in p.members:
+        net.add_subscriber(name, "t", prefs, group="g")
     pubs = [net.add_publisher(name, "t", prefs) for name, prefs in p.publishers]
     net.run_until(START)
     for pub in pubs:
@@ -109,22 +130,27 @@ def run(p: Plan, limit: float = 60.0) -> tuple[SimNet, Verdict]:
     return net, verdict
 
 
-def _one(seed: int) -> tuple[int, list[str], int]:
-    _, v = run(plan(seed))
+def _one(seed: int, groups: bool = False) -> tuple[int, list[str], int]:
+    _, v = run(plan(seed, groups=groups))
     return seed, v.violations, v.events
 
 
-def sweep(seeds: range, jobs: int = 1) -> dict[int, list[str]]:
+def _one_grouped(seed: int) -> tuple[int, list[str], int]:
+    return _one(seed, groups=True)
+
+
+def sweep(seeds: range, jobs: int = 1, groups: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
+    one = _one_grouped if groups else _one
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
-            results = pool.map(_one, seeds, chunksize=50)
+            results = pool.map(one, seeds, chunksize=50)
             for seed, violations, _ in results:
                 if violations:
                     failed[seed] = violations
     else:
         for seed in seeds:
-            _, violations, _ = _one(seed)
+            _, violations, _ = one(seed)
             if violations:
                 failed[seed] = violations
     return failed
@@ -137,9 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", action="store_true", help="with --seed: print the plan and the fault log")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", dest="json_path", help="write {seed: violations} of the failing schedules here")
+    ap.add_argument("--groups", action="store_true", help="schedules with a consumer group of two or three members")
     args = ap.parse_args(argv)
     if args.seed is not None:
-        p = plan(args.seed)
+        p = plan(args.seed, groups=args.groups)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -151,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     a, _, b = args.seeds.partition(":")
     seeds = range(int(a), int(b))
     t0 = time.monotonic()
-    failed = sweep(seeds, args.jobs)
+    failed = sweep(seeds, args.jobs, groups=args.groups)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:
