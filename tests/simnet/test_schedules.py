@@ -2,7 +2,8 @@
 
 Ten thousand seeded schedules run in a subprocess with a fixed hash seed (so a failing
 seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.schedules
---seed N --trace``), and hypothesis draws schedules of its own and shrinks what fails.
+--seed N --trace``), two thousand more with a consumer group (``--groups``), and
+hypothesis draws schedules of its own (a group among them) and shrinks what fails.
 
 What holds in every schedule today is asserted exactly: no subscriber ever processes a
 message twice, none sees a message nobody sent, no publisher hears two outcomes for one
@@ -83,6 +84,7 @@ def plans(draw: st.DrawFn) -> Plan:
     prefs = st.permutations(names)
     publishers = [(f"p{i}", list(draw(prefs))) for i in range(draw(st.integers(1, 2)))]
     subscribers = [(f"s{i}", list(draw(prefs))) for i in range(draw(st.integers(1, 3)))]
+    members = [(f"g{i}", list(draw(prefs))) for i in range(draw(st.integers(0, 3)))]  # of consumer group "g"
     messages = draw(st.integers(5, 50))
     interval = draw(st.sampled_from((0.002, 0.01, 0.03)))
     span = messages * interval
@@ -96,12 +98,13 @@ def plans(draw: st.DrawFn) -> Plan:
         elif kind in ("cut", "slow"):
             target = draw(st.sampled_from(links))
         elif kind == "drop":
-            target = (draw(st.sampled_from([c for c, _ in publishers + subscribers])),)
+            target = (draw(st.sampled_from([c for c, _ in publishers + subscribers + members])),)
         else:
-            target = (draw(st.sampled_from([c for c, _ in subscribers])),)
+            target = (draw(st.sampled_from([c for c, _ in subscribers + members])),)
         faults.append(Fault(at, kind, target, duration, 0.03))
     seed = draw(st.integers(0, 2**32))
-    return Plan(seed, topology, publishers, subscribers, messages, interval, sorted(faults, key=lambda f: f.at))
+    return Plan(seed, topology, publishers, subscribers, messages, interval, sorted(faults, key=lambda f: f.at),
+                members)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
