@@ -133,3 +133,35 @@ def test_a_durable_group_keeps_its_messages_while_it_has_no_member(line3):
     assert [o.get(timeout=30) for o in [first, *later]] == [ACCEPTED] * 3
     for c in (member, pub):
         c.close()
+
+
+def test_keyed_messages_keep_their_order_while_a_member_joins_and_another_leaves(line3):
+    def member(router: str, cid: str, accepting: bool = True) -> ProtonSubscriber:
+        return ProtonSubscriber(line3[router].url, "orders", name="k|global", container_id=cid,
+                                options=SharedSubscription(), auto_accept=accepting, credit=500)
+
+    first = member("A", "app-a")
+    leaving = member("C", "app-c", accepting=False)  # holds what it gets: those keys are in flight
+    total = 600
+    pub = StreamPublisher(line3["B"].url, "orders", total)
+    pub.keys, pub.limit = 8, 200
+    t = ContainerThread(pub)
+    wait_for(lambda: len(first.arrivals) + len(leaving.arrivals) == 200, timeout=30, what="the first 200 out")
+    joining = member("B", "app-b")  # a member joins mid-stream...
+    t.call(lambda: setattr(pub, "limit", 400) or pub.send_more())
+    wait_for(lambda: sum(len(m.arrivals) for m in (first, leaving, joining)) >= 400, timeout=30,
+             what="the next 200 out")
+    leaving.close()  # ...and another leaves without accepting: what it held goes to the others
+    t.call(pub.release_rest)
+    wait_for(lambda: pub.accepted() == total, timeout=30, what="every message accepted")
+    # What the members that accept processed, in the order it reached them:
+    done = sorted(a for m in (first, joining) for a in m.arrivals)
+    bodies = [body for _, body in done]
+    assert sorted(set(bodies)) == list(range(total)) and len(bodies) == total  # each once
+    for key in range(8):
+        seq = [body for body in bodies if body % 8 == key]
+        assert seq == sorted(seq), f"key k{key}: a message overtook an older one across the rebalance: {seq}"
+    assert joining.arrivals and leaving.arrivals  # the join and the leave both moved keys
+    for c in (first, joining):
+        c.close()
+    t.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import Any
 
 from proton import Message
@@ -25,6 +26,7 @@ class ProtonSubscriber:
         self.error: BaseException | None = None
         self.auto_accept = auto_accept
         self.attach_properties: Any = None
+        self.arrivals: list[tuple[float, Any]] = []  # (when, body), in arrival order
         self._args = (url, topic, name, credit, container_id, options)
         self._conn_kw = conn_kw
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -65,6 +67,7 @@ class ProtonSubscriber:
                     msg = rcv.receive(timeout=0.02)
                 except Exception:  # noqa: BLE001 - Proton's Timeout
                     continue
+                self.arrivals.append((time.monotonic(), msg.body))
                 self.messages.put(msg)
                 if self.auto_accept:
                     rcv.accept()

@@ -86,6 +86,7 @@ class StreamPublisher(Recorder):
         self.sent = 0
         self.limit = total * 2 // 3  # the rest goes out after the link has healed
         self.outcomes: dict[int, Any] = {}
+        self.keys = 0  # >0: message n carries group-id "k{n % keys}" (a consumer group's key)
 
     def on_start(self, event: Any) -> None:
         self.sender = event.container.create_sender(event.container.connect(self.url), self.topic, name="stream")
@@ -95,7 +96,10 @@ class StreamPublisher(Recorder):
 
     def send_more(self) -> None:
         while self.sender.credit and self.sent < min(self.limit, self.total):
-            d = self.sender.send(Message(body=self.sent))
+            msg = Message(body=self.sent)
+            if self.keys:
+                msg.group_id = f"k{self.sent % self.keys}"
+            d = self.sender.send(msg)
             d.number = self.sent
             self.sent += 1
 
