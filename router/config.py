@@ -152,6 +152,8 @@ def load_topology(path: str | Path) -> Topology:
         text = p.read_text()
     except OSError as e:
         raise TopologyError(f"{p}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise TopologyError(f"{p}: not a text file (a topology is YAML, see topologies/)") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:

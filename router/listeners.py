@@ -7,6 +7,7 @@ listeners are the next kinds (an ``ssl`` context and another protocol factory).
 from __future__ import annotations
 
 import asyncio
+import errno
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -32,12 +33,30 @@ KINDS: dict[Kind, ListenerKind] = {
 }
 
 
+class ListenError(OSError):
+    """A listener could not be opened; ``str()`` is the one line an operator reads."""
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+_WHY = {errno.EADDRINUSE: "the address is in use (another router, or an AMQP broker on that port?): stop it, "
+                          "or choose another port in the topology or with --listen",
+        errno.EADDRNOTAVAIL: "this host has no such address: use one of its own (or 0.0.0.0)",
+        errno.EACCES: "not allowed to listen there (ports below 1024 need privileges): choose a port above 1023"}
+
+
 async def listen(kind: Kind, factory: Callable[[], asyncio.Protocol], host: str,
                  port: int) -> tuple[asyncio.AbstractServer, str, int]:
-    """Listen for ``kind`` on host:port (0: a free port); returns the server and where it listens."""
+    """Listen for ``kind`` on host:port (0: a free port); returns the server and where it listens.
+    ``ListenError`` (one line naming the address and what to do) when it cannot."""
     spec = KINDS[kind]
-    server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=spec.reuse_address,
-                                                            ssl=spec.ssl)
+    try:
+        server = await asyncio.get_running_loop().create_server(factory, host, port,
+                                                                reuse_address=spec.reuse_address, ssl=spec.ssl)
+    except OSError as e:
+        why = _WHY.get(e.errno or 0, e.strerror or str(e))
+        raise ListenError(e.errno, f"cannot listen for {kind.value} on {host}:{port}: {why}") from None
     bound_host, bound_port = server.sockets[0].getsockname()[:2]
     return server, bound_host, bound_port
 

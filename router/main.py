@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from .config import Address, RouterSpec, Topology, load_topology
+from .config import Address, RouterSpec, Topology, TopologyError, load_topology
 from .loop import run
 from .server import Router
 
@@ -60,6 +60,8 @@ def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topol
     if listen is None:
         return topology
     host, _, port = listen.rpartition(":")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise TopologyError(f"--listen {listen}: expected HOST:PORT with a port from 0 to 65535")
     spec = topology.routers[router_id]
     routers = dict(topology.routers)
     routers[router_id] = RouterSpec(spec.id, Address(host or "127.0.0.1", int(port)), spec.inter_router)
@@ -67,10 +69,12 @@ def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topol
 
 
 def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None) -> int:
-    topology = with_listen(load_topology(topology_path), router_id, listen)
+    """Run one router until SIGTERM/SIGINT. Raises ``TopologyError`` (bad file, unknown id,
+    bad --listen) and ``ListenError`` (cannot bind), each a one-line message."""
+    topology = load_topology(topology_path)
     if router_id not in topology.routers:
-        print(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})", file=sys.stderr)
-        return 2
+        raise TopologyError(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
+    topology = with_listen(topology, router_id, listen)
     configure_logging(router_id)
     run(serve(topology, router_id, journal))
     return 0

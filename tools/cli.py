@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from router.config import TopologyError
+from router.listeners import ListenError
+
+from .exits import CommandError, Exit
 
 DEFAULT_TOPOLOGY = "topologies/single.yaml"
 
@@ -19,7 +24,9 @@ def _default_topology() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="once", description="AMQP 1.0 router network with exactly-once publish-subscribe")
+    p = argparse.ArgumentParser(prog="once", description="AMQP 1.0 router network with exactly-once publish-subscribe",
+                                epilog="exit codes: " + ", ".join(f"{e.value} {e.name.lower()}" for e in Exit))
+    p.add_argument("--version", action="version", version=f"once {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("router", help="run one router of a topology in the foreground")
@@ -35,13 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("send", help="publish messages to a topic")
     s.add_argument("topic")
     s.add_argument("messages", nargs="*", help="message bodies (default: read lines from stdin)")
-    s.add_argument("--url", default="amqp://127.0.0.1:5672")
-    s.add_argument("--count", type=int, default=None, help="send COUNT numbered messages instead")
-    s.add_argument("--timeout", type=float, default=30.0)
+    s.add_argument("--url", default="amqp://127.0.0.1:5672", help="the router to talk to (default: the one `once launch` starts)")
+    s.add_argument("--count", type=int, default=None, help="send COUNT messages: the bodies given, repeated, or numbered ones")
+    s.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds to wait for the router, and for each message's outcome (default 30)")
 
     rc = sub.add_parser("recv", help="subscribe to a topic and print what arrives")
     rc.add_argument("topic")
-    rc.add_argument("--url", default="amqp://127.0.0.1:5672")
+    rc.add_argument("--url", default="amqp://127.0.0.1:5672", help="the router to talk to (default: the one `once launch` starts)")
     rc.add_argument("--count", type=int, default=0, help="stop after COUNT messages (0: run until Ctrl-C)")
     rc.add_argument("--name", default=None, help="link name (the subscriber key is container-id + name)")
     rc.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
@@ -72,15 +80,34 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-idle2000, single-group4, line3-group)")
     b.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     b.add_argument("--messages", type=int, default=200_000, help="messages per scenario")
-    b.add_argument("--credit", type=int, default=1000)
+    b.add_argument("--credit", type=int, default=1000, help="credit each bench subscriber grants (default 1000)")
     b.add_argument("--no-router", action="store_true", help="clients straight to each other: the clients' ceiling")
     b.add_argument("--journal", action="store_true", help="routers write their delivery journal (its cost)")
     return p
 
 
+def _version() -> str:
+    try:
+        return version("once")
+    except PackageNotFoundError:  # (run from a checkout that was never installed)
+        return "unknown"
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Options anywhere after the command (``once send news --count 3 a``): the command's own
+    parser reads the rest intermixed; argparse cannot do that through subparsers."""
+    subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    at = next((i for i, a in enumerate(argv) if a in subs.choices), None)
+    if at is None or at > 0:
+        return parser.parse_args(argv)  # --help, --version, or a usage error
+    args = subs.choices[argv[at]].parse_intermixed_args(argv[at + 1:])
+    args.command = argv[at]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(parser, sys.argv[1:] if argv is None else argv)
     try:
         if args.command == "router":
             from router.main import main as router_main
@@ -114,10 +141,22 @@ def main(argv: list[str] | None = None) -> int:
             return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router, args.journal)
     except TopologyError as e:
         print(str(e), file=sys.stderr)
-        return 2
+        return Exit.USAGE
+    except ListenError as e:
+        print(f"once {args.command}: {e}", file=sys.stderr)
+        return Exit.ADDRESS
+    except CommandError as e:
+        print(f"once {args.command}: {e.line}", file=sys.stderr)
+        return e.code
     except KeyboardInterrupt:
-        return 130
-    return 2
+        return Exit.INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback (ONCE_DEBUG=1 shows it)
+        if os.environ.get("ONCE_DEBUG"):
+            raise
+        print(f"once {args.command}: unexpected {type(e).__name__}: {e} (ONCE_DEBUG=1 shows where; please "
+              "report it)", file=sys.stderr)
+        return Exit.SOFTWARE
+    return Exit.USAGE
 
 
 if __name__ == "__main__":

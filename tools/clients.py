@@ -2,40 +2,70 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from collections.abc import Iterable
 from typing import Any
 
-from proton import Data, Message
+from proton import ConnectionException, Data, Delivery, LinkException, Message, Timeout
 from proton.reactor import ReceiverOption
-from proton.utils import BlockingConnection, SendException
+from proton.utils import BlockingConnection
+
+from .exits import CommandError, Exit
+
+
+def _connect(url: str, timeout: float | None) -> BlockingConnection:
+    """A connection, or a one-line ``CommandError`` saying why there is none."""
+    try:
+        return BlockingConnection(url, timeout=timeout)
+    except ConnectionException as e:
+        why = str(e).split("Condition(", 1)[-1].split("'")[3] if "Condition(" in str(e) else str(e)
+        raise CommandError(Exit.UNREACHABLE, f"cannot connect to {url}: {why} (is a router running there? "
+                                             "`once launch` starts one)") from None
+    except Timeout:
+        raise CommandError(Exit.TIMEOUT, f"{url} did not answer within {timeout:g} s") from None
+
+
+_OUTCOMES = {Delivery.REJECTED: "rejected", Delivery.RELEASED: "released", Delivery.MODIFIED: "modified"}
 
 
 def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: float) -> int:
     items: Iterable[str]
-    if count is not None:
+    if count is not None and bodies:
+        items = itertools.islice(itertools.cycle(bodies), count)  # the bodies, over and over, COUNT in all
+    elif count is not None:
         items = (f"message {i}" for i in range(count))
     elif bodies:
         items = bodies
     else:
         items = (line.rstrip("\n") for line in sys.stdin)
-    conn = BlockingConnection(url, timeout=timeout)
-    sender = conn.create_sender(topic)
+    conn = _connect(url, timeout)
     failures = 0
     sent = 0
     try:
+        sender = conn.create_sender(topic)
         for body in items:
-            try:
-                sender.send(Message(body=body), timeout=timeout)  # returns once every subscriber accepted
-            except SendException as e:
+            # returns once every subscriber accepted (or one did not)
+            d = sender.send(Message(body=body), timeout=timeout, error_states=[])
+            if d.remote_state != Delivery.ACCEPTED:
                 failures += 1
-                print(f"not accepted: {body!r}: {e.state}", file=sys.stderr)
+                cond = d.remote.condition
+                why = f": {cond.name}: {cond.description}" if cond is not None else ""
+                print(f"not accepted: {body!r}: {_OUTCOMES.get(d.remote_state, d.remote_state)}{why}", file=sys.stderr)
             sent += 1
+    except Timeout:
+        raise CommandError(Exit.TIMEOUT, f"{url}: no outcome within {timeout:g} s after {sent} message(s) "
+                                         "(a subscriber that does not accept holds it: --timeout waits longer)") from None
+    except (ConnectionException, LinkException) as e:
+        raise CommandError(Exit.LOST, f"{url}: the router went away after {sent} message(s): {e}") from None
     finally:
-        conn.close()
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - it is gone already: nothing left to close
+            pass
     print(f"sent {sent}, accepted {sent - failures}")
-    return 1 if failures else 0
+    return Exit.FAILED if failures else Exit.OK
 
 
 class SharedSubscription(ReceiverOption):
@@ -59,7 +89,7 @@ class SharedSubscription(ReceiverOption):
 
 def recv(url: str, topic: str, count: int, name: str | None, timeout: float | None,
          group: str | None = None, exclusive: bool = False) -> int:
-    conn = BlockingConnection(url)
+    conn = _connect(url, 30.0)
     options = SharedSubscription(exclusive=exclusive) if group else None
     link_name = name or (f"{group}|{os.getpid()}" if group else f"recv-{topic}")
     receiver = conn.create_receiver(topic, name=link_name, options=options)
@@ -74,13 +104,18 @@ def recv(url: str, topic: str, count: int, name: str | None, timeout: float | No
         while count == 0 or got < count:
             try:
                 msg = receiver.receive(timeout=timeout)
-            except Exception:  # noqa: BLE001 - Proton's Timeout: idle for too long
+            except Timeout:  # idle for --timeout: done
                 break
             print(msg.body, flush=True)
             receiver.accept()
             got += 1
     except KeyboardInterrupt:
         pass
+    except (ConnectionException, LinkException) as e:
+        raise CommandError(Exit.LOST, f"{url}: the router went away after {got} message(s): {e}") from None
     finally:
-        conn.close()
-    return 0
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - it is gone already
+            pass
+    return Exit.OK

@@ -79,3 +79,81 @@ def test_launch_mesh3_reports_each_router_ready_with_its_neighbours(tmp_path):
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0 and "all routers stopped" in out
+
+
+# ------------------------------------------------------ one line, distinct exit codes (issue 15)
+
+def _one_line(r: subprocess.CompletedProcess[str], code: int, *parts: str) -> None:
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(lines) == 1, r.stderr
+    for part in parts:
+        assert part in lines[0], lines[0]
+
+
+def test_a_port_in_use_is_one_line_with_its_own_exit_code(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--listen", f"127.0.0.1:{port}")
+    _one_line(r, 3, f"once router: cannot listen for amqp on 127.0.0.1:{port}", "in use", "--listen")
+
+
+def test_an_address_this_host_does_not_have(tmp_path):
+    r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--listen", "192.0.2.1:0")
+    _one_line(r, 3, "cannot listen for amqp on 192.0.2.1:0", "no such address")
+
+
+def test_bad_router_arguments_are_usage_errors(tmp_path):
+    topo = str(write_topology(tmp_path))
+    _one_line(_once("router", topo, "--id", "Z", "--listen", "127.0.0.1:0"), 2, "no router 'Z'")
+    _one_line(_once("router", topo, "--id", "A", "--listen", "foo"), 2, "--listen foo: expected HOST:PORT")
+    binary = tmp_path / "topology.bin"
+    binary.write_bytes(bytes(range(256)))
+    _one_line(_once("router", str(binary), "--id", "A"), 2, f"{binary}: not a text file")
+
+
+def test_send_and_recv_to_no_router_say_so(tmp_path):
+    from tools.topology_ports import free_port
+
+    url = f"amqp://127.0.0.1:{free_port()}"
+    _one_line(_once("send", "t", "x", "--url", url, "--timeout", "5"), 4, f"once send: cannot connect to {url}",
+              "once launch")
+    _one_line(_once("recv", "t", "--url", url), 4, f"once recv: cannot connect to {url}")
+
+
+def test_send_names_a_rejection_and_waits_no_longer_than_its_timeout(router: RouterProcess):
+    from support.proton_clients import ProtonSubscriber
+
+    sub = ProtonSubscriber(router.url, "judged", auto_accept=False)
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "send", "judged", "bad", "--url", router.url],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert sub.get().body == "bad"
+    sub.command("reject")
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "sent 1, accepted 0" in out
+    assert err.strip() == "not accepted: 'bad': rejected: amqp:not-allowed: rejected by a subscriber"
+    r = _once("send", "judged", "held", "--url", router.url, "--timeout", "1")  # nobody accepts: no outcome
+    _one_line(r, 5, "no outcome within 1 s after 0 message(s)", "--timeout")
+    sub.close()
+
+
+def test_options_go_anywhere_and_there_is_a_version(router: RouterProcess):
+    r = _once("send", "anywhere", "--count", "3", "a", "--url", router.url)
+    assert r.returncode == 0 and "sent 3, accepted 3" in r.stdout
+    v = _once("--version")
+    assert v.returncode == 0 and v.stdout.startswith("once ")
+
+
+def test_recv_exits_non_zero_when_its_router_goes_away(tmp_path):
+    router = RouterProcess(write_topology(tmp_path))
+    recv = subprocess.Popen([sys.executable, "-m", "tools.cli", "recv", "gone", "--url", router.url], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert recv.stderr.readline().startswith("subscribed to gone")
+    router.proc.send_signal(signal.SIGKILL)
+    router.stop()
+    _, err = recv.communicate(timeout=30)
+    assert recv.returncode == 6 and "once recv: amqp://" in err and "went away" in err and "Traceback" not in err
