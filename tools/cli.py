@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     la = sub.add_parser("launch", help="start every router of a topology on this machine (one process each)")
     la.add_argument("topology", nargs="?", default=None, help=f"default: {DEFAULT_TOPOLOGY}")
     la.add_argument("--journal", metavar="DIR", help="every router writes its delivery journal under DIR")
+    la.add_argument("--no-restart", action="store_true",
+                    help="a router that dies stops them all (default: it is started again, with back-off)")
 
     s = sub.add_parser("send", help="publish messages to a topic")
     s.add_argument("topic")
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "launch":
             from .launch import launch
 
-            return launch(args.topology or _default_topology(), journal=args.journal)
+            return launch(args.topology or _default_topology(), journal=args.journal, restart=not args.no_restart)
         if args.command == "send":
             from .clients import send
 

@@ -1,4 +1,10 @@
-"""``once launch TOPOLOGY``: every router of a topology on this machine, one OS process each."""
+"""``once launch TOPOLOGY``: every router of a topology on this machine, one OS process each.
+
+It supervises them: a router that dies is logged and started again after a back-off
+(0.5 s, doubling to 15 s while it keeps dying; back to 0.5 s once it stayed up a minute),
+and the others keep running. ``--no-restart``: the first death stops them all, as before.
+SIGINT/SIGTERM stop them all.
+"""
 
 from __future__ import annotations
 
@@ -7,51 +13,87 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from router.config import load_topology
 
+BACKOFF_FIRST = 0.5
+BACKOFF_MAX = 15.0
+STEADY = 60.0  # up this long: its next death starts the back-off over
 
-def launch(topology_path: str, stop: threading.Event | None = None, journal: str | None = None) -> int:
+
+class _Router:
+    def __init__(self, rid: str, cmd: list[str]) -> None:
+        self.rid = rid
+        self.cmd = cmd
+        self.proc: subprocess.Popen[str] | None = None
+        self.started = 0.0
+        self.delay = BACKOFF_FIRST
+        self.due: float | None = None  # when to start it again
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"), cwd=os.getcwd())
+        self.started = time.monotonic()
+
+    def echo(self) -> None:
+        """Pass its stdout on (the ready line), from a thread: a restart must not block the rest."""
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None
+        threading.Thread(target=lambda: [print(line.rstrip(), flush=True) for line in proc.stdout], daemon=True).start()
+
+
+def launch(topology_path: str, stop: threading.Event | None = None, journal: str | None = None,
+           restart: bool = True) -> int:
     topology = load_topology(topology_path)  # validate before starting anything
-    procs: dict[str, subprocess.Popen[str]] = {}
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    status = 0
+    routers = {rid: _Router(rid, [sys.executable, "-m", "tools.cli", "router", topology_path, "--id", rid,
+                                  *(["--journal", journal] if journal else [])]) for rid in topology.routers}
     try:
-        for rid in topology.routers:
-            procs[rid] = subprocess.Popen(
-                [sys.executable, "-m", "tools.cli", "router", topology_path, "--id", rid,
-                 *(["--journal", journal] if journal else [])],
-                stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                cwd=os.getcwd(),
-            )
-        for rid, proc in procs.items():
-            assert proc.stdout is not None
-            line = proc.stdout.readline().strip()
-            if not line.startswith(f"router {rid} ready"):
-                print(f"router {rid} failed to start (exit {proc.wait()})", file=sys.stderr)
+        for r in routers.values():
+            r.start()
+        for r in routers.values():
+            assert r.proc is not None and r.proc.stdout is not None
+            line = r.proc.stdout.readline().strip()
+            if not line.startswith(f"router {r.rid} ready"):
+                print(f"once launch: router {r.rid} failed to start (exit {r.proc.wait()}; its error is above)",
+                      file=sys.stderr)
                 return 1
             print(line, flush=True)
-        print(f"{len(procs)} router(s) ready; Ctrl-C stops them", flush=True)
+            r.echo()
+        print(f"{len(routers)} router(s) ready; Ctrl-C stops them", flush=True)
         while not stop.wait(0.2):
-            dead = [rid for rid, p in procs.items() if p.poll() is not None]
-            if dead:
-                print(f"router {dead[0]} exited with {procs[dead[0]].returncode}", file=sys.stderr)
-                status = 1
-                break
-        return status
+            now = time.monotonic()
+            for r in routers.values():
+                assert r.proc is not None
+                if r.due is None and r.proc.poll() is not None:
+                    if not restart:
+                        print(f"once launch: router {r.rid} exited with {r.proc.returncode}; stopping the others "
+                              "(--no-restart)", file=sys.stderr)
+                        return 1
+                    if now - r.started > STEADY:
+                        r.delay = BACKOFF_FIRST
+                    r.due = now + r.delay
+                    print(f"once launch: router {r.rid} exited with {r.proc.returncode}; starting it again in "
+                          f"{r.delay:g} s", file=sys.stderr, flush=True)
+                    r.delay = min(r.delay * 2, BACKOFF_MAX)
+                elif r.due is not None and now >= r.due:
+                    r.due = None
+                    r.start()
+                    r.echo()
+        return 0
     finally:
-        for proc in procs.values():
+        procs = [r.proc for r in routers.values() if r.proc is not None]
+        for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
+        for proc in procs:
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
         print("all routers stopped", flush=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

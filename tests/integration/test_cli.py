@@ -157,3 +157,55 @@ def test_recv_exits_non_zero_when_its_router_goes_away(tmp_path):
     router.stop()
     _, err = recv.communicate(timeout=30)
     assert recv.returncode == 6 and "once recv: amqp://" in err and "went away" in err and "Traceback" not in err
+
+
+def _children(pid: int) -> dict[str, int]:
+    """The router processes ``once launch`` runs: router id -> pid."""
+    out = {}
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        cmd = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"--id" in cmd:
+            out[cmd[cmd.index(b"--id") + 1].decode()] = int(child)
+    return out
+
+
+def test_launch_starts_a_router_that_died_again_and_the_others_keep_running(tmp_path):
+    import os
+    import queue
+    import threading
+
+    doc = {"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}}, "links": []}
+    topo = tmp_path / "two.yaml"
+    topo.write_text(yaml.safe_dump(doc))
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x.strip()) for x in proc.stdout], daemon=True)
+    reader.start()
+    assert [lines.get(timeout=20) for _ in range(3)][2].startswith("2 router(s) ready")
+    before = _children(proc.pid)
+    os.kill(before["A"], signal.SIGKILL)
+    again = lines.get(timeout=20)  # the supervisor starts it again (after 0.5 s)
+    assert again.startswith("router A ready amqp://127.0.0.1:")
+    after = _children(proc.pid)
+    assert after["B"] == before["B"] and after["A"] != before["A"]  # B never stopped
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    reader.join(5)
+    assert proc.returncode == 0
+    assert "once launch: router A exited with -9; starting it again in 0.5 s" in err
+
+
+def test_launch_no_restart_stops_all_when_one_dies(tmp_path):
+    import os
+
+    doc = {"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}}, "links": []}
+    topo = tmp_path / "two.yaml"
+    topo.write_text(yaml.safe_dump(doc))
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo), "--no-restart"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert [proc.stdout.readline() for _ in range(3)][2].startswith("2 router(s) ready")
+    os.kill(_children(proc.pid)["B"], signal.SIGKILL)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1 and "router B exited with -9; stopping the others (--no-restart)" in err
+    assert "all routers stopped" in out
