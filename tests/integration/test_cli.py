@@ -209,3 +209,8 @@ def test_launch_no_restart_stops_all_when_one_dies(tmp_path):
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 1 and "router B exited with -9; stopping the others (--no-restart)" in err
     assert "all routers stopped" in out
+
+
+def test_harness_refuses_a_random_run_too_short_for_a_fault():
+    r = _once("harness", "--random", "--messages", "500", "--quiet")
+    _one_line(r, 2, "once harness: --messages 500", "too short for a fault", "at least 4000 messages")

@@ -20,6 +20,13 @@ def harness(args: argparse.Namespace) -> int:
         except ScenarioError as e:
             print(str(e), file=sys.stderr)
             return 2
+        bare = [s.name for s in scenarios if not s.faults]
+        if bare:
+            # A run too short for its first fault proves nothing about failover.
+            print(f"once harness: --messages {args.messages} at {scenarios[0].rate:g}/s is too short for a fault "
+                  f"({', '.join(bare[:3])}{' ...' if len(bare) > 3 else ''} would have none): give at least "
+                  f"{int(scenarios[0].rate * 2)} messages", file=sys.stderr)
+            return 2
     elif args.scenario:
         try:
             scenario = load(args.scenario)
