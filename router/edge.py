@@ -186,6 +186,10 @@ class EdgeConnection(EngineProtocol):
         self.admitted = False
         self.router.limits.release(self.host)
         self.router.connections.discard(self)
+        clean = self.engine.state is State.CLOSED
+        log.info("router %s: connection from %s (container %s) %s", self.router.id, self.peer, self._container(),
+                 "closed" if clean else f"lost without a close ({exc or 'the peer went away'}): its links are "
+                 "suspended for their grace")
         self._drop_all_links(suspend=True)  # no close frame came: the client may come back
         self.core.after_batch()
         self.router.flush()
@@ -225,6 +229,12 @@ class EdgeConnection(EngineProtocol):
     def _on_opened(self, event: ConnectionOpened) -> None:
         self._handshake_done()
         self._rearm()  # the peer's idle timeout is known only now: its heartbeats are due
+        user = self.engine.user
+        log.info("router %s: connection from %s opened (container %s%s)", self.router.id, self.peer,
+                 self._container(), f", user {user}" if user else "")
+
+    def _container(self) -> str:
+        return self.engine.remote_open.container_id if self.engine.remote_open else "?"
 
     def _on_closed(self, event: ConnectionClosed) -> None:
         self._drop_all_links()
@@ -282,6 +292,9 @@ class EdgeConnection(EngineProtocol):
                 self.core.attach_completed(sub)
                 self.dirty()
                 self.router.flush()
+                log.info("router %s: %s/%s subscribed to %r%s%s", self.router.id, container_id, link.name, address,
+                         f" as a member of consumer group {sub.group}" + (" (exclusive)" if sub.exclusive else "")
+                         if sub.group is not None else "", ", resuming" if their_map is not None else "")
 
             self.router.network.subscribe(self._subscription(sub, since), True, complete)
         else:  # the peer sends: a publisher
@@ -295,6 +308,8 @@ class EdgeConnection(EngineProtocol):
             pub = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second,
                                           incarnation if resuming else None, grant=False, group=self)
             link.context = pub
+            log.info("router %s: %s/%s publishes to %r%s", self.router.id, container_id, link.name, address,
+                     ", resuming" if resuming and attach.unsettled is not None else "")
             ours = states_out(self.core.publisher_resume_map(pub, attach.unsettled or {})) if resuming else None
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                           snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
@@ -351,14 +366,20 @@ class EdgeConnection(EngineProtocol):
         link.context = None
         if isinstance(ctx, Publisher):
             if suspend:
-                self.core.suspend_publisher(ctx, self.core.clock() + self.router.settings.publisher_grace)
+                grace = self.router.settings.publisher_grace
+                self.core.suspend_publisher(ctx, self.core.clock() + grace)
+                log.info("router %s: publisher %s/%s suspended: %d unanswered deliveries wait %gs for it to resume",
+                         self.router.id, ctx.container_id, ctx.link_name, len(ctx.live), grace)
             else:
                 self.core.remove_publisher(ctx)
+                log.info("router %s: publisher %s/%s detached", self.router.id, ctx.container_id, ctx.link_name)
         elif isinstance(ctx, Subscriber):
             source = link.source
             durable = source is not None and source.expiry_policy == "never"
             if ctx.group is not None:
                 if suspend and durable and self.core.last_member(ctx):
+                    log.info("router %s: consumer group %s has no member left: %s/%s stands in, its messages wait",
+                             self.router.id, ctx.group, ctx.container_id, ctx.link_name)
                     # A durable group outlives its members: the last one to go stays as its
                     # stand-in, and what comes for the group waits with it (bounded by the
                     # window) until a member attaches again, or one unsubscribes.
@@ -373,12 +394,16 @@ class EdgeConnection(EngineProtocol):
                 timeout = float(source.timeout) if source is not None else 0.0
                 grace = max(timeout, self.router.settings.subscriber_grace)
                 self.core.suspend_subscriber(ctx, self.core.clock() + grace)
+                log.info("router %s: subscriber %s/%s suspended: what it has not accepted waits %gs for it to resume",
+                         self.router.id, ctx.container_id, ctx.link_name, grace)
                 # Its key may have attached elsewhere already (the client was quicker to
                 # come back than we were to see it go): hand over now, not at the next change.
                 self.router.network.follow_moved_subscribers()
             else:
                 self.core.remove_subscriber(ctx)
                 self.router.network.subscribe(self._subscription(ctx), False)
+                log.info("router %s: subscriber %s/%s unsubscribed from %r", self.router.id, ctx.container_id,
+                         ctx.link_name, ctx.topic)
 
     def _drop_all_links(self, suspend: bool = False) -> None:
         for session in list(self.engine.sessions.values()):

@@ -6,9 +6,9 @@ import asyncio
 import gc
 import logging
 import signal
-import sys
 
 from .config import Address, RouterSpec, Topology, TopologyError, load_topology
+from .logs import configure
 from .loop import run
 from .server import Router
 
@@ -16,9 +16,6 @@ from .server import Router
 GC_YOUNG = 20_000
 
 
-def configure_logging(router_id: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                        format=f"%(asctime)s {router_id} %(levelname)s %(message)s")
 
 
 async def serve(topology: Topology, router_id: str, journal: str | None = None) -> None:
@@ -34,6 +31,8 @@ async def serve(topology: Topology, router_id: str, journal: str | None = None) 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, lambda: logging.getLogger("once.router").info(router.describe()))
+    # SIGHUP reloads what can change without a restart (the users file); it never stops a router.
+    loop.add_signal_handler(signal.SIGHUP, router.reload)
     await stop.wait()
     await router.stop()
     try:
@@ -68,13 +67,14 @@ def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topol
     return Topology(topology.path, routers, topology.links, topology.settings, topology.auth, topology.groups)
 
 
-def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None) -> int:
+def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None,
+         log_level: str = "info", log_format: str = "text") -> int:
     """Run one router until SIGTERM/SIGINT. Raises ``TopologyError`` (bad file, unknown id,
     bad --listen) and ``ListenError`` (cannot bind), each a one-line message."""
     topology = load_topology(topology_path)
     if router_id not in topology.routers:
         raise TopologyError(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
     topology = with_listen(topology, router_id, listen)
-    configure_logging(router_id)
+    configure(router_id, log_level, log_format)
     run(serve(topology, router_id, journal))
     return 0

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .amqp.sasl import SaslServerConfig, users_authenticator
-from .config import Address, Topology
+from .config import Address, Topology, TopologyError, load_topology
 from .core import Core
 from .edge import EdgeConnection
 from .heap import pin_mmap_threshold, trim
@@ -25,6 +26,7 @@ from .shared_subscriptions import group_id
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
+SYNC_NOTE_EVERY = 5.0  # seconds between the "waiting for the first sync" lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,7 @@ class Router:
         self._tasks: list[asyncio.Task] = []
         self.stopping = False
         self.ready: Ready | None = None
+        self._sync_note = time.monotonic() + SYNC_NOTE_EVERY
 
     async def start(self, neighbour_timeout: float | None = None) -> Ready:
         """Bind the listeners, dial the higher-id neighbours, wait until every neighbour is up."""
@@ -121,6 +124,23 @@ class Router:
             for sub in self.core.expire_suspended(now):
                 changed += 1
                 self.network.end(sub)
+                if sub.group is not None and sub.suspended_until is not None:
+                    log.info("router %s: consumer group %s: member %s/%s gave way%s", self.id, sub.group,
+                             sub.container_id, sub.link_name,
+                             f", its {sub.owed} deliveries go to the others" if sub.owed else "")
+                elif sub.owed:
+                    log.warning("router %s: subscription %s/%s on %r expired after its grace with %d deliveries "
+                                "it had not accepted: their publishers heard accepted without it", self.id,
+                                sub.container_id, sub.link_name, sub.topic, sub.owed)
+                else:
+                    log.info("router %s: subscription %s/%s on %r expired after its grace", self.id,
+                             sub.container_id, sub.link_name, sub.topic)
+            if self.core.unsynced and now >= self._sync_note:
+                self._sync_note = now + SYNC_NOTE_EVERY
+                up = sorted(self.network.links)
+                log.warning("router %s: no publisher credit yet: waiting for the first sync from a neighbour "
+                            "(links up: %s; down: %s)", self.id, ", ".join(up) or "none",
+                            ", ".join(sorted(self.neighbour_ids - set(up))) or "none")
             if changed:
                 self.core.after_batch()
                 self.flush()
@@ -135,6 +155,25 @@ class Router:
             gc.collect()
             trim()
             records.freed = 0
+
+    def reload(self) -> None:
+        """SIGHUP: take up the users file (and the consumer groups of the topology) again;
+        listeners, links and settings need a restart. A file that does not load keeps the
+        running configuration, and says why in one line."""
+        try:
+            fresh = load_topology(self.topology.path)
+        except TopologyError as e:
+            log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
+            return
+        self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups)
+        auth = fresh.auth
+        self.sasl = SaslServerConfig(
+            mechanisms=tuple(m for m in auth.mechanisms if m != "ANONYMOUS" or auth.allow_anonymous),
+            authenticate=users_authenticator(auth.users, auth.allow_anonymous),
+            allow_bare=auth.allow_anonymous,
+        )
+        log.info("router %s: SIGHUP: reloaded the users (%d) and consumer groups (%d) of %s; settings, listeners "
+                 "and links change with a restart", self.id, len(auth.users), len(fresh.groups), self.topology.path)
 
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""

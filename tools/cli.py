@@ -10,6 +10,7 @@ from pathlib import Path
 
 from router.config import TopologyError
 from router.listeners import ListenError
+from router.logs import LogSpecError
 
 from .exits import CommandError, Exit
 
@@ -34,10 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--id", required=True, help="the router id in the topology")
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
+    r.add_argument("--log-level", default="info", metavar="SPEC",
+                   help="debug, info, warning or error, for all or per module: info,core=debug,network=warning")
+    r.add_argument("--log-format", default="text", choices=("text", "json"), help="json: one object per line")
 
     la = sub.add_parser("launch", help="start every router of a topology on this machine (one process each)")
     la.add_argument("topology", nargs="?", default=None, help=f"default: {DEFAULT_TOPOLOGY}")
     la.add_argument("--journal", metavar="DIR", help="every router writes its delivery journal under DIR")
+    la.add_argument("--log-level", default="info", metavar="SPEC", help="for every router (see once router --help)")
+    la.add_argument("--log-format", default="text", choices=("text", "json"))
     la.add_argument("--no-restart", action="store_true",
                     help="a router that dies stops them all (default: it is started again, with back-off)")
 
@@ -114,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "router":
             from router.main import main as router_main
 
-            return router_main(args.topology, args.id, args.listen, args.journal)
+            return router_main(args.topology, args.id, args.listen, args.journal, args.log_level, args.log_format)
         if args.command == "launch":
+            from router.logs import parse_levels
+
             from .launch import launch
 
-            return launch(args.topology or _default_topology(), journal=args.journal, restart=not args.no_restart)
+            parse_levels(args.log_level)  # (a bad one is refused here, not by every router)
+            return launch(args.topology or _default_topology(), journal=args.journal, restart=not args.no_restart,
+                          logs=["--log-level", args.log_level, "--log-format", args.log_format])
         if args.command == "send":
             from .clients import send
 
@@ -143,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
             return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router, args.journal)
     except TopologyError as e:
         print(str(e), file=sys.stderr)
+        return Exit.USAGE
+    except LogSpecError as e:
+        print(f"once {args.command}: {e}", file=sys.stderr)
         return Exit.USAGE
     except ListenError as e:
         print(f"once {args.command}: {e}", file=sys.stderr)

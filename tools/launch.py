@@ -44,12 +44,13 @@ class _Router:
 
 
 def launch(topology_path: str, stop: threading.Event | None = None, journal: str | None = None,
-           restart: bool = True) -> int:
+           restart: bool = True, logs: list[str] | None = None) -> int:
     topology = load_topology(topology_path)  # validate before starting anything
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     routers = {rid: _Router(rid, [sys.executable, "-m", "tools.cli", "router", topology_path, "--id", rid,
-                                  *(["--journal", journal] if journal else [])]) for rid in topology.routers}
+                                  *(["--journal", journal] if journal else []), *(logs or [])])
+               for rid in topology.routers}
     try:
         for r in routers.values():
             r.start()

@@ -38,7 +38,7 @@ from typing import Any
 from records.membership import Chooser, GroupId
 from records.order import DestinationOrder
 from records.placeholders import Placeholders
-from records.table import Record, RecordTable
+from records.table import Record, RecordTable, SubState
 
 from ..config import Settings
 from ..journal import Journal
@@ -92,7 +92,8 @@ class Core(Delivery, Forwarding, Failover, Groups):
         # topic -> {subscriber key: (the router it moved to, until when late copies follow it)}
         self.moved_away: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}  # by topic
         self.local_count = 0  # records we are root for
-        self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0}
+        self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0,
+                      "expired_owed": 0}
         self.journal: Journal | None = None  # delivery events, when the operator asked for them
         # Consumer groups (``groups.py``): our members per topic and group, the root's
         # load per member, and the key a message is sharded by (the adaptor reads it).
@@ -268,6 +269,9 @@ class Core(Delivery, Forwarding, Failover, Groups):
         gone = [s for subs in self.topics.values() for s in subs.values()
                 if s.suspended_until is not None and s.suspended_until <= now]
         for s in gone:
+            # (an operator must see it: the publisher heard accepted for these without it)
+            s.owed = sum(1 for r in self.records.records.values() if r.states.get(s) is SubState.IN_DOUBT)
+            self.stats["expired_owed"] += s.owed
             self.remove_subscriber(s)
         return gone
 

@@ -83,7 +83,7 @@ SUSPENDED = Suspended()
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner", "group", "resumable", "exclusive")
+                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
         self.port = port
@@ -101,6 +101,7 @@ class Subscriber:
         # for its grace; one that cannot has them passed on at once.
         self.resumable = False
         self.exclusive = False  # it asked for an exclusive group: one active member, standbys
+        self.owed = 0  # when its grace ran out: deliveries it had not accepted (answered without it)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -214,3 +214,36 @@ def test_launch_no_restart_stops_all_when_one_dies(tmp_path):
 def test_harness_refuses_a_random_run_too_short_for_a_fault():
     r = _once("harness", "--random", "--messages", "500", "--quiet")
     _one_line(r, 2, "once harness: --messages 500", "too short for a fault", "at least 4000 messages")
+
+
+def test_router_logs_what_an_operator_needs_and_survives_sighup(tmp_path):
+    import json as jsonlib
+
+    from support.proton_clients import ProtonPublisher, ProtonSubscriber
+
+    topo = write_topology(tmp_path, settings={"subscriber_grace": "1s"})
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "router", str(topo), "--id", "A", "--listen",
+                             "127.0.0.1:0", "--log-level", "info,guard=error", "--log-format", "json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    router = RouterProcess.adopt(proc, topo, "A")
+    sub = ProtonSubscriber(router.url, "logged", name="watcher", container_id="ops", auto_accept=False)
+    pub = ProtonPublisher(router.url, "logged")
+    outcome = pub.send("m")
+    assert sub.get().body == "m"
+    sub.close()  # closes its connection without answering: ...
+    assert outcome.get(timeout=20) == 36  # ...after the grace it expires owing one delivery
+    proc.send_signal(signal.SIGHUP)  # reloads, never stops
+    pub.close()
+    assert router.alive()
+    records = [jsonlib.loads(line) for line in router.stderr_lines()]
+    assert all({"time", "router", "level", "module", "message"} <= set(r) for r in records)
+    text = "\n".join(r["message"] for r in records)
+    for needle in ("connection from", "opened (container ops", "ops/watcher subscribed to 'logged'",
+                   "publishes to 'logged'", "SIGHUP: reloaded the users"):
+        assert needle in text, (needle, text)
+    assert "with 1 deliveries it had not accepted" in text or "unsubscribed from 'logged'" in text
+
+
+def test_a_bad_log_level_is_a_usage_error(tmp_path):
+    r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--log-level", "loud")
+    _one_line(r, 2, "--log-level loud: 'loud' is not one of debug, info, warning, error")

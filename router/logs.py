@@ -1,0 +1,60 @@
+"""How a router logs: levels per module and the line format, set from the command line.
+
+``--log-level info,core=debug``: a level for everything, and levels for modules (the
+part after ``once.`` of a logger's name: edge, network, core, interrouter, router,
+guard, links). ``--log-format json``: one JSON object per line (time, router, level,
+module, message) for a log shipper; ``text`` (the default) for people.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+class LogSpecError(ValueError):
+    pass
+
+
+def parse_levels(spec: str) -> dict[str, int]:
+    """``"info,core=debug"`` -> {"": INFO, "core": DEBUG}; a one-line ``LogSpecError`` if bad."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        module, _, level = part.rpartition("=")
+        if level.lower() not in LEVELS:
+            raise LogSpecError(f"--log-level {spec}: {level!r} is not one of {', '.join(LEVELS)} "
+                               "(e.g. info,core=debug)")
+        out[module] = getattr(logging, level.upper())
+    return out
+
+
+class _Json(logging.Formatter):
+    def __init__(self, router_id: str) -> None:
+        super().__init__()
+        self.router_id = router_id
+
+    def format(self, record: logging.LogRecord) -> str:
+        return json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+                           + f".{int(record.msecs):03d}Z", "router": self.router_id,
+                           "level": record.levelname.lower(), "module": record.name.removeprefix("once."),
+                           "message": record.getMessage()})
+
+
+def configure(router_id: str, levels: str = "info", fmt: str = "text") -> None:
+    parsed = parse_levels(levels)
+    if fmt not in ("text", "json"):
+        raise LogSpecError(f"--log-format {fmt}: expected text or json")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Json(router_id) if fmt == "json" else
+                         logging.Formatter(f"%(asctime)s {router_id} %(levelname)s %(message)s"))
+    root = logging.getLogger("once")
+    root.handlers[:] = [handler]
+    root.propagate = False
+    root.setLevel(parsed.get("", logging.INFO))
+    for module, level in parsed.items():
+        if module:
+            logging.getLogger(f"once.{module}").setLevel(level)
