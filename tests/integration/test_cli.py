@@ -247,3 +247,12 @@ def test_router_logs_what_an_operator_needs_and_survives_sighup(tmp_path):
 def test_a_bad_log_level_is_a_usage_error(tmp_path):
     r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--log-level", "loud")
     _one_line(r, 2, "--log-level loud: 'loud' is not one of debug, info, warning, error")
+
+
+def test_audit_without_java_says_how_to_get_it(tmp_path):
+    import os
+
+    (tmp_path / "journal").mkdir()
+    env = dict(os.environ, JAVA_HOME=str(tmp_path / "no-java-here"))
+    r = _once("audit", str(tmp_path), env=env)
+    _one_line(r, 2, f"once audit: JAVA_HOME={tmp_path / 'no-java-here'} has no bin/java", "openjdk-17")

@@ -80,8 +80,13 @@ def main(run_dir: str, master: str | None = None) -> int:
         return 2
     from pyspark.sql import SparkSession
 
-    from .session import spark_session
+    from .session import java_problem, spark_session
 
+    problem = java_problem() if master is None or master.startswith("local") else None
+    if problem:
+        print(f"once audit: {problem}", file=sys.stderr)
+        return 2
+    print(f"once audit: starting Spark (local mode takes 10-40 s) for {run_dir} ...", file=sys.stderr, flush=True)
     started = time.monotonic()
     ours = SparkSession.getActiveSession() is None  # a caller's session (tests, a notebook) is left running
     spark = spark_session(master)

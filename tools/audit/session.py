@@ -3,8 +3,26 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from typing import Any
+
+
+JAVA_HINT = "install Java 17 (apt install openjdk-17-jre-headless) or set JAVA_HOME to one"
+
+
+def java_problem() -> str | None:
+    """Why Spark could not start its JVM here, in one line; None when Java is there.
+    (Spark's own failure is a long traceback about a gateway that exited.)"""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            return f"JAVA_HOME={home} has no bin/java: {JAVA_HINT}"
+        return None
+    if shutil.which("java") is None:
+        return f"Spark needs Java and there is none on PATH: {JAVA_HINT}"
+    return None
 
 
 def under_spark_submit() -> bool:
