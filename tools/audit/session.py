@@ -7,7 +7,6 @@ import shutil
 import sys
 from typing import Any
 
-
 JAVA_HINT = "install Java 17 (apt install openjdk-17-jre-headless) or set JAVA_HOME to one"
 
 
