@@ -137,7 +137,7 @@ def test_send_names_a_rejection_and_waits_no_longer_than_its_timeout(router: Rou
     assert proc.returncode == 1 and "sent 1, accepted 0" in out
     assert err.strip() == "not accepted: 'bad': rejected: amqp:not-allowed: rejected by a subscriber"
     r = _once("send", "judged", "held", "--url", router.url, "--timeout", "1")  # nobody accepts: no outcome
-    _one_line(r, 5, "no outcome within 1 s after 0 message(s)", "--timeout")
+    _one_line(r, 5, "no outcome within 1 s after 1 message(s) sent, 0 answered", "--timeout")
     sub.close()
 
 
