@@ -308,7 +308,7 @@ class EdgeConnection(EngineProtocol):
             pub = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second,
                                           incarnation if resuming else None, grant=False, group=self)
             link.context = pub
-            log.info("router %s: %s/%s publishes to %r%s", self.router.id, container_id, link.name, address,
+            log.debug("router %s: %s/%s publishes to %r%s", self.router.id, container_id, link.name, address,
                      ", resuming" if resuming and attach.unsettled is not None else "")
             ours = states_out(self.core.publisher_resume_map(pub, attach.unsettled or {})) if resuming else None
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
@@ -372,7 +372,7 @@ class EdgeConnection(EngineProtocol):
                          self.router.id, ctx.container_id, ctx.link_name, len(ctx.live), grace)
             else:
                 self.core.remove_publisher(ctx)
-                log.info("router %s: publisher %s/%s detached", self.router.id, ctx.container_id, ctx.link_name)
+                log.debug("router %s: publisher %s/%s detached", self.router.id, ctx.container_id, ctx.link_name)
         elif isinstance(ctx, Subscriber):
             source = link.source
             durable = source is not None and source.expiry_policy == "never"

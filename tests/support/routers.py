@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,16 @@ class RouterProcess:
         self.url = line.split()[3]
         self.host, port = self.url.removeprefix("amqp://").rsplit(":", 1)
         self.port = int(port)
+        # Drain its log as it runs: a full stderr pipe would block the router on its next
+        # log line (with a line per connection and subscription, that comes soon).
+        self._log: list[str] = []
+        self._drain = threading.Thread(target=self._read_log, daemon=True)
+        self._drain.start()
+
+    def _read_log(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._log.append(line)
 
     @classmethod
     def adopt(cls, proc: subprocess.Popen[str], topology: Path, router_id: str) -> RouterProcess:
@@ -65,13 +76,16 @@ class RouterProcess:
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        if self.proc.stderr is not None and not self.proc.stderr.closed:
-            try:
-                _, err = self.proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                _, err = self.proc.communicate()
-            self.logged = err or ""
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._drain.join(10)  # the pipe ends with the process
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
+        self.logged = "".join(self._log)
         return self.proc.returncode
 
 
