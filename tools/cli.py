@@ -11,6 +11,7 @@ from pathlib import Path
 from router.config import TopologyError
 from router.listeners import ListenError
 from router.logs import LogSpecError
+from topologies import resolve
 
 from .exits import CommandError, Exit
 
@@ -21,7 +22,7 @@ def _default_topology() -> str:
     here = Path(DEFAULT_TOPOLOGY)
     if here.exists():
         return str(here)
-    return str(Path(__file__).resolve().parent.parent / DEFAULT_TOPOLOGY)
+    return resolve("single")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("router", help="run one router of a topology in the foreground")
-    r.add_argument("topology")
+    r.add_argument("topology", help="a topology file, or the name of a shipped one (single, line3, mesh3, ring5)")
     r.add_argument("--id", required=True, help="the router id in the topology")
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--log-format", default="text", choices=("text", "json"), help="json: one object per line")
 
     la = sub.add_parser("launch", help="start every router of a topology on this machine (one process each)")
-    la.add_argument("topology", nargs="?", default=None, help=f"default: {DEFAULT_TOPOLOGY}")
+    la.add_argument("topology", nargs="?", default=None,
+                    help=f"a topology file, or the name of a shipped one (single, line3, mesh3, ring5); default: {DEFAULT_TOPOLOGY}")
     la.add_argument("--journal", metavar="DIR", help="every router writes its delivery journal under DIR")
     la.add_argument("--log-level", default="info", metavar="SPEC", help="for every router (see once router --help)")
     la.add_argument("--log-format", default="text", choices=("text", "json"))
@@ -120,14 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "router":
             from router.main import main as router_main
 
-            return router_main(args.topology, args.id, args.listen, args.journal, args.log_level, args.log_format)
+            return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format)
         if args.command == "launch":
             from router.logs import parse_levels
 
             from .launch import launch
 
             parse_levels(args.log_level)  # (a bad one is refused here, not by every router)
-            return launch(args.topology or _default_topology(), journal=args.journal, restart=not args.no_restart,
+            return launch(resolve(args.topology) if args.topology else _default_topology(), journal=args.journal, restart=not args.no_restart,
                           logs=["--log-level", args.log_level, "--log-format", args.log_format])
         if args.command == "send":
             from .clients import send

@@ -259,3 +259,38 @@ def test_audit_without_java_says_how_to_get_it(tmp_path):
     env = dict(os.environ, JAVA_HOME=str(tmp_path / "no-java-here"))
     r = _once("audit", str(tmp_path), env=env)
     _one_line(r, 2, f"once audit: JAVA_HOME={tmp_path / 'no-java-here'} has no bin/java", "openjdk-17")
+
+
+def test_a_plain_install_outside_the_repository_finds_the_shipped_topologies(tmp_path):
+    import shutil
+
+    src = tmp_path / "src"  # (a copy: building writes into the source tree)
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "node_modules",
+                                                               "__pycache__", ".pytest_cache", ".hypothesis"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    # A wheel, as `pip install .` builds it (its build backend comes from the registry, like
+    # any fresh install), installed with the dependencies this machine already has.
+    wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
+                            str(src)], capture_output=True, text=True, timeout=300)
+    assert wheel.returncode == 0, wheel.stderr[-2000:]
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                          *map(str, (tmp_path / "dist").glob("once-*.whl"))], capture_output=True, text=True,
+                         timeout=300)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import topologies; print(topologies.__file__)"],
+                           cwd=elsewhere, capture_output=True, text=True, timeout=60)
+    assert where.stdout.startswith(str(venv)), where  # the installed copy, not the repository's
+    proc = subprocess.Popen([str(venv / "bin" / "once"), "router", "single", "--id", "A", "--listen", "127.0.0.1:0"],
+                            cwd=elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=20)
+    assert line.startswith("router A ready amqp://127.0.0.1:"), (line, err)
+    scenarios = subprocess.run([str(venv / "bin" / "python"), "-c",
+                                "from importlib.resources import files; "
+                                "print(sorted(p.name for p in (files('topologies') / 'scenarios').iterdir()))"],
+                               cwd=elsewhere, capture_output=True, text=True, timeout=60)
+    assert "group-member-killed.yaml" in scenarios.stdout and "link-flap.yaml" in scenarios.stdout

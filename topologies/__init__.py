@@ -1,0 +1,18 @@
+"""The shipped topologies and failover scenarios, as package data: ``once launch NAME``
+and ``once router NAME`` find ``NAME.yaml`` here when NAME is not a file."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+
+def resolve(name: str) -> str:
+    """A topology file: ``name`` itself if it is a file, else the shipped one of that name."""
+    if Path(name).is_file():
+        return name
+    shipped = files("topologies") / (name if name.endswith(".yaml") else f"{name}.yaml")
+    if shipped.is_file():
+        return str(shipped)
+    return name  # (loading it says it cannot be read, in one line)
+
