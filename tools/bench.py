@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tqdm import tqdm
 
 from router.amqp.connection import Mode
 from router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkFlow, SessionBegun
@@ -242,8 +243,18 @@ def _start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any
     return procs, addrs
 
 
+async def _watch(pub: Publisher, bar: Any) -> None:
+    """Move the progress bar from the accepted count (a few times a second, off the hot path)."""
+    shown = 0
+    while not pub.done.done():
+        await asyncio.sleep(0.25)
+        bar.update(pub.accepted - shown)
+        shown = pub.accepted
+    bar.update(pub.accepted - shown)
+
+
 async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: int,
-                        addrs: dict[str, tuple[str, int]]) -> Result:
+                        addrs: dict[str, tuple[str, int]], bar: Any = None) -> Result:
     topic = f"bench-{name}"
     if scenario.idle_links:
         idler = Idler(f"{topic}-idle", scenario.idle_links)
@@ -255,7 +266,10 @@ async def _run_scenario(name: str, scenario: Scenario, messages: int, credit: in
     await asyncio.wait_for(asyncio.gather(*(s.attached for s in subs)), 10)
     pub = Publisher(topic, messages)
     conns.append(await connect(*addrs[scenario.publisher], "bench-pub", pub))
+    watching = asyncio.ensure_future(_watch(pub, bar)) if bar is not None else None
     await asyncio.wait_for(pub.done, max(60, messages / 2000))
+    if watching is not None:
+        await watching
     # Every accepted message must have reached every subscriber (a group: one member), and
     # the group's members may not have had more between them: a fast wrong answer is no answer.
     if scenario.group:
@@ -309,20 +323,30 @@ def bench(names: list[str], json_path: str | None, messages: int, credit: int, n
         _pin(1)
         results.append(run(_run_direct(messages, credit)))
     else:
+        tty = sys.stderr.isatty()
         with tempfile.TemporaryDirectory() as tmp:
-            for name in names:
+            for i, name in enumerate(names, 1):
                 scenario = SCENARIOS[name]
                 _unpin()  # children inherit affinity: never start routers from a pinned process
                 procs, addrs = _start_routers(scenario, Path(tmp), journal=journal)
                 if len(addrs) == 1:
                     _pin(1)
+                # a bar on a terminal; a line per scenario otherwise (logs, CI)
+                bar = tqdm(total=messages, desc=f"{name} ({i}/{len(names)})", unit="msg", unit_scale=True,
+                           leave=False, file=sys.stderr) if tty else None
+                if not tty:
+                    print(f"bench {name} ({i}/{len(names)}): {messages} messages ...", file=sys.stderr, flush=True)
                 try:
-                    results.append(run(_run_scenario(name, scenario, messages, credit, addrs)))
+                    results.append(run(_run_scenario(name, scenario, messages, credit, addrs, bar)))
                 finally:
+                    if bar is not None:
+                        bar.close()
                     for proc in procs:
                         proc.terminate()
                     for proc in procs:
                         proc.wait(10)
+                r = results[-1]
+                print(f"bench {name}: {r.msgs_per_s} msg/s, p50 {r.p50_ms} ms", file=sys.stderr, flush=True)
     print(f"{'scenario':<16} {'msgs/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'messages':>9}")
     for r in results:
         shares = f"  shares {' '.join(f'{x:.0%}' for x in r.shares)}" if r.shares else ""

@@ -294,3 +294,12 @@ def test_a_plain_install_outside_the_repository_finds_the_shipped_topologies(tmp
                                 "print(sorted(p.name for p in (files('topologies') / 'scenarios').iterdir()))"],
                                cwd=elsewhere, capture_output=True, text=True, timeout=60)
     assert "group-member-killed.yaml" in scenarios.stdout and "link-flap.yaml" in scenarios.stdout
+
+
+def test_bench_says_what_it_is_doing_as_it_goes():
+    r = _once("bench", "single-1to1", "--messages", "3000")
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.splitlines()
+    assert err[0] == "bench single-1to1 (1/1): 3000 messages ..."  # (not a terminal: a line, not a bar)
+    assert err[1].startswith("bench single-1to1: ") and "msg/s" in err[1]
+    assert r.stdout.splitlines()[1].startswith("single-1to1")
