@@ -128,3 +128,14 @@ def test_a_consumer_group_is_audited_as_one_subscriber(spark, tmp_path):
     g = units["group g"]
     assert (g["distinct"], g["lost"], g["duplicated"], g["marked_repeats"]) == (5, 1, 2, 1)
     assert g["guarantee"] == "mixed" and units["s"]["lost"] == 0
+
+
+def test_router_journals_alone_are_not_called_a_pass(spark, tmp_path):
+    from tools.audit.main import verdict
+
+    generate(tmp_path, 200)
+    for client in ("publisher-p1", "subscriber-s1", "subscriber-s2"):
+        (tmp_path / "journal" / f"{client}.csv").unlink()
+    (tmp_path / "journal" / "clients.json").unlink()
+    text = verdict(run_audit(spark, str(tmp_path)))
+    assert "PASS" not in text and text.splitlines()[-1].startswith("NOT CHECKED: the journals have no client rows")

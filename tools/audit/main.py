@@ -64,7 +64,14 @@ def verdict(result: Result) -> str:
     for k in KINDS:
         if k in bad:
             lines.append(f"  {k} {bad[k]}: first {', '.join(s['examples'].get(k, []))}")
-    lines.append("PASS" if not bad else "FAIL: " + ", ".join(f"{k} {n}" for k, n in bad.items()))
+    if not s["sent"] and not bad:
+        # Router journals alone: what a message's publisher was told and what each subscriber
+        # processed are in the clients' rows, so no invariant can be checked from them.
+        lines.append(f"NOT CHECKED: the journals have no client rows (publishers' and subscribers'), only routers' "
+                     f"({s['rows']} rows): delivery invariants need the clients' journals, as `once harness` writes "
+                     "them; per-hop latency and throughput are in the report")
+    else:
+        lines.append("PASS" if not bad else "FAIL: " + ", ".join(f"{k} {n}" for k, n in bad.items()))
     return "\n".join(lines)
 
 
