@@ -75,6 +75,7 @@ def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path)
     faults = [f["fault"] for f in s["faults"]]
     assert faults == [r["fault"] for r in report.resume]
     for mine, theirs in zip(s["faults"], report.resume):
+        assert mine["at"] == theirs["at"]  # one fault, one time in both reports
         if theirs["seconds"] is not None:
             assert mine["resume_seconds"] == pytest.approx(theirs["seconds"], abs=0.01)
     assert s["latency_ms"]["per_hop"] and s["throughput"]["accepted_per_s_peak"] > 0

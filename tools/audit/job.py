@@ -262,5 +262,8 @@ def _resume(spark: SparkSession, j: DataFrame, subs: DataFrame, clients: dict[st
     out = []
     for i, f in enumerate(faults):
         seconds, by = worst.get(i, (None, "no client traffic after it"))
-        out.append({"at": round((f["at"] * 1e6 - t0) / 1e6, 3), "fault": f["fault"], "resume_seconds": seconds, "by": by})
+        # When it happened: as the harness logged it (seconds since the publishers started), so
+        # the two reports name a fault by the same time; else since the first publisher row.
+        at = f["t"] if "t" in f else round((f["at"] * 1e6 - t0) / 1e6, 3)
+        out.append({"at": at, "fault": f["fault"], "resume_seconds": seconds, "by": by})
     return out
