@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
     rc.add_argument("--group", default=None,
                     help="join the topic's consumer group NAME: each message goes to one member")
+    rc.add_argument("--reconnect", action="store_true",
+                    help="when the router goes away (or is not up yet), try again every second instead of exiting")
     rc.add_argument("--exclusive", action="store_true",
                     help="with --group: one active member gets everything, the others stand by")
 
@@ -140,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.exclusive and not args.group:
                 parser.error("--exclusive needs --group")
-            return recv(args.url, args.topic, args.count, args.name, args.timeout, args.group, args.exclusive)
+            return recv(args.url, args.topic, args.count, args.name, args.timeout, args.group, args.exclusive,
+                        args.reconnect)
         if args.command == "harness":
             from .harness.main import harness
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -15,10 +16,10 @@ from proton.utils import BlockingConnection
 from .exits import CommandError, Exit
 
 
-def _connect(url: str, timeout: float | None) -> BlockingConnection:
+def _connect(url: str, timeout: float | None, container: str | None = None) -> BlockingConnection:
     """A connection, or a one-line ``CommandError`` saying why there is none."""
     try:
-        return BlockingConnection(url, timeout=timeout)
+        return BlockingConnection(url, timeout=timeout, **({"container_id": container} if container else {}))
     except ConnectionException as e:
         why = str(e).split("Condition(", 1)[-1].split("'")[3] if "Condition(" in str(e) else str(e)
         raise CommandError(Exit.UNREACHABLE, f"cannot connect to {url}: {why} (is a router running there? "
@@ -105,8 +106,27 @@ class SharedSubscription(ReceiverOption):
 
 
 def recv(url: str, topic: str, count: int, name: str | None, timeout: float | None,
-         group: str | None = None, exclusive: bool = False) -> int:
-    conn = _connect(url, 30.0)
+         group: str | None = None, exclusive: bool = False, reconnect: bool = False) -> int:
+    """Print what arrives. ``reconnect``: when the router goes away (or is not there), try
+    again every second instead of exiting (6 / 4); what it had not accepted comes again,
+    marked, since this is a standard client."""
+    got = 0
+    container = f"once-recv-{os.getpid()}"  # the same subscriber key on every reconnect
+    while True:
+        try:
+            got += _recv_once(url, topic, count - got if count else 0, name, timeout, group, exclusive, container)
+            return Exit.OK
+        except CommandError as e:
+            if not reconnect or e.code not in (Exit.LOST, Exit.UNREACHABLE):
+                raise
+            got += getattr(e, "got", 0)
+            print(f"once recv: {e.line}; trying again in 1 s (--reconnect)", file=sys.stderr, flush=True)
+            time.sleep(1.0)  # (a retry pace, not synchronisation)
+
+
+def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: float | None, group: str | None,
+               exclusive: bool, container: str) -> int:
+    conn = _connect(url, 30.0, container)
     options = SharedSubscription(exclusive=exclusive) if group else None
     link_name = name or (f"{group}|{os.getpid()}" if group else f"recv-{topic}")
     receiver = conn.create_receiver(topic, name=link_name, options=options)
@@ -129,10 +149,12 @@ def recv(url: str, topic: str, count: int, name: str | None, timeout: float | No
     except KeyboardInterrupt:
         pass
     except (ConnectionException, LinkException) as e:
-        raise CommandError(Exit.LOST, f"{url}: the router went away after {got} message(s): {e}") from None
+        err = CommandError(Exit.LOST, f"{url}: the router went away after {got} message(s): {e}")
+        err.got = got  # type: ignore[attr-defined]
+        raise err from None
     finally:
         try:
             conn.close()
         except Exception:  # noqa: BLE001 - it is gone already
             pass
-    return Exit.OK
+    return got

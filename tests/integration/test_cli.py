@@ -303,3 +303,28 @@ def test_bench_says_what_it_is_doing_as_it_goes():
     assert err[0] == "bench single-1to1 (1/1): 3000 messages ..."  # (not a terminal: a line, not a bar)
     assert err[1].startswith("bench single-1to1: ") and "msg/s" in err[1]
     assert r.stdout.splitlines()[1].startswith("single-1to1")
+
+
+def test_recv_reconnect_comes_back_when_its_router_does(tmp_path):
+    topo = write_topology(tmp_path)
+    first = RouterProcess(topo)
+    port = first.port
+    recv = subprocess.Popen([sys.executable, "-m", "tools.cli", "recv", "back", "--url", first.url, "--count", "2",
+                             "--reconnect"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert recv.stderr.readline().startswith("subscribed to back")
+    assert _once("send", "back", "before", "--url", first.url).returncode == 0
+    assert recv.stdout.readline().strip() == "before"
+    first.proc.send_signal(signal.SIGKILL)
+    first.stop()
+    assert "trying again in 1 s (--reconnect)" in recv.stderr.readline()
+    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "router", str(topo), "--id", "A", "--listen",
+                             f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = RouterProcess.adopt(proc, topo, "A")
+    line = recv.stderr.readline()
+    while line and "subscribed to back" not in line:  # (one "trying again" line per second until it is up)
+        line = recv.stderr.readline()
+    assert "subscribed to back" in line, recv.poll()
+    assert _once("send", "back", "after", "--url", second.url).returncode == 0
+    out, _ = recv.communicate(timeout=30)
+    assert recv.returncode == 0 and out.strip() == "after"
+    second.stop()
