@@ -79,6 +79,9 @@ def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path)
         if theirs["seconds"] is not None:
             assert mine["resume_seconds"] == pytest.approx(theirs["seconds"], abs=0.01)
     assert s["latency_ms"]["per_hop"] and s["throughput"]["accepted_per_s_peak"] > 0
+    page = (tmp_path / "run" / "audit" / "report.html").read_text()
+    assert "<h1>once audit: subscriber-crash</h1>" in page and "routers A, B, C" in page  # the run, named
+    assert "in 0.1 s buckets" in page and "e+0" not in page  # a short run, finer; readable axes
 
 
 def test_a_run_given_as_a_url_is_read_and_written_through_hadoop_file_systems(spark, tmp_path):

@@ -45,6 +45,8 @@ class Result:
     summary: dict[str, Any]
     cdf_ms: list[tuple[float, float]] = field(default_factory=list)  # (quantile, latency ms)
     throughput: list[dict[str, Any]] = field(default_factory=list)
+    rates: list[dict[str, Any]] = field(default_factory=list)  # the plot's: per second, in buckets of ``bucket`` s
+    bucket: float = 1.0
 
     @property
     def ok(self) -> bool:
@@ -176,6 +178,16 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
           .groupBy("s").pivot("event", ["sent", "accepted", "received"]).count().na.fill(0).orderBy("s").collect())
     throughput = [{"t": r["s"], "sent": r["sent"], "accepted": r["accepted"], "received": r["received"]} for r in tp]
     busy = [t["accepted"] for t in throughput if t["accepted"]]
+    # For the plot: a short run in tenths of a second (a few one-second buckets show nothing).
+    bucket = 0.1 if len(throughput) <= 10 else 1.0
+    rates = throughput
+    if bucket < 1.0:
+        tenth = ((F.col("t_us") - F.lit(t0)) / 100_000).cast("long")
+        fine = (j.filter(((F.col("source") == "publisher") & F.col("event").isin("sent", "accepted"))
+                         | ((F.col("source") == "subscriber") & (F.col("event") == "received")))
+                .withColumn("s", tenth)
+                .groupBy("s").pivot("event", ["sent", "accepted", "received"]).count().na.fill(0).orderBy("s").collect())
+        rates = [{"t": r["s"] * bucket, **{k: r[k] / bucket for k in ("sent", "accepted", "received")}} for r in fine]
 
     resume = _resume(spark, j, subs, clients, faults, t0)
     summary = {
@@ -191,10 +203,11 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
         "throughput": {"accepted_per_s_mean": sum(busy) / len(busy) if busy else 0.0,
                        "accepted_per_s_peak": max(busy, default=0), "seconds": len(throughput)},
         "faults": resume,
+        "first_us": t0,  # the first publisher row: when the run began
     }
     for df in (j, rejected, subs, recv, firsts):
         df.unpersist()
-    return Result(summary, [(q, v / 1000) for q, v in zip(CDF_POINTS, cdf)], throughput)
+    return Result(summary, [(q, v / 1000) for q, v in zip(CDF_POINTS, cdf)], throughput, rates, bucket)
 
 
 def _hops(j: DataFrame, sent: DataFrame) -> DataFrame:

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .job import KINDS, Result, audit, read_journal
 from .report import html, summary_json
 
@@ -47,9 +49,27 @@ def run_audit(spark: Any, run_dir: str) -> Result:
     faults = json.loads(_read_text(spark, f"{run_dir}/journal/faults.json") or "[]")
     clients = json.loads(_read_text(spark, f"{run_dir}/journal/clients.json") or "{}")
     result = audit(spark, read_journal(spark, run_dir), clients, faults)
+    result.summary["run"] = run = _run_names(spark, run_dir, result)
     _write_text(spark, f"{run_dir}/audit/summary.json", summary_json(result))
-    _write_text(spark, f"{run_dir}/audit/report.html", html(result, run_dir))
+    _write_text(spark, f"{run_dir}/audit/report.html", html(result, run_dir, run))
     return result
+
+
+def _run_names(spark: Any, run_dir: str, result: Result) -> dict[str, Any]:
+    """What names a run: the harness's scenario, the routers of its topology, when it ran."""
+    out: dict[str, Any] = {}
+    try:
+        out["scenario"] = json.loads(_read_text(spark, f"{run_dir}/report.json") or "{}").get("scenario")
+    except ValueError:
+        pass
+    try:
+        routers = (yaml.safe_load(_read_text(spark, f"{run_dir}/topology.yaml") or "") or {}).get("routers")
+        out["routers"] = ", ".join(sorted(routers)) if isinstance(routers, dict) else None
+    except yaml.YAMLError:
+        pass
+    first = result.summary.get("first_us")
+    out["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(first / 1e6)) if first else None
+    return out
 
 
 def verdict(result: Result) -> str:

@@ -17,10 +17,19 @@ def _frame(x_label: str, y_label: str, y_max: float, x_ticks: list[tuple[float, 
              f'{escape(y_label)}</text>']
     for k in range(5):
         y = BOTTOM - k / 4 * (BOTTOM - 10)
-        parts.append(f'<text x="{PAD - 4}" y="{y + 4:.0f}" text-anchor="end" font-size="10">{y_max * k / 4:.3g}</text>')
+        parts.append(f'<text x="{PAD - 4}" y="{y + 4:.0f}" text-anchor="end" font-size="10">{_tick(y_max * k / 4)}</text>')
     for x, label in x_ticks:
         parts.append(f'<text x="{x:.0f}" y="{BOTTOM + 14}" text-anchor="middle" font-size="10">{escape(label)}</text>')
     return parts
+
+
+def _tick(v: float) -> str:
+    """A readable axis number: 12,500 or 12.5k, never 1.25e+04."""
+    if v >= 10_000:
+        return f"{v / 1000:,.0f}k"
+    if v >= 10:
+        return f"{v:,.0f}"
+    return f"{v:.2g}"
 
 
 def _svg(parts: list[str]) -> str:
@@ -46,11 +55,12 @@ def latency_cdf(points: list[tuple[float, float]]) -> str:
     return _svg(parts)
 
 
-def throughput(series: list[dict], faults: list[dict]) -> str:
-    """Messages per second (sent, accepted, received), the faults as dashed red lines."""
+def throughput(series: list[dict], faults: list[dict], bucket: float = 1.0) -> str:
+    """Messages per second (sent, accepted, received) in buckets of ``bucket`` seconds, the
+    faults as dashed red lines. Sent is drawn last, dashed: it runs under accepted."""
     if not series:
         return "<p>No traffic to plot.</p>"
-    t_max = max(max(s["t"] for s in series), max((f["at"] for f in faults), default=0)) + 1
+    t_max = max(max(s["t"] for s in series), max((f["at"] for f in faults), default=0)) + bucket
     y_max = max(max(s["sent"], s["accepted"], s["received"]) for s in series) or 1
 
     def x(t: float) -> float:
@@ -59,12 +69,12 @@ def throughput(series: list[dict], faults: list[dict]) -> str:
     def y(v: float) -> float:
         return BOTTOM - v / y_max * (BOTTOM - 10)
 
-    parts = _frame("seconds since the first send", "messages per second", y_max,
-                   [(x(t_max * k / 4), f"{t_max * k / 4:.3g}") for k in range(5)])
-    colours = {"sent": "#999999", "accepted": "#2ca02c", "received": "#1f77b4"}
-    for n, (key, colour) in enumerate(colours.items()):
-        pts = " ".join(f"{x(s['t'] + 0.5):.1f},{y(s[key]):.1f}" for s in series)
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{pts}"/>')
+    label = "seconds since the first send" + (f" (in {bucket:g} s buckets)" if bucket != 1.0 else "")
+    parts = _frame(label, "messages per second", y_max, [(x(t_max * k / 4), f"{t_max * k / 4:.3g}") for k in range(5)])
+    styles = {"accepted": ("#2ca02c", ""), "received": ("#1f77b4", ""), "sent": ("#555555", ' stroke-dasharray="5 4"')}
+    for n, (key, (colour, dash)) in enumerate(styles.items()):
+        pts = " ".join(f"{x(s['t'] + bucket / 2):.1f},{y(s[key]):.1f}" for s in series)
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} points="{pts}"/>')
         parts.append(f'<text x="{W - 110}" y="{22 + 14 * n}" font-size="11" fill="{colour}">{key}</text>')
     for f in faults:
         xx = x(f["at"])

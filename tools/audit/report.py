@@ -26,8 +26,11 @@ def _fmt(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def html(result: Result, run_dir: str) -> str:
+def html(result: Result, run_dir: str, run: dict[str, Any] | None = None) -> str:
+    """``run``: what names the run (scenario, routers, date), when the run directory says."""
     s = result.summary
+    run = run or {}
+    named = ", ".join(f"{k} {escape(str(v))}" for k, v in run.items() if v)
     verdict = "no violations" if s["ok"] else "VIOLATIONS: " + ", ".join(
         f"{k} {n}" for k, n in s["violations"].items() if n)
     subs = _table(["subscriber", "guarantee", "received", "distinct", *KINDS[:-1], "marked repeats"],
@@ -45,7 +48,8 @@ def html(result: Result, run_dir: str) -> str:
 <style>body{{font-family:sans-serif;max-width:960px;margin:2em auto}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}} .bad{{color:#b00}} .good{{color:#070}}</style></head>
 <body>
-<h1>once audit</h1>
+<h1>once audit{': ' + escape(str(run.get('scenario'))) if run.get('scenario') else ''}</h1>
+{f'<p>{named}</p>' if named else ''}
 <p>Run <code>{escape(run_dir)}</code>: {s['rows']} journal rows, {s['sent']} messages sent, {s['accepted']} accepted,
 {s['rejected']} rejected.</p>
 <p class="{'good' if s['ok'] else 'bad'}"><b>{escape(verdict)}</b></p>
@@ -55,7 +59,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}} .bad{{color:#b00
 {plots.latency_cdf(result.cdf_ms)}
 <h2>Throughput</h2>
 <p>Accepted per second: mean {tp['accepted_per_s_mean']:.0f}, peak {tp['accepted_per_s_peak']} over {tp['seconds']} s.</p>
-{plots.throughput(result.throughput, s['faults'])}
+{plots.throughput(result.rates or result.throughput, s['faults'], result.bucket)}
 <h2>Faults</h2>{faults if s['faults'] else '<p>No faults recorded.</p>'}
 </body></html>
 """
