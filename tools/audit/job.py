@@ -187,7 +187,11 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
                          | ((F.col("source") == "subscriber") & (F.col("event") == "received")))
                 .withColumn("s", tenth)
                 .groupBy("s").pivot("event", ["sent", "accepted", "received"]).count().na.fill(0).orderBy("s").collect())
-        rates = [{"t": r["s"] * bucket, **{k: r[k] / bucket for k in ("sent", "accepted", "received")}} for r in fine]
+        counts = {r["s"]: r for r in fine}
+        # every bucket, the empty ones too (a pause is a drop to zero, not a straight line across it)
+        rates = [{"t": n * bucket, **{k: (counts[n][k] if n in counts else 0) / bucket
+                                       for k in ("sent", "accepted", "received")}}
+                 for n in range(min(counts, default=0), max(counts, default=-1) + 1)]
 
     resume = _resume(spark, j, subs, clients, faults, t0)
     summary = {

@@ -32,6 +32,12 @@ def _tick(v: float) -> str:
     return f"{v:.2g}"
 
 
+def _nice(v: float) -> float:
+    """The axis top: 1, 2, 4 or 5 times a power of ten, at least ``v`` (its quarters read well)."""
+    e = 10 ** math.floor(math.log10(v))
+    return next(m * e for m in (1, 2, 4, 5, 10) if m * e >= v)
+
+
 def _svg(parts: list[str]) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif">'
             + "".join(parts) + "</svg>")
@@ -61,7 +67,7 @@ def throughput(series: list[dict], faults: list[dict], bucket: float = 1.0) -> s
     if not series:
         return "<p>No traffic to plot.</p>"
     t_max = max(max(s["t"] for s in series), max((f["at"] for f in faults), default=0)) + bucket
-    y_max = max(max(s["sent"], s["accepted"], s["received"]) for s in series) or 1
+    y_max = _nice(max(max(s["sent"], s["accepted"], s["received"]) for s in series) or 1)
 
     def x(t: float) -> float:
         return PAD + t / t_max * (W - PAD - 10)
