@@ -48,7 +48,8 @@ def spark_session(master: str | None = None, app: str = "once-audit", *, for_tes
     partitions = shuffle_partitions or (2 if for_tests else max(4, 2 * cores))
     builder = (builder
                .config("spark.sql.shuffle.partitions", str(partitions))
-               .config("spark.ui.showConsoleProgress", "false")
+               # Spark's own stage bars on a terminal (an audit takes a while); none in logs
+               .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() and not for_tests else "false")
                .config("spark.sql.session.timeZone", "UTC"))
     if master is None or master.startswith("local"):
         # A small machine: no web UI, a compact GC, the driver is the executor.
