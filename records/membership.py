@@ -80,10 +80,6 @@ class Table(tuple):
         return t
 
 
-def members_table(members: Iterable[Member]) -> Table:
-    return Table(members)
-
-
 def key_slot(key: bytes, n: int) -> int:
     return zlib.crc32(key) % n
 
@@ -141,13 +137,9 @@ class Chooser:
     def given(self, member: Key, group: GroupId | None = None, key: bytes | None = None) -> None:
         self.outstanding[member] = self.outstanding.get(member, 0) + 1
         if key is not None and group is not None:
+            # (after a pass-on the key's messages still out follow the member it went to)
             held = self.sticky.get((group, key))
-            if held is None or held[0] != member:
-                # (a pass-on: the key's messages still out at the old member are being
-                # answered by another now, and they follow it)
-                self.sticky[(group, key)] = (member, 1 if held is None else held[1] + 1)
-            else:
-                self.sticky[(group, key)] = (member, held[1] + 1)
+            self.sticky[(group, key)] = (member, (held[1] if held else 0) + 1)
 
     def answered(self, member: Key, group: GroupId | None = None, key: bytes | None = None) -> None:
         n = self.outstanding.get(member, 0) - 1
@@ -169,10 +161,6 @@ def active(members: tuple[Member, ...]) -> Member:
     return min(members, key=lambda m: (m.since, m.key))
 
 
-def exclusive(members: tuple[Member, ...]) -> bool:
-    return any(m.exclusive for m in members)
-
-
 def merged(local: Mapping[GroupId, Mapping[Key, Member]],
            remote: Mapping[GroupId, Iterable[Member]]) -> dict[GroupId, Table]:
     """Our own members and the rest of the network's, one table per group (a key attached
@@ -182,4 +170,4 @@ def merged(local: Mapping[GroupId, Mapping[Key, Member]],
         out.setdefault(group, {}).update((m.key, m) for m in ms)
     for group, ms in local.items():
         out.setdefault(group, {}).update(ms)
-    return {g: members_table(ms.values()) for g, ms in out.items() if ms}
+    return {g: Table(ms.values()) for g, ms in out.items() if ms}

@@ -1,8 +1,8 @@
 """How a router logs: levels per module and the line format, set from the command line.
 
-``--log-level info,core=debug``: a level for everything, and levels for modules (the
-part after ``once.`` of a logger's name: edge, network, core, interrouter, router,
-guard, links). ``--log-format json``: one JSON object per line (time, router, level,
+``--log-level info,edge=debug``: a level for everything, and levels for modules (the
+part after ``once.`` of a logger's name, ``MODULES``; the core logs nothing itself: what
+it decides, the adaptors and the network log). ``--log-format json``: one JSON object per line (time, router, level,
 module, message) for a log shipper; ``text`` (the default) for people.
 """
 
@@ -14,6 +14,9 @@ import sys
 import time
 
 LEVELS = ("debug", "info", "warning", "error")
+# client connections and links; the control plane; neighbour links; the router's life;
+# refusals and limits (rate-limited)
+MODULES = ("edge", "network", "interrouter", "router", "guard")
 
 
 class LogSpecError(ValueError):
@@ -21,13 +24,15 @@ class LogSpecError(ValueError):
 
 
 def parse_levels(spec: str) -> dict[str, int]:
-    """``"info,core=debug"`` -> {"": INFO, "core": DEBUG}; a one-line ``LogSpecError`` if bad."""
+    """``"info,edge=debug"`` -> {"": INFO, "edge": DEBUG}; a one-line ``LogSpecError`` if bad."""
     out: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
         module, _, level = part.rpartition("=")
         if level.lower() not in LEVELS:
             raise LogSpecError(f"--log-level {spec}: {level!r} is not one of {', '.join(LEVELS)} "
-                               "(e.g. info,core=debug)")
+                               "(e.g. info,edge=debug)")
+        if module and module not in MODULES:
+            raise LogSpecError(f"--log-level {spec}: no module {module!r} (there are {', '.join(MODULES)})")
         out[module] = getattr(logging, level.upper())
     return out
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from linkstate.engine import ControlPlane, Result
 from linkstate.handover import Fences, split
 from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
-from records.membership import GroupId, Member, members_table
+from records.membership import GroupId, Member, Table
 
 from .core.ports import NO_GROUPS
 
@@ -96,7 +96,7 @@ class Network:
         view = self._groups.get(topic)
         if view is None:
             found = self.plane.table.group_members(topic, self.me)
-            view = {GroupId(name, scope): members_table(Member(s.key, s.router, s.since, s.exclusive) for s in subs)
+            view = {GroupId(name, scope): Table(Member(s.key, s.router, s.since, s.exclusive) for s in subs)
                     for (name, scope), subs in found.items()} if found else NO_GROUPS
             self._groups[topic] = view
         return view

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .amqp.sasl import SaslServerConfig, users_authenticator
-from .config import Address, Topology, TopologyError, load_topology
+from .config import Address, Auth, Topology, TopologyError, load_topology
 from .core import Core
 from .edge import EdgeConnection
 from .heap import pin_mmap_threshold, trim
@@ -53,11 +53,7 @@ class Router:
         self.settings = topology.settings
         self.container_id = f"once-router-{router_id}"
         auth = topology.auth
-        self.sasl = SaslServerConfig(
-            mechanisms=tuple(m for m in auth.mechanisms if m != "ANONYMOUS" or auth.allow_anonymous),
-            authenticate=users_authenticator(auth.users, auth.allow_anonymous),
-            allow_bare=auth.allow_anonymous,
-        )
+        self.sasl = _sasl(auth)
         fd_limit = raise_fd_limit()
         max_total = self.settings.max_connections or default_max_connections(fd_limit)
         self.limits = ConnectionLimits(max_total, self.settings.max_connections_per_host or max(1, max_total // 2))
@@ -124,7 +120,7 @@ class Router:
             for sub in self.core.expire_suspended(now):
                 changed += 1
                 self.network.end(sub)
-                if sub.group is not None and sub.suspended_until is not None:
+                if sub.group is not None:
                     log.info("router %s: consumer group %s: member %s/%s gave way%s", self.id, sub.group,
                              sub.container_id, sub.link_name,
                              f", its {sub.owed} deliveries go to the others" if sub.owed else "")
@@ -167,11 +163,7 @@ class Router:
             return
         self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups)
         auth = fresh.auth
-        self.sasl = SaslServerConfig(
-            mechanisms=tuple(m for m in auth.mechanisms if m != "ANONYMOUS" or auth.allow_anonymous),
-            authenticate=users_authenticator(auth.users, auth.allow_anonymous),
-            allow_bare=auth.allow_anonymous,
-        )
+        self.sasl = _sasl(auth)
         log.info("router %s: SIGHUP: reloaded the users (%d) and consumer groups (%d) of %s; settings, listeners "
                  "and links change with a restart", self.id, len(auth.users), len(fresh.groups), self.topology.path)
 
@@ -212,3 +204,12 @@ class Router:
             await server.wait_closed()
         if self.core.journal is not None:
             self.core.journal.close()
+
+
+def _sasl(auth: Auth) -> SaslServerConfig:
+    """The SASL side of client connections from the topology's ``auth`` (new ones take it up)."""
+    return SaslServerConfig(
+        mechanisms=tuple(m for m in auth.mechanisms if m != "ANONYMOUS" or auth.allow_anonymous),
+        authenticate=users_authenticator(auth.users, auth.allow_anonymous),
+        allow_bare=auth.allow_anonymous,
+    )

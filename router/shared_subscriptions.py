@@ -81,7 +81,7 @@ def group_id(payload: bytes) -> bytes | None:
     try:
         for code, start, _ in sections(payload):
             if code == PROPERTIES:
-                descriptor, pos = decode(payload, start + 1)
+                _, pos = decode(payload, start + 1)  # (the descriptor: sections() read it)
                 fields, _ = decode(payload, pos)
                 if isinstance(fields, list) and len(fields) > GROUP_ID_FIELD:
                     value = fields[GROUP_ID_FIELD]

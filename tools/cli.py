@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
     r.add_argument("--log-level", default="info", metavar="SPEC",
-                   help="debug, info, warning or error, for all or per module: info,core=debug,network=warning")
+                   help="debug, info, warning or error, for all or per module: info,edge=debug,network=warning")
     r.add_argument("--log-format", default="text", choices=("text", "json"), help="json: one object per line")
 
     la = sub.add_parser("launch", help="start every router of a topology on this machine (one process each)")

@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from records.membership import Chooser, GroupId, Key, Member, Table, active, exclusive, merged
+from records.membership import Chooser, GroupId, Key, Member, Table, merged
 from records.table import Record, SubState
 
 from .peers import PARKED, Subscriber
@@ -61,11 +61,9 @@ class Groups(CoreState):
         for topic, groups in self.local_groups.items():
             view = self.group_view(topic)
             for group, ours in groups.items():
-                members = view.get(group, ())
-                if members and exclusive(members):
-                    key = active(members).key
-                    if key in ours:
-                        now.add(key)
+                leader = view[group].leader if group in view else None
+                if leader is not None and leader.key in ours:
+                    now.add(leader.key)
         self._stand_ins_give_way()
         for key in now - self.active_members:
             for topic, groups in self.local_groups.items():
@@ -104,10 +102,10 @@ class Groups(CoreState):
         """Whether ``sub`` is the active member of its exclusive group (None: it is in none)."""
         if sub.group is None:
             return None
-        members = self.group_view(sub.topic).get(sub.group, ())
-        if not members or not exclusive(members):
+        members = self.group_view(sub.topic).get(sub.group)
+        if members is None or members.leader is None:
             return None
-        return active(members).key == sub.key
+        return members.leader.key == sub.key
 
     def group_view(self, topic: str) -> dict[GroupId, Table]:
         """Every group of ``topic`` in the network, each member table sorted (cached until
@@ -202,8 +200,8 @@ class Groups(CoreState):
                     del record.chosen[key]
                     done = True
             if done:
-                plain = self.remote_routers(record.topic)
-                keep = {d for d in record.parked if d in plain or d in {r for _, r in record.chosen.values()}}
+                wanted = self.remote_routers(record.topic) | {r for _, r in record.chosen.values()}
+                keep = {d for d in record.parked if d in wanted}
                 if keep != record.parked:
                     record.parked = frozenset(keep)
                     if not keep:
@@ -261,23 +259,15 @@ class Groups(CoreState):
         record.chosen = chosen
         if record.local:
             self.chooser.given(m.key, group, key)
-        if m.router == self.router_id:
-            sub = self.topics.get(record.topic, {}).get(m.key)
-            if sub is not None and self._enqueue(record, sub, 1):  # marked: it may be a repeat
-                queue = sub.queue
-                if len(queue) > 1 and queue[-2][0].born > record.born:
-                    self._order_queue(sub)  # older than what waits there: it goes first
-                self.pump(sub)
-        else:
-            self._forward(record, {m.router}, None, frozenset((m.key,)))
+        # to that member alone, marked (it may be a repeat), in publish order if it is here
+        self._send_owed(record, {m.router: {m.key}})
         return True
 
     def _member_released(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool | None:
         """A member released the message: another member gets it. None: it is the only one
         left, the caller redelivers to it as to a plain subscriber."""
-        if sub.group is None or record.states.get(sub) is not SubState.IN_DOUBT:
-            return None
-        if not self._pass_on(record, sub.group, sub.key):
+        assert sub.group is not None
+        if record.states.get(sub) is not SubState.IN_DOUBT or not self._pass_on(record, sub.group, sub.key):
             return None
         if not settled:
             sub.port.settle(handle)
@@ -286,7 +276,8 @@ class Groups(CoreState):
     def _member_gone(self, sub: Subscriber, record: Record) -> bool:
         """A member left with ``record`` not answered: passed on if anyone is left; then
         this member no longer counts for it. Returns whether that completed the record."""
-        if sub.group is not None and record.states.get(sub) is SubState.IN_DOUBT:
+        assert sub.group is not None
+        if record.states.get(sub) is SubState.IN_DOUBT:
             self._pass_on(record, sub.group, sub.key)
         return record.drop_waiter(sub)
 

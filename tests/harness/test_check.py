@@ -84,3 +84,16 @@ def test_a_pause_that_begins_after_the_next_fault_is_not_charged_to_this_one():
     r = check("x", {"p": _pub(len(times))}, {"s": ("once", arrivals)}, faults=faults, homes={"s": "A"})
     assert abs(r.resume[0]["seconds"] - 0.2) < 1e-9
     assert abs(r.resume[1]["seconds"] - 1.6) < 1e-9
+
+
+def test_a_consumer_group_is_one_subscriber():
+    # w1 (ours) and w2 (standard) share p:0-5; p:5 reaches nobody
+    w1 = [Arrival("p:0", False, 0.0), Arrival("p:2", False, 2.0), Arrival("p:3", True, 3.5)]
+    w2 = [Arrival("p:1", False, 1.0), Arrival("p:3", False, 3.0), Arrival("p:2", True, 4.0), Arrival("p:4", False, 4.5)]
+    r = check("x", {"p": _pub(6)}, {"w1": ("once", w1), "w2": ("proton", w2), "s": ("once", _arr(list(range(6))))},
+              groups={"g": ["w1", "w2"]})
+    g = next(s for s in r.subscribers if s.name == "group g")
+    assert [s.name for s in r.subscribers] == ["group g", "s"]  # members are not reported one by one
+    # p:3 again at w1 after w2 (standard) had it, marked: allowed; p:2 again after w1 (ours) had it: twice
+    assert (g.distinct, g.lost, g.duplicated, g.marked_repeats, g.reordered) == (5, 1, 1, 1, 0)
+    assert g.examples["duplicated"] == ["p:2@w2"] and g.examples["lost"] == ["p:5"]

@@ -15,6 +15,15 @@ def _once(*args: str, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
 
 
+def _launch(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
+    """``once launch`` of two routers (free ports), as a process the test reads."""
+    topo = tmp_path / "two.yaml"
+    topo.write_text(yaml.safe_dump({"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}},
+                                    "links": []}))
+    return subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo), *options], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_bad_topology_is_one_line_naming_file_and_key(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"routers": {"A": {"listen": "127.0.0.1:99999"}}}))
@@ -29,11 +38,7 @@ def test_unknown_router_id(tmp_path):
 
 
 def test_launch_prints_ready_per_router_and_stops_on_sigterm(tmp_path):
-    doc = {"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}}, "links": []}
-    topo = tmp_path / "two.yaml"
-    topo.write_text(yaml.safe_dump(doc))
-    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _launch(tmp_path)
     lines = [proc.stdout.readline().strip() for _ in range(3)]
     assert lines[0].startswith("router A ready amqp://127.0.0.1:")
     assert lines[1].startswith("router B ready amqp://127.0.0.1:")
@@ -174,11 +179,7 @@ def test_launch_starts_a_router_that_died_again_and_the_others_keep_running(tmp_
     import queue
     import threading
 
-    doc = {"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}}, "links": []}
-    topo = tmp_path / "two.yaml"
-    topo.write_text(yaml.safe_dump(doc))
-    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _launch(tmp_path)
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x.strip()) for x in proc.stdout], daemon=True)
     reader.start()
@@ -202,11 +203,7 @@ def test_launch_starts_a_router_that_died_again_and_the_others_keep_running(tmp_
 def test_launch_no_restart_stops_all_when_one_dies(tmp_path):
     import os
 
-    doc = {"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}}, "links": []}
-    topo = tmp_path / "two.yaml"
-    topo.write_text(yaml.safe_dump(doc))
-    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo), "--no-restart"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = _launch(tmp_path, "--no-restart")
     assert [proc.stdout.readline() for _ in range(3)][2].startswith("2 router(s) ready")
     os.kill(_children(proc.pid)["B"], signal.SIGKILL)
     out, err = proc.communicate(timeout=20)
@@ -328,3 +325,8 @@ def test_recv_reconnect_comes_back_when_its_router_does(tmp_path):
     out, _ = recv.communicate(timeout=30)
     assert recv.returncode == 0 and out.strip() == "after"
     second.stop()
+
+
+def test_a_log_level_for_a_module_that_does_not_log_is_refused(tmp_path):
+    r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--log-level", "info,core=debug")
+    _one_line(r, 2, "--log-level info,core=debug: no module 'core'", "edge, network")

@@ -6,7 +6,7 @@ from typing import Any
 
 from test_core import Pub, Sub
 
-from records.membership import Chooser, GroupId, Member, key_slot, members_table
+from records.membership import Chooser, GroupId, Member, Table, key_slot
 from router.config import Settings
 from router.core import ACCEPTED, RELEASED, Core
 
@@ -158,7 +158,7 @@ def test_a_group_that_is_not_global_is_scoped_by_container():
 
 
 def test_the_choice_rule():
-    members = members_table([Member(("c", "b"), "B"), Member(("c", "a"), "A"), Member(("c", "c"), "C")])
+    members = Table([Member(("c", "b"), "B"), Member(("c", "a"), "A"), Member(("c", "c"), "C")])
     assert [m.key[1] for m in members] == ["a", "b", "c"]
     chooser = Chooser()
     # round-robin among equals, then the least loaded
@@ -182,7 +182,7 @@ def test_a_key_stays_with_its_member_across_a_join_until_its_messages_are_answer
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     # a key that the two-member table gives to the newcomer
     key = next(k for k in (b"k%d" % i for i in range(100))
-               if members_table([Member(("c1", "w"), "A"), Member(("c2", "w"), "A")])[
+               if Table([Member(("c1", "w"), "A"), Member(("c2", "w"), "A")])[
                    key_slot(k, 2)].key == ("c2", "w"))
     r1 = core.publish(pub, b"1", key + b":1", False, 1)
     newcomer = Sub()
@@ -297,7 +297,7 @@ class _Routes:
     """The network as root A sees it: member ("c9", "w") of G lives at D, which is out of reach."""
 
     def __init__(self) -> None:
-        self.view = {G: members_table([Member(("c9", "w"), "D", 1)])}
+        self.view = {G: Table([Member(("c9", "w"), "D", 1)])}
 
     def remote_routers(self, topic: str) -> set[str]:
         return set()

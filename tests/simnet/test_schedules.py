@@ -34,19 +34,26 @@ NEVER = ("duplicated", "phantom", " then ")  # processed twice, never sent, two 
 CEILING = {"lost": 15, "reordered": 30, "never answered": 14, "state left behind": 66, "expired": 2}
 
 
-def test_ten_thousand_random_schedules(tmp_path: Path):
+def _sweep(tmp_path: Path, n: int, ceiling: dict[str, int], *options: str) -> dict[str, list[str]]:
+    """Run ``n`` seeded schedules in a subprocess; assert never-twice exactly and the ceilings;
+    return the failing ones."""
     out = tmp_path / "failed.json"
     env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
-    proc = subprocess.run([sys.executable, "-m", "simnet.schedules", "--seeds", "0:10000", "--jobs", "2",
+    proc = subprocess.run([sys.executable, "-m", "simnet.schedules", *options, "--seeds", f"0:{n}", "--jobs", "2",
                            "--json", str(out)], cwd=TESTS.parent, env=env, capture_output=True, text=True,
                           timeout=600)
-    assert "10000 schedules" in proc.stdout, proc.stderr[-2000:]
+    assert f"{n} schedules" in proc.stdout, proc.stderr[-2000:]
     failed: dict[str, list[str]] = json.loads(out.read_text())
     twice = {seed: v for seed, v in failed.items() if any(k in line for line in v for k in NEVER)}
     assert not twice, f"never twice, broken: {dict(list(twice.items())[:5])}"
-    counts = {kind: sum(any(kind in line for line in v) for v in failed.values()) for kind in CEILING}
-    over = {kind: (n, CEILING[kind]) for kind, n in counts.items() if n > CEILING[kind]}
+    counts = {kind: sum(any(kind in line for line in v) for v in failed.values()) for kind in ceiling}
+    over = {kind: (c, ceiling[kind]) for kind, c in counts.items() if c > ceiling[kind]}
     assert not over, f"more failing schedules than recorded (count, ceiling): {over}; {proc.stdout[-3000:]}"
+    return failed
+
+
+def test_ten_thousand_random_schedules(tmp_path: Path):
+    _sweep(tmp_path, 10000, CEILING)
 
 
 # The same over 2,000 schedules with a consumer group of two or three members (and faults
@@ -61,19 +68,8 @@ GROUP_FINDS = (320, 875)
 
 
 def test_two_thousand_random_schedules_with_a_consumer_group(tmp_path: Path):
-    out = tmp_path / "failed.json"
-    env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
-    proc = subprocess.run([sys.executable, "-m", "simnet.schedules", "--groups", "--seeds", "0:2000", "--jobs", "2",
-                           "--json", str(out)], cwd=TESTS.parent, env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert "2000 schedules" in proc.stdout, proc.stderr[-2000:]
-    failed: dict[str, list[str]] = json.loads(out.read_text())
-    twice = {seed: v for seed, v in failed.items() if any(k in line for line in v for k in NEVER)}
-    assert not twice, f"never twice (a group's members included), broken: {dict(list(twice.items())[:5])}"
+    failed = _sweep(tmp_path, 2000, GROUP_CEILING, "--groups")
     assert not [seed for seed in GROUP_FINDS if str(seed) in failed], {seed: failed.get(str(seed)) for seed in GROUP_FINDS}
-    counts = {kind: sum(any(kind in line for line in v) for v in failed.values()) for kind in GROUP_CEILING}
-    over = {kind: (n, GROUP_CEILING[kind]) for kind, n in counts.items() if n > GROUP_CEILING[kind]}
-    assert not over, f"more failing schedules than recorded (count, ceiling): {over}; {proc.stdout[-3000:]}"
 
 
 @st.composite

@@ -119,43 +119,15 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
     report.sent, report.accepted = len(sent), len(accepted)
     members = {m for ms in (groups or {}).values() for m in ms}
     for group, names in (groups or {}).items():
-        report.subscribers.append(_group_report(group, {n: subscribers[n] for n in names if n in subscribers},
-                                                sent, accepted, retrying))
+        report.subscribers.append(_unit_report(f"group {group}", {n: subscribers[n] for n in names if n in subscribers},
+                                               sent, accepted, retrying, grouped=True))
         for n in names:
             if n in subscribers:
                 progress[n] = sorted(a.t for a in subscribers[n][1])
     for name, (client, arrivals) in subscribers.items():
         if name in members:
             continue
-        s = SubscriberReport(name, client, received=len(arrivals))
-        seen: set[str] = set()
-        last: dict[str, int] = {}
-        examples: dict[str, list[str]] = defaultdict(list)
-        for a in arrivals:
-            if a.id not in sent:
-                s.phantom += 1
-                examples["phantom"].append(a.id)
-            if a.id in seen:
-                if _seq(a.id)[0] in retrying:
-                    s.publisher_retries += 1
-                elif client == "once" or not a.redelivered:
-                    s.duplicated += 1
-                    examples["duplicated"].append(a.id)
-                else:
-                    s.marked_repeats += 1
-                continue
-            seen.add(a.id)
-            pub, seq = _seq(a.id)
-            if seq < last.get(pub, -1):
-                s.reordered += 1
-                examples["reordered"].append(a.id)
-            last[pub] = max(seq, last.get(pub, -1))
-        s.distinct = len(seen)
-        missing = sorted(accepted - seen, key=_seq)
-        s.lost = len(missing)
-        examples["lost"] = missing
-        s.examples = {k: v[:5] for k, v in examples.items() if v}
-        report.subscribers.append(s)
+        report.subscribers.append(_unit_report(name, {name: (client, arrivals)}, sent, accepted, retrying))
         progress[name] = sorted(a.t for a in arrivals)
     homes = homes or {}
     faults = faults or []
@@ -186,16 +158,22 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
 MARGIN = 0.25
 
 
-def _group_report(group: str, members: dict[str, tuple[str, list[Arrival]]], sent: set[str], accepted: set[str],
-                  retrying: set[str] | frozenset[str]) -> SubscriberReport:
+def _unit_report(label: str, members: dict[str, tuple[str, list[Arrival]]], sent: set[str], accepted: set[str],
+                 retrying: set[str] | frozenset[str], grouped: bool = False) -> SubscriberReport:
+    """One subscriber, or a consumer group's members together (``grouped``): each message
+    once across them (a repeat after one of our clients had it is a duplicate; after a
+    standard client it must be marked); first arrivals in publish order at each member,
+    in a group leaving out the marked ones (passed on from another member, they come late)."""
     kinds = {client for client, _ in members.values()}
-    s = SubscriberReport(f"group {group}", "/".join(sorted(kinds)))
-    merged = sorted(((a, name, client) for name, (client, arrivals) in members.items() for a in arrivals),
-                    key=lambda x: x[0].t)
+    s = SubscriberReport(label, "/".join(sorted(kinds)))
+    merged = [(a, name, client) for name, (client, arrivals) in members.items() for a in arrivals]
+    if len(members) > 1:
+        merged.sort(key=lambda x: x[0].t)
     s.received = len(merged)
     seen: set[str] = set()
-    by_once: set[str] = set()  # processed by one of our members: never again, by anyone
+    by_once: set[str] = set()  # processed by one of our clients: never again, by anyone
     examples: dict[str, list[str]] = defaultdict(list)
+    at = (lambda a, m: f"{a.id}@{m}") if grouped else (lambda a, m: a.id)
     for a, member, client in merged:
         if a.id not in sent:
             s.phantom += 1
@@ -205,13 +183,10 @@ def _group_report(group: str, members: dict[str, tuple[str, list[Arrival]]], sen
                 s.publisher_retries += 1
             elif a.id in by_once or not a.redelivered:
                 s.duplicated += 1
-                examples["duplicated"].append(f"{a.id}@{member}")
+                examples["duplicated"].append(at(a, member))
             else:
-                # a standard member had it and may have died before accepting: at-least-once
+                # a standard client had it and may have died before accepting: at-least-once
                 s.marked_repeats += 1
-            if client == "once":
-                by_once.add(a.id)
-            continue
         seen.add(a.id)
         if client == "once":
             by_once.add(a.id)
@@ -219,13 +194,13 @@ def _group_report(group: str, members: dict[str, tuple[str, list[Arrival]]], sen
         last: dict[str, int] = {}
         firsts: set[str] = set()
         for a in arrivals:
-            if a.id in firsts or a.redelivered:
-                continue  # (a message passed on from another member comes late, marked)
+            if a.id in firsts or (grouped and a.redelivered):
+                continue
             firsts.add(a.id)
             pub, seq = _seq(a.id)
             if seq < last.get(pub, -1):
                 s.reordered += 1
-                examples["reordered"].append(f"{a.id}@{name}")
+                examples["reordered"].append(at(a, name))
             last[pub] = max(seq, last.get(pub, -1))
     s.distinct = len(seen)
     missing = sorted(accepted - seen, key=_seq)
