@@ -42,7 +42,7 @@ def test_launch_prints_ready_per_router_and_stops_on_sigterm(tmp_path):
     lines = [proc.stdout.readline().strip() for _ in range(3)]
     assert lines[0].startswith("router A ready amqp://127.0.0.1:")
     assert lines[1].startswith("router B ready amqp://127.0.0.1:")
-    assert lines[2].startswith("2 router(s) ready")
+    assert lines[3].startswith("3 router(s) ready")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0 and "all routers stopped" in out
@@ -258,39 +258,50 @@ def test_audit_without_java_says_how_to_get_it(tmp_path):
     _one_line(r, 2, f"once audit: JAVA_HOME={tmp_path / 'no-java-here'} has no bin/java", "openjdk-17")
 
 
-def test_a_plain_install_outside_the_repository_finds_the_shipped_topologies(tmp_path):
+def test_pip_install_in_a_fresh_venv_outside_the_repository_runs_launch(tmp_path):
+    """``pip install .`` into an empty venv (dependencies from the registry), then the
+    installed ``once`` launches a network, carries a message, and finds the shipped files."""
     import shutil
 
     src = tmp_path / "src"  # (a copy: building writes into the source tree)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "node_modules",
                                                                "__pycache__", ".pytest_cache", ".hypothesis"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    # A wheel, as `pip install .` builds it (its build backend comes from the registry, like
-    # any fresh install), installed with the dependencies this machine already has.
-    wheel = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"),
-                            str(src)], capture_output=True, text=True, timeout=300)
-    assert wheel.returncode == 0, wheel.stderr[-2000:]
-    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
-                          *map(str, (tmp_path / "dist").glob("once-*.whl"))], capture_output=True, text=True,
-                         timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)  # no system site-packages
+    py, once = str(venv / "bin" / "python"), str(venv / "bin" / "once")
+    pip = subprocess.run([py, "-m", "pip", "install", "-q", str(src)], capture_output=True, text=True, timeout=600)
     assert pip.returncode == 0, pip.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import topologies; print(topologies.__file__)"],
+    where = subprocess.run([py, "-c", "import topologies, proton; print(topologies.__file__, proton.__file__)"],
                            cwd=elsewhere, capture_output=True, text=True, timeout=60)
-    assert where.stdout.startswith(str(venv)), where  # the installed copy, not the repository's
-    proc = subprocess.Popen([str(venv / "bin" / "once"), "router", "single", "--id", "A", "--listen", "127.0.0.1:0"],
-                            cwd=elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=20)
-    assert line.startswith("router A ready amqp://127.0.0.1:"), (line, err)
-    scenarios = subprocess.run([str(venv / "bin" / "python"), "-c",
-                                "from importlib.resources import files; "
+    assert where.returncode == 0, where.stderr
+    assert all(f.startswith(str(venv)) for f in where.stdout.split()), where  # the installed copies only
+    scenarios = subprocess.run([py, "-c", "from importlib.resources import files; "
                                 "print(sorted(p.name for p in (files('topologies') / 'scenarios').iterdir()))"],
                                cwd=elsewhere, capture_output=True, text=True, timeout=60)
     assert "group-member-killed.yaml" in scenarios.stdout and "link-flap.yaml" in scenarios.stdout
+    from tools.topology_ports import with_free_ports
+
+    topo = with_free_ports(ROOT / "topologies" / "line3.yaml", elsewhere / "line3.yaml")
+    launch = subprocess.Popen([once, "launch", str(topo)], cwd=elsewhere, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [launch.stdout.readline().strip() for _ in range(4)]
+        assert lines[3].startswith("3 router(s) ready"), (lines, launch.stderr.read() if launch.poll() is not None else "")
+        url_a, url_c = (lines[i].split()[3] for i in (0, 2))
+        recv = subprocess.Popen([once, "recv", "fresh", "--url", url_c, "--count", "1", "--timeout", "30"],
+                                cwd=elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert recv.stderr.readline().startswith("subscribed to fresh")
+        sent = subprocess.run([once, "send", "fresh", "hello", "--url", url_a, "--timeout", "30"], cwd=elsewhere,
+                              capture_output=True, text=True, timeout=60)
+        assert sent.returncode == 0 and "accepted 1" in sent.stdout, sent
+        out, _ = recv.communicate(timeout=30)
+        assert out.split() == ["hello"]
+    finally:
+        launch.send_signal(signal.SIGINT)
+        out, _ = launch.communicate(timeout=30)
+    assert "all routers stopped" in out
 
 
 def test_bench_says_what_it_is_doing_as_it_goes():

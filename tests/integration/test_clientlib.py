@@ -185,3 +185,29 @@ async def test_a_group_member_that_crashes_resumes_its_share_and_nothing_is_proc
     assert m1.duplicates == 0
     for s in (m0, m1):
         await s.close(unsubscribe=True)
+
+
+async def test_an_exclusive_members_active_flag_follows_the_take_over(router: RouterProcess, tmp_path: Path):
+    async def member(name: str) -> Subscriber:
+        sub = Subscriber([router.url], "orders", tmp_path / f"{name}.db", group="ledger", exclusive=True)
+        sub.db.execute(EFFECT)
+        await sub.start()
+        await asyncio.wait_for(sub.attached.wait(), 10)
+        return sub
+
+    first = await member("first")
+    second = await member("second")
+    assert first.active is True and second.active is False  # the longest-waiting member is active
+    async with Publisher([router.url], "orders", tmp_path / "pub.db") as pub:
+        sent = pub.send_nowait(b"one", "one")
+        await _accept(await first.receive(10))
+        assert isinstance(await asyncio.wait_for(sent, 10), Accepted)
+        assert second.queued == 0
+        await first.close(unsubscribe=True)  # the active member leaves: the standby takes over
+        await _until(lambda: second.active is True, what="the standby to be told it is active")
+        sent = pub.send_nowait(b"two", "two")
+        msg = await second.receive(10)
+        assert msg.body == b"two"
+        await _accept(msg)
+        assert isinstance(await asyncio.wait_for(sent, 10), Accepted)
+    await second.close(unsubscribe=True)
