@@ -20,8 +20,8 @@ from router.amqp.performatives import ACCEPTED, Role, Source, Target
 from router.client import ClientProtocol, connect
 from router.loop import run
 
-from .bench import SCENARIOS, _start_routers
-from .memory import rss_kib
+from .bench.procs import rss_kib, start_routers
+from .bench.scenarios import SCENARIOS
 
 
 class Sender:
@@ -106,7 +106,7 @@ def main() -> int:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     size = (int(sys.argv[2]) if len(sys.argv) > 2 else 1024) * 1024
     with tempfile.TemporaryDirectory() as tmp:
-        procs, addrs = _start_routers(SCENARIOS["single-1to1"], Path(tmp))
+        procs, addrs = start_routers(SCENARIOS["single-1to1"], Path(tmp))
         try:
             run(_burst(addrs["A"], procs[0].pid, n, size))
         finally:

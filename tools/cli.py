@@ -88,8 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("run_dir", help="a run directory (with journal/): a local path or any path Spark reads")
     a.add_argument("--master", default=None, help="Spark master URL, e.g. spark://host:7077 (default local[*])")
 
-    b = sub.add_parser("bench", help="measure throughput and latency")
-    b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-idle2000, single-group4, line3-group)")
+    b = sub.add_parser("bench", help="measure throughput, latency, router CPU and memory")
+    b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-1to3, "
+                   "single-ping, single-idle2000, single-group4, line3-group); 'memory': memory per in-flight delivery")
+    b.add_argument("--clients", choices=("python", "c"), default="python",
+                   help="load clients: ours in Python, or Proton-C ones built at first use (the router, not the "
+                        "clients, is then what limits)")
+    b.add_argument("--compare", metavar="REF", help="run this tree's routers and those of git REF back to back")
+    b.add_argument("--rounds", type=int, default=3, help="with --compare: alternating rounds per side (default 3)")
     b.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     b.add_argument("--messages", type=int, default=200_000, help="messages per scenario")
     b.add_argument("--credit", type=int, default=1000, help="credit each bench subscriber grants (default 1000)")
@@ -153,9 +159,19 @@ def main(argv: list[str] | None = None) -> int:
 
             return audit_main(args.run_dir, args.master)
         if args.command == "bench":
-            from .bench import bench
+            if args.scenarios == ["memory"]:
+                from .bench.memory import main as memory
 
-            return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router, args.journal)
+                return memory()
+            if args.compare:
+                from .bench.compare import compare
+
+                return compare(args.compare, args.scenarios or ["single-1to1", "line3-1to1"], args.messages, args.credit,
+                               args.clients, args.rounds)
+            from .bench.main import bench
+
+            return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router, args.journal,
+                         args.clients)
     except TopologyError as e:
         print(str(e), file=sys.stderr)
         return Exit.USAGE

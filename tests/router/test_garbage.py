@@ -16,7 +16,7 @@ from collections import Counter
 from router.client import connect
 from router.config import parse_topology
 from router.server import Router
-from tools.bench import Publisher, Subscriber
+from tools.bench.pyclients import Publisher, Subscriber
 
 OURS = ("router", "records", "linkstate", "tools")
 

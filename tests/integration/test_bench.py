@@ -1,0 +1,67 @@
+"""``once bench`` with C clients, ``once bench memory`` and ``--compare``: they run and report.
+
+Figures are measured, never asserted (a test cannot know how fast this machine is); what
+is asserted is that every message was counted and each column is there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from support.routers import ROOT
+
+from tools.bench import memory
+
+
+def _once(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split() for line in out.splitlines()[1:] if line.strip()}
+
+
+def test_the_c_clients_are_built_and_measure_fan_out_and_one_in_flight():
+    r = _once("bench", "--clients", "c", "single-1to3", "single-ping", "--messages", "3000")
+    assert r.returncode == 0, r.stderr[-2000:]
+    header, *_ = r.stdout.splitlines()
+    assert header.split()[:3] == ["scenario", "clients", "msgs/s"] and "cpu us/msg" in header and "peak MiB" in header
+    rows = _rows(r.stdout)
+    fan, ping = rows["single-1to3"], rows["single-ping"]
+    assert fan[1] == "c" and int(fan[2]) > 0 and fan[-1] == "3000"  # every subscriber got all 3000 (checked by bench)
+    assert float(fan[5]) > 0 and float(fan[7]) > 0 and float(fan[8]) > 0  # e2e p50, router CPU, peak RSS
+    assert ping[-1] == "3000" and float(ping[3]) < float(fan[3])  # one in flight queues nothing
+
+
+def test_a_group_is_measured_with_c_clients_each_member_a_share():
+    r = _once("bench", "--clients", "c", "single-group4", "--messages", "4000")
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = next(line for line in r.stdout.splitlines() if line.startswith("single-group4"))
+    shares = [int(x.rstrip("%")) for x in line.split("shares")[1].split()]
+    assert len(shares) == 4 and 98 <= sum(shares) <= 102 and all(s > 0 for s in shares)
+
+
+def test_memory_per_held_delivery_is_measured_by_body_size():
+    held = memory.measure({100: 2000, 4096: 2000})
+    assert [(h.body, h.deliveries) for h in held] == [(100, 2000), (4096, 2000)]
+    # holding 2000 x 4 KiB grows the router by at least the payload it holds
+    assert held[1].grew_kib * 1024 >= 4096 * 2000 * 0.9
+    assert "per delivery" in memory.report(held).splitlines()[0]
+
+
+def test_compare_runs_another_ref_back_to_back():
+    r = _once("bench", "--compare", "HEAD", "single-1to1", "--messages", "2000", "--rounds", "1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout.splitlines()
+    assert "vs HEAD" in out[0]
+    row = next(line.split() for line in out if line.startswith("single-1to1"))
+    assert float(row[3]) > 0  # the throughput ratio new/old
+    assert "round 1/1, HEAD" in r.stderr
+
+
+def test_compare_names_a_bad_ref_in_one_line():
+    r = _once("bench", "--compare", "no-such-ref", "--messages", "100")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "--compare no-such-ref: not a commit" in r.stderr

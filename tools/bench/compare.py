@@ -1,0 +1,67 @@
+"""``once bench --compare REF``: this tree's routers against another git ref's, back to back.
+
+The same load clients drive both; only the router code differs. Runs alternate (this
+tree, the ref, this tree, ...) so a machine that slows down part-way hurts both alike,
+and each figure is the median of its rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tools.exits import CommandError, Exit
+
+from .main import measure
+from .procs import ROOT
+from .scenarios import Result
+
+
+def _worktree(ref: str, where: Path) -> str:
+    """Check ``ref`` out into ``where``; returns its commit."""
+    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        raise CommandError(Exit.USAGE, f"--compare {ref}: not a commit of {ROOT} (git rev-parse says: "
+                                       f"{r.stderr.strip() or 'nothing'})")
+    commit = r.stdout.strip()
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(where), commit],
+                   check=True, capture_output=True)
+    return commit
+
+
+def _median(rs: list[Result], field: str) -> float:
+    values = [getattr(r, field) for r in rs if getattr(r, field) is not None]
+    return statistics.median(values) if values else float("nan")
+
+
+def compare(ref: str, names: list[str], messages: int, credit: int, clients: str, rounds: int) -> int:
+    here = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "this tree"
+    with tempfile.TemporaryDirectory() as tmp:
+        other = Path(tmp) / "ref"
+        commit = _worktree(ref, other)
+        try:
+            runs: dict[str, list[list[Result]]] = {"new": [], "old": []}
+            for i in range(rounds):
+                for side in (("new", "old") if i % 2 == 0 else ("old", "new")):
+                    print(f"bench --compare: round {i + 1}/{rounds}, {'this tree' if side == 'new' else ref}",
+                          file=sys.stderr, flush=True)
+                    runs[side].append(measure(names, messages, credit, clients, root=ROOT if side == "new" else other))
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], capture_output=True)
+    print(f"this tree ({here}, uncommitted changes included) vs {ref} ({commit[:10]}), {clients} clients, "
+          f"median of {rounds} alternating rounds")
+    print(f"{'scenario':<16} {'msgs/s new':>11} {'old':>8} {'ratio':>6} {'cpu us new':>11} {'old':>7} {'ratio':>6} "
+          f"{'p50 ms new':>11} {'old':>8}")
+    for j, name in enumerate(names):
+        new = [r[j] for r in runs["new"]]
+        old = [r[j] for r in runs["old"]]
+        t_new, t_old = _median(new, "msgs_per_s"), _median(old, "msgs_per_s")
+        c_new, c_old = _median(new, "router_cpu_us"), _median(old, "router_cpu_us")
+        print(f"{name:<16} {t_new:>11.0f} {t_old:>8.0f} {t_new / t_old:>6.2f} {c_new:>11.1f} {c_old:>7.1f} "
+              f"{c_new / c_old:>6.2f} {_median(new, 'p50_ms'):>11.2f} {_median(old, 'p50_ms'):>8.2f}")
+    return 0

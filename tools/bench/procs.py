@@ -1,0 +1,116 @@
+"""Router processes for the bench: start them on free ports, pin them, read what they cost.
+
+CPU and memory come from ``/proc`` (utime + stime, VmHWM), so the figure is the router's
+own, whatever the load clients cost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .scenarios import Scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def two_cores() -> bool:
+    return (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity")
+
+
+def pin(cpu: int) -> None:
+    if two_cores():
+        os.sched_setaffinity(0, {cpu})
+
+
+def unpin() -> None:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2:].split()  # (the name may hold spaces)
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _status_kib(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {key} for process {pid}")
+
+
+def rss_kib(pid: int) -> int:
+    return _status_kib(pid, "VmRSS:")
+
+
+def peak_rss_kib(pid: int) -> int:
+    return _status_kib(pid, "VmHWM:")
+
+
+def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any] | None = None,
+                  journal: bool = False, root: Path = ROOT) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
+    """Every router of the scenario's topology as OS processes on free ports; a single router
+    is pinned to core 0 (the load clients then take core 1). ``root``: the checkout whose
+    router code runs (``--compare`` points it at another git ref's)."""
+    from tools.topology_ports import with_free_ports
+
+    # The routers run with the topology's own settings: --credit is the clients' credit.
+    topo = with_free_ports(ROOT / "topologies" / scenario.topology, tmp / scenario.topology, router_settings)
+    ids = sorted(yaml.safe_load(topo.read_text())["routers"])
+    single = len(ids) == 1 and two_cores()
+    procs, addrs = [], {}
+    for rid in ids:
+        cmd = [sys.executable, "-m", "tools.cli", "router", str(topo), "--id", rid,
+               *(["--journal", str(tmp / "journal")] if journal else [])]
+        if single:
+            cmd = ["taskset", "-c", "0", *cmd]  # one router, one core; the clients get the other
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root))
+    for rid, proc in zip(ids, procs):
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "ready" not in line:
+            for p in procs:
+                p.kill()
+            raise RuntimeError(f"router {rid} failed to start: {line!r}")
+        host, port = line.split()[3].removeprefix("amqp://").rsplit(":", 1)
+        addrs[rid] = (host, int(port))
+    return procs, addrs
+
+
+def stop(procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+class Meter:
+    """The routers' CPU over the measured part of a run (from the publisher's start to its
+    last answer), and their peak resident memory."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.started: list[float] = []
+        self.cpu = 0.0
+
+    def start(self) -> None:
+        self.started = [cpu_seconds(p) for p in self.pids]
+
+    def stop(self) -> None:
+        self.cpu = sum(cpu_seconds(p) - s for p, s in zip(self.pids, self.started))
+
+    def cpu_us_per(self, messages: int) -> float:
+        return round(self.cpu * 1e6 / messages, 1)
+
+    def peak_rss_mib(self) -> float:
+        return round(max(peak_rss_kib(p) for p in self.pids) / 1024, 1)
