@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..config import Settings
+from .ceiling import Phase
 
 if TYPE_CHECKING:
     from .peers import Publisher, Upstream
@@ -71,7 +72,7 @@ class CreditWindow:
 
     # --------------------------------------------------------------- grants
 
-    def grant(self, pubs: Sequence[Publisher], in_flight: int, held_bytes: int) -> None:
+    def grant(self, pubs: Sequence[Publisher], in_flight: int, held_bytes: int, now: float) -> None:
         """Top up publisher credit within the room left: ``in_flight`` records of our own
         publishers and ``held_bytes`` of message bytes are held now."""
         if not pubs:
@@ -105,9 +106,20 @@ class CreditWindow:
         start = self._rr % n
         for i in range(n):
             pub = pubs[(start + i) % n]
-            if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
-                pub.window = min(pub.window * 2, link_credit)
+            ceiling = pub.ceiling
+            if ceiling is None:
+                top = link_credit
+            else:
+                if pub.window >= ceiling.value or ceiling.phase is not Phase.MEASURE:
+                    ceiling.observe(pub.sent, now)
+                else:
+                    ceiling.restart(pub.sent, now)
+                top = ceiling.value
+            if pub.window < top and pub.sent - pub.grown_at >= max(1, pub.window // 2):
+                pub.window = min(pub.window * 2, top)
                 pub.grown_at = pub.sent
+            elif pub.window > top:
+                pub.window = top  # a probe down: what it holds now stays, it gets no more
             target = min(pub.window, share)
             held = pub.credit + pub.in_flight
             if held * 4 > target * 3:

@@ -302,7 +302,7 @@ class Delivery(CoreState):
     def replenish(self) -> None:
         """Top up publisher credit within the room the window has left (``credit.py``)."""
         if not self.unsynced:
-            self.credit.grant(self.publishers, self.local_count, self.records.bytes)
+            self.credit.grant(self.publishers, self.local_count, self.records.bytes, self.clock())
 
     def reclaim_idle(self, now: float) -> int:
         """Cut back links that hold credit without sending; how many were cut."""

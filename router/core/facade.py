@@ -42,6 +42,7 @@ from records.table import Record, RecordTable, SubState
 
 from ..config import Settings
 from ..journal import Journal
+from .ceiling import FIRST_CEILING, Ceiling
 from .credit import CreditWindow
 from .delivery import Delivery
 from .failover import Failover
@@ -132,7 +133,8 @@ class Core(Delivery, Forwarding, Failover, Groups):
         if group is not None:
             pub.group = group
         pub.window = max(1, min(self.settings.initial_credit, self.settings.link_credit))
-        pub.quiet_since = self.clock()
+        pub.quiet_since = now = self.clock()
+        pub.ceiling = Ceiling(FIRST_CEILING, 2 * self.settings.initial_credit, self.settings.link_credit, now)
         old = self.suspended_publishers.get(pub.key)
         if old is not None and old.incarnation != incarnation:
             # A fresh link under the old name: the old one never resumes. (A resuming one

@@ -1,0 +1,99 @@
+"""How far one publisher's credit window may grow: found by probing, not fixed.
+
+Whatever a publisher holds as credit it may queue in front of the router, and a queue
+is latency: a window of 2,000 on one router at 55k msg/s is 35 ms from send to
+accepted. Most paths reach their full rate with far less, but not all: a line of routers
+needs a longer window than one router does, and so does a slow network. So the window's
+ceiling is probed, as a rate, the way TCP's BBR probes bandwidth:
+
+* while the link is credit-bound (its window reached the ceiling), each epoch (at least
+  ``EPOCH`` seconds and twice the ceiling's messages) measures the rate it sent at;
+* a probe up doubles the ceiling and keeps it only if the rate rose by ``GAIN``, and then
+  tries again at once; a probe down halves it and keeps that if the rate held within
+  ``KEEP``; a probe that did not pay is undone, and the next one, the other way, waits
+  ``REPROBE`` seconds;
+* between ``floor`` and ``top`` (``link_credit``).
+
+A publisher that is not credit-bound gives no information and leaves its ceiling alone.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+FIRST_CEILING = 256  # (Qpid Dispatch's default link capacity is 250)
+EPOCH = 0.05
+GAIN = 1.10
+KEEP = 0.95
+REPROBE = 1.0
+
+
+class Phase(Enum):
+    MEASURE = 0
+    UP = 1
+    DOWN = 2
+
+
+class Ceiling:
+    __slots__ = ("value", "kept", "floor", "top", "phase", "epoch_at", "epoch_sent", "base", "next_probe", "next_up")
+
+    def __init__(self, start: int, floor: int, top: int, now: float) -> None:
+        self.top = max(1, top)
+        self.floor = max(1, min(floor, self.top))
+        self.value = min(max(start, self.floor), self.top)
+        self.kept = self.value  # the ceiling before the probe under way
+        self.phase = Phase.MEASURE
+        self.epoch_at = now
+        self.epoch_sent = 0
+        self.base = 0.0  # the rate measured at the kept ceiling
+        self.next_probe = now
+        self.next_up = True
+
+    def restart(self, sent: int, now: float) -> None:
+        """Not credit-bound while measuring: what it sent says nothing of the path."""
+        self.epoch_at, self.epoch_sent = now, sent
+
+    def observe(self, sent: int, now: float) -> None:
+        """The credit-bound link has sent ``sent`` deliveries in all, as of ``now``."""
+        took = now - self.epoch_at
+        n = sent - self.epoch_sent
+        if took < EPOCH or n < 2 * self.value:
+            return
+        rate = n / took
+        self.epoch_at, self.epoch_sent = now, sent
+        phase = self.phase
+        if phase is Phase.UP:
+            if rate >= self.base * GAIN:
+                self.base = rate
+                self._probe(now, up=True)  # it paid: higher again, at once
+                return
+            self.value = self.kept
+            self._settle(now, next_up=False)
+        elif phase is Phase.DOWN:
+            if rate >= self.base * KEEP:
+                self.base = rate
+                self._settle(now, next_up=False)  # kept: lower again, later
+                return
+            self.value = self.kept
+            self._settle(now, next_up=True)
+        else:
+            self.base = rate
+            if now >= self.next_probe:
+                self._probe(now, up=self.next_up)
+
+    def _probe(self, now: float, up: bool) -> None:
+        self.kept = self.value
+        if up and self.value < self.top:
+            self.value = min(self.value * 2, self.top)
+            self.phase = Phase.UP
+        elif not up and self.value > self.floor:
+            self.value = max(self.value // 2, self.floor)
+            self.phase = Phase.DOWN
+        else:
+            self._settle(now, next_up=not up)
+
+    def _settle(self, now: float, next_up: bool) -> None:
+        self.kept = self.value
+        self.phase = Phase.MEASURE
+        self.next_probe = now + REPROBE
+        self.next_up = next_up
