@@ -8,10 +8,15 @@ publisher is told the outcome.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import Any
 
 _NONE: frozenset[str] = frozenset()
+# What ``upstreams`` and ``hop_dests`` are until a network copy needs them: one shared,
+# read-only empty map (two empty dicts per record were 128 bytes on every local delivery).
+NO_MAP: Mapping[Any, Any] = MappingProxyType({})
 
 
 class SubState(Enum):
@@ -38,13 +43,13 @@ class OwedAnswers:
 class Record:
     """One delivery's record. A plain slotted class: it is built once per message."""
 
-    __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format", "created",
+    __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
                  "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
                  "keyed_only", "parked_keys", "earlier", "chosen")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
-                 presettled: bool, message_format: int = 0, created: float = 0.0) -> None:
+                 presettled: bool, message_format: int = 0) -> None:
         self.gid = gid
         self.topic = topic
         self.payload = payload
@@ -53,7 +58,6 @@ class Record:
         self.generation = generation
         self.presettled = presettled
         self.message_format = message_format
-        self.created = created
         self.states: dict[Any, SubState] = {}
         self.pending = 0  # waiters still in doubt
         self.rejection: Any = None  # the first rejecting waiter's error, if any
@@ -65,8 +69,9 @@ class Record:
         # Network: who gave us this record (upstream hop -> its delivery handle), which
         # destination routers each downstream hop carries it to, and destinations with no
         # route right now (re-tried when the graph changes).
-        self.upstreams: dict[Any, Any] = {}
-        self.hop_dests: dict[Any, frozenset[str]] = {}
+        # (``NO_MAP`` until written: write through ``upstream_map()`` / ``hop_map()``)
+        self.upstreams: dict[Any, Any] = NO_MAP  # type: ignore[assignment]
+        self.hop_dests: dict[Any, frozenset[str]] = NO_MAP  # type: ignore[assignment]
         # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
         # that moved there): the full copy has still to go there for everyone else.
         self.keyed_only: set[str] | None = None
@@ -98,6 +103,18 @@ class Record:
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"
+
+    def upstream_map(self) -> dict[Any, Any]:
+        """``upstreams``, to write to."""
+        if self.upstreams is NO_MAP:
+            self.upstreams = {}
+        return self.upstreams
+
+    def hop_map(self) -> dict[Any, frozenset[str]]:
+        """``hop_dests``, to write to."""
+        if self.hop_dests is NO_MAP:
+            self.hop_dests = {}
+        return self.hop_dests
 
     def covered(self) -> set[str]:
         """Destination routers this record went to (or waits to go to) for everyone."""

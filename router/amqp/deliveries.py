@@ -21,7 +21,7 @@ from .performatives import (
     Role,
     Transfer,
 )
-from .transfer import encode_disposition, encode_transfer, transfer_overhead
+from .transfer import encode_disposition, transfer_head, transfer_overhead
 
 
 class Deliveries(ConnectionState):
@@ -51,7 +51,6 @@ class Deliveries(ConnectionState):
             delivery.local_settled = True
         else:
             session.outgoing[delivery_id] = delivery
-            link.unsettled[tag] = delivery
         if not resume:
             link.credit -= 1
             link.delivery_count = (link.delivery_count + 1) & MAX_UINT
@@ -63,14 +62,17 @@ class Deliveries(ConnectionState):
         offset = 0
         first = True
         while True:
-            chunk = payload[offset: offset + room] if total > room else payload
+            # (a view: a large message is not copied per frame; the head and the payload go
+            # straight into the output buffer, with no frame object in between)
+            chunk = memoryview(payload)[offset: offset + room] if total > room else payload
             offset += len(chunk)
             more = offset < total
-            frame = encode_transfer(
+            head = transfer_head(
                 session.channel, link.handle, delivery_id if first else None, tag if first else None,
-                message_format, settled, more, state if first else None, resume and first, aborted and not more, chunk,
+                message_format, settled, more, state if first else None, resume and first, aborted and not more,
+                len(chunk),
             )
-            self._write_transfer(session, frame)
+            self._write_transfer(session, head, chunk)
             first = False
             if not more:
                 break
@@ -82,10 +84,8 @@ class Deliveries(ConnectionState):
         session = link.session
         if delivery.local_settled:
             return
-        delivery.local_state = state
         if settled:
             delivery.local_settled = True
-            link.unsettled.pop(delivery.tag, None)
             if link.is_sender:
                 session.outgoing.pop(delivery.delivery_id, None)
             else:
@@ -95,19 +95,24 @@ class Deliveries(ConnectionState):
         session.pending_dispositions.append((link.role, delivery.delivery_id, settled, state))
         self._dirty.add(session)
 
-    def _write_transfer(self, session: Session, frame: bytes | bytearray) -> None:
+    def _write_transfer(self, session: Session, head: bytearray, payload: bytes | memoryview) -> None:
         if session.remote_incoming_window > 0 and not session.blocked:
             session.remote_incoming_window -= 1
             session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT
-            self._out += frame
+            out = self._out
+            out += head
+            out += payload
         else:
-            session.blocked.append(frame)  # type: ignore[arg-type]
+            session.blocked.append((head, payload))
 
     def _unblock(self, session: Session) -> None:
+        out = self._out
         while session.blocked and session.remote_incoming_window > 0:
             session.remote_incoming_window -= 1
             session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT
-            self._out += session.blocked.popleft()
+            head, payload = session.blocked.popleft()
+            out += head
+            out += payload
 
     def _flush_dispositions(self, session: Session) -> None:
         pending = session.pending_dispositions
@@ -196,7 +201,6 @@ class Deliveries(ConnectionState):
             return
         if not delivery.settled:
             session.incoming[delivery.delivery_id] = delivery
-            link.unsettled[delivery.tag] = delivery
         self._events.append(DeliveryReceived(delivery=delivery))
 
     def _on_disposition(self, session: Session, d: Disposition) -> None:
@@ -221,5 +225,4 @@ class Deliveries(ConnectionState):
             if settled:
                 delivery.settled = True
                 del table[i]
-                delivery.link.unsettled.pop(delivery.tag, None)
             events.append(DeliveryUpdated(delivery=delivery, state=state, settled=settled))

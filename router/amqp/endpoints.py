@@ -24,8 +24,9 @@ class EndpointState(Enum):
 class Delivery:
     """One message on one link. ``context`` is the application's slot (a router record)."""
 
-    __slots__ = ("link", "delivery_id", "tag", "payload", "settled", "state", "local_state", "local_settled",
-                 "resume", "message_format", "context", "__weakref__")
+    # (ten slots: 112 bytes; two more were 128, and there are two of these per delivery routed)
+    __slots__ = ("link", "delivery_id", "tag", "payload", "settled", "state", "local_settled",
+                 "resume", "message_format", "context")
 
     def __init__(self, link: Link, delivery_id: int, tag: bytes, payload: bytes, settled: bool, state: Any = None,
                  resume: bool = False, message_format: int = 0) -> None:
@@ -35,7 +36,6 @@ class Delivery:
         self.payload = payload
         self.settled = settled  # settled by the peer
         self.state = state  # the peer's delivery state
-        self.local_state: Any = None
         self.local_settled = False
         self.resume = resume
         self.message_format = message_format
@@ -48,7 +48,7 @@ class Delivery:
 class Link:
     __slots__ = ("session", "name", "handle", "remote_handle", "role", "state", "source", "target",
                  "snd_settle_mode", "rcv_settle_mode", "remote_attach", "delivery_count", "credit", "available",
-                 "drain", "max_message_size", "partial", "partial_size", "unsettled", "context", "detach_error",
+                 "drain", "max_message_size", "partial", "partial_size", "context", "detach_error",
                  "remote_max_message_size", "revoked")
 
     def __init__(self, session: Session, name: str, handle: int, role: Role) -> None:
@@ -71,7 +71,6 @@ class Link:
         self.remote_max_message_size = 0
         self.partial: Delivery | None = None  # a multi-frame delivery being received
         self.partial_size = 0
-        self.unsettled: dict[bytes, Delivery] = {}  # by tag
         self.context: Any = None
         self.detach_error: Any = None
         # Receiver: credit taken back by a flow with less link-credit. Transfers the peer
@@ -113,7 +112,8 @@ class Session:
         self.remote_links: dict[int, Link] = {}  # by the peer's handle
         self.outgoing: dict[int, Delivery] = {}  # our unsettled deliveries, by delivery-id
         self.incoming: dict[int, Delivery] = {}  # the peer's unsettled deliveries, by delivery-id
-        self.blocked: deque[bytearray] = deque()  # transfer frames waiting for the peer's window
+        # transfer frames waiting for the peer's window: (head, payload)
+        self.blocked: deque[tuple[bytearray, bytes | memoryview]] = deque()
         self.pending_dispositions: list[tuple[Role, int, bool, Any]] = []
         self.context: Any = None
 

@@ -88,8 +88,23 @@ class FrameReader:
                 if start == end:
                     yield Frame(_FRAME_TYPES[ftype], channel, None)
                     continue
-                body = bytes(buf[start:end])
                 try:
+                    if ftype == 0 and end - start > 3 and buf[start] == 0 and buf[start + 1] == 0x53 \
+                            and buf[start + 2] == 0x14:
+                        # A transfer's payload is copied out of the read buffer once, straight into
+                        # the bytes the record keeps (no copy of the whole body, then of its tail).
+                        fast = _fast_transfer_at(buf, start, end)
+                        if fast is not None:
+                            t, p = fast
+                            if p == end:
+                                payload = b""
+                            else:
+                                with memoryview(buf) as mv:
+                                    payload = mv[p:end].tobytes()
+                            yield Frame(FrameType.AMQP, channel, t, payload)
+                            continue
+                    with memoryview(buf) as mv:
+                        body = mv[start:end].tobytes()
                     frame = _decode_body(_FRAME_TYPES[ftype], channel, body)
                 except (IndexError, ValueError, TypeError, KeyError, struct.error) as e:
                     # Whatever the peer's bytes make a decoder trip over is the peer's decode error.
@@ -138,21 +153,28 @@ _I = struct.Struct(">I")
 
 
 def _fast_transfer(body: bytes) -> tuple[Transfer, bytes] | None:
-    """Decode the common shapes of a transfer without the generic decoder.
+    """``_fast_transfer_at`` of a whole frame body: (transfer, payload)."""
+    fast = _fast_transfer_at(body, 0, len(body))
+    return None if fast is None else (fast[0], body[fast[1]:])
+
+
+def _fast_transfer_at(body: bytes | bytearray, s: int, n: int) -> tuple[Transfer, int] | None:
+    """Decode the common shapes of a transfer without the generic decoder, from the frame
+    body at ``body[s:n]`` (the reader's buffer: nothing is copied but the tag); returns the
+    transfer and where its payload starts.
 
     Returns None for anything unusual (a delivery state, wide or odd encodings); the
     generic path then decodes it, with its full checks. Truncation here is impossible to
     mistake: every read is bounds-checked against the list's end.
     """
-    n = len(body)
-    if n < 6:
+    if n - s < 6:
         return None
-    code = body[3]
+    code = body[s + 3]
     if code == 0xC0:
-        size = body[4]
-        count = body[5]
-        p = 6
-        end = 5 + size
+        size = body[s + 4]
+        count = body[s + 5]
+        p = s + 6
+        end = s + 5 + size
     else:
         return None
     if end > n or count > 11:
@@ -189,7 +211,7 @@ def _fast_transfer(body: bytes) -> tuple[Transfer, bytes] | None:
             ln = body[p + 1]
             if p + 2 + ln > end:
                 return None
-            values[i] = body[p + 2:p + 2 + ln]
+            values[i] = bytes(body[p + 2:p + 2 + ln])
             p += 2 + ln
         else:
             return None
@@ -207,7 +229,7 @@ def _fast_transfer(body: bytes) -> tuple[Transfer, bytes] | None:
     if rsm is not None:
         return None
     t = Transfer(handle, did, tag, fmt, settled, bool(more), None, None, bool(resume), bool(aborted), bool(batchable))
-    return t, body[end:]
+    return t, end
 
 
 _ACCEPTED_STATE = b"\x00\x53\x24\x45"

@@ -158,9 +158,12 @@ class Links(ConnectionState):
         session.links.pop(link.handle, None)
         if link.remote_handle is not None:
             session.remote_links.pop(link.remote_handle, None)
+        # (the session's table is the one index of unsettled deliveries: a per-link one by
+        # tag cost a dict entry per delivery on both sides for this rare walk)
         table = session.outgoing if link.is_sender else session.incoming
-        for d in link.unsettled.values():
-            table.pop(d.delivery_id, None)
+        gone = [i for i, d in table.items() if d.link is link]
+        for i in gone:
+            del table[i]
 
     def _detach_with_error(self, link: Link, condition: Condition, description: str) -> None:
         err = error_of(condition, description)

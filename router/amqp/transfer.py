@@ -33,7 +33,9 @@ def _state(state: Any) -> bytes:
     return bytes(out)
 
 
-def _frame(channel: int, descriptor: bytes, fields: list[bytes], payload: bytes | memoryview = b"") -> bytearray:
+def _frame(channel: int, descriptor: bytes, fields: list[bytes], payload: bytes | memoryview = b"",
+           payload_size: int = 0) -> bytearray:
+    """The frame, or (``payload_size``, no ``payload``) its head for a payload written after it."""
     while fields and fields[-1] is _NULL:
         fields.pop()
     body = b"".join(fields)
@@ -42,7 +44,7 @@ def _frame(channel: int, descriptor: bytes, fields: list[bytes], payload: bytes 
         head = bytes((0xC0, size, len(fields)))
     else:
         head = b"\xd0" + _I.pack(size + 3) + _I.pack(len(fields))
-    out = bytearray(_HDR.pack(8 + len(descriptor) + len(head) + len(body) + len(payload), 2, 0, channel))
+    out = bytearray(_HDR.pack(8 + len(descriptor) + len(head) + len(body) + (len(payload) or payload_size), 2, 0, channel))
     out += descriptor
     out += head
     out += body
@@ -54,6 +56,17 @@ def encode_transfer(
     channel: int, handle: int, delivery_id: int | None, tag: bytes | None, message_format: int, settled: bool,
     more: bool, state: Any, resume: bool, aborted: bool, payload: bytes | memoryview,
 ) -> bytearray:
+    out = transfer_head(channel, handle, delivery_id, tag, message_format, settled, more, state, resume, aborted,
+                        len(payload))
+    out += payload
+    return out
+
+
+def transfer_head(
+    channel: int, handle: int, delivery_id: int | None, tag: bytes | None, message_format: int, settled: bool,
+    more: bool, state: Any, resume: bool, aborted: bool, payload_size: int,
+) -> bytearray:
+    """A transfer frame without its payload (the caller writes the payload right behind it)."""
     fields = [
         _uint(handle),
         _NULL if delivery_id is None else _uint(delivery_id),
@@ -66,7 +79,7 @@ def encode_transfer(
         _TRUE if resume else _NULL,
         _TRUE if aborted else _NULL,
     ]
-    return _frame(channel, b"\x00\x53\x14", fields, payload)
+    return _frame(channel, b"\x00\x53\x14", fields, b"", payload_size)
 
 
 def transfer_overhead(tag: bytes, state: Any) -> int:

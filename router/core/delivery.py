@@ -46,7 +46,7 @@ class Delivery(CoreState):
             return self._adopt(pub, known, settled, handle, resumed)
         if resumed and not payload:
             return None
-        record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format, self.clock())
+        record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
         record.born = self._stamp()
         record.root = self.router_id
         if pub.credit > 0 and not resumed:

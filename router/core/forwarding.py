@@ -89,7 +89,7 @@ class Forwarding(CoreState):
                     # 1348 left records behind, 2722 lost 6, on the keyed copy's answer).
                     self._owe_earlier(record, hop, prev)
             else:
-                record.hop_dests[hop] = pinned = fds
+                record.hop_map()[hop] = pinned = fds
                 record.add_waiter(hop)
             hop.queue.append((record, fds, keys))
             touched.append(hop)
@@ -182,7 +182,7 @@ class Forwarding(CoreState):
                 return record
             # Seen before (a re-forward after rerouting): answer from the record, never deliver twice.
             if not presettled:
-                record.upstreams[up] = handle
+                record.upstream_map()[up] = handle
                 record.orphan_since = None
             new = set(dests) - record.covered() - {self.router_id}
             fresh = self._fan_out_late(record) if self.router_id in dests else None
@@ -227,7 +227,7 @@ class Forwarding(CoreState):
                 if record.pending == 0 and not record.outcome_sent:
                     self._complete(record)
             return record
-        record = Record(gid, topic, payload, None, gid, 0, presettled, message_format, self.clock())
+        record = Record(gid, topic, payload, None, gid, 0, presettled, message_format)
         record.local = False
         record.born = born or self._stamp()
         record.root = root or up.peer
@@ -236,7 +236,7 @@ class Forwarding(CoreState):
         if self.journal is not None:
             self.journal.add(Event.RECEIVED, gid, topic, up.peer)
         if not presettled:
-            record.upstreams[up] = handle
+            record.upstream_map()[up] = handle
         self._fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
         return record
 
@@ -388,7 +388,7 @@ class Forwarding(CoreState):
             record.unsettled.pop(hop, None)
             if record.earlier:
                 record.earlier.pop(hop, None)
-            dests = record.hop_dests.pop(hop, frozenset())
+            dests = record.hop_dests.pop(hop, frozenset()) if hop in record.hop_dests else frozenset()
             if record.states.get(hop) is SubState.IN_DOUBT:
                 exclude = next(iter(record.upstreams)).peer if record.upstreams else None
                 self._forward(record, set(dests), exclude)

@@ -59,7 +59,7 @@ def test_transfer_and_accept_settles_both_sides():
     ce, _ = p.pump()
     [up] = [e for e in ce if isinstance(e, DeliveryUpdated)]
     assert up.delivery is d and isinstance(up.state, Accepted) and up.settled
-    assert clink.credit == 9 and clink.delivery_count == 1 and not clink.unsettled
+    assert clink.credit == 9 and clink.delivery_count == 1 and not any(d.link is clink for d in p.csession.outgoing.values())
 
 
 def test_multi_frame_message_far_larger_than_max_frame_size():
