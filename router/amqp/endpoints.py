@@ -49,14 +49,15 @@ class Link:
     __slots__ = ("session", "name", "handle", "remote_handle", "role", "state", "source", "target",
                  "snd_settle_mode", "rcv_settle_mode", "remote_attach", "delivery_count", "credit", "available",
                  "drain", "max_message_size", "partial", "partial_size", "context", "detach_error",
-                 "remote_max_message_size", "revoked")
+                 "remote_max_message_size", "revoked", "is_sender")
 
     def __init__(self, session: Session, name: str, handle: int, role: Role) -> None:
         self.session = session
         self.name = name
         self.handle = handle
         self.remote_handle: int | None = None
-        self.role = role  # our role
+        self.role = role  # our role (never changes)
+        self.is_sender = role is Role.SENDER  # (asked per transfer: an attribute, not a property)
         self.state = EndpointState.UNMAPPED
         self.source: Source | None = None
         self.target: Target | None = None
@@ -76,10 +77,6 @@ class Link:
         # Receiver: credit taken back by a flow with less link-credit. Transfers the peer
         # sent before that flow reached it are still legal; they draw on this.
         self.revoked = 0
-
-    @property
-    def is_sender(self) -> bool:
-        return self.role is Role.SENDER
 
     @property
     def attached(self) -> bool:

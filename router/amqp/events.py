@@ -13,7 +13,10 @@ from .performatives import Attach, Error, Open
 if TYPE_CHECKING:
     from .endpoints import Delivery, Link, Session
 
-_EV = {"frozen": True, "slots": True, "kw_only": True}
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, three times
+# the cost of a plain one, and the engine makes one event per delivery and per answer.
+# Nothing mutates an event after it is made.
+_EV = {"slots": True, "kw_only": True}
 
 
 @dataclass(**_EV)
