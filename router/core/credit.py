@@ -149,12 +149,24 @@ class CreditWindow:
                 break
 
     def grant_transit(self, ups: Sequence[Upstream], in_transit: int, held_bytes: int) -> None:
-        """Credit for neighbours forwarding to us: ``in_transit`` of their records are held."""
-        if not ups or held_bytes >= self.settings.max_in_flight_bytes:
+        """Credit for neighbours forwarding to us: ``in_transit`` of their records are held.
+
+        A neighbour holding more than today's share (granted while fewer neighbours shared
+        the window) is cut back to it: else an idle one keeps it for good and one that came
+        up later gets none, and the copies queued for it wait for ever. Transfers it sent on
+        the old credit are still admitted (the engine counts revoked credit)."""
+        if not ups:
             return
         window = self.settings.max_in_flight
-        budget = window - in_transit - self.transit_outstanding
         share = max(1, min(self.settings.link_credit, window // len(ups)))
+        for up in ups:
+            if up.credit > share:
+                self.transit_outstanding -= up.credit - share
+                up.credit = share
+                up.port.grant(share)
+        if held_bytes >= self.settings.max_in_flight_bytes:
+            return
+        budget = window - in_transit - self.transit_outstanding
         for up in ups:
             if budget <= 0:
                 return

@@ -42,7 +42,7 @@ def test_launch_prints_ready_per_router_and_stops_on_sigterm(tmp_path):
     lines = [proc.stdout.readline().strip() for _ in range(3)]
     assert lines[0].startswith("router A ready amqp://127.0.0.1:")
     assert lines[1].startswith("router B ready amqp://127.0.0.1:")
-    assert lines[3].startswith("3 router(s) ready")
+    assert lines[2].startswith("2 router(s) ready")
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0 and "all routers stopped" in out

@@ -149,3 +149,18 @@ def test_a_publisher_that_outgrows_its_guess_loses_its_credit():
     assert pub.credit == 0 and port.credit_grants[-1] == 0
     core.replenish()
     assert pub.credit == 0
+
+
+def test_a_neighbour_that_comes_up_later_gets_transit_credit_from_an_idle_one():
+    # More neighbours than max_in_flight / link_credit: the first ones up took the whole
+    # window, and before the rebalance a later one got none for good (its copies waited).
+    clock = Clock()
+    core = _core(clock, max_in_flight=400, link_credit=200)
+    first = [core.add_upstream(p, Pub()) for p in ("B", "C")]
+    assert [u.credit for u in first] == [200, 200]
+    late_port = Pub()
+    late = core.add_upstream("D", late_port)
+    share = 400 // 3
+    assert late.credit > 0 and late_port.credit_grants[-1] == late.credit
+    assert all(u.credit <= share for u in first)
+    assert core.credit.transit_outstanding == sum(u.credit for u in (*first, late)) <= 400
