@@ -13,6 +13,8 @@ import gc
 import socket
 from collections import Counter
 
+import pytest
+
 from router.client import connect
 from router.config import parse_topology
 from router.server import Router
@@ -35,7 +37,7 @@ def _topology(ids: list[str]):
                            "auth": {"router_secret": "garbage-test"}})
 
 
-async def _run(ids: list[str], subscribers_at: list[str], messages: int) -> Counter:
+async def _run(ids: list[str], subscribers_at: list[str], messages: int, timeout: float = 60) -> Counter:
     topology = _topology(ids)
     routers = [Router(topology, r) for r in ids]
     await asyncio.gather(*(r.start(neighbour_timeout=10.0) for r in routers))
@@ -51,7 +53,7 @@ async def _run(ids: list[str], subscribers_at: list[str], messages: int) -> Coun
             pub = Publisher(topic, count)
             a = by_id[ids[0]].spec.listen
             conns.append(await connect(a.host, a.port, f"{topic}-pub", pub))
-            await asyncio.wait_for(pub.done, 60)
+            await asyncio.wait_for(pub.done, timeout)
             assert all(s.received == count for s in subs)
             # every record is freed once its settlement went round; wait for that, not a while
             for _ in range(500):
@@ -87,3 +89,8 @@ def test_fan_out_at_one_router_leaves_no_cycles() -> None:
 
 def test_forwarding_through_a_line_leaves_no_cycles() -> None:
     assert asyncio.run(_run(["A", "B", "C"], ["C", "A"], 3000)) == Counter()
+
+
+@pytest.mark.slow
+def test_a_million_messages_leave_no_cycles() -> None:
+    assert asyncio.run(_run(["A"], ["A"], 1_000_000, timeout=900)) == Counter()
