@@ -1,12 +1,13 @@
-"""How far one publisher's credit window may grow: found by probing, not fixed.
+"""How much unused credit one publisher may hold: found by probing, not fixed.
 
-Whatever a publisher holds as credit it may queue in front of the router, and a queue
-is latency: a window of 2,000 on one router at 55k msg/s is 35 ms from send to
-accepted. Most paths reach their full rate with far less, but not all: a line of routers
-needs a longer window than one router does, and so does a slow network. So the window's
-ceiling is probed, as a rate, the way TCP's BBR probes bandwidth:
+Credit a publisher holds unused it may spend at once, and what it sent and we have not
+read yet is a queue in front of the router: 2,000 credit on one router at 55k msg/s is
+35 ms from send to accepted. Most paths reach their full rate with far less, but not all:
+a line of routers needs more in the pipe than one router does, and so does a slow
+network. So the ceiling on unused credit is probed, as a rate, the way TCP's BBR probes
+bandwidth (what a link holds unanswered stays bounded by its window, ``credit.py``):
 
-* while the link is credit-bound (its window reached the ceiling), each epoch (at least
+* while the link is credit-bound (it used all the credit it had), each epoch (at least
   ``EPOCH`` seconds and twice the ceiling's messages) measures the rate it sent at;
 * a probe up doubles the ceiling and keeps it only if the rate rose by ``GAIN``, and then
   tries again at once; a probe down halves it and keeps that if the rate held within

@@ -106,25 +106,30 @@ class CreditWindow:
         start = self._rr % n
         for i in range(n):
             pub = pubs[(start + i) % n]
-            ceiling = pub.ceiling
-            if ceiling is None:
-                top = link_credit
-            else:
-                if pub.window >= ceiling.value or ceiling.phase is not Phase.MEASURE:
-                    ceiling.observe(pub.sent, now)
-                else:
-                    ceiling.restart(pub.sent, now)
-                top = ceiling.value
-            if pub.window < top and pub.sent - pub.grown_at >= max(1, pub.window // 2):
-                pub.window = min(pub.window * 2, top)
+            if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
+                pub.window = min(pub.window * 2, link_credit)
                 pub.grown_at = pub.sent
-            elif pub.window > top:
-                pub.window = top  # a probe down: what it holds now stays, it gets no more
             target = min(pub.window, share)
             held = pub.credit + pub.in_flight
-            if held * 4 > target * 3:
-                continue
-            give = min(target - held, budget)
+            ceiling = pub.ceiling
+            if ceiling is None:
+                if held * 4 > target * 3:
+                    continue
+                give = min(target - held, budget)
+            else:
+                # Unused credit is what a publisher can queue in front of us: it stays within
+                # the probed ceiling, and what it holds unanswered within the window.
+                if pub.credit == 0 or ceiling.phase is not Phase.MEASURE:
+                    ceiling.observe(pub.sent, now)  # it used all it had: the ceiling binds
+                else:
+                    ceiling.restart(pub.sent, now)
+                unused_room = ceiling.value - pub.credit
+                if ceiling.value >= target:  # it does not bind: top up at three quarters, as above
+                    if held * 4 > target * 3:
+                        continue
+                elif held >= target or unused_room * 4 < ceiling.value:
+                    continue  # (topped up once a quarter is used: not a flow per message)
+                give = min(target - held, unused_room, budget)
             if per_conn is not None:
                 give = min(give, cap - per_conn[pub.group])
             size = pub.size

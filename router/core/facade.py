@@ -134,8 +134,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
             pub.group = group
         pub.window = max(1, min(self.settings.initial_credit, self.settings.link_credit))
         pub.quiet_since = now = self.clock()
-        initial = self.settings.initial_credit  # (set as high as link_credit, it fixes the ceiling there)
-        pub.ceiling = Ceiling(max(FIRST_CEILING, initial), 2 * initial, self.settings.link_credit, now)
+        pub.ceiling = Ceiling(FIRST_CEILING, 2 * self.settings.initial_credit, self.settings.link_credit, now)
         old = self.suspended_publishers.get(pub.key)
         if old is not None and old.incarnation != incarnation:
             # A fresh link under the old name: the old one never resumes. (A resuming one

@@ -43,8 +43,9 @@ def test_a_new_link_starts_small_and_grows_with_use():
         n = pub.credit
         _send(core, pub, n, sent)
         sent += n
-    # ... up to its first ceiling (beyond it only when a probe shows a larger window pays)
-    assert pub.window == FIRST_CEILING and pub.credit == FIRST_CEILING
+    # ... while what it holds unused stays within its first ceiling (beyond it only when a
+    # probe shows more pays)
+    assert pub.window == 1000 and pub.credit == FIRST_CEILING
     assert port.credit_grants[:6] == [1, 16, 32, 64, 128, 256]
 
 
@@ -164,3 +165,21 @@ def test_a_neighbour_that_comes_up_later_gets_transit_credit_from_an_idle_one():
     assert late.credit > 0 and late_port.credit_grants[-1] == late.credit
     assert all(u.credit <= share for u in first)
     assert core.credit.transit_outstanding == sum(u.credit for u in (*first, late)) <= 400
+
+
+def test_unused_credit_stays_under_the_ceiling_while_unanswered_deliveries_fill_the_window():
+    # A subscriber that holds what it gets: the publisher may still have a whole window
+    # unanswered; only what it could queue in front of the router is bounded.
+    clock = Clock()
+    core = _core(clock, max_in_flight=10_000, link_credit=1000, initial_credit=16)
+    core.add_subscriber(Sub(credit=0), "t", "s", "l", False)
+    pub = core.add_publisher(Pub(), "t", "c", "l", False)
+    sent = 0
+    for _ in range(40):
+        assert pub.credit <= FIRST_CEILING
+        n = pub.credit
+        if not n:
+            break
+        _send(core, pub, n, sent)
+        sent += n
+    assert pub.in_flight == sent == 1000  # the window, not the ceiling, stopped it

@@ -27,9 +27,7 @@ from .scenarios import SCENARIOS
 # body size -> deliveries held (20,000 x 4 KiB: the "less than twice the payload")
 SIZES = {100: 10_000, 4096: 20_000, 65536: 2_000}
 # wide enough that no window, message or byte bound stops the publisher before N are held
-# (initial_credit as high as link_credit: no probing for a ceiling, which a publisher whose
-# messages are never answered could not do)
-_SETTINGS = {"max_in_flight": 40_000, "link_credit": 40_000, "initial_credit": 40_000, "max_connection_credit": 40_000,
+_SETTINGS = {"max_in_flight": 40_000, "link_credit": 40_000, "max_connection_credit": 40_000,
              "max_in_flight_bytes": 1 << 30, "link_in_flight_bytes": 1 << 30}
 
 
