@@ -61,4 +61,22 @@ static int fail_on_condition(pn_event_t *e) {
     return 0;
 }
 
+/* Connect to HOST:PORT and hand every event to `handle` until it returns 0. */
+typedef int (*handler_t)(pn_proactor_t *, pn_event_t *);
+
+static pn_proactor_t *run_client(const char *host, const char *port, handler_t handle) {
+    char addr[256];
+    pn_proactor_addr(addr, sizeof addr, host, port);
+    pn_proactor_t *p = pn_proactor();
+    pn_proactor_connect2(p, NULL, NULL, addr);
+    int more = 1;
+    while (more) {
+        pn_event_batch_t *b = pn_proactor_wait(p);
+        pn_event_t *e;
+        while (more && (e = pn_event_batch_next(b))) more = handle(p, e);
+        pn_proactor_done(p, b);
+    }
+    return p;
+}
+
 #endif

@@ -117,17 +117,7 @@ int main(int argc, char **argv) {
     lat = calloc((size_t)max_msgs + 1, sizeof *lat);
     buf = malloc(buf_size);
     signal(SIGTERM, on_term);
-    char addr[256];
-    pn_proactor_addr(addr, sizeof addr, argv[1], argv[2]);
-    pn_proactor_t *p = pn_proactor();
-    pn_proactor_connect2(p, NULL, NULL, addr);
-    int more = 1;
-    while (more) {
-        pn_event_batch_t *b = pn_proactor_wait(p);
-        pn_event_t *e;
-        while (more && (e = pn_event_batch_next(b))) more = handle(p, e);
-        pn_proactor_done(p, b);
-    }
+    pn_proactor_t *p = run_client(argv[1], argv[2], handle);
     size_t n = (size_t)(received < max_msgs ? received : max_msgs);
     double p50, p99;
     percentiles(lat, n, &p50, &p99);

@@ -29,7 +29,8 @@ static void send_some(void) {
     }
 }
 
-static int handle(pn_event_t *e) {
+static int handle(pn_proactor_t *p, pn_event_t *e) {
+    (void)p;
     switch (pn_event_type(e)) {
     case PN_CONNECTION_INIT: {
         pn_connection_t *c = pn_event_connection(e);
@@ -100,17 +101,7 @@ int main(int argc, char **argv) {
     else { msg[3] = (char)0xb0; msg[4] = (char)(body >> 24); msg[5] = (char)(body >> 16);
            msg[6] = (char)(body >> 8); msg[7] = (char)body; head = 8; }
     memset(msg + head, 'x', (size_t)body);
-    char addr[256];
-    pn_proactor_addr(addr, sizeof addr, argv[1], argv[2]);
-    pn_proactor_t *p = pn_proactor();
-    pn_proactor_connect2(p, NULL, NULL, addr);
-    int more = 1;
-    while (more) {
-        pn_event_batch_t *b = pn_proactor_wait(p);
-        pn_event_t *e;
-        while (more && (e = pn_event_batch_next(b))) more = handle(e);
-        pn_proactor_done(p, b);
-    }
+    pn_proactor_t *p = run_client(argv[1], argv[2], handle);
     double p50, p99;
     percentiles(lat, (size_t)accepted, &p50, &p99);
     printf("{\"sent\": %ld, \"accepted\": %ld, \"other\": %ld, \"first_ns\": %llu, \"last_ns\": %llu, "
