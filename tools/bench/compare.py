@@ -55,13 +55,15 @@ def compare(ref: str, names: list[str], messages: int, credit: int, clients: str
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], capture_output=True)
     print(f"this tree ({here}, uncommitted changes included) vs {ref} ({commit[:10]}), {clients} clients, "
           f"median of {rounds} alternating rounds")
+    e2e = clients == "c"  # (the C receiver reads the send time from the body)
     print(f"{'scenario':<16} {'msgs/s new':>11} {'old':>8} {'ratio':>6} {'cpu us new':>11} {'old':>7} {'ratio':>6} "
-          f"{'p50 ms new':>11} {'old':>8}")
+          f"{'p50 ms new':>11} {'old':>8}" + (f" {'e2e p50 new':>12} {'old':>8}" if e2e else ""))
     for j, name in enumerate(names):
         new = [r[j] for r in runs["new"]]
         old = [r[j] for r in runs["old"]]
         t_new, t_old = _median(new, "msgs_per_s"), _median(old, "msgs_per_s")
         c_new, c_old = _median(new, "router_cpu_us"), _median(old, "router_cpu_us")
         print(f"{name:<16} {t_new:>11.0f} {t_old:>8.0f} {t_new / t_old:>6.2f} {c_new:>11.1f} {c_old:>7.1f} "
-              f"{c_new / c_old:>6.2f} {_median(new, 'p50_ms'):>11.2f} {_median(old, 'p50_ms'):>8.2f}")
+              f"{c_new / c_old:>6.2f} {_median(new, 'p50_ms'):>11.2f} {_median(old, 'p50_ms'):>8.2f}"
+              + (f" {_median(new, 'e2e_p50_ms'):>12.2f} {_median(old, 'e2e_p50_ms'):>8.2f}" if e2e else ""))
     return 0
