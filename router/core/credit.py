@@ -111,11 +111,14 @@ class CreditWindow:
                 pub.grown_at = pub.sent
             target = min(pub.window, share)
             held = pub.credit + pub.in_flight
+            if held >= target or (pub.credit and not pub.size):
+                continue  # (idle links, and links yet to send their first: keep this loop cheap)
             ceiling = pub.ceiling
             if ceiling is None:
                 if held * 4 > target * 3:
                     continue
                 give = min(target - held, budget)
+                refill_at = target // 4
             else:
                 # Unused credit is what a publisher can queue in front of us: it stays within
                 # the probed ceiling, and what it holds unanswered within the window.
@@ -127,8 +130,11 @@ class CreditWindow:
                 if ceiling.value >= target:  # it does not bind: top up at three quarters, as above
                     if held * 4 > target * 3:
                         continue
-                elif held >= target or unused_room * 4 < ceiling.value:
-                    continue  # (topped up once a quarter is used: not a flow per message)
+                    refill_at = target // 4
+                else:
+                    if unused_room * 4 < ceiling.value * 3:
+                        continue  # topped up once three quarters are used: not a pass per batch
+                    refill_at = ceiling.value // 4
                 give = min(target - held, unused_room, budget)
             if per_conn is not None:
                 give = min(give, cap - per_conn[pub.group])
@@ -143,6 +149,7 @@ class CreditWindow:
             if give <= 0:
                 continue
             pub.credit += give
+            pub.refill_at = refill_at  # ``publish`` asks for a pass when its credit falls to it
             self.outstanding += give
             budget -= give
             room -= give * max(size, 1)

@@ -54,8 +54,8 @@ class Delivery(CoreState):
             credit = self.credit
             credit.outstanding -= 1
             pub.sent += 1
-            if pub.credit * 4 <= pub.window:
-                credit.dirty = True  # its window may grow: look again after this batch
+            if pub.credit <= pub.refill_at:
+                credit.dirty = True  # top it up (and its window may grow) after this batch
         self.records.add(record)
         self.stats["published"] += 1
         if self.journal is not None:

@@ -23,7 +23,7 @@ class TagInUse(Exception):
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
-                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling")
+                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool) -> None:
@@ -47,7 +47,8 @@ class Publisher:
         self.window = 1
         self.sent = 0  # deliveries that used credit, ever
         self.grown_at = 0  # ``sent`` when the window last grew
-        self.ceiling: Ceiling | None = None  # how far the window may grow (probed: ``ceiling.py``)
+        self.ceiling: Ceiling | None = None  # how much unused credit it may hold (probed: ``ceiling.py``)
+        self.refill_at = 0  # at this much credit left, a grant pass tops it up
         self.seen = 0  # ``sent`` at the last idle sweep
         self.quiet_since = 0.0
         self.bytes = 0  # the message bytes of its records still held
