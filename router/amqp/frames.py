@@ -115,15 +115,11 @@ class FrameReader:
 
 
 def _decode_body(ftype: FrameType, channel: int, body: bytes) -> Frame:
-    if ftype is FrameType.AMQP and len(body) > 3 and body[:2] == b"\x00\x53":
-        if body[2] == 0x14:
-            fast = _fast_transfer(body)
-            if fast is not None:
-                return Frame(ftype, channel, fast[0], fast[1])
-        elif body[2] == 0x15:
-            disp = _fast_disposition(body)
-            if disp is not None:
-                return Frame(ftype, channel, disp)
+    # (a transfer's fast path was tried on the read buffer already: ``frames``)
+    if ftype is FrameType.AMQP and len(body) > 3 and body[:3] == b"\x00\x53\x15":
+        disp = _fast_disposition(body)
+        if disp is not None:
+            return Frame(ftype, channel, disp)
     if body[0] != 0x00:
         raise DecodeError("frame body is not a described performative")
     performative, end = codec.decode(body, 0)
@@ -150,12 +146,6 @@ def build_frame(channel: int, performative: Any, payload: bytes | memoryview = b
 
 
 _I = struct.Struct(">I")
-
-
-def _fast_transfer(body: bytes) -> tuple[Transfer, bytes] | None:
-    """``_fast_transfer_at`` of a whole frame body: (transfer, payload)."""
-    fast = _fast_transfer_at(body, 0, len(body))
-    return None if fast is None else (fast[0], body[fast[1]:])
 
 
 def _fast_transfer_at(body: bytes | bytearray, s: int, n: int) -> tuple[Transfer, int] | None:

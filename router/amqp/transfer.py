@@ -33,9 +33,8 @@ def _state(state: Any) -> bytes:
     return bytes(out)
 
 
-def _frame(channel: int, descriptor: bytes, fields: list[bytes], payload: bytes | memoryview = b"",
-           payload_size: int = 0) -> bytearray:
-    """The frame, or (``payload_size``, no ``payload``) its head for a payload written after it."""
+def _frame(channel: int, descriptor: bytes, fields: list[bytes], payload_size: int = 0) -> bytearray:
+    """The frame; with ``payload_size``, its head, for a payload the caller writes after it."""
     while fields and fields[-1] is _NULL:
         fields.pop()
     body = b"".join(fields)
@@ -44,11 +43,10 @@ def _frame(channel: int, descriptor: bytes, fields: list[bytes], payload: bytes 
         head = bytes((0xC0, size, len(fields)))
     else:
         head = b"\xd0" + _I.pack(size + 3) + _I.pack(len(fields))
-    out = bytearray(_HDR.pack(8 + len(descriptor) + len(head) + len(body) + (len(payload) or payload_size), 2, 0, channel))
+    out = bytearray(_HDR.pack(8 + len(descriptor) + len(head) + len(body) + payload_size, 2, 0, channel))
     out += descriptor
     out += head
     out += body
-    out += payload
     return out
 
 
@@ -79,7 +77,7 @@ def transfer_head(
         _TRUE if resume else _NULL,
         _TRUE if aborted else _NULL,
     ]
-    return _frame(channel, b"\x00\x53\x14", fields, b"", payload_size)
+    return _frame(channel, b"\x00\x53\x14", fields, payload_size)
 
 
 def transfer_overhead(tag: bytes, state: Any) -> int:

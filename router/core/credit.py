@@ -113,29 +113,23 @@ class CreditWindow:
             held = pub.credit + pub.in_flight
             if held >= target or (pub.credit and not pub.size):
                 continue  # (idle links, and links yet to send their first: keep this loop cheap)
+            # Unused credit is what a publisher can queue in front of us: it stays within the
+            # probed ceiling, and what it holds unanswered within the window.
             ceiling = pub.ceiling
-            if ceiling is None:
+            if pub.credit == 0 or ceiling.phase is not Phase.MEASURE:
+                ceiling.observe(pub.sent, now)  # it used all it had: the ceiling binds
+            else:
+                ceiling.restart(pub.sent, now)
+            unused_room = ceiling.value - pub.credit
+            if ceiling.value >= target:  # it does not bind: top up at three quarters of the window
                 if held * 4 > target * 3:
                     continue
-                give = min(target - held, budget)
                 refill_at = target // 4
             else:
-                # Unused credit is what a publisher can queue in front of us: it stays within
-                # the probed ceiling, and what it holds unanswered within the window.
-                if pub.credit == 0 or ceiling.phase is not Phase.MEASURE:
-                    ceiling.observe(pub.sent, now)  # it used all it had: the ceiling binds
-                else:
-                    ceiling.restart(pub.sent, now)
-                unused_room = ceiling.value - pub.credit
-                if ceiling.value >= target:  # it does not bind: top up at three quarters, as above
-                    if held * 4 > target * 3:
-                        continue
-                    refill_at = target // 4
-                else:
-                    if unused_room * 4 < ceiling.value * 3:
-                        continue  # topped up once three quarters are used: not a pass per batch
-                    refill_at = ceiling.value // 4
-                give = min(target - held, unused_room, budget)
+                if unused_room * 4 < ceiling.value * 3:
+                    continue  # topped up once three quarters are used: not a pass per batch
+                refill_at = ceiling.value // 4
+            give = min(target - held, unused_room, budget)
             if per_conn is not None:
                 give = min(give, cap - per_conn[pub.group])
             size = pub.size

@@ -128,13 +128,14 @@ class Core(Delivery, Forwarding, Failover, Groups):
         resumable = incarnation is not None
         if incarnation is None:
             incarnation = secrets.randbits(63) or 1
-        pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second)
+        now = self.clock()
+        ceiling = Ceiling(FIRST_CEILING, 2 * self.settings.initial_credit, self.settings.link_credit, now)
+        pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second, ceiling)
         pub.resumable = resumable
         if group is not None:
             pub.group = group
         pub.window = max(1, min(self.settings.initial_credit, self.settings.link_credit))
-        pub.quiet_since = now = self.clock()
-        pub.ceiling = Ceiling(FIRST_CEILING, 2 * self.settings.initial_credit, self.settings.link_credit, now)
+        pub.quiet_since = now
         old = self.suspended_publishers.get(pub.key)
         if old is not None and old.incarnation != incarnation:
             # A fresh link under the old name: the old one never resumes. (A resuming one

@@ -26,7 +26,7 @@ class Publisher:
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
-                 settle_second: bool) -> None:
+                 settle_second: bool, ceiling: Ceiling) -> None:
         self.port = port
         self.topic = topic
         self.container_id = container_id
@@ -47,7 +47,7 @@ class Publisher:
         self.window = 1
         self.sent = 0  # deliveries that used credit, ever
         self.grown_at = 0  # ``sent`` when the window last grew
-        self.ceiling: Ceiling | None = None  # how much unused credit it may hold (probed: ``ceiling.py``)
+        self.ceiling = ceiling  # how much unused credit it may hold (probed: ``ceiling.py``)
         self.refill_at = 0  # at this much credit left, a grant pass tops it up
         self.seen = 0  # ``sent`` at the last idle sweep
         self.quiet_since = 0.0

@@ -52,7 +52,8 @@ def _install_proton() -> None:
         r = subprocess.run(["apt-get", "install", "-y", "-q", PACKAGE], env=env, capture_output=True, text=True)
         if r.returncode == 0:
             return
-    raise CommandError(Exit.FAILED, f"apt-get install {PACKAGE} failed: {r.stderr.strip().splitlines()[-1:]}")
+    last = (r.stderr.strip().splitlines() or ["no message"])[-1]
+    raise CommandError(Exit.FAILED, f"apt-get install {PACKAGE} failed: {last}")
 
 
 def build() -> Path:

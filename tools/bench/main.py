@@ -17,7 +17,7 @@ from router.loop import run
 from tools.exits import CommandError, Exit
 
 from . import cclients, pyclients
-from .procs import Meter, pin, start_routers, stop, unpin
+from .procs import ROOT, Meter, pin, start_routers, stop, unpin
 from .scenarios import DEFAULT_SCENARIOS, SCENARIOS, Result
 
 
@@ -31,7 +31,7 @@ def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str
     if scenario.max_messages:
         messages = min(messages, scenario.max_messages)
     unpin()  # children inherit affinity: never start routers from a pinned process
-    procs, addrs = start_routers(scenario, tmp, journal=journal, **({'root': root} if root else {}))
+    procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT)
     meter = Meter([p.pid for p in procs])
     tty = sys.stderr.isatty()
     bar = None
