@@ -20,6 +20,12 @@ Publisher credit follows use, so one client can never take the window from the r
 
 Granting calls the ports (``grant``) and nothing else; the core tells this window what
 changed and asks it to top up.
+
+A pass walks only the links that may want credit. A link holding its one credit that
+cannot take more until it sends (window 1, or its message size still unknown) is
+*parked*: the pass skips it, and what it holds counts through two sums kept as it parks
+and unparks. Its next message (or losing its credit) unparks it. So a router with
+thousands of idle links pays for the busy ones only.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ if TYPE_CHECKING:
 
 
 class CreditWindow:
-    __slots__ = ("settings", "outstanding", "transit_outstanding", "busy", "_rr", "dirty")
+    __slots__ = ("settings", "outstanding", "transit_outstanding", "busy", "_rr", "dirty", "active",
+                 "parked_conn", "parked_bytes", "parked")
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -44,24 +51,58 @@ class CreditWindow:
         self.busy = 0  # publishers that sent since the sweep before last
         self._rr = 0  # where the next top-up starts: fairness when the budget runs out
         self.dirty = False  # something freed room or a window may grow: top up after the batch
+        self.active: dict[Publisher, None] = {}  # attached links a pass looks at (insertion order)
+        self.parked = 0  # attached links it skips (each holds one credit)
+        self.parked_conn: dict[object, int] = {}  # parked links per connection (``group``)
+        self.parked_bytes = 0  # what the parked links' credit may bring, at their guessed sizes
 
     # --------------------------------------------------------- bookkeeping
 
+    def attached(self, pub: Publisher) -> None:
+        self.active[pub] = None
+
     def detached(self, pub: Publisher) -> None:
         """The link is gone: its unused credit returns to the window."""
+        if pub.parked:
+            self.unpark(pub)
+        del self.active[pub]
         self.outstanding -= pub.credit
         pub.credit = 0
+
+    def unpark(self, pub: Publisher) -> None:
+        """It sends (or loses its credit): passes look at it again."""
+        pub.parked = False
+        self.parked -= 1
+        group = pub.group
+        left = self.parked_conn[group] - 1
+        if left:
+            self.parked_conn[group] = left
+        else:
+            del self.parked_conn[group]
+        self.parked_bytes -= pub.size
+        self.active[pub] = None
+
+    def _park(self, pub: Publisher) -> None:
+        pub.parked = True
+        self.parked += 1
+        self.parked_conn[pub.group] = self.parked_conn.get(pub.group, 0) + 1
+        self.parked_bytes += pub.size  # (its size cannot change while parked: only a message changes it)
+        del self.active[pub]
 
     def lowered(self, pub: Publisher, credit: int) -> bool:
         """The publisher drained (or a transfer was refused): its credit is ``credit`` now."""
         if credit >= pub.credit:
             return False
+        if pub.parked:
+            self.unpark(pub)
         self.outstanding -= pub.credit - credit
         pub.credit = credit
         return True
 
     def take_back(self, pub: Publisher) -> None:
         """Its bytes in flight (or the router's) passed their bound: no more until they drop."""
+        if pub.parked:
+            self.unpark(pub)
         self.outstanding -= pub.credit
         pub.credit = 0
         pub.port.grant(0)
@@ -72,10 +113,10 @@ class CreditWindow:
 
     # --------------------------------------------------------------- grants
 
-    def grant(self, pubs: Sequence[Publisher], in_flight: int, held_bytes: int, now: float) -> None:
+    def grant(self, in_flight: int, held_bytes: int, now: float) -> None:
         """Top up publisher credit within the room left: ``in_flight`` records of our own
         publishers and ``held_bytes`` of message bytes are held now."""
-        if not pubs:
+        if not self.active:
             return
         settings = self.settings
         window = settings.max_in_flight
@@ -86,15 +127,17 @@ class CreditWindow:
         # Topping up at three quarters keeps the pipe full without letting one publisher
         # queue the whole router window (latency grows with what is queued).
         share = max(1, min(link_credit, window // max(1, self.busy)))
+        pubs = list(self.active)
         n = len(pubs)
         per_conn: dict[object, int] | None = None
+        parked_conn = self.parked_conn
         cap = settings.max_connection_credit or max(link_credit, window // 4)
         # Bytes: what the records hold plus what the credit out there may bring (at each
         # link's guessed message size) stays within max_in_flight_bytes.
         link_bytes = settings.link_in_flight_bytes
-        if n > 1:
+        if n + self.parked > 1:
             per_conn = {}
-            promised = 0
+            promised = self.parked_bytes
             for pub in pubs:
                 per_conn[pub.group] = per_conn.get(pub.group, 0) + pub.credit
                 promised += pub.credit * pub.size
@@ -109,6 +152,9 @@ class CreditWindow:
             if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
                 pub.window = min(pub.window * 2, link_credit)
                 pub.grown_at = pub.sent
+            if pub.credit == 1 and (pub.window == 1 or not pub.size):
+                self._park(pub)  # it holds all it may until it sends
+                continue
             target = min(pub.window, share)
             held = pub.credit + pub.in_flight
             if held >= target or (pub.credit and not pub.size):
@@ -131,7 +177,7 @@ class CreditWindow:
                 refill_at = ceiling.value // 4
             give = min(target - held, unused_room, budget)
             if per_conn is not None:
-                give = min(give, cap - per_conn[pub.group])
+                give = min(give, cap - per_conn[pub.group] - parked_conn.get(pub.group, 0))
             size = pub.size
             if size:
                 fits = (link_bytes - pub.bytes) // size
@@ -150,6 +196,8 @@ class CreditWindow:
             if per_conn is not None:
                 per_conn[pub.group] += give
             pub.port.grant(pub.credit)
+            if pub.credit == 1 and (pub.window == 1 or not size):
+                self._park(pub)
             if budget <= 0:
                 self._rr = start + i + 1
                 break

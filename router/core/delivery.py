@@ -49,6 +49,8 @@ class Delivery(CoreState):
         record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
         record.born = self._stamp()
         record.root = self.router_id
+        if pub.parked:
+            self.credit.unpark(pub)
         if pub.credit > 0 and not resumed:
             pub.credit -= 1
             credit = self.credit
@@ -302,7 +304,7 @@ class Delivery(CoreState):
     def replenish(self) -> None:
         """Top up publisher credit within the room the window has left (``credit.py``)."""
         if not self.unsynced:
-            self.credit.grant(self.publishers, self.local_count, self.records.bytes, self.clock())
+            self.credit.grant(self.local_count, self.records.bytes, self.clock())
 
     def reclaim_idle(self, now: float) -> int:
         """Cut back links that hold credit without sending; how many were cut."""

@@ -144,6 +144,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
             del self.suspended_publishers[pub.key]
             self._release_publisher(old)
         self.publishers.append(pub)
+        self.credit.attached(pub)
         if grant:  # (an adaptor that must answer the attach first grants afterwards)
             self.replenish()
         return pub

@@ -32,6 +32,8 @@ class Failover(CoreState):
         forwarded to us by a root that died or lost the publisher: we answer the
         publisher from now on, and send it wherever the old root had not.
         """
+        if pub.parked:
+            self.credit.unpark(pub)
         if pub.credit > 0 and not resumed:
             pub.credit -= 1
             self.credit.outstanding -= 1

@@ -23,7 +23,7 @@ class TagInUse(Exception):
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
-                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at")
+                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool, ceiling: Ceiling) -> None:
@@ -49,6 +49,7 @@ class Publisher:
         self.grown_at = 0  # ``sent`` when the window last grew
         self.ceiling = ceiling  # how much unused credit it may hold (probed: ``ceiling.py``)
         self.refill_at = 0  # at this much credit left, a grant pass tops it up
+        self.parked = False  # grant passes skip it until it sends (``credit.py``)
         self.seen = 0  # ``sent`` at the last idle sweep
         self.quiet_since = 0.0
         self.bytes = 0  # the message bytes of its records still held

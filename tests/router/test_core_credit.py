@@ -99,6 +99,50 @@ def test_thousands_of_idle_links_do_not_starve_a_publisher_on_another_connection
     assert core.outstanding + core.local_count <= 10_000
 
 
+def _parking_holds(core: Core) -> None:
+    """What the window keeps for parked links agrees with the links themselves."""
+    window = core.credit
+    parked = [p for p in core.publishers if p.parked]
+    assert set(window.active) == {p for p in core.publishers if not p.parked}
+    assert all(p.credit == 1 and (p.window == 1 or not p.size) for p in parked)
+    assert window.parked == len(parked) and window.parked_bytes == sum(p.size for p in parked)
+    conns: dict[object, int] = {}
+    for p in parked:
+        conns[p.group] = conns.get(p.group, 0) + 1
+    assert window.parked_conn == conns
+    assert core.outstanding == sum(p.credit for p in core.publishers)
+
+
+def test_a_credit_pass_looks_only_at_links_that_may_want_credit():
+    clock = Clock()
+    core = _core(clock, max_in_flight=10_000, link_credit=200, credit_idle=2.0)
+    idle = [core.add_publisher(Pub(), "t", "idle", f"l{i}", False, group="idle") for i in range(2000)]
+    good = core.add_publisher(Pub(), "u", "good", "l", False, group="good")
+    _send(core, good, 1)
+    # Links that hold their one credit and cannot take more before they send are skipped.
+    assert list(core.credit.active) == [good]
+    _parking_holds(core)
+    _send(core, idle[7], 1)  # one sends: it is looked at again, and its window opens
+    assert idle[7].credit == 16 and set(core.credit.active) == {good, idle[7]}
+    _parking_holds(core)
+    core.publisher_credit_changed(idle[8], 0)  # one drains: a pass gives its one credit back
+    assert idle[8].credit == 1
+    _parking_holds(core)
+    sent = 1
+    for step in range(1, 10):
+        clock.now = step * 0.5
+        core.reclaim_idle(clock.now)
+        n = good.credit
+        _send(core, good, n, sent)
+        sent += n
+        _parking_holds(core)
+    assert list(core.credit.active) == [good]  # idle[7] went quiet: cut back to one, parked
+    assert idle[7].credit == 1 and idle[7].parked
+    core.remove_publisher(idle[7])
+    core.remove_publisher(idle[9])
+    _parking_holds(core)
+
+
 def test_credit_is_never_more_than_the_window_room():
     clock = Clock()
     core = _core(clock, max_in_flight=100, link_credit=80, initial_credit=64)
