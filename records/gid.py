@@ -44,3 +44,22 @@ def gid_prefix(container_id: str, link_name: str, incarnation: int) -> bytes:
 
 def gid_from_prefix(prefix: bytes, tag: bytes, generation: int = 0) -> bytes:
     return hashlib.blake2b(prefix + _Q.pack(generation) + tag, digest_size=16).digest()
+
+
+_GEN0 = _Q.pack(0)
+
+
+class GidHasher:
+    """``gid_from_prefix`` for one link incarnation, with the prefix hashed once: each
+    message copies the hash state instead of hashing the prefix again (half the cost)."""
+
+    __slots__ = ("prefix", "_state")
+
+    def __init__(self, prefix: bytes) -> None:
+        self.prefix = prefix
+        self._state = hashlib.blake2b(prefix, digest_size=16)
+
+    def gid(self, tag: bytes, generation: int = 0) -> bytes:
+        h = self._state.copy()
+        h.update((_Q.pack(generation) if generation else _GEN0) + tag)
+        return h.digest()

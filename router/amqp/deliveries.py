@@ -54,7 +54,8 @@ class Deliveries(ConnectionState):
         if not resume:
             link.credit -= 1
             link.delivery_count = (link.delivery_count + 1) & MAX_UINT
-        self._flush_dispositions(session)
+        if session.pending_dispositions:
+            self._flush_dispositions(session)
         room = self.remote_max_frame_size - transfer_overhead(tag, state)
         if room <= 0:
             raise LocalProtocolError("max-frame-size too small for a transfer frame")
@@ -95,7 +96,7 @@ class Deliveries(ConnectionState):
         session.pending_dispositions.append((link.role, delivery.delivery_id, settled, state))
         self._dirty.add(session)
 
-    def _write_transfer(self, session: Session, head: bytearray, payload: bytes | memoryview) -> None:
+    def _write_transfer(self, session: Session, head: bytes | bytearray, payload: bytes | memoryview) -> None:
         if session.remote_incoming_window > 0 and not session.blocked:
             session.remote_incoming_window -= 1
             session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT

@@ -110,7 +110,7 @@ class Session:
         self.outgoing: dict[int, Delivery] = {}  # our unsettled deliveries, by delivery-id
         self.incoming: dict[int, Delivery] = {}  # the peer's unsettled deliveries, by delivery-id
         # transfer frames waiting for the peer's window: (head, payload)
-        self.blocked: deque[tuple[bytearray, bytes | memoryview]] = deque()
+        self.blocked: deque[tuple[bytes | bytearray, bytes | memoryview]] = deque()
         self.pending_dispositions: list[tuple[Role, int, bool, Any]] = []
         self.context: Any = None
 

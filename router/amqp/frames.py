@@ -69,6 +69,7 @@ class FrameReader:
         buf = self._buf
         pos = 0
         n = len(buf)
+        mv = memoryview(buf)  # one view per call: the buffer cannot be resized until it is released
         try:
             while n - pos >= 8:
                 size, doff, ftype, channel = _HDR.unpack_from(buf, pos)
@@ -96,21 +97,15 @@ class FrameReader:
                         fast = _fast_transfer_at(buf, start, end)
                         if fast is not None:
                             t, p = fast
-                            if p == end:
-                                payload = b""
-                            else:
-                                with memoryview(buf) as mv:
-                                    payload = mv[p:end].tobytes()
-                            yield Frame(FrameType.AMQP, channel, t, payload)
+                            yield Frame(FrameType.AMQP, channel, t, mv[p:end].tobytes() if p < end else b"")
                             continue
-                    with memoryview(buf) as mv:
-                        body = mv[start:end].tobytes()
-                    frame = _decode_body(_FRAME_TYPES[ftype], channel, body)
+                    frame = _decode_body(_FRAME_TYPES[ftype], channel, mv[start:end].tobytes())
                 except (IndexError, ValueError, TypeError, KeyError, struct.error) as e:
                     # Whatever the peer's bytes make a decoder trip over is the peer's decode error.
                     raise DecodeError(f"malformed frame body ({type(e).__name__})") from None
                 yield frame
         finally:
+            mv.release()
             del buf[:pos]
 
 
@@ -153,73 +148,97 @@ def _fast_transfer_at(body: bytes | bytearray, s: int, n: int) -> tuple[Transfer
     body at ``body[s:n]`` (the reader's buffer: nothing is copied but the tag); returns the
     transfer and where its payload starts.
 
-    Returns None for anything unusual (a delivery state, wide or odd encodings); the
-    generic path then decodes it, with its full checks. Truncation here is impossible to
-    mistake: every read is bounds-checked against the list's end.
+    Field by field, each read as the type its place allows (handle, delivery-id and format
+    uints; the tag a vbin8; the flags booleans), so nothing needs checking afterwards.
+    Returns None for anything unusual (a delivery state, a settle mode, wide or odd
+    encodings); the generic path then decodes it, with its full checks. A field read past
+    the list's end cannot pass: the end must be met exactly.
     """
-    if n - s < 6:
+    if n - s < 7 or body[s + 3] != 0xC0:
         return None
-    code = body[s + 3]
-    if code == 0xC0:
-        size = body[s + 4]
-        count = body[s + 5]
-        p = s + 6
-        end = s + 5 + size
-    else:
+    end = s + 5 + body[s + 4]
+    count = body[s + 5]
+    if end > n or count > 11 or count < 1:
         return None
-    if end > n or count > 11:
-        return None
-    values: list = [None] * 11
-    for i in range(count):
-        if p >= end:
-            return None
-        c = body[p]
-        if c == 0x40:
-            p += 1
-        elif c == 0x43:
-            values[i] = 0
+    p = s + 6
+    try:
+        c = body[p]  # handle (mandatory)
+        if c == 0x43:
+            handle = 0
             p += 1
         elif c == 0x52:
-            if p + 2 > end:
-                return None
-            values[i] = body[p + 1]
+            handle = body[p + 1]
             p += 2
         elif c == 0x70:
-            if p + 5 > end:
-                return None
-            values[i] = _I.unpack_from(body, p + 1)[0]
+            handle = _I.unpack_from(body, p + 1)[0]
             p += 5
-        elif c == 0x41:
-            values[i] = True
-            p += 1
-        elif c == 0x42:
-            values[i] = False
-            p += 1
-        elif c == 0xA0 and i == 2:
-            if p + 2 > end:
-                return None
-            ln = body[p + 1]
-            if p + 2 + ln > end:
-                return None
-            values[i] = bytes(body[p + 2:p + 2 + ln])
-            p += 2 + ln
         else:
             return None
+        did = tag = fmt = settled = None
+        more = resume = aborted = batchable = False
+        if count > 1:
+            c = body[p]
+            if c == 0x43:
+                did = 0
+                p += 1
+            elif c == 0x52:
+                did = body[p + 1]
+                p += 2
+            elif c == 0x70:
+                did = _I.unpack_from(body, p + 1)[0]
+                p += 5
+            elif c == 0x40:
+                p += 1
+            else:
+                return None
+        if count > 2:
+            c = body[p]
+            if c == 0xA0:
+                ln = body[p + 1]
+                tag = bytes(body[p + 2:p + 2 + ln])
+                p += 2 + ln
+            elif c == 0x40:
+                p += 1
+            else:
+                return None
+        if count > 3:
+            c = body[p]
+            if c == 0x43:
+                fmt = 0
+                p += 1
+            elif c == 0x52:
+                fmt = body[p + 1]
+                p += 2
+            elif c == 0x70:
+                fmt = _I.unpack_from(body, p + 1)[0]
+                p += 5
+            elif c == 0x40:
+                p += 1
+            else:
+                return None
+        for i in range(4, count):  # settled, more, rcv-settle-mode, state, resume, aborted, batchable
+            c = body[p]
+            p += 1
+            if c == 0x40:
+                continue
+            if c != 0x41 and c != 0x42 or i == 6 or i == 7:
+                return None
+            flag = c == 0x41
+            if i == 4:
+                settled = flag
+            elif i == 5:
+                more = flag
+            elif i == 8:
+                resume = flag
+            elif i == 9:
+                aborted = flag
+            else:
+                batchable = flag
+    except (IndexError, struct.error):
+        return None
     if p != end:
         return None
-    handle, did, tag, fmt, settled, more, rsm, _state, resume, aborted, batchable = values
-    if handle is None or type(handle) is bool or (tag is not None and type(tag) is not bytes):
-        return None
-    for flag in (settled, more, resume, aborted, batchable):
-        if flag is not None and type(flag) is not bool:
-            return None
-    for num in (did, fmt):
-        if num is not None and type(num) is not int:
-            return None
-    if rsm is not None:
-        return None
-    t = Transfer(handle, did, tag, fmt, settled, bool(more), None, None, bool(resume), bool(aborted), bool(batchable))
-    return t, end
+    return Transfer(handle, did, tag, fmt, settled, more, None, None, resume, aborted, batchable), end
 
 
 _ACCEPTED_STATE = b"\x00\x53\x24\x45"

@@ -60,11 +60,25 @@ def encode_transfer(
     return out
 
 
+# The shape of nearly every transfer (one frame, no state): header, descriptor, list8 of
+# handle, delivery-id, tag, format, settled, the numbers as fixed-width uints so the head
+# is two packs around the tag instead of a field list joined per message.
+_SIMPLE = struct.Struct(">IBBH3sBBBBIBIBB")
+_SIMPLE_TAIL = struct.Struct(">BIB")
+_TRANSFER = b"\x00\x53\x14"
+
+
 def transfer_head(
     channel: int, handle: int, delivery_id: int | None, tag: bytes | None, message_format: int, settled: bool,
     more: bool, state: Any, resume: bool, aborted: bool, payload_size: int,
-) -> bytearray:
+) -> bytes | bytearray:
     """A transfer frame without its payload (the caller writes the payload right behind it)."""
+    if delivery_id is not None and tag is not None and state is None and not (more or resume or aborted):
+        n = len(tag)
+        size = 19 + n  # the list's bytes after its size byte: count, five fields
+        return (_SIMPLE.pack(13 + size + payload_size, 2, 0, channel, _TRANSFER, 0xC0, size, 5, 0x70, handle, 0x70,
+                             delivery_id, 0xA0, n)
+                + tag + _SIMPLE_TAIL.pack(0x70, message_format, 0x41 if settled else 0x42))
     fields = [
         _uint(handle),
         _NULL if delivery_id is None else _uint(delivery_id),

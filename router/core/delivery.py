@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from records.gid import RETIRED_TAGS, gid_from_prefix
+from records.gid import RETIRED_TAGS
 from records.table import Record, SubState
 
 from ..journal import Event
@@ -40,7 +40,7 @@ class Delivery(CoreState):
             previous = pub.retired.pop(tag, None)
             if previous is not None:
                 generation = previous + 1
-        gid = gid_from_prefix(pub.prefix, tag, generation)
+        gid = pub.gids.gid(tag, generation)
         known = self.records.records.get(gid)
         if known is not None:
             return self._adopt(pub, known, settled, handle, resumed)

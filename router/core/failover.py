@@ -11,7 +11,6 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from records.gid import gid_from_prefix
 from records.table import Record, SubState
 
 from .peers import Hop, Publisher, QueuedMarker, Subscriber
@@ -94,7 +93,7 @@ class Failover(CoreState):
         for tag in theirs:
             if not isinstance(tag, bytes):
                 continue
-            record = self.records.records.get(gid_from_prefix(pub.prefix, tag, 0))
+            record = self.records.records.get(pub.gids.gid(tag))
             if record is None or record.presettled:
                 continue
             record.orphan_since = None  # about to be adopted: keep it

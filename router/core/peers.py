@@ -8,7 +8,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from records.gid import gid_prefix
+from records.gid import GidHasher, gid_prefix
 from records.membership import GroupId
 from records.table import Record
 
@@ -21,7 +21,7 @@ class TagInUse(Exception):
 
 
 class Publisher:
-    __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "prefix", "credit", "live", "retired",
+    __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked")
 
@@ -32,7 +32,7 @@ class Publisher:
         self.container_id = container_id
         self.link_name = link_name
         self.incarnation = incarnation
-        self.prefix = gid_prefix(container_id, link_name, incarnation)
+        self.gids = GidHasher(gid_prefix(container_id, link_name, incarnation))
         self.credit = 0
         self.live: dict[bytes, Record] = {}  # unsettled deliveries by tag
         self.retired: OrderedDict[bytes, int] = OrderedDict()  # settled tag -> generation

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from records.gid import compute_gid, gid_from_prefix, gid_prefix
+from records.gid import GidHasher, compute_gid, gid_from_prefix, gid_prefix
 from records.table import DuplicateGid, Record, RecordTable, SubState
 
 
@@ -58,6 +58,8 @@ def test_gid_depends_on_every_part_and_prefix_form_agrees():
     base = compute_gid("c", "l", 1, b"t", 0)
     assert len(base) == 16
     assert base == gid_from_prefix(gid_prefix("c", "l", 1), b"t", 0)
+    hasher = GidHasher(gid_prefix("c", "l", 1))  # (the copied hash state is not spent by a use)
+    assert [hasher.gid(b"t"), hasher.gid(b"t", 3), hasher.gid(b"t")] == [base, compute_gid("c", "l", 1, b"t", 3), base]
     others = {compute_gid("c2", "l", 1, b"t", 0), compute_gid("c", "l2", 1, b"t", 0), compute_gid("c", "l", 2, b"t", 0),
               compute_gid("c", "l", 1, b"t2", 0), compute_gid("c", "l", 1, b"t", 1)}
     assert base not in others and len(others) == 5

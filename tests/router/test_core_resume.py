@@ -103,7 +103,7 @@ def test_resuming_subscriber_map_answers_for_it_and_placeholders_stop_late_copie
     p = Pub()
     pub = core.add_publisher(p, "t", "c", "l", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
-    late_gid = gid_from_prefix(pub.prefix, b"1")
+    late_gid = gid_from_prefix(pub.gids.prefix, b"1")
     s2 = Sub()
     new, _ = core.add_subscriber(s2, "t", "cs", "ls", False)  # the same key comes back
     ours = core.resume_subscriber(new, {rec.gid: ACCEPTED, late_gid: ACCEPTED}, until=30.0)
