@@ -50,7 +50,8 @@ def _header_fields(payload: bytes) -> tuple[list, int]:
 
     Raises DecodeError when the header is there but is not a list of valid fields.
     """
-    if not payload or payload[0] != 0x00 or (payload[1:2] == b"\x53" and payload[2:3] != b"\x70"):
+    n = len(payload)
+    if not n or payload[0] != 0x00 or (n > 1 and payload[1] == 0x53 and (n < 3 or payload[2] != 0x70)):
         return [], 0  # (the common case, a section other than the header, costs no decode)
     descriptor, pos = decode(payload, 1)
     if type(descriptor) is bool or descriptor not in (HEADER, HEADER_SYMBOL):

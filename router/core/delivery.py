@@ -106,10 +106,11 @@ class Delivery(CoreState):
         if targets:
             redelivery = 1 if keys is not None else 0
             targets = [sub for sub in targets if self._enqueue(record, sub, redelivery)]
-        dests = set(remote)
-        dests.discard(self.router_id)
-        if dests:
-            self._forward(record, dests, exclude, keys)
+        if remote:
+            dests = set(remote)
+            dests.discard(self.router_id)
+            if dests:
+                self._forward(record, dests, exclude, keys)
         if local and keys is None and not record.local and self.moved_away:
             owed = self._moved_away_owed(record)
             if owed:
