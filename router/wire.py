@@ -80,9 +80,22 @@ def _read_strings(payload: bytes, p: int) -> tuple[list[str], int]:
     return out, p
 
 
+# The last plain header read (no keys, no chosen members) up to its stamp, and what it
+# said. Every field before the stamp is length-prefixed, so a payload that starts with
+# these bytes has exactly this header: the few headers that recur are parsed once.
+_last_head: bytes | None = None
+_last_fields: tuple[str, frozenset[str], bool, int, str] = ("", frozenset(), False, 0, "")
+
+
 def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys | None, str, int, Chosen | None]:
     """(topic, destinations, presettled, inner message format, message bytes, target keys, root, root stamp,
     chosen group members)."""
+    global _last_head, _last_fields
+    if _last_head is not None and payload.startswith(_last_head):
+        p = len(_last_head)
+        if len(payload) >= p + 8:
+            topic, dests, presettled, fmt, root = _last_fields
+            return topic, dests, presettled, fmt, payload[p + 8:], None, root, _BORN.unpack_from(payload, p)[0], None
     try:
         flags, fmt, tlen = _H.unpack_from(payload, 0)
         p = _H.size
@@ -106,7 +119,10 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
                 router, scope, name, c, n = item.split("\x00", 4)
                 chosen[(c, n)] = (GroupId(name, scope), router)
         (born,) = _BORN.unpack_from(payload, p)
-        p += _BORN.size
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router routing header") from None
-    return topic, frozenset(dests), bool(flags & PRESETTLED), fmt, payload[p:], keys, roots[0], born, chosen
+    fields = (topic, frozenset(dests), bool(flags & PRESETTLED), fmt, roots[0])
+    if keys is None and chosen is None:
+        _last_head = bytes(payload[:p])
+        _last_fields = fields
+    return fields[0], fields[1], fields[2], fmt, payload[p + _BORN.size:], keys, fields[4], born, chosen

@@ -60,6 +60,11 @@ class Deliveries(ConnectionState):
         if room <= 0:
             raise LocalProtocolError("max-frame-size too small for a transfer frame")
         total = len(payload)
+        if total <= room:  # (one frame: most messages)
+            self._write_transfer(session, transfer_head(
+                session.channel, link.handle, delivery_id, tag, message_format, settled, False, state, resume,
+                aborted, total), payload)
+            return delivery
         offset = 0
         first = True
         while True:

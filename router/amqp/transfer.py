@@ -96,6 +96,8 @@ def transfer_head(
 
 def transfer_overhead(tag: bytes, state: Any) -> int:
     """Upper bound of a transfer frame's size without its payload."""
+    if state is None:
+        return 45 + len(tag)
     return 8 + 3 + 9 + 5 + 5 + 2 + len(tag) + 5 + 4 + (len(_state(state)) if state is not None else 1) + 3
 
 

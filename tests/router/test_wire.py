@@ -42,3 +42,19 @@ def test_header_without_the_stamp_is_a_decode_error():
 def test_malformed_header_is_a_decode_error(bad):
     with pytest.raises(DecodeError):
         unpack(bad)
+
+
+def test_recurring_headers_read_from_the_last_one_agree_with_a_full_read():
+    a = pack("t", frozenset({"B", "C"}), False, 0, "A", 1)
+    b = pack("t", frozenset({"B"}), True, 3, "A", 2)
+    k = pack("t", frozenset({"B", "C"}), False, 0, "A", 3, frozenset({("c", "l")}))
+    for data, want in [(a + b"m1", ("t", frozenset({"B", "C"}), False, 0, b"m1", None, "A", 1, None)),
+                       (a + b"m2", ("t", frozenset({"B", "C"}), False, 0, b"m2", None, "A", 1, None)),
+                       (b + b"", ("t", frozenset({"B"}), True, 3, b"", None, "A", 2, None)),
+                       (k + b"m3", ("t", frozenset({"B", "C"}), False, 0, b"m3", frozenset({("c", "l")}), "A", 3, None)),
+                       (a[:-8] + pack("t", frozenset(), False, 0, "A", 9)[-8:] + b"m4",
+                        ("t", frozenset({"B", "C"}), False, 0, b"m4", None, "A", 9, None))]:
+        assert unpack(data) == want
+    unpack(a)
+    with pytest.raises(DecodeError):
+        unpack(a[:-1])  # the remembered head, without a whole stamp behind it
