@@ -211,7 +211,7 @@ class Delivery(CoreState):
         if self.journal is not None and not record.presettled:
             self.journal.add(Event.REJECTED if record.rejection is not None else Event.ACCEPTED, record.gid, record.topic)
         for sub in record.states:
-            if isinstance(sub, Subscriber):
+            if isinstance(sub, Subscriber) and sub.attempts:
                 sub.attempts.pop(record.gid, None)
         if record.chosen is not None and record.local:
             self._groups_answered(record)
