@@ -86,8 +86,13 @@ static int handle(pn_proactor_t *p, pn_event_t *e) {
         break;
     }
     case PN_PROACTOR_TIMEOUT:
-        if (stop) finish();
+        /* (not finish() here: a connection is changed only in its own batch, else the close
+         * is never written; a wake brings that batch) */
+        if (stop) { if (conn) pn_connection_wake(conn); }
         else if (!closing) pn_proactor_set_timeout(p, 50);
+        break;
+    case PN_CONNECTION_WAKE:
+        if (stop) finish();
         break;
     case PN_TRANSPORT_CLOSED:
         return 0;
