@@ -154,6 +154,8 @@ class CreditWindow:
                 pub.grown_at = pub.sent
             if pub.credit == 1 and (pub.window == 1 or not pub.size):
                 self._park(pub)  # it holds all it may until it sends
+                if per_conn is not None:
+                    per_conn[pub.group] -= 1  # (its credit counts among the parked now)
                 continue
             target = min(pub.window, share)
             held = pub.credit + pub.in_flight
@@ -198,6 +200,8 @@ class CreditWindow:
             pub.port.grant(pub.credit)
             if pub.credit == 1 and (pub.window == 1 or not size):
                 self._park(pub)
+                if per_conn is not None:
+                    per_conn[pub.group] -= 1
             if budget <= 0:
                 self._rr = start + i + 1
                 break

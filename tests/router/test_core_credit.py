@@ -143,6 +143,17 @@ def test_a_credit_pass_looks_only_at_links_that_may_want_credit():
     _parking_holds(core)
 
 
+def test_links_parked_in_one_pass_count_once_against_their_connection():
+    clock = Clock()
+    core = Core("A", Settings(max_in_flight=10_000, link_credit=200), clock=clock, unsynced=True)
+    links = [core.add_publisher(Pub(), "t", "c", f"l{i}", False, group="c") for i in range(2000)]
+    assert core.outstanding == 0  # (no credit before the router knows the network)
+    core.unsynced = False
+    core.replenish()  # one pass for all of them: each gets its one credit and is parked
+    assert all(p.credit == 1 and p.parked for p in links)  # 2,000 within the connection's 2,500
+    _parking_holds(core)
+
+
 def test_credit_is_never_more_than_the_window_room():
     clock = Clock()
     core = _core(clock, max_in_flight=100, link_credit=80, initial_credit=64)
