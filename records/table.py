@@ -25,6 +25,11 @@ class SubState(Enum):
     REJECTED = 2
 
 
+# The members as module constants for the per-message code: on Python 3.11 ``SubState.X``
+# goes through EnumType.__getattr__ (~90 ns) where a global is ~12 ns.
+IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED = SubState.IN_DOUBT, SubState.ACCEPTED, SubState.REJECTED
+
+
 class DuplicateGid(Exception):
     pass
 
@@ -131,22 +136,22 @@ class Record:
 
     def add_waiter(self, waiter: Any) -> None:
         if waiter not in self.states:
-            self.states[waiter] = SubState.IN_DOUBT
+            self.states[waiter] = IN_DOUBT
             self.pending += 1
 
     def reopen(self, waiter: Any) -> None:
         """Wait for ``waiter`` again (a new copy went to a hop that had already answered)."""
-        if self.states.get(waiter) is not SubState.IN_DOUBT:
-            self.states[waiter] = SubState.IN_DOUBT
+        if self.states.get(waiter) is not IN_DOUBT:
+            self.states[waiter] = IN_DOUBT
             self.pending += 1
 
     def resolve(self, waiter: Any, state: SubState, error: Any = None) -> bool:
         """Record a waiter's terminal state; return True when this completed the record."""
         old = self.states.get(waiter)
-        if old is not SubState.IN_DOUBT:
+        if old is not IN_DOUBT:
             return False
         self.states[waiter] = state
-        if state is SubState.REJECTED and self.rejection is None:
+        if state is SUB_REJECTED and self.rejection is None:
             self.rejection = error
         self.pending -= 1
         return self.pending == 0
@@ -155,7 +160,7 @@ class Record:
         """A waiter went away (closed its subscription): stop waiting for it."""
         old = self.states.pop(waiter, None)
         self.unsettled.pop(waiter, None)
-        if old is SubState.IN_DOUBT:
+        if old is IN_DOUBT:
             self.pending -= 1
             return self.pending == 0
         return False

@@ -36,10 +36,13 @@ def to_outcome(state: Any) -> Outcome | None:
     return rejected("amqp:not-implemented", f"delivery state {kind.__name__} is not supported here")
 
 
+_OUTCOME_ACCEPTED = OutcomeKind.ACCEPTED  # (a global: an enum member lookup is slow on 3.11)
+
+
 def to_amqp(outcome: Outcome) -> Any:
     """The core's outcome as the AMQP delivery state to send."""
     kind = outcome.kind
-    if kind is OutcomeKind.ACCEPTED:
+    if kind is _OUTCOME_ACCEPTED:
         return _AMQP_ACCEPTED
     if kind is OutcomeKind.REJECTED:
         return amqp.Rejected(error=amqp.Error(condition=outcome.condition or "amqp:not-allowed",

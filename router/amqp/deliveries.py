@@ -23,6 +23,10 @@ from .performatives import (
 )
 from .transfer import encode_disposition, transfer_head, transfer_overhead
 
+# (module constants: an enum member lookup is slow on Python 3.11, see records/table.py)
+_MAPPED, _CLOSED = EndpointState.MAPPED, EndpointState.CLOSED
+_RECEIVER = Role.RECEIVER
+
 
 class Deliveries(ConnectionState):
     def send(
@@ -37,7 +41,7 @@ class Deliveries(ConnectionState):
         aborted: bool = False,
         message_format: int = 0,
     ) -> Delivery:
-        if link.state is not EndpointState.MAPPED or not link.is_sender:
+        if link.state is not _MAPPED or not link.is_sender:
             raise LocalProtocolError(f"send on {link!r}")
         if link.credit <= 0 and not resume:
             raise LocalProtocolError(f"send on {link!r} without credit")
@@ -96,7 +100,7 @@ class Deliveries(ConnectionState):
                 session.outgoing.pop(delivery.delivery_id, None)
             else:
                 session.incoming.pop(delivery.delivery_id, None)
-        if session.state is not EndpointState.MAPPED or link.state is EndpointState.CLOSED:
+        if session.state is not _MAPPED or link.state is _CLOSED:
             return
         session.pending_dispositions.append((link.role, delivery.delivery_id, settled, state))
         self._dirty.add(session)
@@ -125,7 +129,7 @@ class Deliveries(ConnectionState):
         if not pending:
             return
         session.pending_dispositions = []
-        if session.state is not EndpointState.MAPPED:
+        if session.state is not _MAPPED:
             return
         pending.sort(key=lambda p: (p[0], p[1]))
         out = self._out
@@ -136,9 +140,9 @@ class Deliveries(ConnectionState):
             if r is role and i == last + 1 and s == settled and (st is state or st == state):
                 last = i
                 continue
-            out += encode_disposition(channel, role is Role.RECEIVER, first, last, settled, state)
+            out += encode_disposition(channel, role is _RECEIVER, first, last, settled, state)
             role, first, last, settled, state = r, i, i, s, st
-        out += encode_disposition(channel, role is Role.RECEIVER, first, last, settled, state)
+        out += encode_disposition(channel, role is _RECEIVER, first, last, settled, state)
 
     def _on_transfer(self, session: Session, t: Transfer, payload: bytes) -> None:
         if session.incoming_window <= 0:
@@ -148,7 +152,7 @@ class Deliveries(ConnectionState):
         link = session.remote_links.get(t.handle)
         if link is None:
             raise SessionError(session.channel, Condition.UNATTACHED_HANDLE, f"transfer on unattached handle {t.handle}")
-        if link.state is not EndpointState.MAPPED:
+        if link.state is not _MAPPED:
             return  # detached by us: discard until the peer's detach
         if link.is_sender:
             raise SessionError(session.channel, Condition.NOT_ALLOWED, f"transfer towards sending link {link.name!r}")
@@ -210,7 +214,7 @@ class Deliveries(ConnectionState):
         self._events.append(DeliveryReceived(delivery=delivery))
 
     def _on_disposition(self, session: Session, d: Disposition) -> None:
-        table = session.outgoing if d.role is Role.RECEIVER else session.incoming
+        table = session.outgoing if d.role is _RECEIVER else session.incoming
         first = d.first
         last = d.last if d.last is not None else first
         if last < first:

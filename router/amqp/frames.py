@@ -32,6 +32,7 @@ class FrameType(IntEnum):
 
 
 _FRAME_TYPES = (FrameType.AMQP, FrameType.SASL)  # indexed: no enum call per frame
+_AMQP = FrameType.AMQP  # (a global: an enum member lookup is slow on Python 3.11)
 
 
 @dataclass(slots=True)  # (not frozen: one per frame, and frozen fields cost three times as much to set)
@@ -97,7 +98,7 @@ class FrameReader:
                         fast = _fast_transfer_at(buf, start, end)
                         if fast is not None:
                             t, p = fast
-                            yield Frame(FrameType.AMQP, channel, t, mv[p:end].tobytes() if p < end else b"")
+                            yield Frame(_AMQP, channel, t, mv[p:end].tobytes() if p < end else b"")
                             continue
                     frame = _decode_body(_FRAME_TYPES[ftype], channel, mv[start:end].tobytes())
                 except (IndexError, ValueError, TypeError, KeyError, struct.error) as e:

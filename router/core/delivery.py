@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from records.gid import RETIRED_TAGS
-from records.table import Record, SubState
+from records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
 from ..journal import Event
 from .peers import Hop, Publisher, Subscriber, TagInUse, Waiter
@@ -94,7 +94,7 @@ class Delivery(CoreState):
         already accepted it (it told us when it resumed)."""
         if self.placeholders and self.placeholders.take(sub.key, record.gid):
             if sub not in record.states:
-                record.states[sub] = SubState.ACCEPTED
+                record.states[sub] = SUB_ACCEPTED
             return False
         record.add_waiter(sub)
         sub.queue.append((record, redelivery))
@@ -146,7 +146,7 @@ class Delivery(CoreState):
             return
         port = sub.port
         credit = port.credit()
-        in_doubt = SubState.IN_DOUBT
+        in_doubt = IN_DOUBT
         while credit > 0 and queue:
             record, redelivery = queue.popleft()
             if record.states.get(sub) is not in_doubt:
@@ -169,14 +169,14 @@ class Delivery(CoreState):
         kind = state.kind if state is not None else None
         done = False
         if kind is ACCEPTED_KIND:
-            done = record.resolve(sub, SubState.ACCEPTED)
+            done = record.resolve(sub, SUB_ACCEPTED)
             self.stats["accepted"] += 1
         elif kind is REJECTED_KIND:
-            done = record.resolve(sub, SubState.REJECTED, rejection(state))  # type: ignore[arg-type]
+            done = record.resolve(sub, SUB_REJECTED, rejection(state))  # type: ignore[arg-type]
             self.stats["rejected"] += 1
         elif kind is RELEASED_KIND or kind is MODIFIED_KIND:
             if kind is MODIFIED_KIND and state.undeliverable_here:  # type: ignore[union-attr]
-                done = record.resolve(sub, SubState.REJECTED, rejected(
+                done = record.resolve(sub, SUB_REJECTED, rejected(
                     Conditions.UNDELIVERABLE_HERE,
                     f"subscriber {sub.container_id}/{sub.link_name} declined the message"))
             else:
@@ -188,12 +188,12 @@ class Delivery(CoreState):
         self._answered(record, done)
 
     def _redeliver(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool:
-        if record.states.get(sub) is not SubState.IN_DOUBT:
+        if record.states.get(sub) is not IN_DOUBT:
             return False
         tries = sub.attempts.get(record.gid, 0) + 1
         if tries > self.settings.max_redeliveries:
             sub.attempts.pop(record.gid, None)
-            return record.resolve(sub, SubState.REJECTED, rejected(
+            return record.resolve(sub, SUB_REJECTED, rejected(
                 Conditions.REDELIVERY_LIMIT,
                 f"subscriber {sub.container_id}/{sub.link_name} released it {tries - 1} times"))
         sub.attempts[record.gid] = tries
@@ -283,13 +283,13 @@ class Delivery(CoreState):
         """An answer to a copy sent after the record was settled (a redelivery to a
         subscriber that came back, a re-forward): settle it now, nobody else will (the
         in-process network's seed 78 kept such records for good)."""
-        if record.unsettled.get(waiter) is handle and record.states.get(waiter) is not SubState.IN_DOUBT:
+        if record.unsettled.get(waiter) is handle and record.states.get(waiter) is not IN_DOUBT:
             del record.unsettled[waiter]
             waiter.port.settle(handle)
 
     def _sent_settled(self, record: Record, waiter: Waiter) -> None:
         """A pre-settled send is that waiter's final state: at-most-once, nothing comes back."""
-        self._answered(record, record.resolve(waiter, SubState.ACCEPTED))
+        self._answered(record, record.resolve(waiter, SUB_ACCEPTED))
 
     def _outcome(self, record: Record) -> Outcome:
         return ACCEPTED if record.rejection is None else record.rejection

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from records.order import HeldDelivery, HeldMarker
-from records.table import OwedAnswers, Record, SubState
+from records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record
 
 from ..journal import Event
 from .peers import PARKED, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
@@ -67,7 +67,7 @@ class Forwarding(CoreState):
             fds = frozenset(ds)
             if hop in record.hop_dests:
                 before = record.hop_dests[hop]
-                was_in_doubt = record.states.get(hop) is SubState.IN_DOUBT
+                was_in_doubt = record.states.get(hop) is IN_DOUBT
                 if keys is None:
                     fds = fds - before if not record.keyed_only else fds - (before - record.keyed_only)
                 if not fds:
@@ -187,7 +187,7 @@ class Forwarding(CoreState):
             new = set(dests) - record.covered() - {self.router_id}
             fresh = self._fan_out_late(record) if self.router_id in dests else None
             back = self.hops.get(up.peer)
-            if back is not None and record.states.get(back) is SubState.IN_DOUBT and not presettled:
+            if back is not None and record.states.get(back) is IN_DOUBT and not presettled:
                 # It comes back from a router we forwarded it to: that router became its
                 # root (the publisher resumed there), or it found the way to some of its
                 # destinations now leads back through us. Those destinations are ours
@@ -295,10 +295,10 @@ class Forwarding(CoreState):
             return
         for handle, (up, waiters) in list(keyed.items()):
             states = [record.states.get(w) for w in waiters]
-            if any(st is SubState.IN_DOUBT for st in states):
+            if any(st is IN_DOUBT for st in states):
                 continue
             del keyed[handle]
-            rejected = any(st is SubState.REJECTED for st in states)
+            rejected = any(st is SUB_REJECTED for st in states)
             if up.attached:
                 up.port.outcome(handle, record.rejection if rejected and record.rejection else ACCEPTED, False)
 
@@ -351,14 +351,14 @@ class Forwarding(CoreState):
         if settled:
             record.unsettled.pop(hop, None)
         done = False
-        if final and record.states.get(hop) is SubState.IN_DOUBT:
+        if final and record.states.get(hop) is IN_DOUBT:
             self._unpin(hop, record)  # any terminal answer: it resolves the hop below
         if kind is ACCEPTED_KIND:
-            done = record.resolve(hop, SubState.ACCEPTED)
+            done = record.resolve(hop, SUB_ACCEPTED)
         elif kind is REJECTED_KIND:
-            done = record.resolve(hop, SubState.REJECTED, state)
+            done = record.resolve(hop, SUB_REJECTED, state)
         elif final:
-            done = record.resolve(hop, SubState.REJECTED, rejected(
+            done = record.resolve(hop, SUB_REJECTED, rejected(
                 Conditions.HOP_ANSWERED_ODDLY, f"router {hop.peer} answered {kind.value if kind else None}"))
         if record.publisher_settled:
             self._settle_late(record, hop, handle)
@@ -389,7 +389,7 @@ class Forwarding(CoreState):
             if record.earlier:
                 record.earlier.pop(hop, None)
             dests = record.hop_dests.pop(hop, frozenset()) if hop in record.hop_dests else frozenset()
-            if record.states.get(hop) is SubState.IN_DOUBT:
+            if record.states.get(hop) is IN_DOUBT:
                 exclude = next(iter(record.upstreams)).peer if record.upstreams else None
                 self._forward(record, set(dests), exclude)
                 if record.drop_waiter(hop) and not record.outcome_sent:
@@ -459,7 +459,7 @@ class Forwarding(CoreState):
                 port.marker(entry.marker)
                 continue
             record, dests, keys = entry
-            if record.states.get(hop) is not SubState.IN_DOUBT:
+            if record.states.get(hop) is not IN_DOUBT:
                 continue
             handle = port.forward(record, dests, record.presettled, keys)
             credit -= 1
