@@ -6,6 +6,7 @@ One layer of ``Connection`` (``connection.py``): a mixin over its state, declare
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 from .connection_state import MAX_UINT, ConnectionState
@@ -26,6 +27,7 @@ from .transfer import encode_disposition, transfer_head, transfer_overhead
 # (module constants: an enum member lookup is slow on Python 3.11, see records/table.py)
 _MAPPED, _CLOSED = EndpointState.MAPPED, EndpointState.CLOSED
 _RECEIVER = Role.RECEIVER
+_ROLE_AND_ID = itemgetter(0, 1)
 
 
 class Deliveries(ConnectionState):
@@ -131,7 +133,7 @@ class Deliveries(ConnectionState):
         session.pending_dispositions = []
         if session.state is not _MAPPED:
             return
-        pending.sort(key=lambda p: (p[0], p[1]))
+        pending.sort(key=_ROLE_AND_ID)  # (stable: two updates of one delivery keep their order)
         out = self._out
         channel = session.channel
         role, first, settled, state = pending[0]
