@@ -108,10 +108,6 @@ class CreditWindow:
         pub.credit = 0
         pub.port.grant(0)
 
-    def guess_size(self, pub: Publisher, size: int) -> None:
-        """Its newest message's size: the guess follows a larger one at once, a smaller one slowly."""
-        pub.size = size if size >= pub.size else pub.size - ((pub.size - size) >> 4)
-
     # --------------------------------------------------------------- grants
 
     def grant(self, in_flight: int, held_bytes: int, now: float) -> None:
