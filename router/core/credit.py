@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 class CreditWindow:
     __slots__ = ("settings", "outstanding", "transit_outstanding", "busy", "_rr", "dirty", "active",
-                 "parked_conn", "parked_bytes", "parked", "starved")
+                 "parked_conn", "parked_bytes", "parked")
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -55,7 +55,6 @@ class CreditWindow:
         self.parked = 0  # attached links it skips (each holds one credit)
         self.parked_conn: dict[object, int] = {}  # parked links per connection (``group``)
         self.parked_bytes = 0  # what the parked links' credit may bring, at their guessed sizes
-        self.starved = False  # the last pass gave less than a link wanted (window, bytes or a cap)
 
     # --------------------------------------------------------- bookkeeping
 
@@ -113,14 +112,12 @@ class CreditWindow:
     def grant(self, in_flight: int, held_bytes: int, now: float) -> None:
         """Top up publisher credit within the room left: ``in_flight`` records of our own
         publishers and ``held_bytes`` of message bytes are held now."""
-        self.starved = False
         if not self.active:
             return
         settings = self.settings
         window = settings.max_in_flight
         budget = window - in_flight - self.outstanding
         if budget <= 0:
-            self.starved = True
             return
         link_credit = settings.link_credit
         # Topping up at three quarters keeps the pipe full without letting one publisher
@@ -144,7 +141,6 @@ class CreditWindow:
             promised = pubs[0].credit * pubs[0].size
         room = settings.max_in_flight_bytes - held_bytes - promised
         if room <= 0:
-            self.starved = True
             return
         start = self._rr % n
         for i in range(n):
@@ -177,8 +173,7 @@ class CreditWindow:
                 if unused_room * 4 < ceiling.value * 3:
                     continue  # topped up once three quarters are used: not a pass per batch
                 refill_at = ceiling.value // 4
-            wanted = min(target - held, unused_room)
-            give = min(wanted, budget)
+            give = min(target - held, unused_room, budget)
             if per_conn is not None:
                 give = min(give, cap - per_conn[pub.group] - parked_conn.get(pub.group, 0))
             size = pub.size
@@ -189,9 +184,6 @@ class CreditWindow:
                 give = min(give, fits - pub.credit, room // size)
             else:
                 give = min(give, 1 - pub.credit)  # its size is unknown until its first message
-                wanted = min(wanted, 1 - pub.credit)
-            if give < wanted:
-                self.starved = True  # what frees room (a record's end) asks for another pass
             if give <= 0:
                 continue
             pub.credit += give
@@ -208,7 +200,6 @@ class CreditWindow:
                     per_conn[pub.group] -= 1
             if budget <= 0:
                 self._rr = start + i + 1
-                self.starved = True
                 break
 
     def grant_transit(self, ups: Sequence[Upstream], in_transit: int, held_bytes: int) -> None:

@@ -267,21 +267,12 @@ class Delivery(CoreState):
             if record.gid in self.records:
                 self.records.free(record)
                 record.publisher_handle = None  # (it points back at the record: no cycle left behind)
-                credit = self.credit
                 if record.local:
                     self.local_count -= 1
-                    pub = record.publisher
-                    pub.in_flight -= 1
-                    pub.bytes -= len(record.payload)
-                    # A pass only helps a publisher that wants credit (at or below its refill
-                    # point: one still above it sends, and ``publish`` asks when it gets there),
-                    # when the last pass was short of room (the window, bytes, a cap), or
-                    # neighbours forward to us (their credit counts the bytes held).
-                    if credit.starved or pub.credit <= pub.refill_at or self.upstreams:
-                        credit.dirty = True
-                else:
-                    credit.dirty = True
+                    record.publisher.in_flight -= 1
+                    record.publisher.bytes -= len(record.payload)
                 self.parked.pop(record, None)
+                self.credit.dirty = True
 
     def _settle_late(self, record: Record, waiter: Subscriber | Hop, handle: Any) -> None:
         """An answer to a copy sent after the record was settled (a redelivery to a
