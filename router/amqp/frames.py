@@ -162,6 +162,8 @@ def _fast_transfer_at(body: bytes | bytearray, s: int, n: int) -> tuple[Transfer
     if end > n or count > 11 or count < 1:
         return None
     p = s + 6
+    # (the three uint fields are read written out, not through a helper: a call each would
+    # add ~0.1 us per message on the hottest path there is)
     try:
         c = body[p]  # handle (mandatory)
         if c == 0x43:

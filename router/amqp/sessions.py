@@ -122,9 +122,8 @@ class Sessions(ConnectionState):
         self._write(session.channel, flow)
 
     def _after_batch(self) -> None:
-        mapped = _MAPPED
         # Re-open each session's incoming window in one flow frame per batch, not per transfer.
         for session in self.sessions.values():
-            if session.state is mapped and session.incoming_window < session.initial_incoming_window // 2:
+            if session.state is _MAPPED and session.incoming_window < session.initial_incoming_window // 2:
                 session.incoming_window = session.initial_incoming_window
                 self._send_flow(session, None)

@@ -96,9 +96,7 @@ def transfer_head(
 
 def transfer_overhead(tag: bytes, state: Any) -> int:
     """Upper bound of a transfer frame's size without its payload."""
-    if state is None:
-        return 45 + len(tag)
-    return 8 + 3 + 9 + 5 + 5 + 2 + len(tag) + 5 + 4 + (len(_state(state)) if state is not None else 1) + 3
+    return 44 + len(tag) + (1 if state is None else len(_state(state)))  # (8 header, 3 descriptor, 33 fields)
 
 
 def encode_disposition(channel: int, receiver: bool, first: int, last: int, settled: bool, state: Any) -> bytearray:

@@ -82,6 +82,16 @@ class CreditWindow:
         self.parked_bytes -= pub.size
         self.active[pub] = None
 
+    def _park_if_full(self, pub: Publisher, per_conn: dict[object, int] | None) -> bool:
+        """Park it if it holds its one credit and cannot take more before it sends; its
+        credit then leaves this pass's per-connection sum (it counts among the parked)."""
+        if pub.credit != 1 or (pub.window != 1 and pub.size):
+            return False
+        self._park(pub)
+        if per_conn is not None:
+            per_conn[pub.group] -= 1
+        return True
+
     def _park(self, pub: Publisher) -> None:
         pub.parked = True
         self.parked += 1
@@ -148,10 +158,7 @@ class CreditWindow:
             if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
                 pub.window = min(pub.window * 2, link_credit)
                 pub.grown_at = pub.sent
-            if pub.credit == 1 and (pub.window == 1 or not pub.size):
-                self._park(pub)  # it holds all it may until it sends
-                if per_conn is not None:
-                    per_conn[pub.group] -= 1  # (its credit counts among the parked now)
+            if self._park_if_full(pub, per_conn):
                 continue
             target = min(pub.window, share)
             held = pub.credit + pub.in_flight
@@ -194,10 +201,7 @@ class CreditWindow:
             if per_conn is not None:
                 per_conn[pub.group] += give
             pub.port.grant(pub.credit)
-            if pub.credit == 1 and (pub.window == 1 or not size):
-                self._park(pub)
-                if per_conn is not None:
-                    per_conn[pub.group] -= 1
+            self._park_if_full(pub, per_conn)
             if budget <= 0:
                 self._rr = start + i + 1
                 break
