@@ -1,6 +1,6 @@
 """Run many control planes in-process, in rounds, to judge convergence at scale.
 
-A round delivers every message queued in the previous one. ``python -m linkstate.simulate``
+A round delivers every message queued in the previous one. ``python -m once.linkstate.simulate``
 prints the figures recorded in BENCHMARKS.md.
 """
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from linkstate.messages import Subscription
+    from once.linkstate.messages import Subscription
 
     from .amqp.sasl import SaslServerConfig
     from .config import Settings, Topology

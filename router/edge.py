@@ -12,8 +12,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from linkstate.messages import Subscription
-from records.table import Record
+from once.linkstate.messages import Subscription
+from once.records.table import Record
 
 from .amqp.connection import Connection, Mode, State
 from .amqp.endpoints import Delivery, Link

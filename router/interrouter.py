@@ -14,8 +14,8 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from linkstate.messages import HandOver, from_dict, to_dict
-from records.table import Record
+from once.linkstate.messages import HandOver, from_dict, to_dict
+from once.records.table import Record
 
 from .amqp.codec import decode, dumps
 from .amqp.connection import Connection, Mode

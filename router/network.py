@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from linkstate.engine import ControlPlane, Result
-from linkstate.handover import Fences, split
-from linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
-from records.membership import GroupId, Member, Table
+from once.linkstate.engine import ControlPlane, Result
+from once.linkstate.handover import Fences, split
+from once.linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
+from once.records.membership import GroupId, Member, Table
 
 from .core.ports import NO_GROUPS
 

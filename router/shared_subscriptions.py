@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from records.membership import GroupId
+from once.records.membership import GroupId
 
 from .amqp.codec import decode
 from .amqp.errors import DecodeError

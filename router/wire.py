@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from records.membership import GroupId
+from once.records.membership import GroupId
 
 from .amqp.errors import DecodeError
 

@@ -1,6 +1,6 @@
 """A burst of large messages through one router, and the router's resident memory.
 
-``python -m tools.burst [MESSAGES] [SIZE_KIB]`` (default 1,000 x 1,024 KiB): a subscriber
+``python -m once.tools.burst [MESSAGES] [SIZE_KIB]`` (default 1,000 x 1,024 KiB): a subscriber
 attaches and grants no credit, a publisher sends as fast as it gets credit; we report
 how many messages the router took while nobody could take them (its byte bounds), its
 RSS before, while holding, at its peak, and after both clients left. Then the
@@ -15,10 +15,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, SessionBegun
-from router.amqp.performatives import ACCEPTED, Role, Source, Target
-from router.client import ClientProtocol, connect
-from router.loop import run
+from once.router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, SessionBegun
+from once.router.amqp.performatives import ACCEPTED, Role, Source, Target
+from once.router.client import ClientProtocol, connect
+from once.router.loop import run
 
 from .bench.procs import rss_kib, start_routers
 from .bench.scenarios import SCENARIOS

@@ -8,10 +8,10 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from router.config import TopologyError
-from router.listeners import ListenError
-from router.logs import LogSpecError
-from topologies import resolve
+from once.router.config import TopologyError
+from once.router.listeners import ListenError
+from once.router.logs import LogSpecError
+from once.topologies import resolve
 
 from .exits import CommandError, Exit
 
@@ -128,11 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(parser, sys.argv[1:] if argv is None else argv)
     try:
         if args.command == "router":
-            from router.main import main as router_main
+            from once.router.main import main as router_main
 
             return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format)
         if args.command == "launch":
-            from router.logs import parse_levels
+            from once.router.logs import parse_levels
 
             from .launch import launch
 

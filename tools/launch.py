@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from router.config import load_topology
+from once.router.config import load_topology
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 15.0
@@ -48,7 +48,7 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
     topology = load_topology(topology_path)  # validate before starting anything
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    routers = {rid: _Router(rid, [sys.executable, "-m", "tools.cli", "router", topology_path, "--id", rid,
+    routers = {rid: _Router(rid, [sys.executable, "-m", "once.tools.cli", "router", topology_path, "--id", rid,
                                   *(["--journal", journal] if journal else []), *(logs or [])])
                for rid in topology.routers}
     try:

@@ -11,7 +11,7 @@ def resolve(name: str) -> str:
     """A topology file: ``name`` itself if it is a file, else the shipped one of that name."""
     if Path(name).is_file():
         return name
-    shipped = files("topologies") / (name if name.endswith(".yaml") else f"{name}.yaml")
+    shipped = files("once.topologies") / (name if name.endswith(".yaml") else f"{name}.yaml")
     if shipped.is_file():
         return str(shipped)
     return name  # (loading it says it cannot be read, in one line)

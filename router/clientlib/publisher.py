@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from records.gid import compute_gid
+from once.records.gid import compute_gid
 
 from ..amqp.connection import Connection
 from ..amqp.endpoints import Delivery, Link, Session

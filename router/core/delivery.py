@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from records.gid import RETIRED_TAGS
-from records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
+from once.records.gid import RETIRED_TAGS
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
 from ..journal import Event
 from .peers import Hop, Publisher, Subscriber, TagInUse, Waiter

@@ -35,10 +35,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from records.membership import Chooser, GroupId
-from records.order import DestinationOrder
-from records.placeholders import Placeholders
-from records.table import Record, RecordTable, SubState
+from once.records.membership import Chooser, GroupId
+from once.records.order import DestinationOrder
+from once.records.placeholders import Placeholders
+from once.records.table import Record, RecordTable, SubState
 
 from ..config import Settings
 from ..journal import Journal

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from records.table import Record, SubState
+from once.records.table import Record, SubState
 
 from .peers import Hop, Publisher, QueuedMarker, Subscriber
 from .ports import Outcome

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from records.order import HeldDelivery, HeldMarker
-from records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record
+from once.records.order import HeldDelivery, HeldMarker
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record
 
 from ..journal import Event
 from .peers import PARKED, HeldFor, Hop, QueuedMarker, Subscriber, Upstream

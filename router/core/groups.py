@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from records.membership import Chooser, GroupId, Key, Member, Table, merged
-from records.table import Record, SubState
+from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
+from once.records.table import Record, SubState
 
 from .peers import PARKED, Subscriber
 from .state import CoreState

@@ -8,9 +8,9 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
-from records.gid import GidHasher, gid_prefix
-from records.membership import GroupId
-from records.table import Record
+from once.records.gid import GidHasher, gid_prefix
+from once.records.membership import GroupId
+from once.records.table import Record
 
 from .ceiling import Ceiling
 from .ports import HopPort, PublisherPort, SubscriberPort

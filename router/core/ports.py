@@ -14,7 +14,7 @@ from enum import Enum, StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from records.membership import GroupId, Member
+from once.records.membership import GroupId, Member
 
 
 class OutcomeKind(Enum):

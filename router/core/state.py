@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from records.placeholders import Placeholders
-from records.table import RecordTable
+from once.records.placeholders import Placeholders
+from once.records.table import RecordTable
 
 from .ports import Conditions, Outcome, OutcomeKind, RoutesPort, rejected
 
 if TYPE_CHECKING:
-    from records.order import DestinationOrder
-    from records.table import Record
+    from once.records.order import DestinationOrder
+    from once.records.table import Record
 
     from ..config import Settings
     from ..journal import Journal

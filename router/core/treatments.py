@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from records.table import Record
+    from once.records.table import Record
 
     from .peers import Subscriber
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from router.amqp.connection import Connection, Mode
-from router.amqp.events import LinkAttached, SessionBegun
-from router.amqp.frames import AMQP_HEADER, SASL_HEADER, FrameReader
-from router.amqp.performatives import Role, Source, Target
+from once.router.amqp.connection import Connection, Mode
+from once.router.amqp.events import LinkAttached, SessionBegun
+from once.router.amqp.frames import AMQP_HEADER, SASL_HEADER, FrameReader
+from once.router.amqp.performatives import Role, Source, Target
 
 
 class Pair:

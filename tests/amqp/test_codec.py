@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from proton import Data
 
-from router.amqp import types as t
-from router.amqp.codec import decode, decode_all, dumps
-from router.amqp.errors import DecodeError
+from once.router.amqp import types as t
+from once.router.amqp.codec import decode, decode_all, dumps
+from once.router.amqp.errors import DecodeError
 
 # --------------------------------------------------------------- strategies
 

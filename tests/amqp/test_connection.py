@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pair import Pair, frames_of
 
-from router.amqp.connection import Connection, Mode
-from router.amqp.errors import LocalProtocolError
-from router.amqp.events import (
+from once.router.amqp.connection import Connection, Mode
+from once.router.amqp.errors import LocalProtocolError
+from once.router.amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
     DeliveryAborted,
@@ -19,7 +19,7 @@ from router.amqp.events import (
     SaslDone,
     SessionEnded,
 )
-from router.amqp.performatives import (
+from once.router.amqp.performatives import (
     Accepted,
     Close,
     Disposition,
@@ -30,8 +30,8 @@ from router.amqp.performatives import (
     Role,
     Transfer,
 )
-from router.amqp.sasl import SaslClientConfig, SaslServerConfig, users_authenticator
-from router.amqp.transfer import encode_transfer
+from once.router.amqp.sasl import SaslClientConfig, SaslServerConfig, users_authenticator
+from once.router.amqp.transfer import encode_transfer
 
 
 def _sent_pair(credit: int = 10, **kw) -> tuple[Pair, object, object]:
@@ -301,7 +301,7 @@ def test_sasl_plain_authorization_id_must_be_the_user_itself():
 
 def test_disposition_for_unknown_delivery_is_ignored():
     p, clink, slink = _sent_pair()
-    p.client._out += bytes(__import__("router.amqp.frames", fromlist=["build_frame"]).build_frame(
+    p.client._out += bytes(__import__("once.router.amqp.frames", fromlist=["build_frame"]).build_frame(
         p.csession.channel, Disposition(role=Role.RECEIVER, first=99, last=4000000000, settled=True)))
     ce, se = p.pump()
     assert se == [] and not p.server.closed
@@ -309,7 +309,7 @@ def test_disposition_for_unknown_delivery_is_ignored():
 
 def test_flow_with_bad_handle_ends_session():
     p, clink, slink = _sent_pair()
-    from router.amqp.frames import build_frame
+    from once.router.amqp.frames import build_frame
 
     p.client._out += bytes(build_frame(p.csession.channel, Flow(next_incoming_id=0, incoming_window=10, next_outgoing_id=0,
                                                                  outgoing_window=10, handle=42, delivery_count=0, link_credit=1)))

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pair import frames_of
 
-from router.amqp.connection import Connection, Mode
-from router.amqp.events import ConnectionFailed
-from router.amqp.frames import AMQP_HEADER, build_frame
-from router.amqp.performatives import (
+from once.router.amqp.connection import Connection, Mode
+from once.router.amqp.events import ConnectionFailed
+from once.router.amqp.frames import AMQP_HEADER, build_frame
+from once.router.amqp.performatives import (
     Accepted,
     Attach,
     Begin,

@@ -8,10 +8,10 @@ from typing import Any
 import proton
 from proton import Collector, Delivery, Event, Message, Transport
 
-from router.amqp.connection import Connection, Mode
-from router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, SaslDone
-from router.amqp.performatives import Accepted
-from router.amqp.sasl import SaslServerConfig, users_authenticator
+from once.router.amqp.connection import Connection, Mode
+from once.router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, SaslDone
+from once.router.amqp.performatives import Accepted
+from once.router.amqp.sasl import SaslServerConfig, users_authenticator
 
 
 class ProtonClient:

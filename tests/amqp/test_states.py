@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from router.amqp.connection_state import ENDPOINT_STEPS, State, Step, admits, step
-from router.amqp.endpoints import EndpointState
-from router.amqp.errors import LocalProtocolError, ProtocolError
-from router.amqp.performatives import Attach, Begin, Open, Transfer
+from once.router.amqp.connection_state import ENDPOINT_STEPS, State, Step, admits, step
+from once.router.amqp.endpoints import EndpointState
+from once.router.amqp.errors import LocalProtocolError, ProtocolError
+from once.router.amqp.performatives import Attach, Begin, Open, Transfer
 
 
 class Endpoint:

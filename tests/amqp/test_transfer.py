@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.amqp.codec import decode
-from router.amqp.frames import FrameReader, _fast_transfer_at, build_frame
-from router.amqp.performatives import Accepted, Disposition, Rejected, Role, Transfer
-from router.amqp.transfer import encode_disposition, encode_transfer
+from once.router.amqp.codec import decode
+from once.router.amqp.frames import FrameReader, _fast_transfer_at, build_frame
+from once.router.amqp.performatives import Accepted, Disposition, Rejected, Role, Transfer
+from once.router.amqp.transfer import encode_disposition, encode_transfer
 
 u32 = st.integers(0, 2**32 - 1)
 opt_u32 = st.none() | u32
@@ -70,7 +70,7 @@ def test_fast_decoder_never_crashes_on_garbage(tail):
 @given(role=st.sampled_from(list(Role)), first=u32, last=st.none() | u32, settled=st.booleans(),
        state=st.sampled_from([None, Accepted(), Rejected()]), batchable=st.booleans())
 def test_fast_disposition_agrees_with_generic(role, first, last, settled, state, batchable):
-    from router.amqp.frames import _fast_disposition
+    from once.router.amqp.frames import _fast_disposition
 
     frame = build_frame(0, Disposition(role=role, first=first, last=last, settled=settled, state=state, batchable=batchable))
     body = bytes(frame[8:])
@@ -85,7 +85,7 @@ def test_fast_disposition_agrees_with_generic(role, first, last, settled, state,
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=24))
 def test_fast_disposition_never_crashes_on_garbage(tail):
-    from router.amqp.frames import _fast_disposition
+    from once.router.amqp.frames import _fast_disposition
 
     result = _fast_disposition(b"\x00\x53\x15" + tail)
     assert result is None or isinstance(result, Disposition)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.audit.main import main as audit_main
-from tools.audit.main import run_audit
-from tools.audit.synthetic import Inject, generate
-from tools.harness.run import run
-from tools.harness.scenario import load
+from once.tools.audit.main import main as audit_main
+from once.tools.audit.main import run_audit
+from once.tools.audit.synthetic import Inject, generate
+from once.tools.harness.run import run
+from once.tools.harness.scenario import load
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -135,7 +135,7 @@ def test_a_consumer_group_is_audited_as_one_subscriber(spark, tmp_path):
 
 
 def test_router_journals_alone_are_not_called_a_pass(spark, tmp_path):
-    from tools.audit.main import verdict
+    from once.tools.audit.main import verdict
 
     generate(tmp_path, 200)
     for client in ("publisher-p1", "subscriber-s1", "subscriber-s2"):

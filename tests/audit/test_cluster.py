@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.routers import wait_for
-from tools.audit.synthetic import Inject, generate
+from once.tools.audit.synthetic import Inject, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +76,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def _once(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "once.tools.cli", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

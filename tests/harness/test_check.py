@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.harness.check import Arrival, check
+from once.tools.harness.check import Arrival, check
 
 
 def _pub(n: int, accepted: range | None = None) -> list[dict]:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.cli import main
-from tools.harness.scenario import TOPOLOGIES, ScenarioError, load, parse, randomized
+from once.tools.cli import main
+from once.tools.harness.scenario import TOPOLOGIES, ScenarioError, load, parse, randomized
 
 SHIPPED = sorted((TOPOLOGIES / "scenarios").glob("*.yaml"))
 

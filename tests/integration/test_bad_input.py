@@ -10,7 +10,7 @@ from proton.utils import BlockingConnection
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.raw import AMQP_HEADER, SASL_HEADER, RawPeer
 
-from router.amqp.performatives import (
+from once.router.amqp.performatives import (
     Close,
     Disposition,
     End,

@@ -11,11 +11,11 @@ import sys
 
 from support.routers import ROOT
 
-from tools.bench import memory
+from once.tools.bench import memory
 
 
 def _once(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "once.tools.cli", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=600)
 
 

@@ -12,7 +12,7 @@ from support.routers import ROOT, RouterProcess, write_topology
 
 
 def _once(*args: str, **kw) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run([sys.executable, "-m", "once.tools.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, **kw)
 
 
 def _launch(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
@@ -20,7 +20,7 @@ def _launch(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
     topo = tmp_path / "two.yaml"
     topo.write_text(yaml.safe_dump({"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}},
                                     "links": []}))
-    return subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo), *options], cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "once.tools.cli", "launch", str(topo), *options], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -49,7 +49,7 @@ def test_launch_prints_ready_per_router_and_stops_on_sigterm(tmp_path):
 
 
 def test_send_and_recv_commands(router: RouterProcess):
-    recv = subprocess.Popen([sys.executable, "-m", "tools.cli", "recv", "cli-topic", "--url", router.url, "--count", "3",
+    recv = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "recv", "cli-topic", "--url", router.url, "--count", "3",
                              "--timeout", "20"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert recv.stderr.readline().startswith("subscribed to cli-topic")
     sent = _once("send", "cli-topic", "one", "two", "three", "--url", router.url)
@@ -72,10 +72,10 @@ def test_launch_rejects_bad_topology_before_starting(tmp_path: Path):
 
 
 def test_launch_mesh3_reports_each_router_ready_with_its_neighbours(tmp_path):
-    from tools.topology_ports import with_free_ports
+    from once.tools.topology_ports import with_free_ports
 
     topo = with_free_ports(ROOT / "topologies" / "mesh3.yaml", tmp_path / "mesh3.yaml")
-    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "launch", str(topo)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "launch", str(topo)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = [proc.stdout.readline().strip() for _ in range(4)]
     for line, (rid, neighbours) in zip(lines, [("A", "B,C"), ("B", "A,C"), ("C", "A,B")]):
@@ -122,7 +122,7 @@ def test_bad_router_arguments_are_usage_errors(tmp_path):
 
 
 def test_send_and_recv_to_no_router_say_so(tmp_path):
-    from tools.topology_ports import free_port
+    from once.tools.topology_ports import free_port
 
     url = f"amqp://127.0.0.1:{free_port()}"
     _one_line(_once("send", "t", "x", "--url", url, "--timeout", "5"), 4, f"once send: cannot connect to {url}",
@@ -134,7 +134,7 @@ def test_send_names_a_rejection_and_waits_no_longer_than_its_timeout(router: Rou
     from support.proton_clients import ProtonSubscriber
 
     sub = ProtonSubscriber(router.url, "judged", auto_accept=False)
-    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "send", "judged", "bad", "--url", router.url],
+    proc = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "send", "judged", "bad", "--url", router.url],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert sub.get().body == "bad"
     sub.command("reject")
@@ -155,7 +155,7 @@ def test_options_go_anywhere_and_there_is_a_version(router: RouterProcess):
 
 def test_recv_exits_non_zero_when_its_router_goes_away(tmp_path):
     router = RouterProcess(write_topology(tmp_path))
-    recv = subprocess.Popen([sys.executable, "-m", "tools.cli", "recv", "gone", "--url", router.url], cwd=ROOT,
+    recv = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "recv", "gone", "--url", router.url], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert recv.stderr.readline().startswith("subscribed to gone")
     router.proc.send_signal(signal.SIGKILL)
@@ -222,7 +222,7 @@ def test_router_logs_what_an_operator_needs_and_survives_sighup(tmp_path):
     from support.proton_clients import ProtonPublisher, ProtonSubscriber
 
     topo = write_topology(tmp_path, settings={"subscriber_grace": "1s"})
-    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "router", str(topo), "--id", "A", "--listen",
+    proc = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "router", str(topo), "--id", "A", "--listen",
                              "127.0.0.1:0", "--log-level", "info,guard=error", "--log-format", "json"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     router = RouterProcess.adopt(proc, topo, "A")
@@ -258,10 +258,13 @@ def test_audit_without_java_says_how_to_get_it(tmp_path):
     _one_line(r, 2, f"once audit: JAVA_HOME={tmp_path / 'no-java-here'} has no bin/java", "openjdk-17")
 
 
-def test_pip_install_in_a_fresh_venv_outside_the_repository_runs_launch(tmp_path):
-    """``pip install .`` into an empty venv (dependencies from the registry), then the
-    installed ``once`` launches a network, carries a message, and finds the shipped files."""
+def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tmp_path):
+    """The built wheel puts ``once`` alone at the top of site-packages. Installed into an
+    empty venv (dependencies from the registry) that already holds another project's
+    top-level ``tools`` and ``records``, the installed ``once`` launches a network,
+    carries a message and finds the shipped files; the other modules stay theirs."""
     import shutil
+    import zipfile
 
     src = tmp_path / "src"  # (a copy: building writes into the source tree)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "node_modules",
@@ -269,19 +272,34 @@ def test_pip_install_in_a_fresh_venv_outside_the_repository_runs_launch(tmp_path
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)  # no system site-packages
     py, once = str(venv / "bin" / "python"), str(venv / "bin" / "once")
-    pip = subprocess.run([py, "-m", "pip", "install", "-q", str(src)], capture_output=True, text=True, timeout=600)
+    wheels = tmp_path / "wheels"
+    built = subprocess.run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = wheels.glob("once-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        top = {name.split("/")[0] for name in zf.namelist() if not name.split("/")[0].endswith(".dist-info")}
+    assert top == {"once"}, top
+    site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "tools").mkdir()
+    (site / "tools" / "__init__.py").write_text("WHOSE = 'another project'\n")
+    (site / "records.py").write_text("WHOSE = 'another project'\n")
+    pip = subprocess.run([py, "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, timeout=600)
     assert pip.returncode == 0, pip.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    where = subprocess.run([py, "-c", "import topologies, proton; print(topologies.__file__, proton.__file__)"],
+    where = subprocess.run([py, "-c", "import once.topologies, proton, tools, records; "
+                            "print(once.topologies.__file__, proton.__file__, tools.WHOSE == records.WHOSE)"],
                            cwd=elsewhere, capture_output=True, text=True, timeout=60)
     assert where.returncode == 0, where.stderr
-    assert all(f.startswith(str(venv)) for f in where.stdout.split()), where  # the installed copies only
+    *files, theirs = where.stdout.split()
+    assert all(f.startswith(str(venv)) for f in files) and theirs == "True", where  # the installed copies only
     scenarios = subprocess.run([py, "-c", "from importlib.resources import files; "
-                                "print(sorted(p.name for p in (files('topologies') / 'scenarios').iterdir()))"],
+                                "print(sorted(p.name for p in (files('once.topologies') / 'scenarios').iterdir()))"],
                                cwd=elsewhere, capture_output=True, text=True, timeout=60)
     assert "group-member-killed.yaml" in scenarios.stdout and "link-flap.yaml" in scenarios.stdout
-    from tools.topology_ports import with_free_ports
+    from once.tools.topology_ports import with_free_ports
 
     topo = with_free_ports(ROOT / "topologies" / "line3.yaml", elsewhere / "line3.yaml")
     launch = subprocess.Popen([once, "launch", str(topo)], cwd=elsewhere, stdout=subprocess.PIPE,
@@ -317,7 +335,7 @@ def test_recv_reconnect_comes_back_when_its_router_does(tmp_path):
     topo = write_topology(tmp_path)
     first = RouterProcess(topo)
     port = first.port
-    recv = subprocess.Popen([sys.executable, "-m", "tools.cli", "recv", "back", "--url", first.url, "--count", "2",
+    recv = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "recv", "back", "--url", first.url, "--count", "2",
                              "--reconnect"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert recv.stderr.readline().startswith("subscribed to back")
     assert _once("send", "back", "before", "--url", first.url).returncode == 0
@@ -325,7 +343,7 @@ def test_recv_reconnect_comes_back_when_its_router_does(tmp_path):
     first.proc.send_signal(signal.SIGKILL)
     first.stop()
     assert "trying again in 1 s (--reconnect)" in recv.stderr.readline()
-    proc = subprocess.Popen([sys.executable, "-m", "tools.cli", "router", str(topo), "--id", "A", "--listen",
+    proc = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "router", str(topo), "--id", "A", "--listen",
                              f"127.0.0.1:{port}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     second = RouterProcess.adopt(proc, topo, "A")
     line = recv.stderr.readline()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from support.routers import RouterProcess
 
-from router.amqp.performatives import Accepted
-from router.clientlib import Publisher, Subscriber
-from tools.topology_ports import free_port
+from once.router.amqp.performatives import Accepted
+from once.router.clientlib import Publisher, Subscriber
+from once.tools.topology_ports import free_port
 
 EFFECT = "CREATE TABLE IF NOT EXISTS seen (id TEXT)"
 

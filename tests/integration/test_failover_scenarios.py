@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import tools.harness.main as harness_main
-from tools.harness.check import Report, SubscriberReport
-from tools.harness.run import run
-from tools.harness.scenario import TOPOLOGIES, load
+import once.tools.harness.main as harness_main
+from once.tools.harness.check import Report, SubscriberReport
+from once.tools.harness.run import run
+from once.tools.harness.scenario import TOPOLOGIES, load
 
 SCENARIOS = sorted((TOPOLOGIES / "scenarios").glob("*.yaml"))
 

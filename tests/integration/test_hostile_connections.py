@@ -18,7 +18,7 @@ from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.raw import AMQP_HEADER, SASL_HEADER, RawPeer
 from support.routers import wait_for
 
-from router.amqp.performatives import SaslInit, SaslMechanisms, SaslOutcome
+from once.router.amqp.performatives import SaslInit, SaslMechanisms, SaslOutcome
 
 ACCEPTED = Delivery.ACCEPTED
 

@@ -9,8 +9,8 @@ from support.proton_events import ContainerThread, Recorder
 from support.raw import RawPeer
 from support.routers import wait_for
 
-from router.amqp.frames import AMQP_HEADER
-from router.amqp.performatives import Close, Open
+from once.router.amqp.frames import AMQP_HEADER
+from once.router.amqp.performatives import Close, Open
 
 
 class Drainer(Recorder):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from linkstate.handover import Fences, split
-from linkstate.messages import WHOLE, HandOver, from_dict, to_dict
+from once.linkstate.handover import Fences, split
+from once.linkstate.messages import WHOLE, HandOver, from_dict, to_dict
 
 
 def test_marker_round_trips_as_a_control_message():

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from linkstate.graph import LinkStateDB
-from linkstate.messages import LinkStateAd, SubEvent, Subscription, Sync, from_dict, to_dict
-from linkstate.simulate import Network, simulate
-from linkstate.subscriptions import SubscriberTable
+from once.linkstate.graph import LinkStateDB
+from once.linkstate.messages import LinkStateAd, SubEvent, Subscription, Sync, from_dict, to_dict
+from once.linkstate.simulate import Network, simulate
+from once.linkstate.subscriptions import SubscriberTable
 
 
 def _net(edges: list[tuple[str, str]]) -> Network:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from records.placeholders import Placeholders
+from once.records.placeholders import Placeholders
 
 
 def test_a_placeholder_is_taken_once_and_expires():

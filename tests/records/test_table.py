@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from records.gid import GidHasher, compute_gid, gid_from_prefix, gid_prefix
-from records.table import DuplicateGid, Record, RecordTable, SubState
+from once.records.gid import GidHasher, compute_gid, gid_from_prefix, gid_prefix
+from once.records.table import DuplicateGid, Record, RecordTable, SubState
 
 
 def _record(gid: bytes = b"g" * 16, presettled: bool = False) -> Record:

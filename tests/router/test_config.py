@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from router.config import TopologyError, load_topology, parse_topology
+from once.router.config import TopologyError, load_topology, parse_topology
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from router.config import Settings
-from router.core import ACCEPTED, RELEASED, Core, Outcome, OutcomeKind, TagInUse
+from once.router.config import Settings
+from once.router.core import ACCEPTED, RELEASED, Core, Outcome, OutcomeKind, TagInUse
 
 
 class Pub:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from router.core.ceiling import FIRST_CEILING, REPROBE, Ceiling, Phase
+from once.router.core.ceiling import FIRST_CEILING, REPROBE, Ceiling, Phase
 
 
 def _drive(rate_at: Callable[[int], float], seconds: float, start: int = FIRST_CEILING, top: int = 2000,

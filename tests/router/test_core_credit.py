@@ -6,9 +6,9 @@ from typing import Any
 
 from test_core import Pub, Sub
 
-from router.config import Settings
-from router.core import Core
-from router.core.ceiling import FIRST_CEILING
+from once.router.config import Settings
+from once.router.core import Core
+from once.router.core.ceiling import FIRST_CEILING
 
 
 class Clock:

@@ -6,9 +6,9 @@ from typing import Any
 
 from test_core import Pub, Sub
 
-from records.membership import Chooser, GroupId, Member, Table, key_slot
-from router.config import Settings
-from router.core import ACCEPTED, RELEASED, Core
+from once.records.membership import Chooser, GroupId, Member, Table, key_slot
+from once.router.config import Settings
+from once.router.core import ACCEPTED, RELEASED, Core
 
 G = GroupId("work")
 

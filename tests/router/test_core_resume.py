@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from test_core import HopP, Pub, Sub, _core, _routed
 
-from records.gid import gid_from_prefix, gid_prefix
-from records.table import SubState
-from router.core import ACCEPTED
+from once.records.gid import gid_from_prefix, gid_prefix
+from once.records.table import SubState
+from once.router.core import ACCEPTED
 
 
 def test_fresh_attaches_get_random_incarnations_and_a_resume_keeps_its_own():

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
-from records.gid import compute_gid
-from router.config import Settings
-from router.core import ACCEPTED, Core
-from router.core.ports import Alone
+from once.records.gid import compute_gid
+from once.router.config import Settings
+from once.router.core import ACCEPTED, Core
+from once.router.core.ports import Alone
 
 GID = b"g" * 16
 

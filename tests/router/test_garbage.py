@@ -15,10 +15,10 @@ from collections import Counter
 
 import pytest
 
-from router.client import connect
-from router.config import parse_topology
-from router.server import Router
-from tools.bench.pyclients import Publisher, Subscriber
+from once.router.client import connect
+from once.router.config import parse_topology
+from once.router.server import Router
+from once.tools.bench.pyclients import Publisher, Subscriber
 
 OURS = ("router", "records", "linkstate", "tools")
 

@@ -27,7 +27,7 @@ def _imports(path: Path, package: str) -> set[str]:
 
 
 def _offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
-    package = f"router.{folder}"
+    package = f"once.router.{folder}"
     found = []
     files = sorted((ROUTER / folder).glob("*.py"))
     assert files, folder
@@ -39,23 +39,23 @@ def _offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
 
 
 def test_the_core_imports_no_protocol_and_no_io():
-    assert _offenders("core", ("router.amqp", "asyncio", "uvloop", "socket", "router.edge", "router.interrouter",
-                               "router.server", "router.network", "router.dispositions")) == []
+    assert _offenders("core", ("once.router.amqp", "asyncio", "uvloop", "socket", "once.router.edge", "once.router.interrouter",
+                               "once.router.server", "once.router.network", "once.router.dispositions")) == []
 
 
 def test_the_client_library_imports_neither_the_core_nor_the_router():
-    assert _offenders("clientlib", ("router.core", "router.server", "router.edge", "router.interrouter",
-                                    "router.network")) == []
+    assert _offenders("clientlib", ("once.router.core", "once.router.server", "once.router.edge", "once.router.interrouter",
+                                    "once.router.network")) == []
 
 
 def test_the_check_sees_a_relative_import():
-    found = _imports(ROUTER / "core" / "facade.py", "router.core")
-    assert "router.core.ports" in found and "router.config" in found
+    found = _imports(ROUTER / "core" / "facade.py", "once.router.core")
+    assert "once.router.core.ports" in found and "once.router.config" in found
 
 
 def _module_name(path: Path) -> tuple[str, str]:
     rel = path.relative_to(ROUTER.parent).with_suffix("")
-    parts = list(rel.parts)
+    parts = ["once", *rel.parts]
     if parts[-1] == "__init__":
         parts.pop()
         return ".".join(parts), ".".join(parts)
@@ -82,4 +82,17 @@ def test_no_import_circle_inside_router():
                 graph.add_edge(name, target)
     cycles = list(nx.simple_cycles(graph))
     assert cycles == [], cycles[:3]
-    assert graph.has_edge("router.server", "router.edge")  # the graph really has the router in it
+    assert graph.has_edge("once.router.server", "once.router.edge")  # the graph really has the router in it
+
+
+def test_nothing_imports_a_room_as_a_top_level_package():
+    """Installed, the rooms are ``once.router``, ``once.records``, ...: an import of plain
+    ``router`` or ``records`` would find another project's package (or none)."""
+    rooms = ("router", "records", "linkstate", "tools", "topologies")
+    top = ROUTER.parent
+    found = []
+    for path in [*top.joinpath("tests").rglob("*.py"), *(p for r in rooms for p in top.joinpath(r).rglob("*.py"))]:
+        for name in _imports(path, "once.x.y"):
+            if name.split(".")[0] in rooms:
+                found.append(f"{path.relative_to(top)}: {name}")
+    assert found == []

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from proton import Message
 
-from router.message import delivery_count, mark_redelivered, sections
+from once.router.message import delivery_count, mark_redelivered, sections
 
 
 def test_mark_redelivered_keeps_everything_else_and_proton_reads_it():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from test_core import Pub, Sub, _core
 
-from router.observe import line, snapshot
+from once.router.observe import line, snapshot
 
 
 def test_snapshot_counts_what_the_core_holds():

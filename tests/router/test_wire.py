@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from records.membership import GroupId
-from router.amqp.errors import DecodeError
-from router.wire import pack, unpack
+from once.records.membership import GroupId
+from once.router.amqp.errors import DecodeError
+from once.router.wire import pack, unpack
 
 
 def test_routing_header_roundtrip():

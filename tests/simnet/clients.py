@@ -14,11 +14,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from linkstate.messages import Subscription
-from records.gid import compute_gid
-from records.membership import GroupId
-from router.core import ACCEPTED, Outcome, OutcomeKind
-from router.core import Subscriber as CoreSubscriber
+from once.linkstate.messages import Subscription
+from once.records.gid import compute_gid
+from once.records.membership import GroupId
+from once.router.core import ACCEPTED, Outcome, OutcomeKind
+from once.router.core import Subscriber as CoreSubscriber
 
 from .links import Handle, Pipe
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from router.core import Outcome
+from once.router.core import Outcome
 
 from .clock import Loop
 

@@ -15,9 +15,9 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from router.config import LinkSpec, Settings
-from router.core import Core
-from router.network import Network
+from once.router.config import LinkSpec, Settings
+from once.router.core import Core
+from once.router.network import Network
 
 from .clients import Publisher, Subscriber
 from .clock import Loop, Timer

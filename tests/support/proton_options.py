@@ -7,6 +7,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # (also run as a script's import)
 
-from tools.clients import SharedSubscription  # noqa: E402
+from once.tools.clients import SharedSubscription  # noqa: E402
 
 __all__ = ["SharedSubscription"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from router.amqp.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameReader, FrameType, build_frame
-from router.amqp.performatives import Begin, Open
+from once.router.amqp.frames import AMQP_HEADER, SASL_HEADER, Frame, FrameReader, FrameType, build_frame
+from once.router.amqp.performatives import Begin, Open
 
 
 class RawPeer:

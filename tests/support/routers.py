@@ -37,7 +37,7 @@ class RouterProcess:
         self.router_id = router_id
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = proc or subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", "router", str(topology), "--id", router_id, "--listen", "127.0.0.1:0"],
+            [sys.executable, "-m", "once.tools.cli", "router", str(topology), "--id", router_id, "--listen", "127.0.0.1:0"],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         assert self.proc.stdout is not None
@@ -112,8 +112,8 @@ class Network:
 
     def __init__(self, topology: str, tmp: Path, settings: dict[str, Any] | None = None,
                  proxied: tuple[tuple[str, str], ...] = ()) -> None:
-        from tools.harness.proxy import Proxy
-        from tools.topology_ports import with_free_ports
+        from once.tools.harness.proxy import Proxy
+        from once.tools.topology_ports import with_free_ports
 
         base = with_free_ports(ROOT / "topologies" / topology, tmp / topology, settings)
         doc = yaml.safe_load(base.read_text())
@@ -156,5 +156,5 @@ class Network:
 
 def _spawn(topology: Path, router_id: str) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.Popen([sys.executable, "-m", "tools.cli", "router", str(topology), "--id", router_id],
+    return subprocess.Popen([sys.executable, "-m", "once.tools.cli", "router", str(topology), "--id", router_id],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -1,7 +1,7 @@
 """Synthetic journals: a run's worth of rows with chosen violations injected.
 
 For the audit's tests (each kind caught with the right count) and its scale figure:
-``python -m tools.audit.synthetic OUT --rows 10000000``. One publisher on router A, the
+``python -m once.tools.audit.synthetic OUT --rows 10000000``. One publisher on router A, the
 path A -> B, subscribers s1 and s2 on B; 12 rows per message.
 """
 
@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from router.journal import HEADER
+from once.router.journal import HEADER
 
 ROWS_PER_MESSAGE = 12
 

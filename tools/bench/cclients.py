@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools.exits import CommandError, Exit
+from once.tools.exits import CommandError, Exit
 
 from .procs import Meter, two_cores
 from .scenarios import Result, Scenario

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.exits import CommandError, Exit
+from once.tools.exits import CommandError, Exit
 
 from .main import measure
 from .procs import ROOT

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from router.loop import run
-from tools.exits import CommandError, Exit
+from once.router.loop import run
+from once.tools.exits import CommandError, Exit
 
 from . import cclients, pyclients
 from .procs import ROOT, Meter, pin, start_routers, stop, unpin

@@ -15,10 +15,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from router.amqp.events import DeliveryReceived, LinkAttached, SessionBegun
-from router.amqp.performatives import Role, Source
-from router.client import ClientProtocol, connect
-from router.loop import run
+from once.router.amqp.events import DeliveryReceived, LinkAttached, SessionBegun
+from once.router.amqp.performatives import Role, Source
+from once.router.client import ClientProtocol, connect
+from once.router.loop import run
 
 from .procs import rss_kib, start_routers, stop
 from .pyclients import Publisher

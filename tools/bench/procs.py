@@ -55,24 +55,48 @@ def peak_rss_kib(pid: int) -> int:
     return _status_kib(pid, "VmHWM:")
 
 
+ROOMS = ("router", "linkstate", "records", "tools", "topologies")
+
+
+def checkout_cli(root: Path, tmp: Path) -> tuple[str, dict[str, str] | None]:
+    """The module to run ``once`` from checkout ``root`` with, and the environment for it.
+
+    This tree runs as installed. Another checkout's code must win over the installed
+    ``once``: its rooms are linked under ``tmp/<name>/once/`` and that goes first on the
+    path (the path's finders come before an editable install's). A checkout from before
+    the ``once`` namespace (its rooms were top-level packages) runs from its own folder."""
+    if root == ROOT:
+        return "once.tools.cli", None
+    if "once.tools.cli" not in (root / "pyproject.toml").read_text():
+        return "tools.cli", None  # (cwd=root puts its top-level packages first)
+    base = tmp / f"checkout-{abs(hash(root))}"
+    if not base.exists():
+        (base / "once").mkdir(parents=True)
+        for room in ROOMS:
+            (base / "once" / room).symlink_to(root / room)
+    return "once.tools.cli", dict(os.environ, PYTHONPATH=str(base))
+
+
 def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any] | None = None,
                   journal: bool = False, root: Path = ROOT) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
     """Every router of the scenario's topology as OS processes on free ports; a single router
     is pinned to core 0 (the load clients then take core 1). ``root``: the checkout whose
     router code runs (``--compare`` points it at another git ref's)."""
-    from tools.topology_ports import with_free_ports
+    from once.tools.topology_ports import with_free_ports
 
     # The routers run with the topology's own settings: --credit is the clients' credit.
     topo = with_free_ports(ROOT / "topologies" / scenario.topology, tmp / scenario.topology, router_settings)
     ids = sorted(yaml.safe_load(topo.read_text())["routers"])
     single = len(ids) == 1 and two_cores()
     procs, addrs = [], {}
+    cli, env = checkout_cli(root, tmp)
     for rid in ids:
-        cmd = [sys.executable, "-m", "tools.cli", "router", str(topo), "--id", rid,
+        cmd = [sys.executable, "-m", cli, "router", str(topo), "--id", rid,
                *(["--journal", str(tmp / "journal")] if journal else [])]
         if single:
             cmd = ["taskset", "-c", "0", *cmd]  # one router, one core; the clients get the other
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root))
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root,
+                                      env=env))
     for rid, proc in zip(ids, procs):
         assert proc.stdout is not None
         line = proc.stdout.readline()

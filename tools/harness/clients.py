@@ -1,4 +1,4 @@
-"""Harness client processes: ``python -m tools.harness.clients pub|sub SPEC_JSON``.
+"""Harness client processes: ``python -m once.tools.harness.clients pub|sub SPEC_JSON``.
 
 Each writes its own records under the run directory; the harness reads them at the end
 (and for progress while running):
@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from router.journal import Event, Journal, Source
+from once.router.journal import Event, Journal, Source
 
 RECEIVED = """CREATE TABLE IF NOT EXISTS received
               (n INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT, redelivered INTEGER, t REAL, gid BLOB, t_acc REAL)"""
@@ -45,8 +45,8 @@ def _line(f: Any, **kw: Any) -> None:
 
 
 async def run_once_publisher(spec: dict[str, Any]) -> None:
-    from router.amqp.performatives import Accepted
-    from router.clientlib import Publisher
+    from once.router.amqp.performatives import Accepted
+    from once.router.clientlib import Publisher
 
     out = Path(spec["out"])
     name = spec["name"]
@@ -84,7 +84,7 @@ async def run_once_publisher(spec: dict[str, Any]) -> None:
 
 
 async def run_once_subscriber(spec: dict[str, Any]) -> None:
-    from router.clientlib import Subscriber
+    from once.router.clientlib import Subscriber
 
     out = Path(spec["out"])
     name = spec["name"]
@@ -169,7 +169,7 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
             conn = event.container.connect(urls=spec["routers"])
             group = spec.get("group")
             if group:
-                from tools.clients import SharedSubscription
+                from once.tools.clients import SharedSubscription
                 event.container.create_receiver(conn, spec["topic"], name=f"{group}|{name}",
                                                 options=SharedSubscription(exclusive=bool(spec.get("exclusive"))))
             else:
@@ -198,7 +198,7 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
 
-    from records.gid import compute_gid
+    from once.records.gid import compute_gid
 
     name, topic = spec["name"], spec["topic"]
     records, journal = _proton_records(spec, "pub", Source.PUBLISHER)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from tools.topology_ports import with_free_ports
+from once.tools.topology_ports import with_free_ports
 
 from .proxy import Proxy
 
@@ -58,7 +58,7 @@ class Cluster:
             with open(self.out / f"router-{i}.{n}.out", "wb") as stdout, \
                     open(self.out / f"router-{i}.{n}.log", "wb") as stderr:  # the child keeps its own copies
                 self.procs[i] = subprocess.Popen(
-                    [sys.executable, "-m", "tools.cli", "router", str(self.paths[i]), "--id", i,
+                    [sys.executable, "-m", "once.tools.cli", "router", str(self.paths[i]), "--id", i,
                      "--journal", str(self.out / "journal")],
                     cwd=ROOT, stdout=stdout, stderr=stderr, env=env)
         if not wait:

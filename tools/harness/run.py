@@ -42,7 +42,7 @@ class Clients:
         self.starts[name] = n
         with open(self.out / f"{name}.{n}.out", "wb") as stdout, open(self.out / f"{name}.{n}.err", "wb") as stderr:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "tools.harness.clients", kind, json.dumps(spec)], cwd=ROOT,
+                [sys.executable, "-m", "once.tools.harness.clients", kind, json.dumps(spec)], cwd=ROOT,
                 stdout=stdout, stderr=stderr, env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
     def output(self, name: str) -> bytes:
