@@ -11,14 +11,19 @@ connections (``clientlib/connection.py``), which write at once.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
 from .amqp.connection import Connection
+from .amqp.errors import AMQPError, Condition, condition_value
+from .amqp.performatives import Error
 
 if TYPE_CHECKING:
     from .context import RouterContext
+
+log = logging.getLogger("once.connections")
 
 
 def describe_exception() -> str:
@@ -156,12 +161,102 @@ class EngineShell(asyncio.Protocol):
 
 
 class EngineProtocol(EngineShell):
-    """A router's connection: writes batched per router turn, a handshake deadline."""
+    """A router's connection (a client's, or a neighbour router's): admission against the
+    router's connection limits, one error catch around every batch of events, writes
+    batched per router turn, a handshake deadline. Written once for every kind; a kind
+    says what it is (``describe``), whether it counts against the limits, and handles
+    events (``on_event``) and the end (``on_lost``)."""
 
     def __init__(self, router: RouterContext) -> None:
         super().__init__()
         self.router = router
         self._handshake: asyncio.TimerHandle | None = None
+        self.admitted = False  # counted in the router's connection limits (released when lost)
+        self.refused = False  # turned away at connect: it never had links
+
+    # ------------------------------------------------------------- the kind's
+
+    def describe(self) -> str:
+        """What this connection is, for log lines ("connection from HOST:PORT")."""
+        return f"connection from {self.remote}"
+
+    def counts_against_limits(self) -> bool:
+        """Whether it is admitted against the router's connection limits (accepted sockets)."""
+        return True
+
+    def on_admitted(self) -> None:
+        """It was admitted (a dialler opens here)."""
+
+    def on_bytes(self, data: bytes) -> None:
+        """Bytes read: feed them (a kind may hold them back first)."""
+        self.feed(data)
+
+    def on_event(self, event: Any) -> None:
+        """One event of the engine's."""
+
+    def on_batch_failed(self) -> None:
+        """A batch raised and the connection is being closed: what its links held is
+        suspended (never ended: an ended subscription would count as done)."""
+
+    # ------------------------------------------------------------ asyncio
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._note_peer(transport)
+        router = self.router
+        if self.counts_against_limits():
+            refusal = router.limits.admit(self.host)
+            if refusal is not None:
+                # Refused before a byte is read: a flood of sockets costs us one descriptor
+                # each for an instant, and never the service of the clients already here.
+                router.guard_log.warning(("refused", type(self).__name__, self.host, refusal.limit),
+                                         asyncio.get_running_loop().time(), "router %s: refused %s: %s", router.id,
+                                         self.describe(), refusal.line())
+                self.refused = self._gone = True
+                transport.abort()
+                return
+            self.admitted = True
+        self.on_admitted()
+        self._start_handshake_timer()
+        self.dirty()
+        self._tick()
+
+    def data_received(self, data: bytes) -> None:
+        self.on_bytes(data)
+
+    def feed(self, data: bytes) -> None:
+        """The engine reads ``data``; its events are handled in one batch, and whatever a
+        handler raises loses this connection, never the router."""
+        try:
+            for event in self.engine.receive_data(data):
+                self.on_event(event)
+        except AMQPError as e:  # the peer sent something we cannot take (the engine's own are events)
+            log.warning("router %s: %s: %s (closed it)", self.router.id, self.describe(), e)
+            self.engine.close(Error(condition=condition_value(e.condition), description=e.description))
+            self.on_batch_failed()
+        except Exception:  # a bug of ours
+            log.error("router %s: internal error on %s: %s (closed it)", self.router.id, self.describe(),
+                      describe_exception())
+            log.debug("internal error", exc_info=True)
+            self.engine.close(Error(condition=Condition.INTERNAL_ERROR.value, description="internal error"))
+            self.on_batch_failed()
+        self.router.core.after_batch()
+        self.dirty()
+        self.router.flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_timer()
+        if self.admitted:
+            self.admitted = False
+            self.router.limits.release(self.host)
+        if not self.refused:
+            self.on_lost(exc)
+            self.router.core.after_batch()
+            self.router.flush()
+        if not self.lost.done():
+            self.lost.set_result(exc)
+
+    # ------------------------------------------------------------ batching
 
     def dirty(self) -> None:
         """Something was queued on the engine: write it at the end of this batch."""

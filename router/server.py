@@ -10,19 +10,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .adaptors.amqp.edge import EdgeConnection
+from .adaptors.amqp.interrouter import InterRouterConnection, dial
+from .adaptors.amqp.shared_subscriptions import group_id
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Auth, Topology, TopologyError, load_topology
 from .core import Core
-from .edge import EdgeConnection
 from .heap import pin_mmap_threshold, trim
-from .interrouter import InterRouterConnection, dial
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .listeners import Kind
 from .listeners import listen as listen_on
 from .network import Network
 from .observe import line, snapshot
-from .shared_subscriptions import group_id
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim

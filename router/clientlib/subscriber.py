@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..adaptors.amqp.shared_subscriptions import ACTIVE, EXCLUSIVE, GLOBAL, RESUME, SHARED
 from ..amqp.connection import Connection
 from ..amqp.endpoints import Delivery, Link, Session
 from ..amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkDetached, LinkFlow
 from ..amqp.performatives import Accepted, ReceiverSettleMode, Role, SenderSettleMode, Source, Target
 from ..amqp.sasl import SaslClientConfig
-from ..shared_subscriptions import ACTIVE, EXCLUSIVE, GLOBAL, RESUME, SHARED
 from .connection import FailoverConnection
 from .message import decode_message
 from .store import Store

@@ -8,11 +8,10 @@ import proton
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from proton import Data
-
 from once.router.amqp import types as t
 from once.router.amqp.codec import decode, decode_all, dumps
 from once.router.amqp.errors import DecodeError
+from proton import Data
 
 # --------------------------------------------------------------- strategies
 

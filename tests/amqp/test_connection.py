@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from pair import Pair, frames_of
-
 from once.router.amqp.connection import Connection, Mode
 from once.router.amqp.errors import LocalProtocolError
 from once.router.amqp.events import (
@@ -32,6 +30,7 @@ from once.router.amqp.performatives import (
 )
 from once.router.amqp.sasl import SaslClientConfig, SaslServerConfig, users_authenticator
 from once.router.amqp.transfer import encode_transfer
+from pair import Pair, frames_of
 
 
 def _sent_pair(credit: int = 10, **kw) -> tuple[Pair, object, object]:

@@ -14,14 +14,13 @@ import struct
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
+from once.router.adaptors.amqp.message import check, delivery_count, mark_redelivered
 from once.router.amqp.codec import dumps
 from once.router.amqp.connection import Connection, Mode
 from once.router.amqp.errors import ProtocolError
 from once.router.amqp.events import ConnectionFailed
 from once.router.amqp.frames import AMQP_HEADER, FrameReader
 from once.router.amqp.types import Described, ulong
-from once.router.message import check, delivery_count, mark_redelivered
 
 EXAMPLES = int(os.environ.get("ONCE_FUZZ_EXAMPLES", "600"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))

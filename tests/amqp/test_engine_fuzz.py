@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pair import frames_of
-
 from once.router.amqp.connection import Connection, Mode
 from once.router.amqp.events import ConnectionFailed
 from once.router.amqp.frames import AMQP_HEADER, build_frame
@@ -26,6 +24,7 @@ from once.router.amqp.performatives import (
     Target,
     Transfer,
 )
+from pair import frames_of
 
 small = st.integers(0, 4)
 flag = st.booleans()

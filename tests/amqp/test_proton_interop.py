@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import proton
-from proton import Collector, Delivery, Event, Message, Transport
-
 from once.router.amqp.connection import Connection, Mode
 from once.router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, SaslDone
 from once.router.amqp.performatives import Accepted
 from once.router.amqp.sasl import SaslServerConfig, users_authenticator
+from proton import Collector, Delivery, Event, Message, Transport
 
 
 class ProtonClient:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from once.router.amqp.connection_state import ENDPOINT_STEPS, State, Step, admits, step
 from once.router.amqp.endpoints import EndpointState
 from once.router.amqp.errors import LocalProtocolError, ProtocolError

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from once.router.amqp.codec import decode
 from once.router.amqp.frames import FrameReader, _fast_transfer_at, build_frame
 from once.router.amqp.performatives import Accepted, Disposition, Rejected, Role, Transfer

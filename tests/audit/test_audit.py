@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from once.tools.audit.main import main as audit_main
 from once.tools.audit.main import run_audit
 from once.tools.audit.synthetic import Inject, generate

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from once.tools.audit.synthetic import Inject, generate
 
 from tests.support.routers import wait_for
-from once.tools.audit.synthetic import Inject, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from once.tools.cli import main
 from once.tools.harness.scenario import TOPOLOGIES, ScenarioError, load, parse, randomized
 

@@ -5,11 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from proton import ConnectionException
-from proton.utils import BlockingConnection
-from support.proton_clients import ProtonPublisher, ProtonSubscriber
-from support.raw import AMQP_HEADER, SASL_HEADER, RawPeer
-
 from once.router.amqp.performatives import (
     Close,
     Disposition,
@@ -20,6 +15,10 @@ from once.router.amqp.performatives import (
     SaslOutcome,
     Transfer,
 )
+from proton import ConnectionException
+from proton.utils import BlockingConnection
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.raw import AMQP_HEADER, SASL_HEADER, RawPeer
 
 ACCEPTED = 36
 

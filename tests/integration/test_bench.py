@@ -9,9 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from support.routers import ROOT
-
 from once.tools.bench import memory
+from support.routers import ROOT
 
 
 def _once(*args: str) -> subprocess.CompletedProcess[str]:

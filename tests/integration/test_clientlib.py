@@ -11,11 +11,10 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from support.routers import RouterProcess
-
 from once.router.amqp.performatives import Accepted
 from once.router.clientlib import Publisher, Subscriber
 from once.tools.topology_ports import free_port
+from support.routers import RouterProcess
 
 EFFECT = "CREATE TABLE IF NOT EXISTS seen (id TEXT)"
 

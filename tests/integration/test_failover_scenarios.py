@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import pytest
-
 import once.tools.harness.main as harness_main
+import pytest
 from once.tools.harness.check import Report, SubscriberReport
 from once.tools.harness.run import run
 from once.tools.harness.scenario import TOPOLOGIES, load

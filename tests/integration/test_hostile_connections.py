@@ -12,13 +12,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from once.router.amqp.performatives import SaslInit, SaslMechanisms, SaslOutcome
 from proton import ConnectionException, Delivery, LinkException
 from proton.utils import BlockingConnection
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.raw import AMQP_HEADER, SASL_HEADER, RawPeer
 from support.routers import wait_for
-
-from once.router.amqp.performatives import SaslInit, SaslMechanisms, SaslOutcome
 
 ACCEPTED = Delivery.ACCEPTED
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from once.router.amqp.frames import AMQP_HEADER
+from once.router.amqp.performatives import Close, Open
 from support.proton_events import ContainerThread, Recorder
 from support.raw import RawPeer
 from support.routers import wait_for
-
-from once.router.amqp.frames import AMQP_HEADER
-from once.router.amqp.performatives import Close, Open
 
 
 class Drainer(Recorder):

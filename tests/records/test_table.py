@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from once.records.gid import GidHasher, compute_gid, gid_from_prefix, gid_prefix
 from once.records.table import DuplicateGid, Record, RecordTable, SubState
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from once.router.config import TopologyError, load_topology, parse_topology
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from once.router.config import Settings
 from once.router.core import ACCEPTED, RELEASED, Core, Outcome, OutcomeKind, TagInUse
 

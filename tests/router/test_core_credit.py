@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_core import Pub, Sub
-
 from once.router.config import Settings
 from once.router.core import Core
 from once.router.core.ceiling import FIRST_CEILING
+from test_core import Pub, Sub
 
 
 class Clock:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_core import Pub, Sub
-
 from once.records.membership import Chooser, GroupId, Member, Table, key_slot
 from once.router.config import Settings
 from once.router.core import ACCEPTED, RELEASED, Core
+from test_core import Pub, Sub
 
 G = GroupId("work")
 

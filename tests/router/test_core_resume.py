@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from test_core import HopP, Pub, Sub, _core, _routed
-
 from once.records.gid import gid_from_prefix, gid_prefix
 from once.records.table import SubState
 from once.router.core import ACCEPTED
+from test_core import HopP, Pub, Sub, _core, _routed
 
 
 def test_fresh_attaches_get_random_incarnations_and_a_resume_keeps_its_own():

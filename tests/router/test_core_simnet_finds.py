@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
-
 from once.records.gid import compute_gid
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.ports import Alone
+from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
 GID = b"g" * 16
 

@@ -14,7 +14,6 @@ import socket
 from collections import Counter
 
 import pytest
-
 from once.router.client import connect
 from once.router.config import parse_topology
 from once.router.server import Router

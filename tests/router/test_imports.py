@@ -39,13 +39,22 @@ def _offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
 
 
 def test_the_core_imports_no_protocol_and_no_io():
-    assert _offenders("core", ("once.router.amqp", "asyncio", "uvloop", "socket", "once.router.edge", "once.router.interrouter",
-                               "once.router.server", "once.router.network", "once.router.dispositions")) == []
+    assert _offenders("core", ("once.router.amqp", "asyncio", "uvloop", "socket", "once.router.adaptors",
+                               "once.router.server", "once.router.network", "once.router.engineio")) == []
 
 
 def test_the_client_library_imports_neither_the_core_nor_the_router():
-    assert _offenders("clientlib", ("once.router.core", "once.router.server", "once.router.edge", "once.router.interrouter",
+    assert _offenders("clientlib", ("once.router.core", "once.router.server", "once.router.adaptors.amqp.edge",
+                                    "once.router.adaptors.amqp.interrouter",
                                     "once.router.network")) == []
+
+
+def test_adaptors_live_in_their_own_room():
+    """Each protocol's adaptors and their helpers in ``router/adaptors/<protocol>/``; nothing
+    protocol-specific beside the core at the top of ``router/`` (the engines have their own)."""
+    amqp = {p.stem for p in (ROUTER / "adaptors" / "amqp").glob("*.py")}
+    assert {"edge", "interrouter", "wire", "dispositions", "message", "shared_subscriptions"} <= amqp
+    assert not {p.stem for p in ROUTER.glob("*.py")} & amqp - {"__init__"}
 
 
 def test_the_check_sees_a_relative_import():
@@ -82,7 +91,7 @@ def test_no_import_circle_inside_router():
                 graph.add_edge(name, target)
     cycles = list(nx.simple_cycles(graph))
     assert cycles == [], cycles[:3]
-    assert graph.has_edge("once.router.server", "once.router.edge")  # the graph really has the router in it
+    assert graph.has_edge("once.router.server", "once.router.adaptors.amqp.edge")  # the graph really has the router in it
 
 
 def test_nothing_imports_a_room_as_a_top_level_package():

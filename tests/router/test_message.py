@@ -1,8 +1,7 @@
 from __future__ import annotations
 
+from once.router.adaptors.amqp.message import delivery_count, mark_redelivered, sections
 from proton import Message
-
-from once.router.message import delivery_count, mark_redelivered, sections
 
 
 def test_mark_redelivered_keeps_everything_else_and_proton_reads_it():

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from test_core import Pub, Sub, _core
-
 from once.router.observe import line, snapshot
+from test_core import Pub, Sub, _core
 
 
 def test_snapshot_counts_what_the_core_holds():

@@ -1,10 +1,9 @@
 from __future__ import annotations
 
 import pytest
-
 from once.records.membership import GroupId
+from once.router.adaptors.amqp.wire import pack, unpack
 from once.router.amqp.errors import DecodeError
-from once.router.wire import pack, unpack
 
 
 def test_routing_header_roundtrip():

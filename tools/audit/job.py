@@ -19,12 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from once.router.journal import COLUMNS
+from once.tools.harness.check import MARGIN
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
-
-from once.router.journal import COLUMNS
-from once.tools.harness.check import MARGIN
 
 SCHEMA = StructType([StructField(c, LongType() if c == "t_us" else StringType()) for c in COLUMNS])
 PERCENTILES = (0.5, 0.99, 0.999)

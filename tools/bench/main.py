@@ -11,10 +11,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from tqdm import tqdm
-
 from once.router.loop import run
 from once.tools.exits import CommandError, Exit
+from tqdm import tqdm
 
 from . import cclients, pyclients
 from .procs import ROOT, Meter, pin, start_routers, stop, unpin

@@ -11,12 +11,12 @@ import struct
 import time
 from typing import Any
 
+from once.router.adaptors.amqp.shared_subscriptions import GLOBAL, SHARED
 from once.router.amqp.connection import Mode
 from once.router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkFlow, SessionBegun
 from once.router.amqp.performatives import ACCEPTED, Role, Source, Target
 from once.router.client import ClientProtocol, connect
 from once.router.listeners import Kind, listen
-from once.router.shared_subscriptions import GLOBAL, SHARED
 
 from .procs import Meter
 from .scenarios import Result, Scenario

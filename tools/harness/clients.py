@@ -194,11 +194,10 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
 
 
 def run_proton_publisher(spec: dict[str, Any]) -> None:
+    from once.records.gid import compute_gid
     from proton import Message
     from proton.handlers import MessagingHandler
     from proton.reactor import Container
-
-    from once.records.gid import compute_gid
 
     name, topic = spec["name"], spec["topic"]
     records, journal = _proton_records(spec, "pub", Source.PUBLISHER)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from once.tools.topology_ports import with_free_ports
 
 from .proxy import Proxy

@@ -12,7 +12,7 @@ import struct
 
 from once.records.membership import GroupId
 
-from .amqp.errors import DecodeError
+from ...amqp.errors import DecodeError
 
 ONCE_FORMAT = 0x4F4E4302  # "ONC" vendor prefix, version 2 (version 1 had no stamp)
 _H = struct.Struct(">BIH")  # flags, inner message format, topic length

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from once.linkstate.messages import Subscription
 from once.records.table import Record
 
-from .amqp.connection import Connection, Mode, State
-from .amqp.endpoints import Delivery, Link
-from .amqp.errors import AMQPError, Condition
-from .amqp.errors import condition_value as _value
-from .amqp.events import (
+from ...amqp.connection import Connection, Mode, State
+from ...amqp.endpoints import Delivery, Link
+from ...amqp.errors import AMQPError, Condition
+from ...amqp.errors import condition_value as _value
+from ...amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
     ConnectionOpened,
@@ -31,16 +31,16 @@ from .amqp.events import (
     SaslDone,
     SessionEnded,
 )
-from .amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
-from .amqp.types import symbol, ulong
-from .core import Outcome, Publisher, Subscriber, TagInUse
+from ...amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
+from ...amqp.types import symbol, ulong
+from ...core import Outcome, Publisher, Subscriber, TagInUse
+from ...engineio import EngineProtocol
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
-from .engineio import EngineProtocol, describe_exception
 from .message import check, mark_redelivered
 from .shared_subscriptions import ACTIVE, OFFERED, can_resume, group_of
 
 if TYPE_CHECKING:
-    from .context import RouterContext
+    from ...context import RouterContext
 
 log = logging.getLogger("once.edge")
 PRE_AUTH = (State.START, State.SASL)
@@ -110,32 +110,16 @@ class EdgeConnection(EngineProtocol):
             Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
             sasl_server=router.sasl, channel_max=255, offered_capabilities=OFFERED,
         )
-        self.admitted = False
         self._deferred: bytearray | None = None
         self.peer = "?"
 
     # -------------------------------------------------------------- asyncio
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self._note_peer(transport)
+    def on_admitted(self) -> None:
         self.peer = self.remote
-        router = self.router
-        refusal = router.limits.admit(self.host)
-        if refusal is not None:
-            # Refused before a byte is read: a flood of sockets costs us one descriptor
-            # each for an instant, and never the service of the clients already here.
-            router.guard_log.warning(("refused", self.host, refusal.limit), asyncio.get_running_loop().time(),
-                                     "router %s: refused connection from %s: %s", router.id, self.peer, refusal.line())
-            self._gone = True
-            transport.abort()
-            return
-        self.admitted = True
-        router.connections.add(self)
-        self._start_handshake_timer()
-        self._tick()
+        self.router.connections.add(self)
 
-    def data_received(self, data: bytes) -> None:
+    def on_bytes(self, data: bytes) -> None:
         if self._deferred is not None:
             self._deferred += data
             return
@@ -151,7 +135,7 @@ class EdgeConnection(EngineProtocol):
                 self.transport.pause_reading()
                 loop.call_at(turn, self._feed_deferred)
                 return
-        self._feed(data)
+        self.feed(data)
 
     def _feed_deferred(self) -> None:
         data = bytes(self._deferred or b"")
@@ -159,40 +143,23 @@ class EdgeConnection(EngineProtocol):
         if self._gone or self.transport is None:
             return
         self.transport.resume_reading()
-        self._feed(data)
+        self.feed(data)
 
-    def _feed(self, data: bytes) -> None:
-        try:
-            for event in self.engine.receive_data(data):
-                handler = _HANDLERS.get(type(event))
-                if handler is not None:
-                    handler(self, event)
-        except Exception:  # a bug of ours: lose this connection, never the router
-            log.error("router %s: internal error on connection from %s: %s (closed it)", self.router.id, self.peer,
-                      describe_exception())
-            log.debug("internal error", exc_info=True)
-            self.close(Error(condition=Condition.INTERNAL_ERROR.value, description="internal error"))
-            # Suspended, never removed: a subscription ended here would count as done and
-            # let its deliveries be answered `accepted` without it.
-            self._drop_all_links(suspend=True)
-        self.core.after_batch()
-        self.dirty()
-        self.router.flush()
+    def on_event(self, event: Any) -> None:
+        handler = _HANDLERS.get(type(event))
+        if handler is not None:
+            handler(self, event)
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_timer()
-        if not self.admitted:
-            return
-        self.admitted = False
-        self.router.limits.release(self.host)
+    def on_batch_failed(self) -> None:
+        self._drop_all_links(suspend=True)
+
+    def on_lost(self, exc: Exception | None) -> None:
         self.router.connections.discard(self)
         clean = self.engine.state is State.CLOSED
         log.info("router %s: connection from %s (container %s) %s", self.router.id, self.peer, self._container(),
                  "closed" if clean else f"lost without a close ({exc or 'the peer went away'}): its links are "
                  "suspended for their grace")
         self._drop_all_links(suspend=True)  # no close frame came: the client may come back
-        self.core.after_batch()
-        self.router.flush()
 
     def on_writable(self) -> None:
         for session in list(self.engine.sessions.values()):

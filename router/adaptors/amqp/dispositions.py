@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .amqp import performatives as amqp
-from .core.ports import ACCEPTED, RELEASED, Outcome, OutcomeKind, rejected
+from ...amqp import performatives as amqp
+from ...core.ports import ACCEPTED, RELEASED, Outcome, OutcomeKind, rejected
 
 _AMQP_ACCEPTED = amqp.ACCEPTED
 _AMQP_RELEASED = amqp.RELEASED

@@ -9,9 +9,9 @@ subscriber releases the message or resumes, long after the publisher was answere
 
 from __future__ import annotations
 
-from .amqp.codec import decode, dumps
-from .amqp.errors import DecodeError
-from .amqp.types import Described, symbol, ubyte, uint, ulong
+from ...amqp.codec import decode, dumps
+from ...amqp.errors import DecodeError
+from ...amqp.types import Described, symbol, ubyte, uint, ulong
 
 HEADER = 0x70
 HEADER_SYMBOL = symbol("amqp:header:list")

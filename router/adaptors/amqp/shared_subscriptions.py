@@ -29,10 +29,10 @@ from typing import Any
 
 from once.records.membership import GroupId
 
-from .amqp.codec import decode
-from .amqp.errors import DecodeError
-from .amqp.types import symbol
-from .config import GroupMode
+from ...amqp.codec import decode
+from ...amqp.errors import DecodeError
+from ...amqp.types import symbol
+from ...config import GroupMode
 from .message import sections
 
 SHARED_SUBS = symbol("SHARED-SUBS")

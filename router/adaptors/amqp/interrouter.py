@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Any
 from once.linkstate.messages import HandOver, from_dict, to_dict
 from once.records.table import Record
 
-from .amqp.codec import decode, dumps
-from .amqp.connection import Connection, Mode
-from .amqp.endpoints import Delivery, Link
-from .amqp.errors import AMQPError, Condition, DecodeError
-from .amqp.errors import condition_value as _value
-from .amqp.events import (
+from ...amqp.codec import decode, dumps
+from ...amqp.connection import Connection, Mode
+from ...amqp.endpoints import Delivery, Link
+from ...amqp.errors import DecodeError
+from ...amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
     ConnectionOpened,
@@ -34,18 +33,18 @@ from .amqp.events import (
     SessionBegun,
     SessionEnded,
 )
-from .amqp.performatives import Error, Role, Source, Target
-from .amqp.sasl import SaslClientConfig, SaslServerConfig
-from .amqp.types import Described, symbol, ulong
-from .core import Hop, Outcome, Upstream
+from ...amqp.performatives import Role, Source, Target
+from ...amqp.sasl import SaslClientConfig, SaslServerConfig
+from ...amqp.types import Described, symbol, ulong
+from ...core import Hop, Outcome, Upstream
+from ...engineio import EngineProtocol
+from ...listeners import Kind
+from ...listeners import dial as connect
 from .dispositions import to_amqp, to_outcome
-from .engineio import EngineProtocol, describe_exception
-from .listeners import Kind
-from .listeners import dial as connect
 from .wire import ONCE_FORMAT, pack, unpack
 
 if TYPE_CHECKING:
-    from .context import RouterContext
+    from ...context import RouterContext
 
 log = logging.getLogger("once.interrouter")
 CONTROL = "once-control"
@@ -137,58 +136,24 @@ class InterRouterConnection(EngineProtocol):
         self.hop: Hop | None = None
         self.upstream: Upstream | None = None
         self.up = False
-        self.admitted = False  # (accepted side) counted in the router's connection limits
 
-    # -------------------------------------------------------------- asyncio
+    # ----------------------------------------------------- the shell's hooks
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self._note_peer(transport)
-        if self.engine.mode is Mode.SERVER:
-            # Accepted inter-router sockets count against the router's connection limits
-            # too: a flood of them must not take the descriptors clients need.
-            refusal = self.router.limits.admit(self.host)
-            if refusal is not None:
-                self.router.guard_log.warning(("refused-router", self.host, refusal.limit),
-                                              asyncio.get_running_loop().time(),
-                                              "router %s: refused inter-router connection from %s: %s", self.router.id,
-                                              self.remote, refusal.line())
-                self._gone = True
-                transport.abort()
-                return
-            self.admitted = True
-        self._start_handshake_timer()
+    def describe(self) -> str:
+        return f"the inter-router link to {self.peer}" if self.peer else f"inter-router connection from {self.remote}"
+
+    def counts_against_limits(self) -> bool:
+        # Accepted inter-router sockets count against the router's connection limits
+        # too: a flood of them must not take the descriptors clients need.
+        return self.engine.mode is Mode.SERVER
+
+    def on_admitted(self) -> None:
         if self.engine.mode is Mode.CLIENT:
             self.engine.open()
-        self.dirty()
-        self.router.flush()
-        self._tick()
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            for ev in self.engine.receive_data(data):
-                self._handle(ev)
-        except AMQPError as e:
-            log.warning("router %s: inter-router link to %s: %s", self.router.id, self.peer, e)
-            self.engine.close(Error(condition=_value(e.condition), description=e.description))
-        except Exception:  # a bug of ours: lose this link (it reconnects), never the router
-            log.error("router %s: internal error on the inter-router link to %s: %s (closed it)", self.router.id,
-                      self.peer, describe_exception())
-            log.debug("internal error", exc_info=True)
-            self.engine.close(Error(condition=Condition.INTERNAL_ERROR.value, description="internal error"))
-        self.router.core.after_batch()
-        self.dirty()
-        self.router.flush()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_timer()
-        if self.admitted:
-            self.admitted = False
-            self.router.limits.release(self.host)
+    def on_lost(self, exc: Exception | None) -> None:
         self.router.inter_connections.discard(self)
         self._down()
-        if not self.lost.done():
-            self.lost.set_result(exc)
 
     def hop_port(self) -> HopLink:
         return HopLink(self)
@@ -216,7 +181,7 @@ class InterRouterConnection(EngineProtocol):
 
     # ------------------------------------------------------------- events
 
-    def _handle(self, ev: Any) -> None:
+    def on_event(self, ev: Any) -> None:
         t = type(ev)
         engine = self.engine
         if t is DeliveryReceived:
