@@ -11,7 +11,7 @@ from typing import Any
 
 from ..amqp.codec import decode, dumps
 from ..amqp.types import Described, ulong
-from ..message import sections
+from ..adaptors.amqp.message import sections
 
 _PROPERTIES, _DATA, _SEQUENCE, _VALUE, _HEADER = 0x73, 0x75, 0x76, 0x77, 0x70
 
