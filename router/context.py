@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .amqp.sasl import SaslServerConfig
     from .config import Settings, Topology
     from .core import Core
+    from .core.lifecycle import LinkLifecycle
     from .limits import AuthFailures, ConnectionLimits, RateLimitedLog
 
 
@@ -49,6 +50,7 @@ class RouterContext(Protocol):
     settings: Settings
     topology: Topology
     core: Core
+    lifecycle: LinkLifecycle
     network: NetworkPort
     sasl: SaslServerConfig
     limits: ConnectionLimits

@@ -16,6 +16,7 @@ from .adaptors.amqp.shared_subscriptions import group_id
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Auth, Topology, TopologyError, load_topology
 from .core import Core
+from .core.lifecycle import LinkLifecycle
 from .heap import pin_mmap_threshold, trim
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
@@ -64,6 +65,7 @@ class Router:
         self.network = Network(self)
         self.core = Core(router_id, self.settings, routes=self.network, unsynced=self.network.has_neighbours,
                          message_key=group_id)
+        self.lifecycle = LinkLifecycle(self.core, self.network)
         self.connections: set[EdgeConnection] = set()
         self.inter_connections: set[InterRouterConnection] = set()
         self.dirty: set = set()

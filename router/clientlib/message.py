@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..adaptors.amqp.message import sections
 from ..amqp.codec import decode, dumps
 from ..amqp.types import Described, ulong
-from ..adaptors.amqp.message import sections
 
 _PROPERTIES, _DATA, _SEQUENCE, _VALUE, _HEADER = 0x73, 0x75, 0x76, 0x77, 0x70
 

@@ -81,6 +81,9 @@ class Suspended:
     def activated(self) -> None:
         pass
 
+    def stolen(self) -> None:
+        pass
+
 
 SUSPENDED = Suspended()
 

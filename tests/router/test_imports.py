@@ -105,3 +105,28 @@ def test_nothing_imports_a_room_as_a_top_level_package():
             if name.split(".")[0] in rooms:
                 found.append(f"{path.relative_to(top)}: {name}")
     assert found == []
+
+
+# What only the link-lifecycle service calls on the core: an adaptor calling these itself
+# would be a second copy of the lifecycle.
+LIFECYCLE_ONLY = {"add_publisher", "add_subscriber", "remove_publisher", "remove_subscriber", "suspend_publisher",
+                  "suspend_subscriber", "resume_subscriber", "publisher_resume_map", "attach_completed", "stand_in",
+                  "last_member", "key_owner"}
+
+
+def _calls(path: Path) -> set[str]:
+    return {node.func.attr for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+
+
+def test_the_simulator_and_the_amqp_adaptor_run_one_link_lifecycle():
+    """The in-process network's clients attach, resume, get stolen, suspend and detach
+    through the service the AMQP adaptor uses, not through a copy of it."""
+    service = "once.router.core.lifecycle"
+    edge = ROUTER / "adaptors" / "amqp" / "edge.py"
+    simnet = ROUTER.parent / "tests" / "simnet" / "clients.py"
+    assert any(n.startswith(service) for n in _imports(edge, "once.router.adaptors.amqp"))
+    assert any(n.startswith(service) for n in _imports(simnet, "simnet"))
+    for path in (edge, simnet):
+        assert _calls(path) & LIFECYCLE_ONLY == set(), path
+        assert {"attach_subscriber", "attach_publisher", "subscriber_gone", "publisher_gone"} <= _calls(path), path

@@ -1,6 +1,7 @@
 """Clients of the in-process network, modelled on the exactly-once client library
-(``router/clientlib``), and the router's side of their connections, which makes the
-same core and control-plane calls as ``router/edge.py``.
+(``router/clientlib``), and the router's side of their connections: a thin test adaptor
+over the link-lifecycle service the AMQP adaptor calls (``router/core/lifecycle.py``), so
+the simulator runs the router's own lifecycle, not a copy of it.
 
 A publisher keeps every message until it has its outcome (a durable outbox), resumes
 its link with an unsettled map and the same incarnation; a subscriber keeps the gids it
@@ -14,11 +15,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from once.linkstate.messages import Subscription
 from once.records.gid import compute_gid
 from once.records.membership import GroupId
 from once.router.core import ACCEPTED, Outcome, OutcomeKind
 from once.router.core import Subscriber as CoreSubscriber
+from once.router.core.lifecycle import SubscriberAttach
 
 from .links import Handle, Pipe
 
@@ -153,6 +154,12 @@ class EdgeLink:
     def drained(self) -> None:
         pass
 
+    def stolen(self) -> None:
+        self.gone = True  # the same key attached again: this link is detached
+
+    def activated(self) -> None:
+        pass
+
     # ------------------------------------------------------- frames
 
     def receive(self, frame: Any) -> None:
@@ -182,39 +189,29 @@ class EdgeLink:
                 core.publisher_settled(self.ctx, handle.record)
         elif t is Credit:
             self.flow = (frame.delivery_count, frame.credit)
-            core.pump(self.ctx)
+            router.lifecycle.subscriber_credit(self.ctx)
         router.after_batch()
 
     def _attach(self, a: Attach) -> None:
         router = self.router
-        core = router.core
+        lifecycle = router.lifecycle
         if a.role == "pub":
-            pub = core.add_publisher(self, a.topic, a.container_id, a.name, True, a.incarnation, grant=False)
-            self.ctx = pub
-            ours = core.publisher_resume_map(pub, a.unsettled or {})
+            self.ctx, ours = lifecycle.attach_publisher(self, a.topic, a.container_id, a.name, True,
+                                                        a.incarnation or None, a.unsettled)
             self.conn.to_client.send(Attached(ours))
-            core.replenish()
+            lifecycle.publisher_answered(self.ctx)
             return
-        since = router.net.loop.wall()
-        sub, displaced = core.add_subscriber(self, a.topic, a.container_id, a.name, False,
-                                             GroupId(a.group) if a.group else None, since, resumable=True)
-        self.ctx = sub
-        if displaced is not None and isinstance(displaced.port, EdgeLink):
-            displaced.port.gone = True  # stolen: the old link is detached
-        ours = None
-        if a.unsettled is not None:
-            ours = core.resume_subscriber(sub, a.unsettled, core.clock() + router.settings.publisher_grace)
 
-        def complete() -> None:
+        def answer(ours: dict | None, active: bool | None) -> None:
             if self.gone or not router.alive:
                 return
             self.completed = True
             self.conn.to_client.send(Attached(ours))
-            core.attach_completed(sub)
             router.after_batch()
 
-        router.network.subscribe(Subscription(router.id, a.topic, a.container_id, a.name, since=since, group=a.group),
-                                 True, complete)
+        request = SubscriberAttach(a.topic, a.container_id, a.name, group=GroupId(a.group) if a.group else None,
+                                   resumable=True, unsettled=a.unsettled)
+        self.ctx = lifecycle.attach_subscriber(self, request, answer)
 
     def lost(self) -> None:
         """The router notices the connection is gone: the link is suspended (it may resume)."""
@@ -223,13 +220,11 @@ class EdgeLink:
             self.gone = True
             return
         self.gone = True
-        core = router.core
         ctx = self.ctx
         if isinstance(ctx, CoreSubscriber):
-            core.suspend_subscriber(ctx, core.clock() + router.settings.subscriber_grace)
-            router.network.follow_moved_subscribers()
+            router.lifecycle.subscriber_gone(ctx, suspend=True)
         else:
-            core.suspend_publisher(ctx, core.clock() + router.settings.publisher_grace)
+            router.lifecycle.publisher_gone(ctx, suspend=True)
         router.after_batch()
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from once.router.config import LinkSpec, Settings
 from once.router.core import Core
+from once.router.core.lifecycle import LinkLifecycle
 from once.router.network import Network
 
 from .clients import Publisher, Subscriber
@@ -45,6 +46,7 @@ class SimRouter:
         self.network = Network(self, base=loop.wall())  # type: ignore[arg-type]
         self.core = Core(name, self.settings, clock=loop.time, wall=loop.wall, routes=self.network,
                          unsynced=self.network.has_neighbours)
+        self.lifecycle = LinkLifecycle(self.core, self.network)
         self.ends: dict[str, RouterEnd] = {}
         self._housekeeping = loop.call_later(0.25, self.housekeeping)
 

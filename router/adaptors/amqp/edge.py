@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
-from once.linkstate.messages import Subscription
 from once.records.table import Record
 
 from ...amqp.connection import Connection, Mode, State
@@ -34,6 +32,7 @@ from ...amqp.events import (
 from ...amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
 from ...amqp.types import symbol, ulong
 from ...core import Outcome, Publisher, Subscriber, TagInUse
+from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
 from .message import check, mark_redelivered
@@ -95,6 +94,13 @@ class SubscriberLink:
         self.conn.engine.drained(self.link)
         self.conn.dirty()
 
+    def stolen(self) -> None:
+        """The same subscriber attached again (elsewhere on this router): this link ends."""
+        self.conn.engine.detach(self.link, closed=True, error=Error(
+            condition=Condition.STOLEN.value, description="the same subscriber attached again"))
+        self.link.context = None
+        self.conn.dirty()
+
     def activated(self) -> None:
         if self.link.attached:  # (before its attach is answered, the answer says so)
             self.conn.engine.announce(self.link, {ACTIVE: True})
@@ -105,6 +111,7 @@ class EdgeConnection(EngineProtocol):
     def __init__(self, router: RouterContext) -> None:
         super().__init__(router)
         self.core = router.core
+        self.lifecycle = router.lifecycle
         s = router.settings
         self.engine = Connection(
             Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
@@ -223,66 +230,44 @@ class EdgeConnection(EngineProtocol):
                              "a subscriber needs source.address = topic (dynamic sources are not supported)")
                 return
             owner = self._owner()
-            if owner and self._owned_by_other((container_id, link.name), owner):
+            if owner and self.lifecycle.owned_by_other((container_id, link.name), owner):
                 self._refuse(link, Condition.UNAUTHORIZED_ACCESS,
                              f"subscriber {container_id}/{link.name} belongs to another user")
                 log.warning("router %s: refused %r from %s the subscriber %s/%s of another user", self.router.id,
                             owner, self.peer, container_id, link.name)
                 return
-            presettled = attach.snd_settle_mode is SenderSettleMode.SETTLED
-            since = time.time_ns() // 1000
             group, exclusive = group_of(attach.source, link.name, container_id, self.router.topology.group_mode)
-            sub, displaced = self.core.add_subscriber(
-                SubscriberLink(self, link), address, container_id, link.name, presettled,
-                group, since, can_resume(attach.desired_capabilities), exclusive)
-            sub.owner = owner
-            link.context = sub
-            if displaced is not None and isinstance(displaced.port, SubscriberLink):
-                old: SubscriberLink = displaced.port
-                old.conn.engine.detach(old.link, closed=True, error=Error(
-                    condition=Condition.STOLEN.value, description="the same subscriber attached again"))
-                old.link.context = None
-                old.conn.dirty()
-
             their_map = attach.unsettled
-            ours = None
-            if their_map is not None:  # resuming: what it accepted is never sent again
-                grace = self.router.settings.publisher_grace
-                ours = states_out(self.core.resume_subscriber(sub, outcomes_in(their_map), self.core.clock() + grace))
+            request = SubscriberAttach(address, container_id, link.name, attach.snd_settle_mode is SenderSettleMode.SETTLED,
+                                       group, exclusive, can_resume(attach.desired_capabilities), owner,
+                                       None if their_map is None else outcomes_in(their_map))
 
-            def complete() -> None:
-                # Every reachable router has the subscription now: only now does the attach complete.
-                active = self.core.is_active(sub)
+            def answer(ours: dict[bytes, Outcome] | None, active: bool | None) -> None:
                 engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                               snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
-                              unsettled=ours, properties=None if active is None else {ACTIVE: active})
-                self.core.attach_completed(sub)
+                              unsettled=None if ours is None else states_out(ours),
+                              properties=None if active is None else {ACTIVE: active})
                 self.dirty()
                 self.router.flush()
-                log.info("router %s: %s/%s subscribed to %r%s%s", self.router.id, container_id, link.name, address,
-                         f" as a member of consumer group {sub.group}" + (" (exclusive)" if sub.exclusive else "")
-                         if sub.group is not None else "", ", resuming" if their_map is not None else "")
 
-            self.router.network.subscribe(self._subscription(sub, since), True, complete)
+            link.context = self.lifecycle.attach_subscriber(SubscriberLink(self, link), request, answer)
         else:  # the peer sends: a publisher
             address = attach.target.address if attach.target is not None else None
             if not address:
                 self._refuse(link, Condition.INVALID_FIELD, "a publisher needs target.address = topic")
                 return
-            second = attach.rcv_settle_mode is ReceiverSettleMode.SECOND
             incarnation = _incarnation(attach.properties)
-            resuming = attach.unsettled is not None or incarnation is not None
-            pub = self.core.add_publisher(PublisherLink(self, link), address, container_id, link.name, second,
-                                          incarnation if resuming else None, grant=False, group=self)
+            pub, ours = self.lifecycle.attach_publisher(
+                PublisherLink(self, link), address, container_id, link.name,
+                attach.rcv_settle_mode is ReceiverSettleMode.SECOND, incarnation,
+                None if attach.unsettled is None else outcomes_in(attach.unsettled), group=self)
             link.context = pub
-            log.debug("router %s: %s/%s publishes to %r%s", self.router.id, container_id, link.name, address,
-                     ", resuming" if resuming and attach.unsettled is not None else "")
-            ours = states_out(self.core.publisher_resume_map(pub, attach.unsettled or {})) if resuming else None
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                           snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
-                          max_message_size=self.router.settings.max_message_size, unsettled=ours,
+                          max_message_size=self.router.settings.max_message_size,
+                          unsettled=None if ours is None else states_out(ours),
                           properties={INCARNATION: ulong(pub.incarnation)})
-            self.core.replenish()
+            self.lifecycle.publisher_answered(pub)
         self.dirty()
 
     def _too_many_links(self, link: Link) -> str | None:
@@ -301,14 +286,6 @@ class EdgeConnection(EngineProtocol):
             return ""
         return self.engine.user or "anonymous"
 
-    def _owned_by_other(self, key: tuple[str, str], owner: str) -> bool:
-        holders = self.router.network.key_owners(key)
-        here = self.core.key_owner(key)
-        if here is not None:
-            holders.add(here)
-        holders.discard("")
-        return bool(holders - {owner})
-
     def _refuse(self, link: Link, condition: Condition, description: str) -> None:
         self.engine.attach(link.session, link.name, link.role, link=link)
         self.engine.detach(link, closed=True, error=Error(condition=condition.value, description=description))
@@ -321,56 +298,16 @@ class EdgeConnection(EngineProtocol):
         for link in list(event.session.links.values()):
             self._drop_link(link)
 
-    def _subscription(self, sub: Subscriber, since: int = 0) -> Subscription:
-        group = sub.group
-        return Subscription(self.router.id, sub.topic, sub.container_id, sub.link_name, since=since, owner=sub.owner,
-                            group=group.name if group else "", scope=group.scope if group else "",
-                            exclusive=sub.exclusive)
-
     def _drop_link(self, link: Link, suspend: bool = False) -> None:
         """The link is gone: a closed subscription ends; an interrupted one is suspended."""
         ctx = link.context
         link.context = None
         if isinstance(ctx, Publisher):
-            if suspend:
-                grace = self.router.settings.publisher_grace
-                self.core.suspend_publisher(ctx, self.core.clock() + grace)
-                log.info("router %s: publisher %s/%s suspended: %d unanswered deliveries wait %gs for it to resume",
-                         self.router.id, ctx.container_id, ctx.link_name, len(ctx.live), grace)
-            else:
-                self.core.remove_publisher(ctx)
-                log.debug("router %s: publisher %s/%s detached", self.router.id, ctx.container_id, ctx.link_name)
+            self.lifecycle.publisher_gone(ctx, suspend)
         elif isinstance(ctx, Subscriber):
             source = link.source
-            durable = source is not None and source.expiry_policy == "never"
-            if ctx.group is not None:
-                if suspend and durable and self.core.last_member(ctx):
-                    log.info("router %s: consumer group %s has no member left: %s/%s stands in, its messages wait",
-                             self.router.id, ctx.group, ctx.container_id, ctx.link_name)
-                    # A durable group outlives its members: the last one to go stays as its
-                    # stand-in, and what comes for the group waits with it (bounded by the
-                    # window) until a member attaches again, or one unsubscribes.
-                    self.core.stand_in(ctx)
-                    return
-                if not ctx.resumable:
-                    # A member that cannot resume (a standard client never sends an unsettled
-                    # map) would only get its deliveries back as repeats: the group's other
-                    # members get them now instead of after the grace.
-                    suspend = durable = False
-            if suspend or durable:
-                timeout = float(source.timeout) if source is not None else 0.0
-                grace = max(timeout, self.router.settings.subscriber_grace)
-                self.core.suspend_subscriber(ctx, self.core.clock() + grace)
-                log.info("router %s: subscriber %s/%s suspended: what it has not accepted waits %gs for it to resume",
-                         self.router.id, ctx.container_id, ctx.link_name, grace)
-                # Its key may have attached elsewhere already (the client was quicker to
-                # come back than we were to see it go): hand over now, not at the next change.
-                self.router.network.follow_moved_subscribers()
-            else:
-                self.core.remove_subscriber(ctx)
-                self.router.network.subscribe(self._subscription(ctx), False)
-                log.info("router %s: subscriber %s/%s unsubscribed from %r", self.router.id, ctx.container_id,
-                         ctx.link_name, ctx.topic)
+            self.lifecycle.subscriber_gone(ctx, suspend, durable=source is not None and source.expiry_policy == "never",
+                                           timeout=float(source.timeout) if source is not None else 0.0)
 
     def _drop_all_links(self, suspend: bool = False) -> None:
         for session in list(self.engine.sessions.values()):
@@ -423,9 +360,9 @@ class EdgeConnection(EngineProtocol):
     def _on_flow(self, event: LinkFlow) -> None:
         ctx = event.link.context
         if isinstance(ctx, Subscriber):
-            self.core.pump(ctx)
+            self.lifecycle.subscriber_credit(ctx)
         elif isinstance(ctx, Publisher):
-            self.core.publisher_credit_changed(ctx, event.link.credit)
+            self.lifecycle.publisher_credit(ctx, event.link.credit)
 
 
 INCARNATION = symbol("once:incarnation")
