@@ -170,7 +170,7 @@ def _list(width: int) -> Decoder:
     def dec(buf: bytes, pos: int) -> tuple[Any, int]:
         count, p, end = _compound_header(buf, pos, width)
         sub = buf[:end]
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(count):
             v, p = decode(sub, p)
@@ -223,7 +223,7 @@ def _array(width: int) -> Decoder:
             raise DecodeError(f"invalid array element constructor 0x{code:02x}")
         if _ZERO_WIDTH.get(code) is not None and count > 0x10000:
             raise DecodeError(f"array of {count} zero-width elements refused")
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(count):
             v, p = element(sub, p)
@@ -253,7 +253,7 @@ def _described(buf: bytes, pos: int) -> tuple[Any, int]:
 
 
 _DECODERS: list[Decoder | None] = [None] * 256
-_ZERO_WIDTH = {0x40: None, 0x41: True, 0x42: False, 0x43: uint(0), 0x44: ulong(0), 0x45: []}
+_ZERO_WIDTH: dict[int, object] = {0x40: None, 0x41: True, 0x42: False, 0x43: uint(0), 0x44: ulong(0), 0x45: []}
 for _code, _val in _ZERO_WIDTH.items():
     _DECODERS[_code] = _const(_val)
 _DECODERS[0x45] = lambda buf, pos: ([], pos)  # a fresh list each time: lists are mutable

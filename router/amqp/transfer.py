@@ -53,7 +53,7 @@ def _frame(channel: int, descriptor: bytes, fields: list[bytes], payload_size: i
 def encode_transfer(
     channel: int, handle: int, delivery_id: int | None, tag: bytes | None, message_format: int, settled: bool,
     more: bool, state: Any, resume: bool, aborted: bool, payload: bytes | memoryview,
-) -> bytearray:
+) -> bytes | bytearray:
     out = transfer_head(channel, handle, delivery_id, tag, message_format, settled, more, state, resume, aborted,
                         len(payload))
     out += payload
