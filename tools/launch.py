@@ -16,6 +16,7 @@ import threading
 import time
 
 from once.router.config import load_topology
+from once.tools.procs import stop_all
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 15.0
@@ -85,16 +86,7 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
                     r.echo()
         return 0
     finally:
-        procs = [r.proc for r in routers.values() if r.proc is not None]
-        for proc in procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(r.proc for r in routers.values() if r.proc is not None)
         print("all routers stopped", flush=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

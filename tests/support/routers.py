@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from once.tools.procs import stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,13 +74,7 @@ class RouterProcess:
     logged = ""
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_all([self.proc])
         self._drain.join(10)  # the pipe ends with the process
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None and not pipe.closed:
@@ -145,11 +139,9 @@ class Network:
         return self.routers[rid]
 
     def stop(self) -> None:
+        stop_all(r.proc for r in self.routers.values())  # all at once: they stop in parallel
         for r in self.routers.values():
-            if r.proc.poll() is None:
-                r.proc.send_signal(signal.SIGTERM)  # all at once: they stop in parallel
-        for r in self.routers.values():
-            r.stop()
+            r.stop()  # (its log and pipes)
         for p in self.proxies.values():
             p.close()
 

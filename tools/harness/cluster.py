@@ -12,11 +12,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from once.tools.procs import stop_all
 from once.tools.topology_ports import with_free_ports
 
 from .proxy import Proxy
@@ -103,17 +103,3 @@ class Cluster:
         stop_all(self.procs.values())
         for p in self.proxies.values():
             p.close()
-
-
-def stop_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM to all at once (they stop in parallel), SIGKILL to whatever hangs."""
-    procs = list(procs)
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

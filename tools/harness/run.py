@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from once.tools.procs import stop_all
+
 from .check import Report, check, read_records
-from .cluster import ROOT, Cluster, stop_all
+from .cluster import ROOT, Cluster
 from .scenario import ClientSpec, Fault, Scenario
 
 
