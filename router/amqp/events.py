@@ -1,6 +1,7 @@
 """Events the engine returns from ``Connection.receive_data``.
 
-They are frozen, slotted and keyword-only; a handler matches on their type.
+They are slotted and keyword-only, and not frozen (for speed: see ``_EV``), though nothing
+changes an event once it is made; a handler matches on their type.
 """
 
 from __future__ import annotations
