@@ -263,8 +263,11 @@ def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tm
     empty venv (dependencies from the registry) that already holds another project's
     top-level ``tools`` and ``records``, the installed ``once`` launches a network,
     carries a message and finds the shipped files; the other modules stay theirs."""
+    import os
     import shutil
     import zipfile
+
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv's own packages, nothing else
 
     src = tmp_path / "src"  # (a copy: building writes into the source tree)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "node_modules",
@@ -274,45 +277,45 @@ def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tm
     py, once = str(venv / "bin" / "python"), str(venv / "bin" / "once")
     wheels = tmp_path / "wheels"
     built = subprocess.run([py, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=600, env=clean)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = wheels.glob("once-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         top = {name.split("/")[0] for name in zf.namelist() if not name.split("/")[0].endswith(".dist-info")}
     assert top == {"once"}, top
     site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+                               capture_output=True, text=True, check=True, env=clean).stdout.strip())
     (site / "tools").mkdir()
     (site / "tools" / "__init__.py").write_text("WHOSE = 'another project'\n")
     (site / "records.py").write_text("WHOSE = 'another project'\n")
-    pip = subprocess.run([py, "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, timeout=600)
+    pip = subprocess.run([py, "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, timeout=600, env=clean)
     assert pip.returncode == 0, pip.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = subprocess.run([py, "-c", "import once.topologies, proton, tools, records; "
                             "print(once.topologies.__file__, proton.__file__, tools.WHOSE == records.WHOSE)"],
-                           cwd=elsewhere, capture_output=True, text=True, timeout=60)
+                           cwd=elsewhere, capture_output=True, text=True, timeout=60, env=clean)
     assert where.returncode == 0, where.stderr
     *files, theirs = where.stdout.split()
     assert all(f.startswith(str(venv)) for f in files) and theirs == "True", where  # the installed copies only
     scenarios = subprocess.run([py, "-c", "from importlib.resources import files; "
                                 "print(sorted(p.name for p in (files('once.topologies') / 'scenarios').iterdir()))"],
-                               cwd=elsewhere, capture_output=True, text=True, timeout=60)
+                               cwd=elsewhere, capture_output=True, text=True, timeout=60, env=clean)
     assert "group-member-killed.yaml" in scenarios.stdout and "link-flap.yaml" in scenarios.stdout
     from once.tools.topology_ports import with_free_ports
 
     topo = with_free_ports(ROOT / "topologies" / "line3.yaml", elsewhere / "line3.yaml")
     launch = subprocess.Popen([once, "launch", str(topo)], cwd=elsewhere, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True, env=clean)
     try:
         lines = [launch.stdout.readline().strip() for _ in range(4)]
         assert lines[3].startswith("3 router(s) ready"), (lines, launch.stderr.read() if launch.poll() is not None else "")
         url_a, url_c = (lines[i].split()[3] for i in (0, 2))
         recv = subprocess.Popen([once, "recv", "fresh", "--url", url_c, "--count", "1", "--timeout", "30"],
-                                cwd=elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                cwd=elsewhere, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean)
         assert recv.stderr.readline().startswith("subscribed to fresh")
         sent = subprocess.run([once, "send", "fresh", "hello", "--url", url_a, "--timeout", "30"], cwd=elsewhere,
-                              capture_output=True, text=True, timeout=60)
+                              capture_output=True, text=True, timeout=60, env=clean)
         assert sent.returncode == 0 and "accepted 1" in sent.stdout, sent
         out, _ = recv.communicate(timeout=30)
         assert out.split() == ["hello"]
