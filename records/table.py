@@ -192,11 +192,52 @@ class RecordTable:
         self.bytes += len(record.payload)
         return record
 
+    def enter(self, record: Record) -> None:
+        """``add`` for the per-message path: the caller has looked its gid up already."""
+        self.records[record.gid] = record
+        self.bytes += len(record.payload)
+
+    # ------------------------------------------------------ a record's rules
+
+    @staticmethod
+    def completes(record: Record, done: bool) -> bool:
+        """After a waiter's answer (``done``: it was the last in doubt): whether the outcome
+        is due now (else the record may only be freed)."""
+        return done and not record.outcome_sent
+
+    @staticmethod
+    def complete(record: Record) -> Any:
+        """Every waiter reached a terminal state: the outcome is sent now (once); returns the
+        first rejection, or None (accepted)."""
+        record.outcome_sent = True
+        return record.rejection
+
+    @staticmethod
+    def settle(record: Record) -> list[tuple[Any, Any]]:
+        """Settlement reached ``record``: the waiters' deliveries still unsettled, to settle
+        now (forgotten here)."""
+        if not record.unsettled:
+            return []
+        out = list(record.unsettled.items())
+        record.unsettled.clear()
+        return out
+
+    @staticmethod
+    def finished(record: Record) -> bool:
+        """A record can be freed once its outcome is known and settlement went everywhere."""
+        return record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled
+
+    def release(self, record: Record) -> bool:
+        """Free ``record`` if nothing holds it any more; True if it was freed by this call."""
+        if record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled \
+                and self.records.pop(record.gid, None) is not None:
+            size = len(record.payload)
+            self.bytes -= size
+            self.freed += size
+            return True
+        return False
+
     def free(self, record: Record) -> None:
         if self.records.pop(record.gid, None) is not None:
             self.bytes -= len(record.payload)
             self.freed += len(record.payload)
-
-    def finished(self, record: Record) -> bool:
-        """A record can be freed once its outcome is known and settlement went everywhere."""
-        return record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled

@@ -145,11 +145,10 @@ class Network:
                 self._complete(msg.seq)
             return
         self._apply(self.plane.receive(peer, msg))
-        if type(msg) is Sync and self.router.core.unsynced:
+        if type(msg) is Sync:
             # A neighbour's full view: from now on we know the subscribers (a restarted
             # router, or one that came up alone, took no publishes before this).
-            self.router.core.unsynced = False
-            self.router.core.replenish()
+            self.router.core.synced()
         if type(msg) is SubEvent and msg.attached and msg.origin != self.me:
             # What we hold for that subscriber was sent towards it just now (``_apply``):
             # the marker goes behind it, once per attach however often the flood brings it.
@@ -160,7 +159,7 @@ class Network:
                 self.marked[mark] = None
                 marker = HandOver(self.me, msg.origin, msg.seq, WHOLE)
                 key = msg.subscription.key
-                if self._live_here(key) and self.plane.table.home(key) != self.me:
+                if self.router.core.live_here(key) and self.plane.table.home(key) != self.me:
                     # The client came back there before we saw its link here go (it is
                     # still attached here): what we hold for it is handed over only when
                     # we do. Our marker now would let its attach there complete first,
@@ -172,17 +171,9 @@ class Network:
 
     # --------------------------------------------------------- hand-over
 
-    def _live_here(self, key: tuple[str, str]) -> bool:
-        """Whether subscriber ``key`` is attached here, not suspended."""
-        for subs in self.router.core.topics.values():
-            sub = subs.get(key)
-            if sub is not None and sub.suspended_until is None:
-                return True
-        return False
-
     def _release_markers(self) -> None:
         """Deferred markers whose key is no longer live here go, behind its hand-over."""
-        for key in [k for k in self.deferred if not self._live_here(k)]:
+        for key in [k for k in self.deferred if not self.router.core.live_here(k)]:
             for marker in self.deferred.pop(key):
                 self._send_marker(marker)
 
@@ -285,8 +276,8 @@ class Network:
 
     def _end_moved(self) -> None:
         ended, self.ended = self.ended, []
-        topics = self.router.core.topics
+        core = self.router.core
         for sub in ended:
-            if sub.key not in topics.get(sub.topic, {}):  # not back here meanwhile
+            if not core.subscribed(sub.topic, sub.key):  # not back here meanwhile
                 self.end(sub)
         self.router.flush()

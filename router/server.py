@@ -63,8 +63,9 @@ class Router:
         self.journal_dir = journal_dir
         self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
         self.network = Network(self)
+        self.journal = router_journal(journal_dir, router_id) if journal_dir is not None else None
         self.core = Core(router_id, self.settings, routes=self.network, unsynced=self.network.has_neighbours,
-                         message_key=group_id)
+                         message_key=group_id, journal=self.journal)
         self.lifecycle = LinkLifecycle(self.core, self.network)
         self.connections: set[EdgeConnection] = set()
         self.inter_connections: set[InterRouterConnection] = set()
@@ -79,9 +80,8 @@ class Router:
         """Bind the listeners, dial the higher-id neighbours, wait until every neighbour is up."""
         loop = asyncio.get_running_loop()
         pin_mmap_threshold()
-        if self.journal_dir is not None:
-            self.core.journal = router_journal(self.journal_dir, self.id)
-            self.core.journal.start()
+        if self.journal is not None:
+            self.journal.start()
         listen = self.spec.listen
         server, host, port = await listen_on(Kind.AMQP, lambda: EdgeConnection(self), listen.host, listen.port)
         self._servers.append(server)
@@ -204,8 +204,8 @@ class Router:
                 conn.transport.abort()
         for server in self._servers:
             await server.wait_closed()
-        if self.core.journal is not None:
-            self.core.journal.close()
+        if self.journal is not None:
+            self.journal.close()
 
 
 def _sasl(auth: Auth) -> SaslServerConfig:

@@ -2,7 +2,10 @@
 answers, the publisher's outcome, settlement and the end of a record; and the credit
 window's hooks (``credit.py`` decides).
 
-One part of ``Core`` (``facade.py``); the parts share the core's tables (``state.py``).
+A part of ``Core`` (``facade.py``) with its own state: the count of records we are root
+for, the root's stamp clock, whether the network has synced us yet. The record's own
+rules (when it completes, what settlement reaches, when it is freed) are the record
+table's (``records/table.py``); this part applies them to the ports.
 """
 
 from __future__ import annotations
@@ -10,23 +13,70 @@ from __future__ import annotations
 from typing import Any
 
 from once.records.gid import RETIRED_TAGS
-from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
+from once.records.placeholders import Placeholders
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record, RecordTable
 
 from ..journal import Event
+from .credit import CreditWindow
+from .parts import FailoverPart, ForwardingPart, GroupsPart
 from .peers import Hop, Publisher, Subscriber, TagInUse, Waiter
-from .ports import ACCEPTED, Conditions, Outcome, rejected
-from .state import (
+from .ports import ACCEPTED, Conditions, Outcome, RoutesPort, rejected
+from .tables import (
     ACCEPTED_KIND,
     MODIFIED_KIND,
     REJECTED_KIND,
     RELEASED_KIND,
-    CoreState,
+    CoreTables,
+    Key,
     rejection,
 )
-from .treatments import GROUPED
+from .treatments import TopicTreatment
 
 
-class Delivery(CoreState):
+class LocalDelivery:
+    __slots__ = ("tables", "router_id", "settings", "records", "topics", "stats", "journal", "credit", "placeholders",
+                 "treatment", "remote_routers", "group_members", "local_count", "born", "unsynced", "forwarding",
+                 "failover", "groups", "moved_away")
+
+    def __init__(self, tables: CoreTables, credit: CreditWindow, placeholders: Placeholders, routes: RoutesPort,
+                 treatment: TopicTreatment, unsynced: bool) -> None:
+        self.tables = tables
+        self.router_id = tables.router_id
+        self.settings = tables.settings
+        self.records: RecordTable = tables.records
+        self.topics = tables.topics
+        self.stats = tables.stats
+        self.journal = tables.journal
+        self.credit = credit
+        # (subscriber key, gid) -> expiry: a resuming subscriber said it already accepted
+        # that delivery, which has not reached us (yet): never deliver it to that key.
+        self.placeholders = placeholders
+        self.treatment = treatment
+        # Where other subscribers are (bound once: every publish asks).
+        self.remote_routers = routes.remote_routers
+        self.group_members = routes.group_members
+        self.local_count = 0  # records we are root for
+        self.born = 0  # the last stamp given (``stamp``)
+        # Until the network has told us who subscribes where (the first sync from a
+        # neighbour), a publish here could be accepted for want of subscribers we do not
+        # know of yet: publishers get no credit until then (``synced``).
+        self.unsynced = unsynced
+        self.forwarding: ForwardingPart
+        self.failover: FailoverPart
+        self.groups: GroupsPart
+        # The failover part's moved-away table, read (never written) on every forwarded
+        # record: a subscriber that moved from here is owed what still comes here for it.
+        self.moved_away: dict[str, dict[Key, tuple[str, float]]]
+
+    def connect(self, forwarding: ForwardingPart, failover: FailoverPart, groups: GroupsPart,
+                moved_away: dict[str, dict[Key, tuple[str, float]]]) -> None:
+        self.forwarding = forwarding
+        self.failover = failover
+        self.groups = groups
+        self.moved_away = moved_away
+
+    # ------------------------------------------------------------- publish
+
     def publish(self, pub: Publisher, tag: bytes, payload: bytes, settled: bool, handle: Any,
                 message_format: int = 0, resumed: bool = False) -> Record | None:
         """A publisher's delivery. ``resumed``: a transfer with resume=true (it used no credit).
@@ -41,27 +91,22 @@ class Delivery(CoreState):
             if previous is not None:
                 generation = previous + 1
         gid = pub.gids.gid(tag, generation)
-        known = self.records.records.get(gid)
+        records = self.records
+        known = records.records.get(gid)
         if known is not None:
-            return self._adopt(pub, known, settled, handle, resumed)
+            return self.failover.adopt(pub, known, settled, handle, resumed)
         if resumed and not payload:
             return None
         record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
-        record.born = self._stamp()
+        record.born = self.stamp()
         record.root = self.router_id
-        if pub.parked:
-            self.credit.unpark(pub)
+        credit = self.credit
         if pub.credit > 0 and not resumed:
-            pub.credit -= 1
-            credit = self.credit
-            credit.outstanding -= 1
-            pub.sent += 1
-            if pub.credit <= pub.refill_at:
-                credit.dirty = True  # top it up (and its window may grow) after this batch
-        records = self.records  # (``add`` inlined: the gid was looked up above)
-        records.records[gid] = record
+            credit.used(pub)
+        elif pub.parked:
+            credit.unpark(pub)
+        records.enter(record)
         size = len(payload)
-        records.bytes += size
         self.stats["published"] += 1
         if self.journal is not None:
             self.journal.add(Event.RECEIVED, gid, record.topic, "client")
@@ -76,24 +121,45 @@ class Delivery(CoreState):
         pub.size = size if size >= guess else guess - ((guess - size) >> 4)
         if pub.credit and (pub.bytes > self.settings.link_in_flight_bytes
                            or records.bytes > self.settings.max_in_flight_bytes):
-            self.credit.take_back(pub)
+            credit.take_back(pub)
         remote = self.remote_routers(pub.topic)
-        if self.local_groups or self.group_members(pub.topic):
-            extra = self._choose_members(record)
+        if self.treatment.local_groups or self.group_members(pub.topic):
+            extra = self.groups.choose_members(record)
             if extra:
                 remote = remote | extra
-        self._fan_out(record, remote, None, local=True)
+        self.fan_out(record, remote, None, local=True)
         return record
 
-    def _stamp(self) -> int:
+    def stamp(self) -> int:
         """Strictly increasing here even if the wall clock steps back."""
-        t = self.wall()
-        if t <= self._born:
-            t = self._born + 1
-        self._born = t
+        t = self.tables.wall()
+        if t <= self.born:
+            t = self.born + 1
+        self.born = t
         return t
 
-    def _enqueue(self, record: Record, sub: Subscriber, redelivery: int) -> bool:
+    def take_over(self, pub: Publisher, record: Record, resumed: bool) -> None:
+        """``pub`` sent again a record we hold (it resumed here): the record is ours to answer now."""
+        self.credit.used_resent(pub, resumed)
+        old = record.publisher
+        size = len(record.payload)
+        if record.local:
+            if old is not pub and isinstance(old, Publisher):
+                if old.live.get(record.tag) is record:
+                    del old.live[record.tag]
+                old.in_flight -= 1
+                pub.in_flight += 1
+                old.bytes -= size
+                pub.bytes += size
+        else:
+            record.local = True
+            record.orphan_since = None
+            self.local_count += 1
+            pub.in_flight += 1
+            pub.bytes += size
+        record.publisher = pub
+
+    def enqueue(self, record: Record, sub: Subscriber, redelivery: int) -> bool:
         """Make ``sub`` a waiter of ``record`` and queue it, unless a placeholder says it
         already accepted it (it told us when it resumed)."""
         if self.placeholders and self.placeholders.take(sub.key, record.gid):
@@ -104,42 +170,36 @@ class Delivery(CoreState):
         sub.queue.append((record, redelivery))
         return True
 
-    def _fan_out(self, record: Record, remote: set[str] | frozenset[str], exclude: str | None, local: bool,
-                 keys: frozenset | None = None) -> None:
-        targets = self._local_targets(record, keys) if local else []
+    def fan_out(self, record: Record, remote: set[str] | frozenset[str], exclude: str | None, local: bool,
+                keys: frozenset[Key] | None = None) -> None:
+        targets = self.local_targets(record, keys) if local else []
         if targets:
             redelivery = 1 if keys is not None else 0
-            targets = [sub for sub in targets if self._enqueue(record, sub, redelivery)]
+            targets = [sub for sub in targets if self.enqueue(record, sub, redelivery)]
         if remote:
             dests = set(remote)
             dests.discard(self.router_id)
             if dests:
-                self._forward(record, dests, exclude, keys)
+                self.forwarding.forward(record, dests, exclude, keys)
         if local and keys is None and not record.local and self.moved_away:
-            owed = self._moved_away_owed(record)
+            owed = self.failover.moved_away_owed(record)
             if owed:
-                self._send_owed(record, owed)
+                self.failover.send_owed(record, owed)
         if record.chosen is not None and local and not record.local:
-            self._chosen_here_missing(record)  # (the root chose among members it has)
+            self.groups.chosen_here_missing(record)  # (the root chose among members it has)
         for sub in targets:
             self.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
-            self._complete(record)
+            self.complete(record)
 
-    def publisher_settled(self, pub: Publisher, record: Record) -> None:
-        """The publisher settled (receiver-settle-mode second): relay settlement on."""
-        if record.publisher_settled:
-            return
-        self._publisher_settled(record)
-        self._maybe_free(record)
+    def local_targets(self, record: Record, keys: frozenset[Key] | None) -> list[Subscriber]:
+        """Local subscribers for a record, as the topic's treatment chooses them (``treatments.py``)."""
+        subscribers = self.topics.get(record.topic)
+        if not subscribers:
+            return []
+        return self.treatment.targets(record, subscribers, keys)
 
-    def _publisher_settled(self, record: Record) -> None:
-        """Settlement starts at the root: retire the tag, relay it to the subscribers."""
-        record.publisher_settled = True
-        if self.journal is not None:
-            self.journal.add(Event.SETTLED, record.gid, record.topic)
-        self._retire(record)
-        self._settle_subscribers(record)
+    # ------------------------------------------------------------ subscribers
 
     def pump(self, sub: Subscriber) -> None:
         """Send queued records to ``sub`` while it has credit."""
@@ -160,13 +220,14 @@ class Delivery(CoreState):
             credit -= 1
             self.stats["delivered"] += 1
             if settled:
-                self._sent_settled(record, sub)
+                self.sent_settled(record, sub)
             else:
                 record.unsettled[sub] = handle
         if not queue and port.draining():
             port.drained()
 
-    def subscriber_update(self, sub: Subscriber, record: Record, handle: Any, state: Any, settled: bool) -> None:
+    def subscriber_update(self, sub: Subscriber, record: Record, handle: Any, state: Outcome | None,
+                          settled: bool) -> None:
         """The subscriber's disposition for our delivery of ``record``."""
         if settled:
             record.unsettled.pop(sub, None)
@@ -184,12 +245,12 @@ class Delivery(CoreState):
                     Conditions.UNDELIVERABLE_HERE,
                     f"subscriber {sub.container_id}/{sub.link_name} declined the message"))
             else:
-                passed = self._member_released(sub, record, handle, settled) if sub.group is not None else None
+                passed = self.groups.member_released(sub, record, handle, settled) if sub.group is not None else None
                 done = self._redeliver(sub, record, handle, settled) if passed is None else passed
         # (received: progress only; None: settlement alone)
         if record.publisher_settled:
-            self._settle_late(record, sub, handle)
-        self._answered(record, done)
+            self.settle_late(record, sub, handle)
+        self.answered(record, done)
 
     def _redeliver(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool:
         if record.states.get(sub) is not IN_DOUBT:
@@ -209,32 +270,49 @@ class Delivery(CoreState):
         self.pump(sub)
         return False
 
-    def _complete(self, record: Record) -> None:
+    # -------------------------------------------------- answers and the end
+
+    def complete(self, record: Record) -> None:
         """Every waiter reached a terminal state: answer the publisher."""
-        record.outcome_sent = True
+        rejected_with = self.records.complete(record)
         if self.journal is not None and not record.presettled:
-            self.journal.add(Event.REJECTED if record.rejection is not None else Event.ACCEPTED, record.gid, record.topic)
+            self.journal.add(Event.REJECTED if rejected_with is not None else Event.ACCEPTED, record.gid, record.topic)
         for sub in record.states:
             if isinstance(sub, Subscriber) and sub.attempts:
                 sub.attempts.pop(record.gid, None)
         if record.chosen is not None and record.local:
-            self._groups_answered(record)
+            self.groups.answered_at_root(record)
         if record.upstreams and not record.presettled:
-            outcome = self._outcome(record)
+            outcome = self.outcome(record)
             for up, handle in list(record.upstreams.items()):
                 if up.attached:
                     up.port.outcome(handle, outcome, False)  # the upstream settles, then we relay it
         if not record.local:
-            self._maybe_free(record)
+            self.maybe_free(record)
             return
         pub: Publisher = record.publisher
         if not record.presettled and record.publisher_handle is not None and pub.attached:
-            outcome = self._outcome(record)
+            outcome = self.outcome(record)
             settle = not pub.settle_second
             pub.port.outcome(record.publisher_handle, outcome, settle)
             if settle:
-                self._publisher_settled(record)
-        self._maybe_free(record)
+                self.settle_root(record)
+        self.maybe_free(record)
+
+    def publisher_settled(self, pub: Publisher, record: Record) -> None:
+        """The publisher settled (receiver-settle-mode second): relay settlement on."""
+        if record.publisher_settled:
+            return
+        self.settle_root(record)
+        self.maybe_free(record)
+
+    def settle_root(self, record: Record) -> None:
+        """Settlement starts at the root: retire the tag, relay it to the subscribers."""
+        record.publisher_settled = True
+        if self.journal is not None:
+            self.journal.add(Event.SETTLED, record.gid, record.topic)
+        self._retire(record)
+        self.settle_subscribers(record)
 
     def _retire(self, record: Record) -> None:
         pub: Publisher = record.publisher
@@ -246,35 +324,33 @@ class Delivery(CoreState):
             if len(pub.retired) > RETIRED_TAGS:
                 pub.retired.popitem(last=False)
 
-    def _settle_subscribers(self, record: Record) -> None:
+    def settle_subscribers(self, record: Record) -> None:
         if record.unsettled:
-            for sub, handle in record.unsettled.items():
-                sub.port.settle(handle)
-            record.unsettled.clear()
+            for waiter, handle in self.records.settle(record):
+                waiter.port.settle(handle)
 
-    def _answered(self, record: Record, done: bool) -> None:
+    def answered(self, record: Record, done: bool) -> None:
         """After a waiter's answer (``done``: it was the last one in doubt): the publisher
         hears the outcome, or else the record goes if nothing holds it any more."""
-        if done and not record.outcome_sent:
-            self._complete(record)
+        if self.records.completes(record, done):
+            self.complete(record)
         else:
-            self._maybe_free(record)
+            self.maybe_free(record)
 
-    def _maybe_free(self, record: Record) -> None:
+    def maybe_free(self, record: Record) -> None:
         if record.keyed:
-            self._answer_keyed(record)
-        if self.records.finished(record):
-            if record.gid in self.records:
-                self.records.free(record)
-                record.publisher_handle = None  # (it points back at the record: no cycle left behind)
-                if record.local:
-                    self.local_count -= 1
-                    record.publisher.in_flight -= 1
-                    record.publisher.bytes -= len(record.payload)
-                self.parked.pop(record, None)
-                self.credit.dirty = True
+            self.forwarding.answer_keyed(record)
+        if self.records.release(record):
+            record.publisher_handle = None  # (it points back at the record: no cycle left behind)
+            if record.local:
+                self.local_count -= 1
+                record.publisher.in_flight -= 1
+                record.publisher.bytes -= len(record.payload)
+            if record.parked:
+                self.forwarding.forget_parked(record)
+            self.credit.want_pass()
 
-    def _settle_late(self, record: Record, waiter: Subscriber | Hop, handle: Any) -> None:
+    def settle_late(self, record: Record, waiter: Subscriber | Hop, handle: Any) -> None:
         """An answer to a copy sent after the record was settled (a redelivery to a
         subscriber that came back, a re-forward): settle it now, nobody else will (the
         in-process network's seed 78 kept such records for good)."""
@@ -282,12 +358,14 @@ class Delivery(CoreState):
             del record.unsettled[waiter]
             waiter.port.settle(handle)
 
-    def _sent_settled(self, record: Record, waiter: Waiter) -> None:
+    def sent_settled(self, record: Record, waiter: Waiter) -> None:
         """A pre-settled send is that waiter's final state: at-most-once, nothing comes back."""
-        self._answered(record, record.resolve(waiter, SUB_ACCEPTED))
+        self.answered(record, record.resolve(waiter, SUB_ACCEPTED))
 
-    def _outcome(self, record: Record) -> Outcome:
-        return ACCEPTED if record.rejection is None else record.rejection
+    def outcome(self, record: Record) -> Outcome:
+        return ACCEPTED if record.rejection is None else record.rejection  # type: ignore[no-any-return]
+
+    # ----------------------------------------------------------------- credit
 
     def publisher_credit_changed(self, pub: Publisher, credit: int) -> None:
         """The publisher drained: its unused credit is gone."""
@@ -295,38 +373,24 @@ class Delivery(CoreState):
             self.replenish()
 
     def after_batch(self) -> None:
-        credit = self.credit
-        if credit.dirty:
-            credit.dirty = False
+        if self.credit.take_pass():
             self.replenish()
-            self.replenish_transit()
-
-    def replenish_transit(self) -> None:
-        """Credit for neighbours forwarding to us, from the transit window."""
-        ups = [u for u in self.upstreams.values() if u.attached]
-        self.credit.grant_transit(ups, len(self.records) - self.local_count, self.records.bytes)
+            self.forwarding.replenish_transit()
 
     def replenish(self) -> None:
         """Top up publisher credit within the room the window has left (``credit.py``)."""
         if not self.unsynced:
-            self.credit.grant(self.local_count, self.records.bytes, self.clock())
+            self.credit.grant(self.local_count, self.records.bytes, self.tables.clock())
 
-    def reclaim_idle(self, now: float) -> int:
-        """Cut back links that hold credit without sending; how many were cut."""
-        cut = self.credit.reclaim(self.publishers, now)
-        if cut:
+    def synced(self) -> None:
+        """The network told us who subscribes where: publishers may have credit now."""
+        if self.unsynced:
+            self.unsynced = False
             self.replenish()
-        return cut
 
-    @property
-    def outstanding(self) -> int:
-        return self.credit.outstanding
+    def mark_dirty(self) -> None:
+        self.credit.want_pass()
 
-    def _local_targets(self, record: Record, keys: frozenset | None) -> list[Subscriber]:
-        """Local subscribers for a record, as the treatment chooses them (``treatments.py``)."""
-        subscribers = self.topics.get(record.topic)
-        if not subscribers:
-            return []
-        if record.topic in self.local_groups:
-            return GROUPED.targets(record, subscribers, keys)
-        return self.treatment.targets(record, subscribers, keys)
+    def root_records(self) -> int:
+        """How many records we are root for (what our publishers hold of the window)."""
+        return self.local_count

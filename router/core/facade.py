@@ -7,12 +7,17 @@ in: ``PublisherPort`` (``grant``, ``outcome``), ``SubscriberPort`` (``credit``,
 downstream: ``credit``, ``forward``, ``settle``, ``marker``; an upstream neighbour uses
 the ``PublisherPort`` shape) and, at construction, ``RoutesPort`` (the network).
 
-``Core`` is this facade (attaching and detaching publishers and subscribers) and three
-parts by job, mixins over the tables in ``state.py``: ``delivery`` (the local hot path,
-answers, settlement, credit hooks), ``forwarding`` (copies to other routers, order per
-destination, parked records, hop loss) and ``failover`` (resume, adopt, move, owed
-deliveries, hand-over markers). ``credit.py`` is the window; ``treatments.py`` chooses
-which local subscribers a delivery goes to.
+``Core`` is this facade (attaching and detaching publishers and subscribers, the
+periodic expiry) over four parts it holds as objects, each with its own declared state
+and the narrow interfaces of ``parts.py`` to the others: ``LocalDelivery``
+(``delivery.py``: the local hot path, answers, settlement, credit hooks), ``Forwarding``
+(``forwarding.py``: copies to other routers, order per destination, parked records, hop
+loss, hand-over markers), ``Failover`` (``failover.py``: resume, adoption, moves, owed
+deliveries) and ``Groups`` (``groups.py``: consumer groups). What they all read is in
+``tables.py``; ``credit.py`` is the window; ``treatments.py`` chooses which local
+subscribers a delivery goes to; the record's own rules are ``records/table.py``'s.
+Adaptors call the link lifecycle (``lifecycle.py``) to attach and detach, and the
+methods bound below for deliveries and answers.
 
 Semantics (single router; README "Delivery semantics" is the user-facing version):
 
@@ -30,13 +35,13 @@ Semantics (single router; README "Delivery semantics" is the user-facing version
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
 
-from once.records.membership import Chooser, GroupId
-from once.records.order import DestinationOrder
+from once.records.membership import GroupId
+from once.records.order import HeldEntry
 from once.records.placeholders import Placeholders
 from once.records.table import Record, RecordTable, SubState
 
@@ -44,74 +49,157 @@ from ..config import Settings
 from ..journal import Journal
 from .ceiling import FIRST_CEILING, Ceiling
 from .credit import CreditWindow
-from .delivery import Delivery
+from .delivery import LocalDelivery
 from .failover import Failover
 from .forwarding import Forwarding
 from .groups import Groups
 from .peers import SUSPENDED, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
-from .treatments import FAN_OUT, Treatment
+from .tables import CoreTables, Key
+from .treatments import FAN_OUT, TopicTreatment, Treatment
 
 __all__ = ["Core", "Hop", "Publisher", "Subscriber", "Upstream"]
 
 
-class Core(Delivery, Forwarding, Failover, Groups):
+class Core:
+    __slots__ = ("tables", "router_id", "settings", "clock", "wall", "routes", "credit", "placeholders", "publishers",
+                 "suspended_publishers", "delivery", "forwarding", "failover", "groups",
+                 # the parts' entry points adaptors call, bound once (the per-message ones among them)
+                 "publish", "pump", "subscriber_update", "publisher_settled", "publisher_credit_changed",
+                 "after_batch", "replenish", "forwarded", "hop_update", "upstream_settled", "pump_hop", "add_hop",
+                 "add_upstream", "hop_lost", "upstream_lost", "retry_parked", "expire", "marker_hops", "queue_marker",
+                 "hold_marker", "publisher_resume_map", "resume_subscriber", "attach_completed", "follow_moved",
+                 "membership_changed", "last_member", "is_active", "group_view")
+
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], int] = lambda: time.time_ns() // 1000, routes: RoutesPort = ALONE,
                  unsynced: bool = False, treatment: Treatment = FAN_OUT,
-                 message_key: Callable[[bytes], bytes | None] = lambda payload: None) -> None:
+                 message_key: Callable[[bytes], bytes | None] = lambda payload: None,
+                 journal: Journal | None = None) -> None:
         self.router_id = router_id
         self.settings = settings
         self.clock = clock
-        self.wall = wall  # microseconds: the stamps of the records we are root for
-        self._born = 0
-        self.records = RecordTable()
-        self.topics: dict[str, dict[tuple[str, str], Subscriber]] = {}
+        self.wall = wall
+        self.routes = routes  # where other subscribers are and how to reach them (the network)
+        self.tables = tables = CoreTables(router_id, settings, clock, wall, journal)
+        self.credit = credit = CreditWindow(settings)
+        self.placeholders = placeholders = Placeholders()
         self.publishers: list[Publisher] = []
-        self.suspended_publishers: dict[tuple[str, str], Publisher] = {}
-        # (subscriber key, gid) -> expiry: a resuming subscriber said it already accepted
-        # that delivery, which has not reached us (yet): never deliver it to that key.
-        self.placeholders = Placeholders()
-        self.credit = CreditWindow(settings)
-        # Where other subscribers are and how to reach them (bound once: the hot path calls them).
-        self.remote_routers: Callable[[str], set[str]] = routes.remote_routers
-        self.route = routes.route
-        self.moved: Callable[[str, str], dict[str, frozenset]] = routes.moved
-        self.reroute_marker: Callable[[Any], None] = routes.reroute_marker
-        self.routes = routes
-        self.group_members = routes.group_members
-        self.treatment = treatment
-        self.hops: dict[str, Hop] = {}
-        self.upstreams: dict[str, Upstream] = {}
-        self.parked: dict[Record, float] = {}  # -> parked since; in publish order: re-tried in that order
-        # per-destination order across route changes: pins and the held queue
-        self.order = DestinationOrder()
-        # Until the network has told us who subscribes where (the first sync from a
-        # neighbour), a publish here could be accepted for want of subscribers we do not
-        # know of yet: publishers get no credit until then (the network layer clears this).
-        self.unsynced = unsynced
-        # topic -> {subscriber key: (the router it moved to, until when late copies follow it)}
-        self.moved_away: dict[str, dict[tuple[str, str], tuple[str, float]]] = {}  # by topic
-        self.local_count = 0  # records we are root for
-        self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0,
-                      "expired_owed": 0}
-        self.journal: Journal | None = None  # delivery events, when the operator asked for them
-        # Consumer groups (``groups.py``): our members per topic and group, the root's
-        # load per member, and the key a message is sharded by (the adaptor reads it).
-        self.local_groups = {}
-        self.chooser = Chooser()
-        self.message_key = message_key
-        self._group_views = {}
-        self._local_version = 0
-        self.active_members: set[tuple[str, str]] = set()  # ours that are active in an exclusive group
+        self.suspended_publishers: dict[Key, Publisher] = {}
+        self.groups = groups = Groups(tables, routes, message_key)
+        self.delivery = delivery = LocalDelivery(tables, credit, placeholders, routes,
+                                                 TopicTreatment(treatment, groups.local_groups), unsynced)
+        self.forwarding = forwarding = Forwarding(tables, credit, routes)
+        self.failover = failover = Failover(tables, routes, placeholders)
+        delivery.connect(forwarding, failover, groups, failover.moved_away)
+        forwarding.connect(delivery, failover, groups)
+        failover.connect(delivery, forwarding, groups)
+        groups.connect(delivery, forwarding, failover)
+        self.publish = delivery.publish
+        self.pump = delivery.pump
+        self.subscriber_update = delivery.subscriber_update
+        self.publisher_settled = delivery.publisher_settled
+        self.publisher_credit_changed = delivery.publisher_credit_changed
+        self.after_batch = delivery.after_batch
+        self.replenish = delivery.replenish
+        self.forwarded = forwarding.forwarded
+        self.hop_update = forwarding.hop_update
+        self.upstream_settled = forwarding.upstream_settled
+        self.pump_hop = forwarding.pump_hop
+        self.add_hop = forwarding.add_hop
+        self.add_upstream = forwarding.add_upstream
+        self.hop_lost = forwarding.hop_lost
+        self.upstream_lost = forwarding.upstream_lost
+        self.retry_parked = forwarding.retry_parked
+        self.expire = forwarding.expire
+        self.marker_hops = forwarding.marker_hops
+        self.queue_marker = forwarding.queue_marker
+        self.hold_marker = forwarding.hold_marker
+        self.publisher_resume_map = failover.publisher_resume_map
+        self.resume_subscriber = failover.resume_subscriber
+        self.attach_completed = failover.attach_completed
+        self.follow_moved = failover.follow_moved
+        self.membership_changed = groups.membership_changed
+        self.last_member = groups.last_member
+        self.is_active = groups.is_active
+        self.group_view = groups.group_view
+
+    # ------------------------------------------------- what others may read
+
+    @property
+    def records(self) -> RecordTable:
+        return self.tables.records
+
+    @property
+    def topics(self) -> dict[str, dict[Key, Subscriber]]:
+        return self.tables.topics
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self.tables.stats
+
+    @property
+    def journal(self) -> Journal | None:
+        return self.tables.journal
+
+    @property
+    def local_count(self) -> int:
+        return self.delivery.local_count
+
+    @property
+    def unsynced(self) -> bool:
+        return self.delivery.unsynced
+
+    @property
+    def outstanding(self) -> int:
+        return self.credit.outstanding
+
+    @property
+    def hops(self) -> dict[str, Hop]:
+        return self.forwarding.hops
+
+    @property
+    def upstreams(self) -> dict[str, Upstream]:
+        return self.forwarding.upstreams
+
+    @property
+    def parked(self) -> dict[Record, float]:
+        return self.forwarding.parked
 
     @property
     def pins(self) -> dict[str, dict[str, int]]:
-        return self.order.pins
+        return self.forwarding.order.pins
 
     @property
-    def held(self) -> dict:
-        return self.order.held
+    def held(self) -> dict[str, list[HeldEntry]]:
+        return self.forwarding.order.held
+
+    @property
+    def moved_away(self) -> dict[str, dict[Key, tuple[str, float]]]:
+        return self.failover.moved_away
+
+    def synced(self) -> None:
+        """The network has told us who subscribes where (a neighbour's first sync)."""
+        self.delivery.synced()
+
+    def subscribed(self, topic: str, key: Key) -> bool:
+        """Whether subscriber ``key`` of ``topic`` is here (attached or suspended)."""
+        return key in self.tables.topics.get(topic, {})
+
+    def live_here(self, key: Key) -> bool:
+        """Whether subscriber ``key`` is attached here, not suspended."""
+        for subs in self.tables.topics.values():
+            sub = subs.get(key)
+            if sub is not None and sub.suspended_until is None:
+                return True
+        return False
+
+    def reclaim_idle(self, now: float) -> int:
+        """Cut back links that hold credit without sending; how many were cut."""
+        cut = self.credit.reclaim(self.publishers, now)
+        if cut:
+            self.replenish()
+        return cut
 
     def add_publisher(self, port: PublisherPort, topic: str, container_id: str, link_name: str,
                       settle_second: bool, incarnation: int | None = None, grant: bool = True,
@@ -181,11 +269,12 @@ class Core(Delivery, Forwarding, Failover, Groups):
     def _release_publisher(self, pub: Publisher) -> None:
         # Nobody is left to answer: the records live on until their subscribers finish.
         pub.suspended_until = None
+        delivery = self.delivery
         for record in list(pub.live.values()):
             record.publisher_handle = None
             record.publisher_settled = True
-            self._settle_subscribers(record)
-            self._maybe_free(record)
+            delivery.settle_subscribers(record)
+            delivery.maybe_free(record)
         pub.live.clear()
         self.replenish()
 
@@ -203,7 +292,7 @@ class Core(Delivery, Forwarding, Failover, Groups):
         """
         key = (container_id, link_name)
         old = None
-        for other_topic, other in list(self.topics.items()):
+        for other_topic, other in list(self.tables.topics.items()):
             if key in other:
                 old = other[key]
                 if other_topic != topic:
@@ -214,18 +303,18 @@ class Core(Delivery, Forwarding, Failover, Groups):
         sub.exclusive = exclusive
         if old is not None and old.topic == topic:
             if old.group != group:
-                self._leave(old)
-            self._take_over(old, sub)
-        self.topics.setdefault(topic, {})[sub.key] = sub
+                self.groups.leave(old)
+            self.failover.take_over(old, sub)
+        self.tables.topics.setdefault(topic, {})[sub.key] = sub
         if group is not None:
-            self._join(sub, since)
+            self.groups.join(sub, since)
         return sub, old
 
     def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float, owner: str = "",
                          group: GroupId | None = None, since: int = 0, exclusive: bool = False) -> None:
         """A subscriber of ours from before we restarted: suspended here until it resumes
         (here, or elsewhere and moved) or its grace ends; deliveries for it wait."""
-        subs = self.topics.setdefault(topic, {})
+        subs = self.tables.topics.setdefault(topic, {})
         key = (container_id, link_name)
         if key in subs:
             return
@@ -237,18 +326,18 @@ class Core(Delivery, Forwarding, Failover, Groups):
         sub.resumable = True  # it was suspended in our earlier life, so it could resume
         subs[key] = sub
         if group is not None:
-            self._join(sub, since)
+            self.groups.join(sub, since)
 
     def key_owner(self, key: tuple[str, str]) -> str | None:
         """Who made the subscription ``key`` here (attached or suspended); None if there is none."""
-        for subs in self.topics.values():
+        for subs in self.tables.topics.values():
             sub = subs.get(key)
             if sub is not None:
                 return sub.owner
         return None
 
     def suspended(self) -> list[Subscriber]:
-        return [s for subs in self.topics.values() for s in subs.values() if s.suspended_until is not None]
+        return [s for subs in self.tables.topics.values() for s in subs.values() if s.suspended_until is not None]
 
     def suspend_subscriber(self, sub: Subscriber, until: float) -> None:
         """Its connection vanished without a closing detach: keep the subscription, stop sending."""
@@ -263,30 +352,29 @@ class Core(Delivery, Forwarding, Failover, Groups):
                 del self.suspended_publishers[key]
                 self._release_publisher(pub)
         self.placeholders.expire(now)
-        if self.parked and (self.local_groups or any(r.chosen for r in self.parked)):
-            self._pass_on_unreachable(now)
-        for topic, moved in list(self.moved_away.items()):
-            for key in [k for k, (_, until) in moved.items() if until <= now]:
-                del moved[key]
-            if not moved:
-                del self.moved_away[topic]
-        gone = [s for subs in self.topics.values() for s in subs.values()
+        parked = self.forwarding.parked
+        if parked and (self.groups.local_groups or any(r.chosen for r in parked)):
+            self.groups.pass_on_unreachable(now)
+        self.failover.expire_moved(now)
+        tables = self.tables
+        gone = [s for subs in tables.topics.values() for s in subs.values()
                 if s.suspended_until is not None and s.suspended_until <= now]
         for s in gone:
             # (an operator must see it: the publisher heard accepted for these without it)
-            s.owed = sum(1 for r in self.records.records.values() if r.states.get(s) is SubState.IN_DOUBT)
-            self.stats["expired_owed"] += s.owed
+            s.owed = sum(1 for r in tables.records.records.values() if r.states.get(s) is SubState.IN_DOUBT)
+            tables.stats["expired_owed"] += s.owed
             self.remove_subscriber(s)
         return gone
 
     def _unlink(self, sub: Subscriber) -> None:
-        subs = self.topics.get(sub.topic)
+        topics = self.tables.topics
+        subs = topics.get(sub.topic)
         if subs is not None and subs.get(sub.key) is sub:
             del subs[sub.key]
             if not subs:
-                del self.topics[sub.topic]
+                del topics[sub.topic]
             if sub.group is not None:
-                self._leave(sub)
+                self.groups.leave(sub)
 
     def remove_subscriber(self, sub: Subscriber) -> None:
         if not sub.attached:
@@ -295,6 +383,17 @@ class Core(Delivery, Forwarding, Failover, Groups):
         self._unlink(sub)
         sub.queue.clear()
         member = sub.group is not None
-        for record in [r for r in self.records.records.values() if sub in r.states]:
-            self._answered(record, self._member_gone(sub, record) if member else record.drop_waiter(sub))
+        delivery, groups = self.delivery, self.groups
+        for record in [r for r in self.tables.records.records.values() if sub in r.states]:
+            delivery.answered(record, groups.member_gone(sub, record) if member else record.drop_waiter(sub))
         self.replenish()
+
+    def stand_in(self, sub: Subscriber) -> None:
+        """Keep the last member of a durable group, suspended for good: the group goes on
+        being chosen, and its messages wait here until a member attaches again (then they
+        go to it, marked) or the subscription is closed."""
+        self.suspend_subscriber(sub, math.inf)
+
+    def subscriber_moved(self, sub: Subscriber, where: str) -> None:
+        """A suspended subscriber's key attached at router ``where``: hand its deliveries over."""
+        self.failover.subscriber_moved(sub, where, self._unlink)

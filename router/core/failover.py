@@ -2,75 +2,78 @@
 resuming or moving subscriber (its map, take-over, what it was owed elsewhere and its
 order), hand-over markers behind what was forwarded.
 
-One part of ``Core`` (``facade.py``).
+A part of ``Core`` (``facade.py``) with its own state: the subscribers that moved away
+from here (late copies follow them) and the placeholders of resuming subscribers. It
+calls the other parts through ``parts.py``.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from once.records.table import Record, SubState
+from once.records.placeholders import Placeholders
+from once.records.table import Record, RecordTable, SubState
 
-from .peers import Hop, Publisher, QueuedMarker, Subscriber
-from .ports import Outcome
-from .state import (
-    ACCEPTED_KIND,
-    REJECTED_KIND,
-    CoreState,
-    rejection,
-)
+from .parts import DeliveryPart, ForwardingPart, GroupsPart
+from .peers import Publisher, Subscriber
+from .ports import Outcome, RoutesPort
+from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
 
 
-class Failover(CoreState):
-    def _adopt(self, pub: Publisher, record: Record, settled: bool, handle: Any, resumed: bool) -> Record:
+class Failover:
+    __slots__ = ("tables", "router_id", "settings", "records", "topics", "clock", "routes", "placeholders",
+                 "moved_away", "delivery", "forwarding", "groups")
+
+    def __init__(self, tables: CoreTables, routes: RoutesPort, placeholders: Placeholders) -> None:
+        self.tables = tables
+        self.router_id = tables.router_id
+        self.settings = tables.settings
+        self.records: RecordTable = tables.records
+        self.topics = tables.topics
+        self.clock = tables.clock
+        self.routes = routes
+        self.placeholders = placeholders
+        # topic -> {subscriber key: (the router it moved to, until when late copies follow it)}
+        self.moved_away: dict[str, dict[Key, tuple[str, float]]] = {}
+        self.delivery: DeliveryPart
+        self.forwarding: ForwardingPart
+        self.groups: GroupsPart
+
+    def connect(self, delivery: DeliveryPart, forwarding: ForwardingPart, groups: GroupsPart) -> None:
+        self.delivery = delivery
+        self.forwarding = forwarding
+        self.groups = groups
+
+    def adopt(self, pub: Publisher, record: Record, settled: bool, handle: Any, resumed: bool) -> Record:
         """A resent delivery whose gid we hold: become its root, never deliver it twice.
 
         The record is ours already (the publisher resumed on this router), or it was
         forwarded to us by a root that died or lost the publisher: we answer the
         publisher from now on, and send it wherever the old root had not.
         """
-        if pub.parked:
-            self.credit.unpark(pub)
-        if pub.credit > 0 and not resumed:
-            pub.credit -= 1
-            self.credit.outstanding -= 1
-        old = record.publisher
-        if record.local:
-            if old is not pub and isinstance(old, Publisher):
-                if old.live.get(record.tag) is record:
-                    del old.live[record.tag]
-                old.in_flight -= 1
-                pub.in_flight += 1
-                old.bytes -= len(record.payload)
-                pub.bytes += len(record.payload)
-        else:
-            record.local = True
-            record.orphan_since = None
-            self.local_count += 1
-            pub.in_flight += 1
-            pub.bytes += len(record.payload)
-        record.publisher = pub
+        delivery = self.delivery
+        delivery.take_over(pub, record, resumed)
         if settled:  # the publisher adopted the outcome we told it, and settles
             record.publisher_handle = None
             if not record.presettled:
                 pub.live[record.tag] = record
-                self.publisher_settled(pub, record)
+                delivery.publisher_settled(pub, record)
             return record
         pub.live[record.tag] = record
         record.publisher_handle = handle
-        new = set(self._wanted(record)) - record.covered() - {self.router_id}
+        new = set(self.groups.wanted(record)) - record.covered() - {self.router_id}
         if new:
             record.outcome_sent = False
-            self._forward(record, new, None)
+            self.forwarding.forward(record, new, None)
         if record.root != self.router_id:
             # The old root delivered to its own subscribers itself; those of them that
             # moved (it died) are owed this now, and from us: we answer the publisher.
-            owed = self._owed_elsewhere(record, {record.root})
+            owed = self.owed_elsewhere(record, {record.root})
             if owed:
                 record.outcome_sent = False
-                self._send_owed(record, owed)
+                self.send_owed(record, owed)
             # Our own subscribers that the copy forwarded to us did not reach (they came
             # here since, from the old root or from a router its other copy never got to)
             # get it from us now: nobody else holds it for them any more (the in-process
@@ -83,7 +86,7 @@ class Failover(CoreState):
                 self._enqueue_owed(record, late)
         if record.pending == 0:
             record.outcome_sent = False
-            self._complete(record)
+            delivery.complete(record)
         return record
 
     def publisher_resume_map(self, pub: Publisher, theirs: dict[bytes, Any]) -> dict[bytes, Any]:
@@ -100,7 +103,7 @@ class Failover(CoreState):
             # A copy forwarded to us is complete when our part of the network accepted it;
             # the old root's own subscribers and other branches are not in it. In doubt,
             # then: the publisher sends it again and we take it over (``_adopt``).
-            out[tag] = self._outcome(record) if record.pending == 0 and record.local else None
+            out[tag] = self.delivery.outcome(record) if record.pending == 0 and record.local else None
         return out
 
     def resume_subscriber(self, sub: Subscriber, theirs: dict[bytes, Any], until: float) -> dict[bytes, Any]:
@@ -123,10 +126,10 @@ class Failover(CoreState):
                     done = record.resolve(sub, SubState.ACCEPTED)
                 else:
                     done = record.resolve(sub, SubState.REJECTED, rejection(state))
-                self._answered(record, done)
+                self.delivery.answered(record, done)
         return out
 
-    def _moved_away_owed(self, record: Record) -> dict[str, set]:
+    def moved_away_owed(self, record: Record) -> dict[str, set[Key]]:
         """Subscribers that just moved from here to another router, for a delivery routed to
         us by a root that had not heard of the move yet: it follows them there. Answered
         here without them, it would be lost to them. (A copy the root sent there directly
@@ -160,6 +163,14 @@ class Failover(CoreState):
                     done.add((where, key))
         return out
 
+    def expire_moved(self, now: float) -> None:
+        """Subscribers that moved away long enough ago: late copies no longer follow them."""
+        for topic, moved in list(self.moved_away.items()):
+            for key in [k for k, (_, until) in moved.items() if until <= now]:
+                del moved[key]
+            if not moved:
+                del self.moved_away[topic]
+
     def follow_moved(self, reachable: set[str]) -> None:
         """Root: subscribers of a dead router attached elsewhere: send them what they were
         owed now, from here, before anything newer.
@@ -169,7 +180,7 @@ class Failover(CoreState):
         from here: per-publisher order would break. Ours go first on the same path as
         the newer ones; the later copies find the subscriber served (``_keyed_copy``).
         """
-        if not self.local_count:
+        if not self.delivery.root_records():
             return
         for record in list(self.records.records.values()):  # publish order
             if not record.local or record.outcome_sent or record.presettled:
@@ -179,15 +190,15 @@ class Failover(CoreState):
             if record.root not in reachable:  # adopted from a root that died: its subscribers too
                 gone.add(record.root)
             if gone:
-                self._send_owed(record, self._owed_elsewhere(record, gone))
+                self.send_owed(record, self.owed_elsewhere(record, gone))
 
-    def _owed_elsewhere(self, record: Record, gone: Iterable[str]) -> dict[str, set]:
+    def owed_elsewhere(self, record: Record, gone: Iterable[str]) -> dict[str, set[Key]]:
         """Where the subscribers of the unreachable routers ``gone`` attached since, with
         their keys, leaving out those this record already followed (marked as followed)."""
         retarget: dict[str, set] = {}
         parked_keys = record.parked_keys
         for d in gone:
-            owed = self.moved(record.topic, d)
+            owed = self.routes.moved(record.topic, d)
             if parked_keys and parked_keys.get(d):
                 # The subscribers it had when this record parked for it may have left it
                 # since, and it may have forgotten them (they attached elsewhere while we
@@ -206,26 +217,27 @@ class Failover(CoreState):
                     done.update((where, k) for k in new)
         return retarget
 
-    def _send_owed(self, record: Record, retarget: dict[str, set]) -> None:
-        if record.chosen is not None or self.local_groups:
-            retarget = self._members_not_chosen_out(record, retarget)
+    def send_owed(self, record: Record, retarget: Mapping[str, set[Key]]) -> None:
+        if record.chosen is not None or self.groups.has_local_groups():
+            retarget = self.groups.members_not_chosen_out(record, retarget)
         for where, keys in retarget.items():
             if where == self.router_id:
                 self._enqueue_owed(record, frozenset(keys))
             else:
                 # No split horizon for a keyed copy: it is consumed where it goes, and the
                 # way there may well be back through the upstream (or be the upstream).
-                self._forward(record, {where}, None, frozenset(keys))
+                self.forwarding.forward(record, {where}, None, frozenset(keys))
 
     def _enqueue_owed(self, record: Record, keys: frozenset) -> None:
         """Queue a record owed to subscribers that moved here, in publish order: it may be
         older than what they were queued since they attached."""
-        for sub in self._local_targets(record, keys):
-            if self._enqueue(record, sub, 1):
+        delivery = self.delivery
+        for sub in delivery.local_targets(record, keys):
+            if delivery.enqueue(record, sub, 1):
                 queue = sub.queue
                 if len(queue) > 1 and queue[-2][0].born > record.born:
                     self._order_queue(sub)
-                self.pump(sub)
+                delivery.pump(sub)
 
     @staticmethod
     def _order_queue(sub: Subscriber) -> None:
@@ -237,9 +249,9 @@ class Failover(CoreState):
         queue = sub.queue
         if any(queue[i][0].born > queue[i + 1][0].born for i in range(len(queue) - 1)):
             self._order_queue(sub)
-        self.pump(sub)
+        self.delivery.pump(sub)
 
-    def _take_over(self, old: Subscriber, new: Subscriber) -> None:
+    def take_over(self, old: Subscriber, new: Subscriber) -> None:
         old.attached = False
         queued = {id(r) for r, _ in old.queue}
         in_doubt = SubState.IN_DOUBT
@@ -254,7 +266,7 @@ class Failover(CoreState):
         new.attempts = old.attempts
         old.queue.clear()
 
-    def subscriber_moved(self, sub: Subscriber, where: str) -> None:
+    def subscriber_moved(self, sub: Subscriber, where: str, unlink: Callable[[Subscriber], None]) -> None:
         """A suspended subscriber's key attached at router ``where``: hand its deliveries over.
 
         Everything it had not accepted goes there, to that key alone, marked; only when
@@ -265,7 +277,7 @@ class Failover(CoreState):
             return
         held = [r for r in self.records.records.values() if r.states.get(sub) is SubState.IN_DOUBT]
         sub.suspended_until = None
-        self._unlink(sub)
+        unlink(sub)
         sub.attached = False
         sub.queue.clear()
         # Roots that have not heard of the move still route its deliveries here: for a
@@ -277,26 +289,10 @@ class Failover(CoreState):
         until = self.clock() + max(s.router_dead_after, s.subscriber_grace)
         self.moved_away.setdefault(sub.topic, {})[sub.key] = (where, until)
         for record in held:
-            self._forward(record, {where}, None, frozenset({sub.key}))
+            self.forwarding.forward(record, {where}, None, frozenset({sub.key}))
             if record.drop_waiter(sub) and not record.outcome_sent:
-                self._complete(record)
+                self.delivery.complete(record)
         for record in [r for r in self.records.records.values() if sub in r.states]:
             record.states.pop(sub, None)
             record.unsettled.pop(sub, None)
-            self._maybe_free(record)
-
-    def marker_hops(self, target: str) -> list[Hop]:
-        """Every neighbour a delivery towards ``target`` may be queued or in flight on:
-        those with deliveries pinned there, and the current route."""
-        peers = dict.fromkeys(self.order.paths(target))
-        by_hop, _ = self.route({target}, None)
-        peers.update(dict.fromkeys(by_hop))
-        return [self.hops[p] for p in peers if p in self.hops]
-
-    def queue_marker(self, hop: Hop, marker: Any) -> None:
-        hop.queue.append(QueuedMarker(marker))
-        self.pump_hop(hop)
-
-    def hold_marker(self, target: str, marker: Any) -> bool:
-        """Keep a marker behind deliveries held here for ``target``, if there are any."""
-        return self.order.hold_marker(target, marker)
+            self.delivery.maybe_free(record)

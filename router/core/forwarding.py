@@ -9,7 +9,9 @@ A gid already known is answered from its record and never delivered twice. Deliv
 forwarded to us draw on a separate transit window, so two routers publishing towards
 each other can never hold each other's credit (a cycle would deadlock).
 
-One part of ``Core`` (``facade.py``).
+A part of ``Core`` (``facade.py``) with its own state: the hops and upstreams, the
+parked records, per-destination order. It calls the other parts through ``parts.py``.
+Hand-over markers travel here too: they go behind what was forwarded on a hop.
 """
 
 from __future__ import annotations
@@ -17,26 +19,52 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from once.records.order import HeldDelivery, HeldMarker
-from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record
+from once.records.order import DestinationOrder, HeldDelivery, HeldMarker
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record, RecordTable
 
 from ..journal import Event
+from .credit import CreditWindow
+from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import PARKED, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
-from .ports import ACCEPTED, Conditions, HopPort, OutcomeKind, PublisherPort, rejected
-from .state import (
-    ACCEPTED_KIND,
-    REJECTED_KIND,
-    CoreState,
-)
+from .ports import ACCEPTED, Conditions, HopPort, OutcomeKind, PublisherPort, RoutesPort, rejected
+from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key
 
 
 def _born(record: Record) -> int:
     return record.born
 
 
-class Forwarding(CoreState):
-    def _forward(self, record: Record, dests: set[str], exclude: str | None,
-                 keys: frozenset | None = None) -> list[Hop]:
+class Forwarding:
+    __slots__ = ("tables", "router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes",
+                 "route", "hops", "upstreams", "parked", "order", "delivery", "failover", "groups")
+
+    def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort) -> None:
+        self.tables = tables
+        self.router_id = tables.router_id
+        self.settings = tables.settings
+        self.records: RecordTable = tables.records
+        self.topics = tables.topics
+        self.journal = tables.journal
+        self.clock = tables.clock
+        self.credit = credit
+        self.routes = routes
+        self.route = routes.route  # (bound once: every forward asks)
+        self.hops: dict[str, Hop] = {}
+        self.upstreams: dict[str, Upstream] = {}
+        self.parked: dict[Record, float] = {}  # -> parked since; in publish order: re-tried in that order
+        # per-destination order across route changes: pins and the held queue
+        self.order = DestinationOrder()
+        self.delivery: DeliveryPart
+        self.failover: FailoverPart
+        self.groups: GroupsPart
+
+    def connect(self, delivery: DeliveryPart, failover: FailoverPart, groups: GroupsPart) -> None:
+        self.delivery = delivery
+        self.failover = failover
+        self.groups = groups
+
+    def forward(self, record: Record, dests: set[str], exclude: str | None,
+                keys: frozenset[Key] | None = None) -> list[Hop]:
         """Send ``record`` towards ``dests``; return the hops it was queued on. A keyed copy
         (re-targeted to subscribers that moved) goes even where the record already went:
         it is for someone new there."""
@@ -108,10 +136,10 @@ class Forwarding(CoreState):
             # from a router that had not heard yet) is not waited for: parked, it would
             # wait for a change of routes that need not come (a moved subscriber stalled
             # the real mesh3 failover test now and then; the in-process network showed why).
-            gone = stuck - self._wanted(record)
+            gone = stuck - self.groups.wanted(record)
             if gone:
                 stuck = stuck - gone
-                owed = self._owed_elsewhere(record, gone)
+                owed = self.failover.owed_elsewhere(record, gone)
         if stuck:
             keys_at = self.routes.keys_at
             parked_keys = record.parked_keys
@@ -126,12 +154,12 @@ class Forwarding(CoreState):
             # Subscribers of an unreachable router that already attached elsewhere get it
             # there now: waiting for the next change of the graph would stall them, and
             # let newer deliveries reach them first.
-            for where, keys_there in self._owed_elsewhere(record, stuck).items():
+            for where, keys_there in self.failover.owed_elsewhere(record, stuck).items():
                 owed.setdefault(where, set()).update(keys_there)
         for hop in touched:
             self.pump_hop(hop)
         if owed:
-            self._send_owed(record, owed)
+            self.failover.send_owed(record, owed)
         return touched
 
     def _release_held(self, dest: str) -> None:
@@ -139,13 +167,13 @@ class Forwarding(CoreState):
         with the neighbours it waited on (``records/order.py`` decides)."""
         for entry in self.order.release(dest, self.hops):
             if type(entry) is HeldMarker:
-                self.reroute_marker(entry.marker)
+                self.routes.reroute_marker(entry.marker)
                 continue
             record = entry.record
             record.drop_waiter(HeldFor(dest))
-            self._forward(record, {dest}, entry.came_from, entry.keys)
+            self.forward(record, {dest}, entry.came_from, entry.keys)
             if record.pending == 0 and not record.outcome_sent:
-                self._complete(record)
+                self.delivery.complete(record)
 
     def _unpin(self, hop: Hop, record: Record) -> None:
         self._unpin_dests(hop.peer, record.hop_dests.get(hop, ()))
@@ -157,26 +185,19 @@ class Forwarding(CoreState):
                 self._release_held(d)
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
-                  presettled: bool, message_format: int, keys: frozenset | None = None, born: int = 0,
-                  root: str = "", chosen: dict | None = None) -> Record | None:
+                  presettled: bool, message_format: int, keys: frozenset[Key] | None = None, born: int = 0,
+                  root: str = "", chosen: dict[Key, Any] | None = None) -> Record | None:
         """A neighbour forwarded a delivery to us, for ``dests`` (which may include us).
 
         ``keys``: the delivery was re-targeted to subscribers that moved (their router
         died): only they get it, marked as a redelivery since they may have seen it.
         """
         if up.credit > 0:
-            up.credit -= 1
-            self.credit.transit_outstanding -= 1
-            if not up.credit & 7 and up.credit * 2 <= self.settings.link_credit:
-                # Look again after this batch (every 8th credit once half is used): a copy
-                # of a record we hold frees nothing when answered, so nothing else would
-                # (the in-process network's seed 627 stalled: a neighbour's re-forwards
-                # used up its credit for good).
-                self.credit.dirty = True
+            self.credit.transit_used(up)
         record = self.records.get(gid)
         if record is not None:
             if chosen:
-                record.chosen = self._merge_chosen(record, chosen, keys)
+                record.chosen = self.groups.merge_chosen(record, chosen, keys)
             if keys is not None:
                 self._keyed_copy(record, up, handle, dests, keys, presettled)
                 return record
@@ -198,7 +219,7 @@ class Forwarding(CoreState):
                     self._unpin_dests(back.peer, bounced, release=False)
                     record.hop_dests[back] = record.hop_dests[back] - bounced
                     new |= bounced - {self.router_id}
-                touched = self._forward(record, new, up.peer) if new else []
+                touched = self.forward(record, new, up.peer) if new else []
                 for d in bounced:  # what waited behind it goes after it
                     self._release_held(d)
                 if record.keyed is None:
@@ -209,27 +230,27 @@ class Forwarding(CoreState):
                 # nobody had: the in-process network's seed 941 lost 8 messages that way.
                 bounced_back = back in touched
                 record.keyed[handle] = (up, [w for w in record.states if w is not back or bounced_back])
-                self._answer_keyed(record)
+                self.answer_keyed(record)
                 return record
             if new:
                 # New destinations: the answer must wait for them, this upstream's and the earlier ones.
                 record.outcome_sent = False
-                self._forward(record, new, up.peer)
+                self.forward(record, new, up.peer)
                 if record.pending == 0 and not fresh:
                     # Nothing to wait for after all (their subscribers had moved, and got it
                     # or had it): answered now, or never (the in-process network's seed 1120).
-                    self._complete(record)
+                    self.delivery.complete(record)
             elif record.outcome_sent and not presettled and not fresh:
-                up.port.outcome(handle, self._outcome(record), False)
+                up.port.outcome(handle, self.delivery.outcome(record), False)
             if fresh:
                 for sub in fresh:
-                    self.pump(sub)
+                    self.delivery.pump(sub)
                 if record.pending == 0 and not record.outcome_sent:
-                    self._complete(record)
+                    self.delivery.complete(record)
             return record
         record = Record(gid, topic, payload, None, gid, 0, presettled, message_format)
         record.local = False
-        record.born = born or self._stamp()
+        record.born = born or self.delivery.stamp()
         record.root = root or up.peer
         record.chosen = chosen
         self.records.add(record)
@@ -237,7 +258,7 @@ class Forwarding(CoreState):
             self.journal.add(Event.RECEIVED, gid, topic, up.peer)
         if not presettled:
             record.upstream_map()[up] = handle
-        self._fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
+        self.delivery.fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
         return record
 
     def _fan_out_late(self, record: Record) -> list[Subscriber] | None:
@@ -248,12 +269,13 @@ class Forwarding(CoreState):
         network's seed 367 lost 13 messages at a subscriber that never moved.)"""
         if record.topic not in self.topics:
             return None
-        fresh = [s for s in self._local_targets(record, None) if s not in record.states and self._enqueue(record, s, 0)]
+        delivery = self.delivery
+        fresh = [s for s in delivery.local_targets(record, None) if s not in record.states and delivery.enqueue(record, s, 0)]
         if fresh:
             record.outcome_sent = False
         return fresh
 
-    def _keyed_copy(self, record: Record, up: Upstream, handle: Any, dests: frozenset[str], keys: frozenset,
+    def _keyed_copy(self, record: Record, up: Upstream, handle: Any, dests: frozenset[str], keys: frozenset[Key],
                     presettled: bool) -> None:
         """A record we already have, handed to us again for subscribers that moved (keys).
 
@@ -263,8 +285,8 @@ class Forwarding(CoreState):
         """
         targets: list[Any] = []
         if self.router_id in dests:
-            for sub in self._local_targets(record, keys):
-                self._enqueue(record, sub, 1)
+            for sub in self.delivery.local_targets(record, keys):
+                self.delivery.enqueue(record, sub, 1)
             # The answer waits for every one of those keys here, also those already
             # waited for (an earlier copy reached them): an empty list would answer at once.
             subs = self.topics.get(record.topic) or {}
@@ -272,7 +294,7 @@ class Forwarding(CoreState):
         onward = set(dests) - {self.router_id}
         if onward:
             before = set(record.states)
-            touched = self._forward(record, onward, None, keys)
+            touched = self.forward(record, onward, None, keys)
             # Also a hop that had answered an earlier copy and now carries this one: its
             # new answer is what this hand-back waits for (the in-process network's seed
             # 627: answered at once, the publisher heard accepted before the moved
@@ -286,10 +308,10 @@ class Forwarding(CoreState):
             record.keyed[handle] = (up, targets)
         for sub in targets:
             if isinstance(sub, Subscriber):
-                self.pump(sub)
-        self._answer_keyed(record)
+                self.delivery.pump(sub)
+        self.answer_keyed(record)
 
-    def _answer_keyed(self, record: Record) -> None:
+    def answer_keyed(self, record: Record) -> None:
         keyed = record.keyed
         if not keyed:
             return
@@ -315,8 +337,8 @@ class Forwarding(CoreState):
         record.publisher_settled = True
         if self.journal is not None:
             self.journal.add(Event.SETTLED, record.gid, record.topic)
-        self._settle_subscribers(record)
-        self._maybe_free(record)
+        self.delivery.settle_subscribers(record)
+        self.delivery.maybe_free(record)
 
     def hop_update(self, hop: Hop, record: Record, handle: Any, state: Any, settled: bool) -> None:
         """A downstream router's answer for its whole subtree."""
@@ -338,7 +360,7 @@ class Forwarding(CoreState):
             else:
                 return
             if owed.handles or owed.newest is None:
-                self._maybe_free(record)  # (a hand-back may wait for something else that went)
+                self.delivery.maybe_free(record)  # (a hand-back may wait for something else that went)
                 return
             del record.earlier[hop]  # type: ignore[union-attr]
             state = owed.refusal or owed.newest
@@ -361,8 +383,8 @@ class Forwarding(CoreState):
             done = record.resolve(hop, SUB_REJECTED, rejected(
                 Conditions.HOP_ANSWERED_ODDLY, f"router {hop.peer} answered {kind.value if kind else None}"))
         if record.publisher_settled:
-            self._settle_late(record, hop, handle)
-        self._answered(record, done)
+            self.delivery.settle_late(record, hop, handle)
+        self.delivery.answered(record, done)
 
     def add_hop(self, peer: str, port: HopPort) -> Hop:
         hop = Hop(peer, port)
@@ -374,6 +396,11 @@ class Forwarding(CoreState):
         self.upstreams[peer] = up
         self.replenish_transit()
         return up
+
+    def replenish_transit(self) -> None:
+        """Credit for neighbours forwarding to us, from the transit window."""
+        ups = [u for u in self.upstreams.values() if u.attached]
+        self.credit.grant_transit(ups, len(self.records) - self.delivery.root_records(), self.records.bytes)
 
     def hop_lost(self, peer: str) -> None:
         """The data link to ``peer`` is gone: re-route everything it had not answered."""
@@ -391,26 +418,25 @@ class Forwarding(CoreState):
             dests = record.hop_dests.pop(hop, frozenset()) if hop in record.hop_dests else frozenset()
             if record.states.get(hop) is IN_DOUBT:
                 exclude = next(iter(record.upstreams)).peer if record.upstreams else None
-                self._forward(record, set(dests), exclude)
+                self.forward(record, set(dests), exclude)
                 if record.drop_waiter(hop) and not record.outcome_sent:
-                    self._complete(record)
+                    self.delivery.complete(record)
                 elif record.keyed:
-                    self._answer_keyed(record)
+                    self.answer_keyed(record)
             else:
                 record.states.pop(hop, None)
-                self._maybe_free(record)
+                self.delivery.maybe_free(record)
         for d in list(self.order.held):  # newer than what the lost hop had: after it
             self._release_held(d)
         for marker in markers:  # behind the deliveries it vouches for, re-routed just now
-            self.reroute_marker(marker)
+            self.routes.reroute_marker(marker)
 
     def upstream_lost(self, peer: str) -> None:
         up = self.upstreams.pop(peer, None)
         if up is None:
             return
         up.attached = False
-        self.credit.transit_outstanding -= up.credit
-        up.credit = 0
+        self.credit.upstream_gone(up)
         now = self.clock()
         for record in self.records.records.values():
             if up in record.upstreams:
@@ -423,11 +449,11 @@ class Forwarding(CoreState):
         # In publish order (the root's stamps): a hop lost parks its older records after
         # newer ones that had parked already (the seed-13 scenario reordered 8 that way).
         for record in sorted(self.parked, key=_born):
-            wanted = self._wanted(record)
+            wanted = self.groups.wanted(record)
             dests = {d for d in record.parked if d in wanted}
             # Subscribers of a dead router that attached elsewhere: follow them there, to
             # them alone, also while others are still waited for at the dead router.
-            retarget = self._owed_elsewhere(record, record.parked)
+            retarget = self.failover.owed_elsewhere(record, record.parked)
             record.parked = frozenset()
             record.parked_keys = None
             self.parked.pop(record, None)
@@ -438,14 +464,14 @@ class Forwarding(CoreState):
                 # No split horizon on a retry: the routes have changed, and a destination
                 # now behind our upstream goes back to it, which takes it over (see
                 # ``forwarded``). Held here, it would wait for a route that never comes.
-                self._forward(record, dests, None)
-            self._send_owed(record, retarget)
+                self.forward(record, dests, None)
+            self.failover.send_owed(record, retarget)
             if record.pending == 0 and not record.outcome_sent:
-                self._complete(record)
+                self.delivery.complete(record)
             elif record.keyed:
                 # A hand-back may have waited only for what was parked: answer it now, or
                 # it and we would each wait for the other's answer for good.
-                self._answer_keyed(record)
+                self.answer_keyed(record)
 
     def pump_hop(self, hop: Hop) -> None:
         queue = hop.queue
@@ -467,7 +493,7 @@ class Forwarding(CoreState):
                 self.journal.add(Event.FORWARDED, record.gid, record.topic, hop.peer)
             if record.presettled:
                 self._unpin(hop, record)
-                self._sent_settled(record, hop)
+                self.delivery.sent_settled(record, hop)
             else:
                 if keys is not None:
                     prev = record.unsettled.get(hop)
@@ -498,6 +524,41 @@ class Forwarding(CoreState):
                 if r.orphan_since is not None and now - r.orphan_since > orphan_ttl and r.pending == 0]
         for r in gone:
             r.publisher_settled = True
-            self._settle_subscribers(r)
-            self._maybe_free(r)
+            self.delivery.settle_subscribers(r)
+            self.delivery.maybe_free(r)
         return len(gone)
+
+    # ------------------------------------------------------- parked records
+
+    def forget_parked(self, record: Record) -> None:
+        """``record`` was freed while parked."""
+        self.parked.pop(record, None)
+
+    def parked_since(self) -> list[tuple[Record, float]]:
+        return list(self.parked.items())
+
+    def parked_given_up(self, record: Record, keep: frozenset[str]) -> None:
+        """Some of a parked record's destinations are no longer waited for (``groups.py``):
+        it stays parked for ``keep``, or is parked no more."""
+        record.parked = keep
+        if not keep:
+            del self.parked[record]
+            self.delivery.answered(record, record.drop_waiter(PARKED))
+
+    # ---------------------------------------------------- hand-over markers
+
+    def marker_hops(self, target: str) -> list[Hop]:
+        """Every neighbour a delivery towards ``target`` may be queued or in flight on:
+        those with deliveries pinned there, and the current route."""
+        peers = dict.fromkeys(self.order.paths(target))
+        by_hop, _ = self.route({target}, None)
+        peers.update(dict.fromkeys(by_hop))
+        return [self.hops[p] for p in peers if p in self.hops]
+
+    def queue_marker(self, hop: Hop, marker: Any) -> None:
+        hop.queue.append(QueuedMarker(marker))
+        self.pump_hop(hop)
+
+    def hold_marker(self, target: str, marker: Any) -> bool:
+        """Keep a marker behind deliveries held here for ``target``, if there are any."""
+        return self.order.hold_marker(target, marker)

@@ -9,39 +9,69 @@ one of its members and no longer has that member (it left before the root heard)
 chooses again, as does the router of a member that releases a message or leaves: it
 alone holds that member's share of the record, so nobody else passes it on twice.
 
-One part of ``Core`` (``facade.py``).
+A part of ``Core`` (``facade.py``) with its own state: our members per topic and group,
+the chooser's load per member, cached member tables, which of ours are active. It calls
+the other parts through ``parts.py``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.table import Record, SubState
 
-from .peers import PARKED, Subscriber
-from .state import CoreState
+from .parts import DeliveryPart, FailoverPart, ForwardingPart
+from .peers import Subscriber
+from .ports import RoutesPort
+from .tables import CoreTables
 
 
-class Groups(CoreState):
-    local_groups: dict[str, dict[GroupId, dict[Key, Member]]]
-    chooser: Chooser
-    message_key: Callable[[bytes], bytes | None]
-    _group_views: dict[str, tuple[object, int, dict[GroupId, Table]]]
-    _local_version: int
+class Groups:
+    __slots__ = ("tables", "router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
+                 "chooser", "message_key", "_group_views", "_local_version", "active_members", "delivery",
+                 "forwarding", "failover")
+
+    def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None]) -> None:
+        self.tables = tables
+        self.router_id = tables.router_id
+        self.settings = tables.settings
+        self.topics = tables.topics
+        self.clock = tables.clock
+        self.routes = routes
+        self.remote_routers = routes.remote_routers
+        # our members per topic and group; the root's load per member; the key a message
+        # is sharded by (the adaptor reads it)
+        self.local_groups: dict[str, dict[GroupId, dict[Key, Member]]] = {}
+        self.chooser = Chooser()
+        self.message_key = message_key
+        self._group_views: dict[str, tuple[object, int, dict[GroupId, Table]]] = {}
+        self._local_version = 0
+        self.active_members: set[Key] = set()  # ours that are active in an exclusive group
+        self.delivery: DeliveryPart
+        self.forwarding: ForwardingPart
+        self.failover: FailoverPart
+
+    def connect(self, delivery: DeliveryPart, forwarding: ForwardingPart, failover: FailoverPart) -> None:
+        self.delivery = delivery
+        self.forwarding = forwarding
+        self.failover = failover
+
+    def has_local_groups(self) -> bool:
+        return bool(self.local_groups)
 
     # ---------------------------------------------------------- membership
 
-    def _join(self, sub: Subscriber, since: int) -> None:
+    def join(self, sub: Subscriber, since: int) -> None:
         assert sub.group is not None
         self.local_groups.setdefault(sub.topic, {}).setdefault(sub.group, {})[sub.key] = Member(
             sub.key, self.router_id, since, sub.exclusive)
         self._local_version += 1
         self.membership_changed()
 
-    def _leave(self, sub: Subscriber) -> None:
+    def leave(self, sub: Subscriber) -> None:
         groups = self.local_groups.get(sub.topic)
         if groups is None or sub.group not in groups:
             return
@@ -77,12 +107,6 @@ class Groups(CoreState):
         if sub.group is None:
             return False
         return all(m.key == sub.key for m in self.group_view(sub.topic).get(sub.group, ()))
-
-    def stand_in(self, sub: Subscriber) -> None:
-        """Keep the last member of a durable group, suspended for good: the group goes on
-        being chosen, and its messages wait here until a member attaches again (then they
-        go to it, marked) or the subscription is closed."""
-        self.suspend_subscriber(sub, math.inf)
 
     def _stand_ins_give_way(self) -> None:
         """A group with a stand-in has a member again: the stand-in ends now (its grace is
@@ -122,7 +146,7 @@ class Groups(CoreState):
 
     # ------------------------------------------------------------- the root
 
-    def _choose_members(self, record: Record) -> set[str]:
+    def choose_members(self, record: Record) -> set[str]:
         """At the root: one member per group of the record's topic; the routers to reach them."""
         view = self.group_view(record.topic)
         if not view:
@@ -146,7 +170,7 @@ class Groups(CoreState):
         record.chosen = chosen
         return routers
 
-    def _groups_answered(self, record: Record) -> None:
+    def answered_at_root(self, record: Record) -> None:
         """The root's record is answered: its members' load goes down (``Chooser``)."""
         chooser = self.chooser
         key = self.message_key(record.payload) if chooser.sticky else None
@@ -154,7 +178,8 @@ class Groups(CoreState):
             chooser.answered(member, group, key)
 
     @staticmethod
-    def _merge_chosen(record: Record, chosen: dict, keys: frozenset | None) -> dict:
+    def merge_chosen(record: Record, chosen: dict[Key, tuple[GroupId, str]],
+                     keys: frozenset[Key] | None) -> dict[Key, tuple[GroupId, str]]:
         """A copy of a record we hold came with its choices. A full copy's choice for a
         group that already has one here does not stand: it was made again by a root that
         never saw the first (the publisher resumed there after the first root died), and
@@ -168,7 +193,7 @@ class Groups(CoreState):
         have = {group for group, _ in mine.values()}
         return {**{k: v for k, v in chosen.items() if v[0] not in have}, **mine}
 
-    def _wanted(self, record: Record) -> set[str]:
+    def wanted(self, record: Record) -> set[str]:
         """Routers this record must reach: those with plain subscribers of its topic, and
         those of the members chosen for it (a router with members only is not among the
         first: the harness's group-router-dies lost the deliveries parked for one)."""
@@ -180,13 +205,13 @@ class Groups(CoreState):
             wanted = wanted | {router for _, router in record.chosen.values()} | set(self.routes.homes(record.chosen))
         return wanted
 
-    def _pass_on_unreachable(self, now: float) -> None:
+    def pass_on_unreachable(self, now: float) -> None:
         """Members chosen for records parked here because their router is out of reach, for
         longer than the subscriber grace, and not attached anywhere else since: their share
         goes to the group's other members (marked), as a member's that left would. The
         router they were on stops being waited for unless plain subscribers are there."""
         grace = self.settings.subscriber_grace
-        for record, since in list(self.parked.items()):
+        for record, since in self.forwarding.parked_since():
             if now - since < grace or not record.chosen:
                 continue
             done = False
@@ -203,12 +228,9 @@ class Groups(CoreState):
                 wanted = self.remote_routers(record.topic) | {r for _, r in record.chosen.values()}
                 keep = {d for d in record.parked if d in wanted}
                 if keep != record.parked:
-                    record.parked = frozenset(keep)
-                    if not keep:
-                        del self.parked[record]
-                        self._answered(record, record.drop_waiter(PARKED))
+                    self.forwarding.parked_given_up(record, frozenset(keep))
 
-    def _members_not_chosen_out(self, record: Record, owed: dict[str, set]) -> dict[str, set]:
+    def members_not_chosen_out(self, record: Record, owed: Mapping[str, set[Key]]) -> Mapping[str, set[Key]]:
         """What follows subscribers that moved, less the group members that were not chosen
         for this record: a member is owed only what its group gave it (the harness's
         group-router-dies had both members of a dead router's group processing each
@@ -227,7 +249,7 @@ class Groups(CoreState):
 
     # ------------------------------------------------------- passing it on
 
-    def _chosen_here_missing(self, record: Record) -> None:
+    def chosen_here_missing(self, record: Record) -> None:
         """Members the record was sent here for that are not here (any more): one that
         attached elsewhere is followed there (it may have had it: our client says so when
         it resumes, and a copy it already has is recognised by its gid); one that is
@@ -241,7 +263,7 @@ class Groups(CoreState):
             if router == self.router_id and key not in subs:
                 home = next(iter(self.routes.homes((key,))), None)
                 if home is not None and home != self.router_id:
-                    self._send_owed(record, {home: {key}})
+                    self.failover.send_owed(record, {home: {key}})
                 else:
                     self._pass_on(record, group, key)
 
@@ -260,10 +282,10 @@ class Groups(CoreState):
         if record.local:
             self.chooser.given(m.key, group, key)
         # to that member alone, marked (it may be a repeat), in publish order if it is here
-        self._send_owed(record, {m.router: {m.key}})
+        self.failover.send_owed(record, {m.router: {m.key}})
         return True
 
-    def _member_released(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool | None:
+    def member_released(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool | None:
         """A member released the message: another member gets it. None: it is the only one
         left, the caller redelivers to it as to a plain subscriber."""
         assert sub.group is not None
@@ -273,7 +295,7 @@ class Groups(CoreState):
             sub.port.settle(handle)
         return record.drop_waiter(sub)
 
-    def _member_gone(self, sub: Subscriber, record: Record) -> bool:
+    def member_gone(self, sub: Subscriber, record: Record) -> bool:
         """A member left with ``record`` not answered: passed on if anyone is left; then
         this member no longer counts for it. Returns whether that completed the record."""
         assert sub.group is not None

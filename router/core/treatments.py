@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from once.records.membership import GroupId, Key, Member
     from once.records.table import Record
 
     from .peers import Subscriber
@@ -51,3 +52,21 @@ class Grouped:
 
 
 GROUPED = Grouped()
+
+
+class TopicTreatment:
+    """The treatment of each topic here: grouped where consumer groups have members here,
+    else the router's default (fan-out). The one seam the delivery path asks; the groups
+    part keeps ``local_groups`` (this holds the same table, and only reads it)."""
+
+    __slots__ = ("default", "local_groups")
+
+    def __init__(self, default: Treatment, local_groups: dict[str, dict[GroupId, dict[Key, Member]]]) -> None:
+        self.default = default
+        self.local_groups = local_groups
+
+    def targets(self, record: Record, subscribers: dict[tuple[str, str], Subscriber],
+                keys: frozenset | None) -> list[Subscriber]:
+        if record.topic in self.local_groups:
+            return GROUPED.targets(record, subscribers, keys)
+        return self.default.targets(record, subscribers, keys)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from once.router.config import Settings
 from once.router.core import ACCEPTED, RELEASED, Core, Outcome, OutcomeKind, TagInUse
+from support.routes import TestRoutes
 
 
 class Pub:
@@ -46,7 +47,7 @@ class Sub:
 
 
 def _core(router_id: str = "A", **kw: Any) -> Core:
-    return Core(router_id, Settings(**kw), clock=lambda: 0.0)
+    return Core(router_id, Settings(**kw), clock=lambda: 0.0, routes=TestRoutes())
 
 
 def test_outcome_waits_for_all_subscribers_then_settles_everyone():
@@ -202,8 +203,8 @@ def _routed(core: Core, table: dict[str, str], remote: set[str]) -> None:
                 out.setdefault(h, set()).add(d)
         return out, stuck
 
-    core.route = route
-    core.remote_routers = lambda topic: set(remote)
+    core.routes.routing = route
+    core.routes.remote = lambda topic: set(remote)
 
 
 def test_root_waits_for_downstream_hops_and_settles_them():
@@ -293,7 +294,7 @@ def test_parked_record_follows_its_subscriber_to_another_router():
     table = {"B": "B"}
     remote = {"C"}
     _routed(core, table, remote)
-    core.moved = lambda topic, origin: {"B": frozenset({("client", "k")})} if origin == "C" and "B" in remote else {}
+    core.routes.moves = lambda topic, origin: {"B": frozenset({("client", "k")})} if origin == "C" and "B" in remote else {}
     p = Pub()
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
@@ -312,7 +313,7 @@ def test_parked_record_follows_a_moved_subscriber_while_others_still_wait_at_the
     core = _core()
     _routed(core, {}, {"C"})  # C is unreachable and still has a subscriber (s2)
     moved: dict = {}
-    core.moved = lambda topic, origin: dict(moved) if origin == "C" else {}
+    core.routes.moves = lambda topic, origin: dict(moved) if origin == "C" else {}
     p = Pub()
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     old = core.publish(pub, b"0", b"old", False, "h0")
@@ -405,7 +406,7 @@ def test_record_parked_for_a_dead_router_goes_at_once_to_its_subscriber_that_mov
     hb = HopP()
     core.add_hop("B", hb)
     _routed(core, {"B": "B"}, {"C"})
-    core.moved = lambda topic, origin: {"B": frozenset({("client", "k")})} if origin == "C" else {}
+    core.routes.moves = lambda topic, origin: {"B": frozenset({("client", "k")})} if origin == "C" else {}
     p = Pub()
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
@@ -432,7 +433,7 @@ def test_moved_subscriber_gets_its_queue_in_publish_order_when_its_attach_comple
 
 def test_root_stamps_increase_even_if_the_wall_clock_steps_back():
     times = iter([500, 400, 400])
-    core = Core("A", Settings(), wall=lambda: next(times))
+    core = Core("A", Settings(), wall=lambda: next(times), routes=TestRoutes())
     pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
     borns = [core.publish(pub, bytes([i]), b"m", False, i).born for i in range(3)]
     assert borns == [500, 501, 502]
@@ -446,7 +447,7 @@ def test_marker_goes_out_only_behind_the_deliveries_queued_before_it_and_survive
     table = {"B": "B"}
     _routed(core, table, {"B"})
     rerouted: list = []
-    core.reroute_marker = rerouted.append
+    core.routes.rerouted = rerouted
     hb.credit = lambda: 0  # type: ignore[method-assign]
     pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
@@ -476,7 +477,7 @@ def test_a_bounce_waiting_only_on_a_parked_destination_is_answered_once_that_is_
     pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
     assert rec in core.parked  # X: no route
-    core.remote_routers = lambda topic: {"E"}  # X's subscriber moved; the retry drops X
+    core.routes.remote = lambda topic: {"E"}  # X's subscriber moved; the retry drops X
     core.retry_parked()
     core.forwarded(uc, "from-c", rec.gid, "t", b"m", frozenset({"X"}), False, 0)  # C hands X back
     # Nobody wants X any more: it is not parked again, and C is answered at once.
@@ -541,7 +542,7 @@ def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subs
     """k moved from here to D (its client reconnected there while we live). C had not
     heard of it yet and routed a delivery here: answered without k, k would never get it."""
     clock = [0.0]
-    core = Core("A", Settings(), clock=lambda: clock[0])
+    core = Core("A", Settings(), clock=lambda: clock[0], routes=TestRoutes())
     hd = HopP()
     core.add_hop("D", hd)
     _routed(core, {"D": "D"}, set())
@@ -564,11 +565,10 @@ def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subs
 def test_publishers_get_no_credit_before_the_network_told_us_its_subscribers():
     """A router with neighbours that came up alone (or restarted while they were away)
     does not know who subscribes: a publish taken then would be accepted for nobody."""
-    core = _core(max_in_flight=10, link_credit=100)
-    core.unsynced = True
+    core = Core("A", Settings(max_in_flight=10, link_credit=100), clock=lambda: 0.0, unsynced=True)
     p = Pub()
     core.add_publisher(p, "t", "cp", "lp", False)
-    assert p.credit_grants == []
-    core.unsynced = False  # the first neighbour's sync came in
     core.replenish()
-    assert p.credit_grants == [1]
+    assert p.credit_grants == [] and core.unsynced
+    core.synced()  # the first neighbour's sync came in
+    assert p.credit_grants == [1] and not core.unsynced

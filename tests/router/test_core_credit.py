@@ -7,6 +7,7 @@ from typing import Any
 from once.router.config import Settings
 from once.router.core import Core
 from once.router.core.ceiling import FIRST_CEILING
+from support.routes import TestRoutes
 from test_core import Pub, Sub
 
 
@@ -19,7 +20,7 @@ class Clock:
 
 
 def _core(clock: Clock, **kw: Any) -> Core:
-    return Core("A", Settings(**kw), clock=clock)
+    return Core("A", Settings(**kw), clock=clock, routes=TestRoutes())
 
 
 def _send(core: Core, pub: Any, n: int, tag0: int = 0) -> None:
@@ -144,11 +145,10 @@ def test_a_credit_pass_looks_only_at_links_that_may_want_credit():
 
 def test_links_parked_in_one_pass_count_once_against_their_connection():
     clock = Clock()
-    core = Core("A", Settings(max_in_flight=10_000, link_credit=200), clock=clock, unsynced=True)
+    core = Core("A", Settings(max_in_flight=10_000, link_credit=200), clock=clock, unsynced=True, routes=TestRoutes())
     links = [core.add_publisher(Pub(), "t", "c", f"l{i}", False, group="c") for i in range(2000)]
     assert core.outstanding == 0  # (no credit before the router knows the network)
-    core.unsynced = False
-    core.replenish()  # one pass for all of them: each gets its one credit and is parked
+    core.synced()  # one pass for all of them: each gets its one credit and is parked
     assert all(p.credit == 1 and p.parked for p in links)  # 2,000 within the connection's 2,500
     _parking_holds(core)
 

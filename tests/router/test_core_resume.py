@@ -128,7 +128,7 @@ def test_adopting_root_delivers_to_the_old_roots_subscriber_that_moved_here():
     core.upstream_lost("X")
     s = Sub()
     sub, _ = core.add_subscriber(s, "t", "client", "k", False)  # k moved here from X
-    core.moved = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
+    core.routes.moves = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
     p = Pub()
     pub = core.add_publisher(p, "t", "c", "l", True, incarnation=7)
     core.publish(pub, b"0", b"m", False, "h", resumed=True)
@@ -153,7 +153,7 @@ def test_a_forwarded_copy_complete_here_is_still_in_doubt_for_a_publisher_resumi
     core.upstream_lost("X")
     s = Sub()
     core.add_subscriber(s, "t", "client", "k", False)  # k moved here from X
-    core.moved = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
+    core.routes.moves = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
     p = Pub()
     pub = core.add_publisher(p, "t", "c", "l", True, incarnation=9)
     assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}

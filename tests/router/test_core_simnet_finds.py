@@ -8,7 +8,7 @@ import pytest
 from once.records.gid import compute_gid
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
-from once.router.core.ports import Alone
+from support.routes import TestRoutes
 from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
 GID = b"g" * 16
@@ -17,7 +17,7 @@ GID = b"g" * 16
 def test_copies_of_a_held_record_do_not_use_a_neighbours_credit_up_for_good():
     """Seed 627: re-forwards of records we hold free nothing when answered, so nothing
     re-granted the neighbour's credit: it stopped at 0 and the network stalled."""
-    core = Core("A", Settings(max_in_flight=400, link_credit=40))
+    core = Core("A", Settings(max_in_flight=400, link_credit=40), routes=TestRoutes())
     core.add_subscriber(Sub(), "t", "c", "l", False)
     up = Pub()
     u = core.add_upstream("B", up)
@@ -33,7 +33,7 @@ def test_copies_of_a_held_record_do_not_use_a_neighbours_credit_up_for_good():
 def test_a_full_copy_after_a_keyed_one_reaches_every_local_subscriber():
     """Seed 367: a copy keyed for a subscriber that moved here came first; the full copy
     after it was taken for a repeat and answered without the others."""
-    core = Core("A", Settings())
+    core = Core("A", Settings(), routes=TestRoutes())
     mover, stayer = Sub(), Sub()
     core.add_subscriber(mover, "t", "c", "moved", False)
     core.add_subscriber(stayer, "t", "c", "stayed", False)
@@ -69,14 +69,12 @@ class Hop:
         pass
 
 
-class Routes(Alone):
+class Routes(TestRoutes):
     """Routes by a table: destination -> neighbour (the rest as a lone router's)."""
 
     def __init__(self, table: dict[str, str]) -> None:
+        super().__init__()
         self.table = table
-
-    def remote_routers(self, topic: str) -> set[str]:
-        return set()
 
     def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
         out: dict[str, set[str]] = {}
@@ -114,7 +112,7 @@ def test_a_copy_sent_back_where_it_came_from_is_waited_for():
     ud = core.add_upstream("D", up_d)
     pub_port = Pub()
     pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
-    core.remote_routers = lambda topic: {"B"}
+    core.routes.remote = lambda topic: {"B"}
     rec = core.publish(pub, b"\x00", b"m", False, "pd")
     assert hop.sent[-1][1] == frozenset({"B"})
     # D sends it back (it routes B through us for now); we can only send it to D again
@@ -129,7 +127,7 @@ def test_a_copy_sent_back_where_it_came_from_is_waited_for():
 def test_an_answer_after_settlement_is_settled_at_once():
     """Seed 78: a subscriber came back and accepted a redelivery of a record whose
     publisher had settled already; nobody settled that delivery and the record stayed."""
-    core = Core("A", Settings())
+    core = Core("A", Settings(), routes=TestRoutes())
     s = Sub()
     sub, _ = core.add_subscriber(s, "t", "c", "l", False)
     pub_port = Pub()
@@ -189,12 +187,12 @@ def test_a_parked_delivery_follows_the_subscribers_its_router_had_when_it_parked
     core = Core("A", Settings(), routes=routes)
     hop = Hop()
     core.add_hop("D", hop)
-    core.remote_routers = lambda topic: {"C"}
+    core.routes.remote = lambda topic: {"C"}
     pub = core.add_publisher(Pub(), "t", "c", "p", False, incarnation=1)
     rec = core.publish(pub, b"\x00", b"m", False, "pd")
     assert rec.parked == {"C"} and not hop.sent
     routes.at_c, routes.home = frozenset(), "D"  # k left C for D; C forgot it
-    core.remote_routers = lambda topic: {"D"}
+    core.routes.remote = lambda topic: {"D"}
     core.retry_parked()
     assert [(dests, keys) for _, dests, keys in hop.sent] == [(frozenset({"D"}), frozenset({("client", "k")}))]
 
@@ -205,7 +203,7 @@ def test_parked_records_are_retried_in_publish_order():
     parking order, and the subscriber saw 8 out of order."""
     routes = Routes({})
     core = Core("A", Settings(), routes=routes)
-    core.remote_routers = lambda topic: {"C"}
+    core.routes.remote = lambda topic: {"C"}
     hop = Hop()
     routes.table = {"C": "B"}
     core.add_hop("B", hop)
@@ -231,13 +229,13 @@ def test_a_destination_whose_subscribers_all_moved_is_not_parked():
     hop = Hop()
     hb = core.add_hop("B", hop)
     ub = core.add_upstream("B", Pub())
-    core.remote_routers = lambda topic: {"C"}
+    core.routes.remote = lambda topic: {"C"}
     pub_port = Pub()
     pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
     rec = core.publish(pub, b"\x00", b"m", False, "pd")
     assert hop.sent[-1][1] == frozenset({"C"})
     routes.table = {}  # C is dead
-    core.remote_routers = lambda topic: {"B"}  # its subscriber is at B now
+    core.routes.remote = lambda topic: {"B"}  # its subscriber is at B now
     core.forwarded(ub, "back", rec.gid, "t", b"m", frozenset({"C"}), False, 0)
     assert rec not in core.parked
     core.hop_update(hb, rec, rec.unsettled[hb], ACCEPTED, False)
@@ -249,7 +247,7 @@ def test_a_new_root_serves_its_own_subscribers_the_forwarded_copy_never_reached(
     one of our subscribers attached here (it moved from elsewhere); the publisher then
     resumed here and we adopted the record, sending only where it had not been: our own
     late subscriber never got it, and the publisher heard accepted."""
-    core = Core("C", Settings())
+    core = Core("C", Settings(), routes=TestRoutes())
     u = core.add_upstream("B", Pub())
     gid = compute_gid("c", "p", 7, b"\x00")
     core.forwarded(u, "from-b", gid, "t", b"m", frozenset({"C"}), False, 0, None, 1, "B")
@@ -268,7 +266,7 @@ def test_an_answer_to_a_keyed_copy_does_not_answer_the_full_copy_before_it():
     core = Core("A", Settings(), routes=Routes({"B": "B"}))
     hop = Hop()
     hb = core.add_hop("B", hop)
-    core.remote_routers = lambda topic: {"B"}
+    core.routes.remote = lambda topic: {"B"}
     k = Sub()
     sub, _ = core.add_subscriber(k, "t", "c", "k", False)
     pub_port = Pub()
@@ -327,7 +325,7 @@ def test_a_hand_back_waits_for_its_destination_when_the_held_copy_parks():
     hb = core.add_hop("B", hop)
     up_b = Pub()
     ub = core.add_upstream("B", up_b)
-    core.remote_routers = lambda topic: {"A", "B"}
+    core.routes.remote = lambda topic: {"A", "B"}
     pub_port = Pub()
     pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
     older = core.publish(pub, b"\x00", b"m", False, "p0")  # in flight for A on B: A stays pinned there
@@ -374,7 +372,7 @@ def test_an_answer_to_a_copy_speaks_only_for_what_it_carried():
     hop = Throttled()
     he = core.add_hop("E", hop)
     uc = core.add_upstream("C", Pub())
-    core.remote_routers = lambda topic: {"E"}
+    core.routes.remote = lambda topic: {"E"}
     pub_port = Pub()
     pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
     rec = core.publish(pub, b"\x00", b"m", False, "pd")

@@ -1,0 +1,53 @@
+"""What every part of the core reads: the router's identity, settings and clocks, the
+record table, each topic's local subscribers, the counters and the journal; and the
+small rules the parts share.
+
+``Core`` builds one ``CoreTables`` and hands it to each part (``facade.py``). The
+attributes are set once, at construction; what changes is the tables' contents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from once.records.table import RecordTable
+
+from .ports import Conditions, Outcome, OutcomeKind, rejected
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..journal import Journal
+    from .peers import Subscriber
+
+# The kinds as module constants for the per-message code (a global is cheaper than an
+# enum's attribute on Python 3.11).
+ACCEPTED_KIND = OutcomeKind.ACCEPTED
+REJECTED_KIND = OutcomeKind.REJECTED
+RELEASED_KIND = OutcomeKind.RELEASED
+MODIFIED_KIND = OutcomeKind.MODIFIED
+
+Key = tuple[str, str]  # a subscriber's (container-id, link name)
+
+
+def rejection(state: Outcome) -> Outcome:
+    """A subscriber's rejection as the publisher will hear it (a condition is always named)."""
+    return state if state.condition else rejected(Conditions.REJECTED_BY_SUBSCRIBER, state.description
+                                                  or "rejected by a subscriber")
+
+
+class CoreTables:
+    __slots__ = ("router_id", "settings", "clock", "wall", "records", "topics", "stats", "journal")
+
+    def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float], wall: Callable[[], int],
+                 journal: Journal | None) -> None:
+        self.router_id = router_id
+        self.settings = settings
+        self.clock = clock
+        self.wall = wall  # microseconds: the stamps of the records we are root for
+        self.records = RecordTable()
+        # topic -> {subscriber key: its local subscriber (attached or suspended)}
+        self.topics: dict[str, dict[Key, Subscriber]] = {}
+        self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0,
+                      "expired_owed": 0}
+        self.journal = journal  # delivery events, when the operator asked for them
