@@ -66,7 +66,7 @@ def _by_key(m: Member) -> Key:
     return m.key
 
 
-class Table(tuple):
+class Table(tuple[Member, ...]):
     """A group's members in the order every router agrees on, and what each message would
     otherwise work out again: whether the group is exclusive, and its active member."""
 
@@ -168,6 +168,6 @@ def merged(local: Mapping[GroupId, Mapping[Key, Member]],
     out: dict[GroupId, dict[Key, Member]] = {}
     for group, ms in remote.items():
         out.setdefault(group, {}).update((m.key, m) for m in ms)
-    for group, ms in local.items():
-        out.setdefault(group, {}).update(ms)
+    for group, ours in local.items():
+        out.setdefault(group, {}).update(ours)
     return {g: Table(ms.values()) for g, ms in out.items() if ms}

@@ -28,7 +28,7 @@ class HeldDelivery:
     stamp: float  # the root's stamp: publish order
     record: Any
     came_from: str | None  # the neighbour it came from (and may not go back to)
-    keys: frozenset | None  # a copy for particular subscribers only
+    keys: frozenset[tuple[str, str]] | None  # a copy for particular subscribers only
 
 
 @dataclass(frozen=True, slots=True)

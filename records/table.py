@@ -8,15 +8,26 @@ publisher is told the outcome.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from enum import Enum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from .membership import GroupId, Key
+from .outcomes import Outcome
 
 _NONE: frozenset[str] = frozenset()
 # What ``upstreams`` and ``hop_dests`` are until a network copy needs them: one shared,
 # read-only empty map (two empty dicts per record were 128 bytes on every local delivery).
 NO_MAP: Mapping[Any, Any] = MappingProxyType({})
+
+# Who a record belongs to and who it waits for are the core's types (its publisher, its
+# waiters: subscribers, hops and stand-ins, and the neighbours that gave it to us); the
+# record is generic over them so that it stays below the core and is still typed there
+# (``router/core/peers.py``: ``CoreRecord``).
+P = TypeVar("P")  # the publisher
+W = TypeVar("W", bound=Hashable)  # a waiter
+U = TypeVar("U", bound=Hashable)  # an upstream neighbour's link
 
 
 class SubState(Enum):
@@ -39,13 +50,13 @@ class OwedAnswers:
 
     __slots__ = ("handles", "newest", "refusal")
 
-    def __init__(self, handle: Any) -> None:
-        self.handles: list[Any] = [handle]  # the earlier copies still unanswered
-        self.newest: Any = None  # the newest copy's answer, once it came
-        self.refusal: Any = None  # the first answer that was not an acceptance: it decides
+    def __init__(self, handle: object) -> None:
+        self.handles: list[object] = [handle]  # the earlier copies still unanswered
+        self.newest: Outcome | None = None  # the newest copy's answer, once it came
+        self.refusal: Outcome | None = None  # the first answer that was not an acceptance: it decides
 
 
-class Record:
+class Record(Generic[P, W, U]):
     """One delivery's record. A plain slotted class: it is built once per message."""
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format",
@@ -53,7 +64,7 @@ class Record:
                  "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
                  "keyed_only", "parked_keys", "earlier", "chosen")
 
-    def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: Any, tag: bytes, generation: int,
+    def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: P | None, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0) -> None:
         self.gid = gid
         self.topic = topic
@@ -63,39 +74,39 @@ class Record:
         self.generation = generation
         self.presettled = presettled
         self.message_format = message_format
-        self.states: dict[Any, SubState] = {}
+        self.states: dict[W, SubState] = {}
         self.pending = 0  # waiters still in doubt
-        self.rejection: Any = None  # the first rejecting waiter's error, if any
-        self.publisher_handle: Any = None  # the adaptor's handle to answer the publisher with
+        self.rejection: Outcome | None = None  # the first rejecting waiter's error, if any
+        self.publisher_handle: object = None  # the adaptor's handle to answer the publisher with
         self.publisher_settled = False
         self.outcome_sent = False
         # waiter -> the adaptor's handle of our delivery to it while it is unsettled
-        self.unsettled: dict[Any, Any] = {}
+        self.unsettled: dict[W, Any] = {}
         # Network: who gave us this record (upstream hop -> its delivery handle), which
         # destination routers each downstream hop carries it to, and destinations with no
         # route right now (re-tried when the graph changes).
         # (``NO_MAP`` until written: write through ``upstream_map()`` / ``hop_map()``)
-        self.upstreams: dict[Any, Any] = NO_MAP  # type: ignore[assignment]
-        self.hop_dests: dict[Any, frozenset[str]] = NO_MAP  # type: ignore[assignment]
+        self.upstreams: dict[U, Any] = NO_MAP  # type: ignore[assignment]
+        self.hop_dests: dict[W, frozenset[str]] = NO_MAP  # type: ignore[assignment]
         # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
         # that moved there): the full copy has still to go there for everyone else.
         self.keyed_only: set[str] | None = None
         # hop -> answers it still owes for earlier copies: a keyed copy answers for its keys
         # alone, so when one follows a copy not answered yet, all their answers resolve the hop.
-        self.earlier: dict[Any, OwedAnswers] | None = None
+        self.earlier: dict[W, OwedAnswers] | None = None
         self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
         # parked destination -> the subscriber keys it had when the record parked for it:
         # those that attach elsewhere meanwhile are followed there (even once the router
         # they left has forgotten them)
-        self.parked_keys: dict[str, frozenset] | None = None
+        self.parked_keys: dict[str, frozenset[Key]] | None = None
         self.local = True  # created by our own publisher (we are root), not forwarded to us
         self.orphan_since: float | None = None
         # Upstreams that handed us this record for particular subscribers only (they
         # moved here): each is answered when those waiters are, not with the record.
-        self.keyed: dict[Any, tuple[Any, list[Any]]] | None = None  # by the copy's handle: (upstream, waiters)
+        self.keyed: dict[object, tuple[U, list[W]]] | None = None  # by the copy's handle: (upstream, waiters)
         # (router, subscriber key) pairs the root already sent this record to after
         # those subscribers moved away from a dead router
-        self.followed: set[tuple[str, Any]] | None = None
+        self.followed: set[tuple[str, Key]] | None = None
         # The root's stamp (microseconds of its wall clock, strictly increasing there):
         # publish order across routers, for a subscriber whose deliveries come by
         # several paths after it moved.
@@ -104,18 +115,18 @@ class Record:
         # Consumer groups (``records/membership.py``): the member each group's copy goes
         # to, chosen by the root, and the router it was sent to for it: member key ->
         # (group, router). It travels with every copy; None on a topic with no groups.
-        self.chosen: dict[Any, tuple[Any, str]] | None = None
+        self.chosen: dict[Key, tuple[GroupId, str]] | None = None
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"
 
-    def upstream_map(self) -> dict[Any, Any]:
+    def upstream_map(self) -> dict[U, Any]:
         """``upstreams``, to write to."""
         if self.upstreams is NO_MAP:
             self.upstreams = {}
         return self.upstreams
 
-    def hop_map(self) -> dict[Any, frozenset[str]]:
+    def hop_map(self) -> dict[W, frozenset[str]]:
         """``hop_dests``, to write to."""
         if self.hop_dests is NO_MAP:
             self.hop_dests = {}
@@ -134,18 +145,18 @@ class Record:
     def complete(self) -> bool:
         return self.pending == 0
 
-    def add_waiter(self, waiter: Any) -> None:
+    def add_waiter(self, waiter: W) -> None:
         if waiter not in self.states:
             self.states[waiter] = IN_DOUBT
             self.pending += 1
 
-    def reopen(self, waiter: Any) -> None:
+    def reopen(self, waiter: W) -> None:
         """Wait for ``waiter`` again (a new copy went to a hop that had already answered)."""
         if self.states.get(waiter) is not IN_DOUBT:
             self.states[waiter] = IN_DOUBT
             self.pending += 1
 
-    def resolve(self, waiter: Any, state: SubState, error: Any = None) -> bool:
+    def resolve(self, waiter: W, state: SubState, error: Outcome | None = None) -> bool:
         """Record a waiter's terminal state; return True when this completed the record."""
         old = self.states.get(waiter)
         if old is not IN_DOUBT:
@@ -156,7 +167,7 @@ class Record:
         self.pending -= 1
         return self.pending == 0
 
-    def drop_waiter(self, waiter: Any) -> bool:
+    def drop_waiter(self, waiter: W) -> bool:
         """A waiter went away (closed its subscription): stop waiting for it."""
         old = self.states.pop(waiter, None)
         self.unsettled.pop(waiter, None)
@@ -166,13 +177,13 @@ class Record:
         return False
 
 
-class RecordTable:
+class RecordTable(Generic[P, W, U]):
     """All live records of one router, by gid, and the bytes their messages hold."""
 
     __slots__ = ("records", "bytes", "freed")
 
     def __init__(self) -> None:
-        self.records: dict[bytes, Record] = {}
+        self.records: dict[bytes, Record[P, W, U]] = {}
         self.bytes = 0
         self.freed = 0  # bytes freed since the owner last reset it
 
@@ -182,17 +193,17 @@ class RecordTable:
     def __contains__(self, gid: bytes) -> bool:
         return gid in self.records
 
-    def get(self, gid: bytes) -> Record | None:
+    def get(self, gid: bytes) -> Record[P, W, U] | None:
         return self.records.get(gid)
 
-    def add(self, record: Record) -> Record:
+    def add(self, record: Record[P, W, U]) -> Record[P, W, U]:
         if record.gid in self.records:
             raise DuplicateGid(record.gid.hex())
         self.records[record.gid] = record
         self.bytes += len(record.payload)
         return record
 
-    def enter(self, record: Record) -> None:
+    def enter(self, record: Record[P, W, U]) -> None:
         """``add`` for the per-message path: the caller has looked its gid up already."""
         self.records[record.gid] = record
         self.bytes += len(record.payload)
@@ -200,20 +211,20 @@ class RecordTable:
     # ------------------------------------------------------ a record's rules
 
     @staticmethod
-    def completes(record: Record, done: bool) -> bool:
+    def completes(record: Record[P, W, U], done: bool) -> bool:
         """After a waiter's answer (``done``: it was the last in doubt): whether the outcome
         is due now (else the record may only be freed)."""
         return done and not record.outcome_sent
 
     @staticmethod
-    def complete(record: Record) -> Any:
+    def complete(record: Record[P, W, U]) -> Outcome | None:
         """Every waiter reached a terminal state: the outcome is sent now (once); returns the
         first rejection, or None (accepted)."""
         record.outcome_sent = True
         return record.rejection
 
     @staticmethod
-    def settle(record: Record) -> list[tuple[Any, Any]]:
+    def settle(record: Record[P, W, U]) -> list[tuple[W, Any]]:
         """Settlement reached ``record``: the waiters' deliveries still unsettled, to settle
         now (forgotten here)."""
         if not record.unsettled:
@@ -223,11 +234,11 @@ class RecordTable:
         return out
 
     @staticmethod
-    def finished(record: Record) -> bool:
+    def finished(record: Record[P, W, U]) -> bool:
         """A record can be freed once its outcome is known and settlement went everywhere."""
         return record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled
 
-    def release(self, record: Record) -> bool:
+    def release(self, record: Record[P, W, U]) -> bool:
         """Free ``record`` if nothing holds it any more; True if it was freed by this call."""
         if record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled \
                 and self.records.pop(record.gid, None) is not None:
@@ -237,7 +248,7 @@ class RecordTable:
             return True
         return False
 
-    def free(self, record: Record) -> None:
+    def free(self, record: Record[P, W, U]) -> None:
         if self.records.pop(record.gid, None) is not None:
             self.bytes -= len(record.payload)
             self.freed += len(record.payload)

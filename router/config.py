@@ -200,7 +200,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
                 raise ctx.fail(key, f"a router of {sorted(routers)}", end)
         links.append(LinkSpec(str(item[0]), str(item[1]), cost))
     settings_raw = ctx.mapping(top.get("settings") or {}, "settings")
-    ctx.keys(settings_raw, "settings", set(Settings.__slots__))  # type: ignore[attr-defined]
+    ctx.keys(settings_raw, "settings", set(Settings.__slots__))
     s: dict[str, Any] = {}
     for k, v in settings_raw.items():
         key = f"settings.{k}"

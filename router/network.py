@@ -26,7 +26,7 @@ from once.linkstate.handover import Fences, split
 from once.linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
 from once.records.membership import GroupId, Member, Table
 
-from .core.ports import NO_GROUPS
+from .core.ports import NO_GROUPS, NetworkEvents
 
 if TYPE_CHECKING:
     from .context import NeighbourLink, RouterContext
@@ -73,6 +73,11 @@ class Network:
         self.reroute_marker = self._send_marker
 
     @property
+    def core(self) -> NetworkEvents:
+        """The core, as the network may see it (``core/ports.py``: one interface)."""
+        return self.router.core
+
+    @property
     def has_neighbours(self) -> bool:
         """Whether the topology gives us neighbours (then publishes wait for their first sync)."""
         return bool(self.costs)
@@ -117,7 +122,7 @@ class Network:
             old.close()  # a newer connection replaces a stale one
             self.link_down(peer, old)
         self.links[peer] = conn
-        core = self.router.core
+        core = self.core
         conn.hop = core.add_hop(peer, conn.hop_port())
         conn.upstream = core.add_upstream(peer, conn.upstream_port())
         log.info("router %s: link to %s up", self.me, peer)
@@ -131,7 +136,7 @@ class Network:
         del self.links[peer]
         log.info("router %s: link to %s down", self.me, peer)
         result = self.plane.neighbour_down(peer)  # routes change before the core re-routes
-        core = self.router.core
+        core = self.core
         core.hop_lost(peer)
         core.upstream_lost(peer)
         self._apply(result)
@@ -148,7 +153,7 @@ class Network:
         if type(msg) is Sync:
             # A neighbour's full view: from now on we know the subscribers (a restarted
             # router, or one that came up alone, took no publishes before this).
-            self.router.core.synced()
+            self.core.synced()
         if type(msg) is SubEvent and msg.attached and msg.origin != self.me:
             # What we hold for that subscriber was sent towards it just now (``_apply``):
             # the marker goes behind it, once per attach however often the flood brings it.
@@ -159,7 +164,7 @@ class Network:
                 self.marked[mark] = None
                 marker = HandOver(self.me, msg.origin, msg.seq, WHOLE)
                 key = msg.subscription.key
-                if self.router.core.live_here(key) and self.plane.table.home(key) != self.me:
+                if self.core.live_here(key) and self.plane.table.home(key) != self.me:
                     # The client came back there before we saw its link here go (it is
                     # still attached here): what we hold for it is handed over only when
                     # we do. Our marker now would let its attach there complete first,
@@ -173,13 +178,13 @@ class Network:
 
     def _release_markers(self) -> None:
         """Deferred markers whose key is no longer live here go, behind its hand-over."""
-        for key in [k for k in self.deferred if not self.router.core.live_here(k)]:
+        for key in [k for k in self.deferred if not self.core.live_here(k)]:
             for marker in self.deferred.pop(key):
                 self._send_marker(marker)
 
     def _send_marker(self, marker: HandOver) -> None:
         """Towards its target on every path deliveries may be on, the weight shared out."""
-        core = self.router.core
+        core = self.core
         if core.hold_marker(marker.target, marker):
             return  # it goes on with the deliveries held here for its target
         hops = core.marker_hops(marker.target)
@@ -232,7 +237,7 @@ class Network:
             conn = self.links.get(peer)
             if conn is not None:
                 conn.send_control(msg)
-        core = self.router.core
+        core = self.core
         if result.adopted:
             until = core.clock() + self.router.settings.subscriber_grace
             for sub in result.adopted:
@@ -259,7 +264,7 @@ class Network:
         """Our suspended subscribers whose key now lives at another reachable router moved
         there: hand their deliveries over and end them here (network-wide, once the
         changes in hand are applied)."""
-        core = self.router.core
+        core = self.core
         suspended = core.suspended()
         if suspended:
             reachable = self.plane.lsdb.reachable()
@@ -276,7 +281,7 @@ class Network:
 
     def _end_moved(self) -> None:
         ended, self.ended = self.ended, []
-        core = self.router.core
+        core = self.core
         for sub in ended:
             if not core.subscribed(sub.topic, sub.key):  # not back here meanwhile
                 self.end(sub)

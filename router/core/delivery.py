@@ -14,12 +14,12 @@ from typing import Any
 
 from once.records.gid import RETIRED_TAGS
 from once.records.placeholders import Placeholders
-from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record, RecordTable
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
 from ..journal import Event
 from .credit import CreditWindow
 from .parts import FailoverPart, ForwardingPart, GroupsPart
-from .peers import Hop, Publisher, Subscriber, TagInUse, Waiter
+from .peers import CoreRecord, CoreRecords, Hop, Publisher, Subscriber, TagInUse, Waiter
 from .ports import ACCEPTED, Conditions, Outcome, RoutesPort, rejected
 from .tables import (
     ACCEPTED_KIND,
@@ -43,7 +43,7 @@ class LocalDelivery:
         self.tables = tables
         self.router_id = tables.router_id
         self.settings = tables.settings
-        self.records: RecordTable = tables.records
+        self.records: CoreRecords = tables.records
         self.topics = tables.topics
         self.stats = tables.stats
         self.journal = tables.journal
@@ -78,7 +78,7 @@ class LocalDelivery:
     # ------------------------------------------------------------- publish
 
     def publish(self, pub: Publisher, tag: bytes, payload: bytes, settled: bool, handle: Any,
-                message_format: int = 0, resumed: bool = False) -> Record | None:
+                message_format: int = 0, resumed: bool = False) -> CoreRecord | None:
         """A publisher's delivery. ``resumed``: a transfer with resume=true (it used no credit).
 
         Returns None for a resumed delivery we know nothing of (AMQP: ignored).
@@ -97,7 +97,7 @@ class LocalDelivery:
             return self.failover.adopt(pub, known, settled, handle, resumed)
         if resumed and not payload:
             return None
-        record = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
+        record: CoreRecord = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
         record.born = self.stamp()
         record.root = self.router_id
         credit = self.credit
@@ -138,7 +138,7 @@ class LocalDelivery:
         self.born = t
         return t
 
-    def take_over(self, pub: Publisher, record: Record, resumed: bool) -> None:
+    def take_over(self, pub: Publisher, record: CoreRecord, resumed: bool) -> None:
         """``pub`` sent again a record we hold (it resumed here): the record is ours to answer now."""
         self.credit.used_resent(pub, resumed)
         old = record.publisher
@@ -159,7 +159,7 @@ class LocalDelivery:
             pub.bytes += size
         record.publisher = pub
 
-    def enqueue(self, record: Record, sub: Subscriber, redelivery: int) -> bool:
+    def enqueue(self, record: CoreRecord, sub: Subscriber, redelivery: int) -> bool:
         """Make ``sub`` a waiter of ``record`` and queue it, unless a placeholder says it
         already accepted it (it told us when it resumed)."""
         if self.placeholders and self.placeholders.take(sub.key, record.gid):
@@ -170,7 +170,7 @@ class LocalDelivery:
         sub.queue.append((record, redelivery))
         return True
 
-    def fan_out(self, record: Record, remote: set[str] | frozenset[str], exclude: str | None, local: bool,
+    def fan_out(self, record: CoreRecord, remote: set[str] | frozenset[str], exclude: str | None, local: bool,
                 keys: frozenset[Key] | None = None) -> None:
         targets = self.local_targets(record, keys) if local else []
         if targets:
@@ -192,7 +192,7 @@ class LocalDelivery:
         if record.pending == 0 and not record.outcome_sent:
             self.complete(record)
 
-    def local_targets(self, record: Record, keys: frozenset[Key] | None) -> list[Subscriber]:
+    def local_targets(self, record: CoreRecord, keys: frozenset[Key] | None) -> list[Subscriber]:
         """Local subscribers for a record, as the topic's treatment chooses them (``treatments.py``)."""
         subscribers = self.topics.get(record.topic)
         if not subscribers:
@@ -226,7 +226,7 @@ class LocalDelivery:
         if not queue and port.draining():
             port.drained()
 
-    def subscriber_update(self, sub: Subscriber, record: Record, handle: Any, state: Outcome | None,
+    def subscriber_update(self, sub: Subscriber, record: CoreRecord, handle: Any, state: Outcome | None,
                           settled: bool) -> None:
         """The subscriber's disposition for our delivery of ``record``."""
         if settled:
@@ -252,7 +252,7 @@ class LocalDelivery:
             self.settle_late(record, sub, handle)
         self.answered(record, done)
 
-    def _redeliver(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool:
+    def _redeliver(self, sub: Subscriber, record: CoreRecord, handle: Any, settled: bool) -> bool:
         if record.states.get(sub) is not IN_DOUBT:
             return False
         tries = sub.attempts.get(record.gid, 0) + 1
@@ -272,7 +272,7 @@ class LocalDelivery:
 
     # -------------------------------------------------- answers and the end
 
-    def complete(self, record: Record) -> None:
+    def complete(self, record: CoreRecord) -> None:
         """Every waiter reached a terminal state: answer the publisher."""
         rejected_with = self.records.complete(record)
         if self.journal is not None and not record.presettled:
@@ -290,8 +290,8 @@ class LocalDelivery:
         if not record.local:
             self.maybe_free(record)
             return
-        pub: Publisher = record.publisher
-        if not record.presettled and record.publisher_handle is not None and pub.attached:
+        pub = record.publisher
+        if pub is not None and not record.presettled and record.publisher_handle is not None and pub.attached:
             outcome = self.outcome(record)
             settle = not pub.settle_second
             pub.port.outcome(record.publisher_handle, outcome, settle)
@@ -299,14 +299,14 @@ class LocalDelivery:
                 self.settle_root(record)
         self.maybe_free(record)
 
-    def publisher_settled(self, pub: Publisher, record: Record) -> None:
+    def publisher_settled(self, pub: Publisher, record: CoreRecord) -> None:
         """The publisher settled (receiver-settle-mode second): relay settlement on."""
         if record.publisher_settled:
             return
         self.settle_root(record)
         self.maybe_free(record)
 
-    def settle_root(self, record: Record) -> None:
+    def settle_root(self, record: CoreRecord) -> None:
         """Settlement starts at the root: retire the tag, relay it to the subscribers."""
         record.publisher_settled = True
         if self.journal is not None:
@@ -314,8 +314,8 @@ class LocalDelivery:
         self._retire(record)
         self.settle_subscribers(record)
 
-    def _retire(self, record: Record) -> None:
-        pub: Publisher = record.publisher
+    def _retire(self, record: CoreRecord) -> None:
+        pub = record.publisher
         if pub is None:
             return
         if pub.live.get(record.tag) is record:
@@ -324,12 +324,12 @@ class LocalDelivery:
             if len(pub.retired) > RETIRED_TAGS:
                 pub.retired.popitem(last=False)
 
-    def settle_subscribers(self, record: Record) -> None:
+    def settle_subscribers(self, record: CoreRecord) -> None:
         if record.unsettled:
             for waiter, handle in self.records.settle(record):
-                waiter.port.settle(handle)
+                waiter.port.settle(handle)  # type: ignore[union-attr]  # (only subscribers and hops are sent copies)
 
-    def answered(self, record: Record, done: bool) -> None:
+    def answered(self, record: CoreRecord, done: bool) -> None:
         """After a waiter's answer (``done``: it was the last one in doubt): the publisher
         hears the outcome, or else the record goes if nothing holds it any more."""
         if self.records.completes(record, done):
@@ -337,20 +337,22 @@ class LocalDelivery:
         else:
             self.maybe_free(record)
 
-    def maybe_free(self, record: Record) -> None:
+    def maybe_free(self, record: CoreRecord) -> None:
         if record.keyed:
             self.forwarding.answer_keyed(record)
         if self.records.release(record):
             record.publisher_handle = None  # (it points back at the record: no cycle left behind)
             if record.local:
                 self.local_count -= 1
-                record.publisher.in_flight -= 1
-                record.publisher.bytes -= len(record.payload)
+                pub = record.publisher
+                if pub is not None:  # (a record of ours always has its publisher)
+                    pub.in_flight -= 1
+                    pub.bytes -= len(record.payload)
             if record.parked:
                 self.forwarding.forget_parked(record)
             self.credit.want_pass()
 
-    def settle_late(self, record: Record, waiter: Subscriber | Hop, handle: Any) -> None:
+    def settle_late(self, record: CoreRecord, waiter: Subscriber | Hop, handle: Any) -> None:
         """An answer to a copy sent after the record was settled (a redelivery to a
         subscriber that came back, a re-forward): settle it now, nobody else will (the
         in-process network's seed 78 kept such records for good)."""
@@ -358,12 +360,12 @@ class LocalDelivery:
             del record.unsettled[waiter]
             waiter.port.settle(handle)
 
-    def sent_settled(self, record: Record, waiter: Waiter) -> None:
+    def sent_settled(self, record: CoreRecord, waiter: Waiter) -> None:
         """A pre-settled send is that waiter's final state: at-most-once, nothing comes back."""
         self.answered(record, record.resolve(waiter, SUB_ACCEPTED))
 
-    def outcome(self, record: Record) -> Outcome:
-        return ACCEPTED if record.rejection is None else record.rejection  # type: ignore[no-any-return]
+    def outcome(self, record: CoreRecord) -> Outcome:
+        return ACCEPTED if record.rejection is None else record.rejection
 
     # ----------------------------------------------------------------- credit
 

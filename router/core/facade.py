@@ -43,7 +43,7 @@ from collections.abc import Callable
 from once.records.membership import GroupId
 from once.records.order import HeldEntry
 from once.records.placeholders import Placeholders
-from once.records.table import Record, RecordTable, SubState
+from once.records.table import SubState
 
 from ..config import Settings
 from ..journal import Journal
@@ -53,7 +53,7 @@ from .delivery import LocalDelivery
 from .failover import Failover
 from .forwarding import Forwarding
 from .groups import Groups
-from .peers import SUSPENDED, Hop, Publisher, Subscriber, Upstream
+from .peers import SUSPENDED, CoreRecord, CoreRecords, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
 from .tables import CoreTables, Key
 from .treatments import FAN_OUT, TopicTreatment, Treatment
@@ -127,7 +127,7 @@ class Core:
     # ------------------------------------------------- what others may read
 
     @property
-    def records(self) -> RecordTable:
+    def records(self) -> CoreRecords:
         return self.tables.records
 
     @property
@@ -163,7 +163,7 @@ class Core:
         return self.forwarding.upstreams
 
     @property
-    def parked(self) -> dict[Record, float]:
+    def parked(self) -> dict[CoreRecord, float]:
         return self.forwarding.parked
 
     @property

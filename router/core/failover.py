@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from once.records.placeholders import Placeholders
-from once.records.table import Record, RecordTable, SubState
+from once.records.table import SubState
 
 from .parts import DeliveryPart, ForwardingPart, GroupsPart
-from .peers import Publisher, Subscriber
+from .peers import CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import Outcome, RoutesPort
 from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
 
@@ -30,7 +30,7 @@ class Failover:
         self.tables = tables
         self.router_id = tables.router_id
         self.settings = tables.settings
-        self.records: RecordTable = tables.records
+        self.records: CoreRecords = tables.records
         self.topics = tables.topics
         self.clock = tables.clock
         self.routes = routes
@@ -46,7 +46,7 @@ class Failover:
         self.forwarding = forwarding
         self.groups = groups
 
-    def adopt(self, pub: Publisher, record: Record, settled: bool, handle: Any, resumed: bool) -> Record:
+    def adopt(self, pub: Publisher, record: CoreRecord, settled: bool, handle: Any, resumed: bool) -> CoreRecord:
         """A resent delivery whose gid we hold: become its root, never deliver it twice.
 
         The record is ours already (the publisher resumed on this router), or it was
@@ -129,7 +129,7 @@ class Failover:
                 self.delivery.answered(record, done)
         return out
 
-    def moved_away_owed(self, record: Record) -> dict[str, set[Key]]:
+    def moved_away_owed(self, record: CoreRecord) -> dict[str, set[Key]]:
         """Subscribers that just moved from here to another router, for a delivery routed to
         us by a root that had not heard of the move yet: it follows them there. Answered
         here without them, it would be lost to them. (A copy the root sent there directly
@@ -138,7 +138,7 @@ class Failover:
         if not moved:
             return {}
         now = self.clock()
-        out: dict[str, set] = {}
+        out: dict[str, set[Key]] = {}
         here = self.topics.get(record.topic, ())
         for key, (where, until) in list(moved.items()):
             if until <= now:
@@ -192,10 +192,10 @@ class Failover:
             if gone:
                 self.send_owed(record, self.owed_elsewhere(record, gone))
 
-    def owed_elsewhere(self, record: Record, gone: Iterable[str]) -> dict[str, set[Key]]:
+    def owed_elsewhere(self, record: CoreRecord, gone: Iterable[str]) -> dict[str, set[Key]]:
         """Where the subscribers of the unreachable routers ``gone`` attached since, with
         their keys, leaving out those this record already followed (marked as followed)."""
-        retarget: dict[str, set] = {}
+        retarget: dict[str, set[Key]] = {}
         parked_keys = record.parked_keys
         for d in gone:
             owed = self.routes.moved(record.topic, d)
@@ -203,10 +203,10 @@ class Failover:
                 # The subscribers it had when this record parked for it may have left it
                 # since, and it may have forgotten them (they attached elsewhere while we
                 # were cut off: the in-process network's seed 7625 lost 27).
-                for where, keys in self.routes.homes(parked_keys[d]).items():
+                for where, there in self.routes.homes(parked_keys[d]).items():
                     if where != d:
                         owed = dict(owed)
-                        owed[where] = frozenset(owed.get(where, frozenset()) | keys)
+                        owed[where] = frozenset(owed.get(where, frozenset()) | there)
             for where, keys in owed.items():
                 done = record.followed
                 new = {k for k in keys if done is None or (where, k) not in done}
@@ -217,7 +217,7 @@ class Failover:
                     done.update((where, k) for k in new)
         return retarget
 
-    def send_owed(self, record: Record, retarget: Mapping[str, set[Key]]) -> None:
+    def send_owed(self, record: CoreRecord, retarget: Mapping[str, set[Key]]) -> None:
         if record.chosen is not None or self.groups.has_local_groups():
             retarget = self.groups.members_not_chosen_out(record, retarget)
         for where, keys in retarget.items():
@@ -228,7 +228,7 @@ class Failover:
                 # way there may well be back through the upstream (or be the upstream).
                 self.forwarding.forward(record, {where}, None, frozenset(keys))
 
-    def _enqueue_owed(self, record: Record, keys: frozenset) -> None:
+    def _enqueue_owed(self, record: CoreRecord, keys: frozenset[Key]) -> None:
         """Queue a record owed to subscribers that moved here, in publish order: it may be
         older than what they were queued since they attached."""
         delivery = self.delivery

@@ -20,17 +20,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from once.records.order import DestinationOrder, HeldDelivery, HeldMarker
-from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record, RecordTable
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record
 
 from ..journal import Event
 from .credit import CreditWindow
 from .parts import DeliveryPart, FailoverPart, GroupsPart
-from .peers import PARKED, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
+from .peers import PARKED, CoreRecord, CoreRecords, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
 from .ports import ACCEPTED, Conditions, HopPort, OutcomeKind, PublisherPort, RoutesPort, rejected
 from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key
 
 
-def _born(record: Record) -> int:
+def _born(record: CoreRecord) -> int:
     return record.born
 
 
@@ -42,7 +42,7 @@ class Forwarding:
         self.tables = tables
         self.router_id = tables.router_id
         self.settings = tables.settings
-        self.records: RecordTable = tables.records
+        self.records: CoreRecords = tables.records
         self.topics = tables.topics
         self.journal = tables.journal
         self.clock = tables.clock
@@ -51,7 +51,7 @@ class Forwarding:
         self.route = routes.route  # (bound once: every forward asks)
         self.hops: dict[str, Hop] = {}
         self.upstreams: dict[str, Upstream] = {}
-        self.parked: dict[Record, float] = {}  # -> parked since; in publish order: re-tried in that order
+        self.parked: dict[CoreRecord, float] = {}  # -> parked since; in publish order: re-tried in that order
         # per-destination order across route changes: pins and the held queue
         self.order = DestinationOrder()
         self.delivery: DeliveryPart
@@ -63,7 +63,7 @@ class Forwarding:
         self.failover = failover
         self.groups = groups
 
-    def forward(self, record: Record, dests: set[str], exclude: str | None,
+    def forward(self, record: CoreRecord, dests: set[str], exclude: str | None,
                 keys: frozenset[Key] | None = None) -> list[Hop]:
         """Send ``record`` towards ``dests``; return the hops it was queued on. A keyed copy
         (re-targeted to subscribers that moved) goes even where the record already went:
@@ -130,7 +130,7 @@ class Forwarding:
                 record.keyed_only -= fds
             for d in pinned:
                 order.pin(d, peer)
-        owed: dict[str, set] = {}
+        owed: dict[str, set[Key]] = {}
         if stuck and keys is None:
             # A destination with no subscribers any more (they all moved: the copy came
             # from a router that had not heard yet) is not waited for: parked, it would
@@ -166,7 +166,7 @@ class Forwarding:
         """What waits here for ``dest`` goes, in order, once nothing older for it is still out
         with the neighbours it waited on (``records/order.py`` decides)."""
         for entry in self.order.release(dest, self.hops):
-            if type(entry) is HeldMarker:
+            if isinstance(entry, HeldMarker):
                 self.routes.reroute_marker(entry.marker)
                 continue
             record = entry.record
@@ -175,7 +175,7 @@ class Forwarding:
             if record.pending == 0 and not record.outcome_sent:
                 self.delivery.complete(record)
 
-    def _unpin(self, hop: Hop, record: Record) -> None:
+    def _unpin(self, hop: Hop, record: CoreRecord) -> None:
         self._unpin_dests(hop.peer, record.hop_dests.get(hop, ()))
 
     def _unpin_dests(self, peer: str, dests: Iterable[str], release: bool = True) -> None:
@@ -186,7 +186,7 @@ class Forwarding:
 
     def forwarded(self, up: Upstream, handle: Any, gid: bytes, topic: str, payload: bytes, dests: frozenset[str],
                   presettled: bool, message_format: int, keys: frozenset[Key] | None = None, born: int = 0,
-                  root: str = "", chosen: dict[Key, Any] | None = None) -> Record | None:
+                  root: str = "", chosen: dict[Key, Any] | None = None) -> CoreRecord | None:
         """A neighbour forwarded a delivery to us, for ``dests`` (which may include us).
 
         ``keys``: the delivery was re-targeted to subscribers that moved (their router
@@ -261,7 +261,7 @@ class Forwarding:
         self.delivery.fan_out(record, dests, up.peer, local=self.router_id in dests, keys=keys)
         return record
 
-    def _fan_out_late(self, record: Record) -> list[Subscriber] | None:
+    def _fan_out_late(self, record: CoreRecord) -> list[Subscriber] | None:
         """The first copy of ``record`` here was keyed (for subscribers that moved here
         alone): the full copy that comes after it is for every local subscriber. Those it
         has not reached yet get it now (queued; the caller pumps), and the answer waits
@@ -275,7 +275,7 @@ class Forwarding:
             record.outcome_sent = False
         return fresh
 
-    def _keyed_copy(self, record: Record, up: Upstream, handle: Any, dests: frozenset[str], keys: frozenset[Key],
+    def _keyed_copy(self, record: CoreRecord, up: Upstream, handle: Any, dests: frozenset[str], keys: frozenset[Key],
                     presettled: bool) -> None:
         """A record we already have, handed to us again for subscribers that moved (keys).
 
@@ -311,7 +311,7 @@ class Forwarding:
                 self.delivery.pump(sub)
         self.answer_keyed(record)
 
-    def answer_keyed(self, record: Record) -> None:
+    def answer_keyed(self, record: CoreRecord) -> None:
         keyed = record.keyed
         if not keyed:
             return
@@ -324,7 +324,7 @@ class Forwarding:
             if up.attached:
                 up.port.outcome(handle, record.rejection if rejected and record.rejection else ACCEPTED, False)
 
-    def upstream_settled(self, up: Upstream, record: Record) -> None:
+    def upstream_settled(self, up: Upstream, record: CoreRecord) -> None:
         """The upstream settled its delivery: relay settlement down and forget the record."""
         if up not in record.upstreams:
             return  # a hand-over's (or a looped-back copy's) settlement concerns only its own answer
@@ -340,7 +340,7 @@ class Forwarding:
         self.delivery.settle_subscribers(record)
         self.delivery.maybe_free(record)
 
-    def hop_update(self, hop: Hop, record: Record, handle: Any, state: Any, settled: bool) -> None:
+    def hop_update(self, hop: Hop, record: CoreRecord, handle: Any, state: Any, settled: bool) -> None:
         """A downstream router's answer for its whole subtree."""
         owed = record.earlier.get(hop) if record.earlier else None
         kind = state.kind if state is not None else None
@@ -481,7 +481,7 @@ class Forwarding:
         credit = port.credit()
         while credit > 0 and queue:
             entry = queue.popleft()
-            if type(entry) is QueuedMarker:
+            if isinstance(entry, QueuedMarker):
                 port.marker(entry.marker)
                 continue
             record, dests, keys = entry
@@ -502,7 +502,7 @@ class Forwarding:
                 record.unsettled[hop] = handle
 
     @staticmethod
-    def _owe_earlier(record: Record, hop: Hop, handle: Any) -> None:
+    def _owe_earlier(record: CoreRecord, hop: Hop, handle: Any) -> None:
         """The copy ``handle`` on ``hop`` is still owed an answer after a keyed one goes."""
         if any(up.peer == hop.peer for up in record.upstreams):
             return  # it sent us this record too: each waits for the other (``forwarded``)
@@ -530,14 +530,14 @@ class Forwarding:
 
     # ------------------------------------------------------- parked records
 
-    def forget_parked(self, record: Record) -> None:
+    def forget_parked(self, record: CoreRecord) -> None:
         """``record`` was freed while parked."""
         self.parked.pop(record, None)
 
-    def parked_since(self) -> list[tuple[Record, float]]:
+    def parked_since(self) -> list[tuple[CoreRecord, float]]:
         return list(self.parked.items())
 
-    def parked_given_up(self, record: Record, keep: frozenset[str]) -> None:
+    def parked_given_up(self, record: CoreRecord, keep: frozenset[str]) -> None:
         """Some of a parked record's destinations are no longer waited for (``groups.py``):
         it stays parked for ``keep``, or is parked no more."""
         record.parked = keep

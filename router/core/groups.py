@@ -3,7 +3,7 @@ message on to another member when the one it went to released it or went away.
 
 The choice itself is the pure rule in ``records/membership.py``. Here: the member table
 as this router sees it (its own members, and the network's through the routes port),
-what a record carries (``Record.chosen``: member key -> (group, the router it went to)),
+what a record carries (``CoreRecord.chosen``: member key -> (group, the router it went to)),
 and what each router does with it. The root chooses; a router that was sent a record for
 one of its members and no longer has that member (it left before the root heard)
 chooses again, as does the router of a member that releases a message or leaves: it
@@ -21,12 +21,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
-from once.records.table import Record, SubState
+from once.records.table import SubState
 
 from .parts import DeliveryPart, FailoverPart, ForwardingPart
-from .peers import Subscriber
+from .peers import CoreRecord, Subscriber
 from .ports import RoutesPort
 from .tables import CoreTables
+
+NO_MEMBERS = Table(())
 
 
 class Groups:
@@ -146,7 +148,7 @@ class Groups:
 
     # ------------------------------------------------------------- the root
 
-    def choose_members(self, record: Record) -> set[str]:
+    def choose_members(self, record: CoreRecord) -> set[str]:
         """At the root: one member per group of the record's topic; the routers to reach them."""
         view = self.group_view(record.topic)
         if not view:
@@ -170,7 +172,7 @@ class Groups:
         record.chosen = chosen
         return routers
 
-    def answered_at_root(self, record: Record) -> None:
+    def answered_at_root(self, record: CoreRecord) -> None:
         """The root's record is answered: its members' load goes down (``Chooser``)."""
         chooser = self.chooser
         key = self.message_key(record.payload) if chooser.sticky else None
@@ -178,7 +180,7 @@ class Groups:
             chooser.answered(member, group, key)
 
     @staticmethod
-    def merge_chosen(record: Record, chosen: dict[Key, tuple[GroupId, str]],
+    def merge_chosen(record: CoreRecord, chosen: dict[Key, tuple[GroupId, str]],
                      keys: frozenset[Key] | None) -> dict[Key, tuple[GroupId, str]]:
         """A copy of a record we hold came with its choices. A full copy's choice for a
         group that already has one here does not stand: it was made again by a root that
@@ -193,7 +195,7 @@ class Groups:
         have = {group for group, _ in mine.values()}
         return {**{k: v for k, v in chosen.items() if v[0] not in have}, **mine}
 
-    def wanted(self, record: Record) -> set[str]:
+    def wanted(self, record: CoreRecord) -> set[str]:
         """Routers this record must reach: those with plain subscribers of its topic, and
         those of the members chosen for it (a router with members only is not among the
         first: the harness's group-router-dies lost the deliveries parked for one)."""
@@ -230,7 +232,7 @@ class Groups:
                 if keep != record.parked:
                     self.forwarding.parked_given_up(record, frozenset(keep))
 
-    def members_not_chosen_out(self, record: Record, owed: Mapping[str, set[Key]]) -> Mapping[str, set[Key]]:
+    def members_not_chosen_out(self, record: CoreRecord, owed: Mapping[str, set[Key]]) -> Mapping[str, set[Key]]:
         """What follows subscribers that moved, less the group members that were not chosen
         for this record: a member is owed only what its group gave it (the harness's
         group-router-dies had both members of a dead router's group processing each
@@ -249,7 +251,7 @@ class Groups:
 
     # ------------------------------------------------------- passing it on
 
-    def chosen_here_missing(self, record: Record) -> None:
+    def chosen_here_missing(self, record: CoreRecord) -> None:
         """Members the record was sent here for that are not here (any more): one that
         attached elsewhere is followed there (it may have had it: our client says so when
         it resumes, and a copy it already has is recognised by its gid); one that is
@@ -267,11 +269,11 @@ class Groups:
                 else:
                     self._pass_on(record, group, key)
 
-    def _pass_on(self, record: Record, group: GroupId, gone: Key) -> bool:
+    def _pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> bool:
         """Give ``record`` to another member of ``group`` than those that had it; False when
         nobody is left (the caller does what it does for a plain subscriber)."""
         chosen = record.chosen if record.chosen is not None else {}
-        members = self.group_view(record.topic).get(group, ())
+        members = self.group_view(record.topic).get(group, NO_MEMBERS)
         tried = set(chosen) | {gone}
         key = self.message_key(record.payload)
         m = self.chooser.choose(group, members, key, exclude=tried)
@@ -285,7 +287,7 @@ class Groups:
         self.failover.send_owed(record, {m.router: {m.key}})
         return True
 
-    def member_released(self, sub: Subscriber, record: Record, handle: Any, settled: bool) -> bool | None:
+    def member_released(self, sub: Subscriber, record: CoreRecord, handle: Any, settled: bool) -> bool | None:
         """A member released the message: another member gets it. None: it is the only one
         left, the caller redelivers to it as to a plain subscriber."""
         assert sub.group is not None
@@ -295,7 +297,7 @@ class Groups:
             sub.port.settle(handle)
         return record.drop_waiter(sub)
 
-    def member_gone(self, sub: Subscriber, record: Record) -> bool:
+    def member_gone(self, sub: Subscriber, record: CoreRecord) -> bool:
         """A member left with ``record`` not answered: passed on if anyone is left; then
         this member no longer counts for it. Returns whether that completed the record."""
         assert sub.group is not None

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from once.records.gid import GidHasher, gid_prefix
-from once.records.membership import GroupId
-from once.records.table import Record
+from once.records.membership import GroupId, Key
+from once.records.table import Record, RecordTable
 
 from .ceiling import Ceiling
 from .ports import HopPort, PublisherPort, SubscriberPort
@@ -34,7 +34,7 @@ class Publisher:
         self.incarnation = incarnation
         self.gids = GidHasher(gid_prefix(container_id, link_name, incarnation))
         self.credit = 0
-        self.live: dict[bytes, Record] = {}  # unsettled deliveries by tag
+        self.live: dict[bytes, CoreRecord] = {}  # unsettled deliveries by tag
         self.retired: OrderedDict[bytes, int] = OrderedDict()  # settled tag -> generation
         self.settle_second = settle_second
         self.attached = True
@@ -98,7 +98,7 @@ class Subscriber:
         self.container_id = container_id
         self.link_name = link_name
         self.presettled = presettled  # the subscriber asked for at-most-once (snd-settle-mode settled)
-        self.queue: deque[tuple[Record, int]] = deque()
+        self.queue: deque[tuple[CoreRecord, int]] = deque()
         self.attempts: dict[bytes, int] = {}  # gid -> redeliveries so far
         self.attached = True
         self.suspended_until: float | None = None
@@ -129,7 +129,7 @@ class QueuedMarker:
 
 # A copy of a record for these destinations (and only these subscriber keys, if given).
 # A plain tuple: one is built per forwarded message.
-Forward = tuple[Record, frozenset[str], frozenset | None]
+Forward = tuple["CoreRecord", frozenset[str], "frozenset[Key] | None"]
 HopEntry = Forward | QueuedMarker
 
 
@@ -194,3 +194,6 @@ class HeldFor:
 # Who a record waits for (the keys of ``Record.states``): local subscribers, downstream
 # hops, and the stand-ins for destinations with no route or held behind older ones.
 Waiter = Subscriber | Hop | HeldFor | _Parked
+# A record as the core holds it, and the core's table of them (``records/table.py``).
+CoreRecord = Record[Publisher, Waiter, Upstream]
+CoreRecords = RecordTable[Publisher, Waiter, Upstream]

@@ -9,39 +9,15 @@ interfaces the core calls an adaptor through, one per kind of peer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from enum import Enum, StrEnum
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from once.records.membership import GroupId, Member
+from once.records.membership import GroupId, Key, Member
+from once.records.outcomes import ACCEPTED, RELEASED, Outcome, OutcomeKind
 
-
-class OutcomeKind(Enum):
-    ACCEPTED = "accepted"
-    REJECTED = "rejected"
-    RELEASED = "released"  # give it to someone (or the same one) again
-    MODIFIED = "modified"  # released, with annotations: maybe not here again
-    RECEIVED = "received"  # progress only, not an outcome yet
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """A delivery's state as the core sees it; ``condition``/``description`` for a rejection."""
-
-    kind: OutcomeKind
-    condition: str = ""
-    description: str = ""
-    delivery_failed: bool = False
-    undeliverable_here: bool = False
-
-    @property
-    def final(self) -> bool:
-        return self.kind is not OutcomeKind.RECEIVED
-
-
-ACCEPTED = Outcome(OutcomeKind.ACCEPTED)
-RELEASED = Outcome(OutcomeKind.RELEASED)
+__all__ = ["ACCEPTED", "ALONE", "NO_GROUPS", "RELEASED", "Conditions", "HopPort", "Outcome", "OutcomeKind",
+           "NetworkEvents", "PublisherPort", "RoutesPort", "SubscriberPort", "rejected"]
 
 
 class Conditions(StrEnum):
@@ -84,10 +60,10 @@ class RoutesPort(Protocol):
     # dests -> ({neighbour: the dests behind it}, the unreachable ones), never via ``exclude``
     def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]: ...
     # where the subscribers of router ``origin`` on ``topic`` attached since: {router: keys}
-    def moved(self, topic: str, origin: str) -> dict[str, frozenset]: ...
+    def moved(self, topic: str, origin: str) -> dict[str, frozenset[Key]]: ...
     def reroute_marker(self, marker: Any) -> None: ...  # a hand-over marker whose hop went down
-    def keys_at(self, topic: str, router: str) -> frozenset: ...  # that router's subscriber keys
-    def homes(self, keys: Iterable) -> dict[str, set]: ...  # where each key lives now (reachable or not)
+    def keys_at(self, topic: str, router: str) -> frozenset[Key]: ...  # that router's subscriber keys
+    def homes(self, keys: Iterable[Key]) -> dict[str, set[Key]]: ...  # where each key lives now (reachable or not)
     # consumer groups' members at other routers, per group (``records/membership.py``);
     # the same object until the subscriber table changes (the core caches on it)
     def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]: ...
@@ -102,16 +78,16 @@ class Alone:
     def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
         return {}, set(dests)
 
-    def moved(self, topic: str, origin: str) -> dict[str, frozenset]:
+    def moved(self, topic: str, origin: str) -> dict[str, frozenset[Key]]:
         return {}
 
     def reroute_marker(self, marker: Any) -> None:
         pass
 
-    def keys_at(self, topic: str, router: str) -> frozenset:
+    def keys_at(self, topic: str, router: str) -> frozenset[Key]:
         return frozenset()
 
-    def homes(self, keys: Iterable) -> dict[str, set]:
+    def homes(self, keys: Iterable[Key]) -> dict[str, set[Key]]:
         return {}
 
     def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]:
@@ -126,6 +102,35 @@ class HopPort(Protocol):
     """A neighbour router's data link, downstream."""
 
     def credit(self) -> int: ...
-    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Any: ...
+    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset[Key] | None = None) -> Any: ...
     def settle(self, handle: Any) -> None: ...
     def marker(self, msg: Any) -> None: ...
+
+
+class NetworkEvents(Protocol):
+    """What the control plane (``router/network.py``) tells the core and asks it: the one
+    interface between them. The network calls these and reads nothing else of the core;
+    the core calls the network only as its ``RoutesPort``."""
+
+    def clock(self) -> float: ...
+    # neighbours: a data link came up (the core's hop and upstream for it) or went down
+    def add_hop(self, peer: str, port: HopPort) -> Any: ...
+    def add_upstream(self, peer: str, port: PublisherPort) -> Any: ...
+    def hop_lost(self, peer: str) -> None: ...
+    def upstream_lost(self, peer: str) -> None: ...
+    def synced(self) -> None: ...  # a neighbour's full view came: publishers may have credit
+    # the graph or the subscriber table changed: in this order
+    def membership_changed(self) -> None: ...
+    def follow_moved(self, reachable: set[str]) -> None: ...
+    def retry_parked(self) -> None: ...
+    # subscribers: ours from an earlier life, those that moved away, and what is here
+    def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float, owner: str = "",
+                         group: GroupId | None = None, since: int = 0, exclusive: bool = False) -> None: ...
+    def suspended(self) -> list[Any]: ...
+    def subscriber_moved(self, sub: Any, where: str) -> None: ...
+    def live_here(self, key: Key) -> bool: ...
+    def subscribed(self, topic: str, key: Key) -> bool: ...
+    # hand-over markers go behind what was forwarded
+    def hold_marker(self, target: str, marker: Any) -> bool: ...
+    def marker_hops(self, target: str) -> list[Any]: ...
+    def queue_marker(self, hop: Any, marker: Any) -> None: ...

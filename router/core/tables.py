@@ -18,7 +18,7 @@ from .ports import Conditions, Outcome, OutcomeKind, rejected
 if TYPE_CHECKING:
     from ..config import Settings
     from ..journal import Journal
-    from .peers import Subscriber
+    from .peers import CoreRecords, Subscriber
 
 # The kinds as module constants for the per-message code (a global is cheaper than an
 # enum's attribute on Python 3.11).
@@ -45,7 +45,7 @@ class CoreTables:
         self.settings = settings
         self.clock = clock
         self.wall = wall  # microseconds: the stamps of the records we are root for
-        self.records = RecordTable()
+        self.records: CoreRecords = RecordTable()
         # topic -> {subscriber key: its local subscriber (attached or suspended)}
         self.topics: dict[str, dict[Key, Subscriber]] = {}
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0,

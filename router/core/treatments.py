@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from once.records.membership import GroupId, Key, Member
-    from once.records.table import Record
+from once.records.membership import Key
 
-    from .peers import Subscriber
+if TYPE_CHECKING:
+    from once.records.membership import GroupId, Member
+
+    from .peers import CoreRecord, Subscriber
 
 
 class Treatment(Protocol):
-    def targets(self, record: Record, subscribers: dict[tuple[str, str], Subscriber],
-                keys: frozenset | None) -> list[Subscriber]:
+    def targets(self, record: CoreRecord, subscribers: dict[tuple[str, str], Subscriber],
+                keys: frozenset[Key] | None) -> list[Subscriber]:
         """The local subscribers ``record`` goes to; ``keys``: only those (a copy re-targeted
         to subscribers that moved here), and only if they have not had it."""
 
@@ -26,8 +27,8 @@ class Treatment(Protocol):
 class FanOut:
     """Every subscriber gets every message."""
 
-    def targets(self, record: Record, subscribers: dict[tuple[str, str], Subscriber],
-                keys: frozenset | None) -> list[Subscriber]:
+    def targets(self, record: CoreRecord, subscribers: dict[tuple[str, str], Subscriber],
+                keys: frozenset[Key] | None) -> list[Subscriber]:
         if keys is None:
             return list(subscribers.values())
         return [s for k, s in subscribers.items() if k in keys and s not in record.states]
@@ -37,10 +38,10 @@ FAN_OUT = FanOut()
 
 
 class Grouped:
-    """Every plain subscriber, and the members the root chose (``Record.chosen``)."""
+    """Every plain subscriber, and the members the root chose (``CoreRecord.chosen``)."""
 
-    def targets(self, record: Record, subscribers: dict[tuple[str, str], Subscriber],
-                keys: frozenset | None) -> list[Subscriber]:
+    def targets(self, record: CoreRecord, subscribers: dict[tuple[str, str], Subscriber],
+                keys: frozenset[Key] | None) -> list[Subscriber]:
         chosen = record.chosen or {}
         if keys is not None:
             # (a copy for particular keys reaches a member only if it was chosen: one that
@@ -65,8 +66,8 @@ class TopicTreatment:
         self.default = default
         self.local_groups = local_groups
 
-    def targets(self, record: Record, subscribers: dict[tuple[str, str], Subscriber],
-                keys: frozenset | None) -> list[Subscriber]:
+    def targets(self, record: CoreRecord, subscribers: dict[tuple[str, str], Subscriber],
+                keys: frozenset[Key] | None) -> list[Subscriber]:
         if record.topic in self.local_groups:
             return GROUPED.targets(record, subscribers, keys)
         return self.default.targets(record, subscribers, keys)

@@ -1,0 +1,79 @@
+"""The core's house rules, read from the source: parts are composed, not inherited, and
+nobody outside a part assigns its attributes (a compiler for typed Python needs both;
+so does anyone reading one part without the others)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TOP = Path(__file__).resolve().parents[2]
+CORE = TOP / "router" / "core"
+# The core's parts and the components they own: their attributes are theirs alone.
+PARTS = {"Core", "LocalDelivery", "Forwarding", "Failover", "Groups", "CreditWindow", "LinkLifecycle", "CoreTables",
+         "TopicTreatment"}
+
+
+def _classes(paths: list[Path]) -> dict[str, set[str]]:
+    """Class name -> its attribute names (slots and what its methods assign on self)."""
+    out: dict[str, set[str]] = {}
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            names = out.setdefault(node.name, set())
+            # declared fields (dataclasses, annotations)
+            names |= {item.target.id for item in node.body if isinstance(item, ast.AnnAssign)
+                      and isinstance(item.target, ast.Name)}
+            for item in ast.walk(node):
+                if isinstance(item, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
+                                                        for t in item.targets):
+                    names |= {e.value for e in getattr(item.value, "elts", ()) if isinstance(e, ast.Constant)}
+                elif isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store) \
+                        and isinstance(item.value, ast.Name) and item.value.id == "self":
+                    names.add(item.attr)
+    return out
+
+
+def _sources(*rooms: str) -> list[Path]:
+    return [p for room in rooms for p in (TOP / room).rglob("*.py")]
+
+
+def test_no_class_in_the_core_has_more_than_one_base():
+    found = []
+    for path in CORE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and len(node.bases) > 1:
+                found.append(f"{path.name}: class {node.name}({', '.join(ast.unparse(b) for b in node.bases)})")
+    assert found == []
+
+
+def test_nobody_outside_a_part_assigns_its_attributes():
+    """An assignment ``x.attr = ...`` (or ``+=``) anywhere in the router, the tools or the
+    tests, where ``attr`` belongs to one of the core's parts only and ``x`` is not ``self``."""
+    classes = _classes(_sources("router", "records", "linkstate"))
+    assert PARTS <= set(classes), PARTS - set(classes)
+    theirs = {name for cls, names in classes.items() if cls not in PARTS for name in names}
+    only_parts = {name for cls in PARTS for name in classes[cls]} - theirs
+    assert {"local_count", "unsynced", "transit_outstanding", "active_members"} <= only_parts  # the check has teeth
+    found = [f"{path.relative_to(TOP)}:{hit}" for path in _sources("router", "tools", "tests")
+             for hit in _assigned_from_outside(ast.parse(path.read_text()), only_parts)]
+    assert found == []
+
+
+def _assigned_from_outside(tree: ast.AST, names: set[str]) -> list[str]:
+    hits = []
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Attribute) and t.attr in names \
+                    and not (isinstance(t.value, ast.Name) and t.value.id == "self"):
+                hits.append(f"{node.lineno}: {ast.unparse(t)}")
+    return hits
+
+
+def test_the_check_finds_an_assignment_from_outside():
+    tree = ast.parse("core.local_count = 3\nself.local_count = 4\ncore.delivery.unsynced += 1\nx.other = 1\n")
+    assert _assigned_from_outside(tree, {"local_count", "unsynced"}) == ["1: core.local_count",
+                                                                         "3: core.delivery.unsynced"]
