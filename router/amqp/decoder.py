@@ -221,7 +221,7 @@ def _array(width: int) -> Decoder:
         element = _DECODERS[code]
         if element is None or code == 0x00:
             raise DecodeError(f"invalid array element constructor 0x{code:02x}")
-        if _ZERO_WIDTH.get(code) is not None and count > 0x10000:
+        if code in _ZERO_WIDTH and count > 0x10000:  # (null is one: its value is None)
             raise DecodeError(f"array of {count} zero-width elements refused")
         items: list[Any] = []
         append = items.append

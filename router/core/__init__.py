@@ -1,4 +1,5 @@
-"""The forwarding core (no protocol in here): ``facade.Core`` is what adaptors call,
+"""The forwarding core (no protocol in here): ``facade.Core`` holds its parts and the entry
+points adaptors call, ``lifecycle.LinkLifecycle`` the link lifecycle every adaptor calls,
 ``ports`` what they are called through and the outcomes they translate to and from."""
 
 from .facade import Core, Hop, Publisher, Subscriber, Upstream

@@ -222,3 +222,14 @@ def test_deep_nesting_is_a_decode_error_not_a_crash():
     deep = b"\xd0\x00\x00\x00\x05\x00\x00\x00\x01" * 5000
     with pytest.raises(DecodeError):
         decode_all(deep)
+
+
+@pytest.mark.parametrize("code", [0x40, 0x41, 0x42, 0x43, 0x44, 0x45])
+def test_a_huge_array_of_zero_width_elements_is_refused_not_decoded(code: int):
+    """An array's count is bounded by its size in bytes, but a zero-width element takes no
+    bytes: 128 KiB of padding could claim 131,072 nulls (or trues, zeros, empty lists), each
+    a Python object. Refused past 65,536 (null was let through: its value is None)."""
+    body = (0x20000).to_bytes(4, "big") + bytes([code]) + bytes(0x20000)
+    data = bytes([0xF0]) + len(body).to_bytes(4, "big") + body
+    with pytest.raises(DecodeError, match="zero-width"):
+        decode(data, 0)
