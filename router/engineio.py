@@ -14,7 +14,8 @@ import asyncio
 import logging
 import sys
 import traceback
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .amqp.connection import Connection
 from .amqp.errors import AMQPError, Condition, condition_value
@@ -165,7 +166,7 @@ class EngineProtocol(EngineShell):
     router's connection limits, one error catch around every batch of events, writes
     batched per router turn, a handshake deadline. Written once for every kind; a kind
     says what it is (``describe``), whether it counts against the limits, and handles
-    events (``on_event``) and the end (``on_lost``)."""
+    events (``HANDLERS``) and the end (``on_lost``)."""
 
     def __init__(self, router: RouterContext) -> None:
         super().__init__()
@@ -191,8 +192,10 @@ class EngineProtocol(EngineShell):
         """Bytes read: feed them (a kind may hold them back first)."""
         self.feed(data)
 
-    def on_event(self, event: Any) -> None:
-        """One event of the engine's."""
+    # event type -> its handler (called with the connection and the event): a kind fills
+    # it with its own methods, in its class body. A table, not a method that dispatches:
+    # there is an event per delivery and per answer.
+    HANDLERS: ClassVar[Mapping[type, Callable[[Any, Any], None]]] = {}
 
     def on_batch_failed(self) -> None:
         """A batch raised and the connection is being closed: what its links held is
@@ -227,9 +230,12 @@ class EngineProtocol(EngineShell):
     def feed(self, data: bytes) -> None:
         """The engine reads ``data``; its events are handled in one batch, and whatever a
         handler raises loses this connection, never the router."""
+        handlers = self.HANDLERS
         try:
             for event in self.engine.receive_data(data):
-                self.on_event(event)
+                handler = handlers.get(type(event))
+                if handler is not None:
+                    handler(self, event)
         except AMQPError as e:  # the peer sent something we cannot take (the engine's own are events)
             log.warning("router %s: %s: %s (closed it)", self.router.id, self.describe(), e)
             self.engine.close(Error(condition=condition_value(e.condition), description=e.description))

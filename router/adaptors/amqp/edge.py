@@ -152,11 +152,6 @@ class EdgeConnection(EngineProtocol):
         self.transport.resume_reading()
         self.feed(data)
 
-    def on_event(self, event: Any) -> None:
-        handler = _HANDLERS.get(type(event))
-        if handler is not None:
-            handler(self, event)
-
     def on_batch_failed(self) -> None:
         self._drop_all_links(suspend=True)
 
@@ -365,6 +360,19 @@ class EdgeConnection(EngineProtocol):
             self.lifecycle.publisher_credit(ctx, event.link.credit)
 
 
+    HANDLERS = {
+        ConnectionOpened: _on_opened,
+        SaslDone: _on_sasl,
+        ConnectionFailed: _on_failed,
+        ConnectionClosed: _on_closed,
+        LinkAttached: _on_attach,
+        LinkDetached: _on_detach,
+        SessionEnded: _on_session_ended,
+        DeliveryReceived: _on_delivery,
+        DeliveryUpdated: _on_update,
+        LinkFlow: _on_flow,
+    }
+
 INCARNATION = symbol("once:incarnation")
 
 
@@ -375,17 +383,3 @@ def _incarnation(properties: Any) -> int | None:
         return None
     value = properties.get(INCARNATION)
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-_HANDLERS: dict[type, Any] = {
-    ConnectionOpened: EdgeConnection._on_opened,
-    SaslDone: EdgeConnection._on_sasl,
-    ConnectionFailed: EdgeConnection._on_failed,
-    ConnectionClosed: EdgeConnection._on_closed,
-    LinkAttached: EdgeConnection._on_attach,
-    LinkDetached: EdgeConnection._on_detach,
-    SessionEnded: EdgeConnection._on_session_ended,
-    DeliveryReceived: EdgeConnection._on_delivery,
-    DeliveryUpdated: EdgeConnection._on_update,
-    LinkFlow: EdgeConnection._on_flow,
-}

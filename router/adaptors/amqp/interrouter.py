@@ -229,6 +229,9 @@ class InterRouterConnection(EngineProtocol):
             log.warning("router %s: inter-router link to %s failed: %s: %s", self.router.id, self.peer or "?",
                         ev.condition, ev.description)
 
+    HANDLERS = dict.fromkeys((DeliveryReceived, DeliveryUpdated, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached,
+                              LinkDetached, SessionEnded, ConnectionClosed, ConnectionFailed), on_event)
+
     def _attach_senders(self, session: Any) -> None:
         if self.control_out is None:
             self.control_out = self.engine.attach(session, CONTROL, Role.SENDER, source=Source(address=CONTROL),
