@@ -34,7 +34,7 @@ from .treatments import TopicTreatment
 
 
 class LocalDelivery:
-    __slots__ = ("tables", "router_id", "settings", "records", "topics", "stats", "journal", "credit", "placeholders",
+    __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "journal", "credit", "placeholders",
                  "treatment", "remote_routers", "group_members", "local_count", "born", "unsynced", "forwarding",
                  "failover", "groups", "moved_away")
 
@@ -43,6 +43,7 @@ class LocalDelivery:
         self.tables = tables
         self.router_id = tables.router_id
         self.settings = tables.settings
+        self.wall = tables.wall
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
         self.stats = tables.stats
@@ -132,7 +133,7 @@ class LocalDelivery:
 
     def stamp(self) -> int:
         """Strictly increasing here even if the wall clock steps back."""
-        t = self.tables.wall()
+        t = self.wall()
         if t <= self.born:
             t = self.born + 1
         self.born = t
@@ -172,7 +173,8 @@ class LocalDelivery:
 
     def fan_out(self, record: CoreRecord, remote: set[str] | frozenset[str], exclude: str | None, local: bool,
                 keys: frozenset[Key] | None = None) -> None:
-        targets = self.local_targets(record, keys) if local else []
+        subscribers = self.topics.get(record.topic) if local else None
+        targets = self.treatment.targets(record, subscribers, keys) if subscribers else []
         if targets:
             redelivery = 1 if keys is not None else 0
             targets = [sub for sub in targets if self.enqueue(record, sub, redelivery)]
@@ -332,7 +334,7 @@ class LocalDelivery:
     def answered(self, record: CoreRecord, done: bool) -> None:
         """After a waiter's answer (``done``: it was the last one in doubt): the publisher
         hears the outcome, or else the record goes if nothing holds it any more."""
-        if self.records.completes(record, done):
+        if done and not record.outcome_sent:  # (RecordTable.completes, written out: it runs per answer)
             self.complete(record)
         else:
             self.maybe_free(record)
