@@ -20,7 +20,7 @@ from .procs import ROOT
 from .scenarios import Result
 
 
-def _worktree(ref: str, where: Path) -> str:
+def worktree(ref: str, where: Path) -> str:
     """Check ``ref`` out into ``where``; returns its commit."""
     r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"], capture_output=True,
                        text=True)
@@ -43,7 +43,7 @@ def compare(ref: str, names: list[str], messages: int, credit: int, clients: str
                           text=True).stdout.strip() or "this tree"
     with tempfile.TemporaryDirectory() as tmp:
         other = Path(tmp) / "ref"
-        commit = _worktree(ref, other)
+        commit = worktree(ref, other)
         try:
             runs: dict[str, list[list[Result]]] = {"new": [], "old": []}
             for i in range(rounds):

@@ -1,0 +1,148 @@
+"""``once bench core``: the forwarding core alone, in-process, no sockets and no engine.
+
+On this machine the whole-router figures move by 5-10 % from round to round (the
+hypervisor); the core's own cost per message, measured in one process with nothing
+else running, moves by about 1 %. So a change to the core is judged here first, and on
+the whole router with ``once bench --compare``.
+
+Four loops, each a message and its answers through ``Core`` with ports that do nothing:
+``local-1to1`` and ``local-1to3`` (a publish and its subscribers' acceptances on one
+router), ``root-hop`` (a publish forwarded to a neighbour and its answer), ``transit``
+(a copy from one neighbour forwarded to another, answered, settled). Best of five runs,
+microseconds per message.
+
+The loops run in a subprocess from the source text below, so ``--compare REF`` runs
+the same loops over another checkout's core (one from before the ``once`` namespace
+imports ``router...``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .procs import ROOT, checkout_cli
+
+LOOPS = r'''
+import json, sys, time
+try:
+    from once.router.config import Settings
+    from once.router.core import ACCEPTED, Core
+    from once.router.core.ports import Alone
+except ImportError:  # a checkout from before the once namespace
+    from router.config import Settings
+    from router.core import ACCEPTED, Core
+    from router.core.ports import Alone
+
+class Port:
+    def grant(self, credit): pass
+    def outcome(self, handle, outcome, settle): pass
+    def credit(self): return 1 << 30
+    def deliver(self, record, settled, redelivery): return record
+    def forward(self, record, dests, settled, keys=None): return record
+    def settle(self, handle): pass
+    def draining(self): return False
+    def drained(self): pass
+    def activated(self): pass
+    def stolen(self): pass
+    def marker(self, msg): pass
+
+class ToC(Alone):
+    def remote_routers(self, topic): return {"C"}
+    def route(self, dests, exclude): return {"C": set(dests)}, set()
+
+BIG = dict(max_in_flight=10**7, link_credit=10**6, initial_credit=10**6)
+
+def local(n, subs):
+    core = Core("A", Settings(**BIG))
+    ss = [core.add_subscriber(Port(), "t", f"c{i}", "s", False)[0] for i in range(subs)]
+    pub = core.add_publisher(Port(), "t", "cp", "p", False)
+    body = b"x" * 100
+    t = time.perf_counter()
+    for i in range(n):
+        tag = i.to_bytes(8, "big")
+        pub.credit = 10
+        rec = core.publish(pub, tag, body, False, tag)
+        for s in ss:
+            core.subscriber_update(s, rec, rec, ACCEPTED, True)
+        if not i % 200:
+            core.after_batch()
+    return time.perf_counter() - t
+
+def root_hop(n):
+    core = Core("A", Settings(**BIG), routes=ToC())
+    hop = core.add_hop("C", Port())
+    pub = core.add_publisher(Port(), "t", "cp", "p", False)
+    body = b"x" * 100
+    t = time.perf_counter()
+    for i in range(n):
+        tag = i.to_bytes(8, "big")
+        pub.credit = 10
+        rec = core.publish(pub, tag, body, False, tag)
+        core.hop_update(hop, rec, rec, ACCEPTED, True)
+        if not i % 200:
+            core.after_batch()
+    return time.perf_counter() - t
+
+def transit(n):
+    core = Core("B", Settings(**BIG), routes=ToC())
+    hop = core.add_hop("C", Port())
+    up = core.add_upstream("A", Port())
+    dests, body = frozenset({"C"}), b"x" * 100
+    t = time.perf_counter()
+    for i in range(n):
+        gid = i.to_bytes(16, "big")
+        rec = core.forwarded(up, gid, gid, "t", body, dests, False, 0)
+        core.hop_update(hop, rec, rec, ACCEPTED, True)
+        core.upstream_settled(up, rec)
+        if not i % 200:
+            core.after_batch()
+    return time.perf_counter() - t
+
+n = int(sys.argv[1])
+loops = {"local-1to1": lambda: local(n, 1), "local-1to3": lambda: local(n, 3), "root-hop": lambda: root_hop(n),
+         "transit": lambda: transit(n)}
+print(json.dumps({name: round(min(f() for _ in range(5)) / n * 1e6, 3) for name, f in loops.items()}))
+'''
+
+
+def _run(root: Path, tmp: Path, messages: int) -> dict[str, float]:
+    _, env = checkout_cli(root, tmp)
+    proc = subprocess.run([sys.executable, "-c", LOOPS, str(messages)], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the core loops failed in {root}: {proc.stderr.strip()[-500:]}")
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(messages: int, compare: str | None, rounds: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        if compare is None:
+            result = _run(ROOT, Path(tmp), messages)
+            print(f"{'loop':<12} {'us/msg':>7}")
+            for name, us in result.items():
+                print(f"{name:<12} {us:>7.3f}")
+            return 0
+        from .compare import worktree
+
+        other = Path(tmp) / "ref"
+        commit = worktree(compare, other)
+        try:
+            runs: dict[str, list[dict[str, float]]] = {"new": [], "old": []}
+            for i in range(rounds):
+                for side in (("new", "old") if i % 2 == 0 else ("old", "new")):
+                    print(f"bench core: round {i + 1}/{rounds}, {'this tree' if side == 'new' else compare}",
+                          file=sys.stderr, flush=True)
+                    runs[side].append(_run(ROOT if side == "new" else other, Path(tmp), messages))
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], capture_output=True)
+    print(f"core loops: this tree vs {compare} ({commit[:10]}), best of 5 per round, best of {rounds} rounds, us/msg")
+    print(f"{'loop':<12} {'new':>7} {'old':>7} {'ratio':>6}")
+    for name in runs["new"][0]:
+        new, old = min(r[name] for r in runs["new"]), min(r[name] for r in runs["old"])
+        print(f"{name:<12} {new:>7.3f} {old:>7.3f} {new / old:>6.2f}")
+    return 0
