@@ -12,7 +12,9 @@ import argparse
 import json
 import os
 import random
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -101,7 +103,38 @@ def plan(seed: int, choose: Callable[..., object] | None = None, groups: bool = 
                 members)
 
 
-def run(p: Plan, limit: float = 60.0) -> tuple[SimNet, Verdict]:
+class WallTimeCap(Exception):
+    """A schedule ran past its wall-time cap: a hang, and a failure like any other."""
+
+
+# Wall time one schedule may take (a schedule takes milliseconds; the slowest seen, a few
+# seconds). Past it the run is stopped and counts as a failure: hangs are failures.
+WALL_CAP = 60.0
+
+
+def _over_cap(signum: int, frame: object) -> None:
+    raise WallTimeCap
+
+
+def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNet, Verdict]:
+    """Run one schedule and judge it. ``wall_cap``: seconds of real time it may take (0: no
+    cap; the cap needs the main thread, where the sweep's workers run it)."""
+    capped = wall_cap > 0 and threading.current_thread() is threading.main_thread()
+    if capped:
+        previous = signal.signal(signal.SIGALRM, _over_cap)
+        signal.setitimer(signal.ITIMER_REAL, wall_cap)
+    try:
+        return _run(p, limit)
+    except WallTimeCap:
+        net = SimNet(p.seed, TOPOLOGIES[p.topology])
+        return net, Verdict([f"hang: still running after {wall_cap:.0f} s of wall time (the wall-time cap)"])
+    finally:
+        if capped:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     net = SimNet(p.seed, TOPOLOGIES[p.topology])
     net.start()
     for name, prefs in p.subscribers:
@@ -164,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", dest="json_path", help="write {seed: violations} of the failing schedules here")
     ap.add_argument("--groups", action="store_true", help="schedules with a consumer group of two or three members")
+    ap.add_argument("--fresh", type=int, metavar="N", help="N schedules from a new random range of seeds (printed "
+                    "first, so a failure replays with --seed): seeds the suite never ran")
     args = ap.parse_args(argv)
     if args.seed is not None:
         p = plan(args.seed, groups=args.groups)
@@ -175,8 +210,13 @@ def main(argv: list[str] | None = None) -> int:
         for line in v.violations:
             print(f"  {line}")
         return 0 if v.ok else 1
-    a, _, b = args.seeds.partition(":")
-    seeds = range(int(a), int(b))
+    if args.fresh is not None:
+        start = random.SystemRandom().randrange(10**6, 10**12)
+        seeds = range(start, start + args.fresh)
+        print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}", flush=True)
+    else:
+        a, _, b = args.seeds.partition(":")
+        seeds = range(int(a), int(b))
     t0 = time.monotonic()
     failed = sweep(seeds, args.jobs, groups=args.groups)
     for seed, violations in sorted(failed.items()):

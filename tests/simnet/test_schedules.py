@@ -109,3 +109,13 @@ def test_no_schedule_makes_a_subscriber_process_a_message_twice(plan: Plan):
     _, verdict = run(plan)
     broken = [v for v in verdict.violations if any(k in v for k in NEVER)]
     assert not broken, plan.describe()
+
+
+def test_a_schedule_past_its_wall_time_cap_is_a_failure():
+    """Hangs are failures: a run stopped by the cap says so in its verdict."""
+    from simnet.schedules import plan as plan_of
+
+    _, verdict = run(plan_of(5), wall_cap=0.001)
+    assert [v for v in verdict.violations if v.startswith("hang: ")], verdict.violations
+    _, verdict = run(plan_of(5))
+    assert not [v for v in verdict.violations if v.startswith("hang: ")]
