@@ -1,8 +1,9 @@
 """``once bench --compare REF``: this tree's routers against another git ref's, back to back.
 
-The same load clients drive both; only the router code differs. Runs alternate (this
-tree, the ref, this tree, ...) so a machine that slows down part-way hurts both alike,
-and each figure is the median of its rounds.
+The same load clients drive both; only the router code differs. A short run, thrown
+away, warms the machine first. Runs alternate (this tree, the ref, this tree, ...) so a
+machine that slows down part-way hurts both alike, and each figure is the median of its
+rounds.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def compare(ref: str, names: list[str], messages: int, credit: int, clients: str
         commit = worktree(ref, other)
         try:
             runs: dict[str, list[list[Result]]] = {"new": [], "old": []}
+            # One short run first, thrown away: the first run of a bench warms the machine
+            # (page cache, clocks), and it was the slowest of its bench every time in four
+            # benches of session 10, always on the side that went first.
+            print("bench --compare: a warm-up run (not counted)", file=sys.stderr, flush=True)
+            measure(names[:1], min(messages, 50_000), credit, clients, root=ROOT)
             for i in range(rounds):
                 for side in (("new", "old") if i % 2 == 0 else ("old", "new")):
                     print(f"bench --compare: round {i + 1}/{rounds}, {'this tree' if side == 'new' else ref}",

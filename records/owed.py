@@ -1,0 +1,117 @@
+"""Who one message is owed to, as its root keeps it (``docs/protocol.md``, sections 4, 6
+and 7; protocol version 3, not wired into the core yet).
+
+The root fixes the owed set when the message is published: subscriber keys, each with
+the router the copy went to. It stops waiting for a key only on evidence:
+- the key's own answer (``accepted`` or ``rejected``), from whichever router it came;
+- its subscription closed, or its grace expired, as reported by the router holding it
+  now (a router it left knows nothing of it);
+- the root's own grace rule (``expire``).
+
+Losing a router is no evidence. ``moved`` and ``unknown`` answers change nothing,
+because the root re-targets a key only on what its subscriber table shows (``moved``
+here). A member of a group that released the message or left is replaced by the root's
+next choice (``replace``). Pure: no clock, no I/O. The caller sends the copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import Enum
+
+from .membership import Key
+from .outcomes import Outcome
+
+
+class KeyState(Enum):
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    CLOSED = "closed"  # its subscription ended before it answered
+    EXPIRED = "expired"  # it stayed away past its grace
+    REPLACED = "replaced"  # a group member whose share went to another member
+
+
+class Said(Enum):
+    """What a router said about a key in its answer."""
+
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    CLOSED = "closed"
+    EXPIRED = "expired"
+    MOVED = "moved"  # it left this router (for the one named, as far as this router knows)
+    UNKNOWN = "unknown"  # this router holds no such subscription
+
+
+_FINAL_FROM_ANYWHERE = {Said.ACCEPTED: KeyState.ACCEPTED, Said.REJECTED: KeyState.REJECTED}
+_FINAL_FROM_ITS_ROUTER = {Said.CLOSED: KeyState.CLOSED, Said.EXPIRED: KeyState.EXPIRED}
+
+
+class Owed:
+    __slots__ = ("where", "states", "pending", "rejection")
+
+    def __init__(self, owed: Mapping[Key, str]) -> None:
+        self.where: dict[Key, str] = dict(owed)  # key -> the router its copy went to last
+        self.states: dict[Key, KeyState] = dict.fromkeys(owed, KeyState.PENDING)
+        self.pending = len(self.states)
+        self.rejection: Outcome | None = None  # the first rejection: the publisher hears it
+
+    @property
+    def complete(self) -> bool:
+        return self.pending == 0
+
+    def _final(self, key: Key, state: KeyState) -> bool:
+        self.states[key] = state
+        self.pending -= 1
+        return self.pending == 0
+
+    def answer(self, key: Key, router: str, said: Said, error: Outcome | None = None) -> bool:
+        """``router`` answered for ``key``; True when this completed the message. Answers
+        are idempotent: a key that is final stays as it is."""
+        if self.states.get(key) is not KeyState.PENDING:
+            return False
+        state = _FINAL_FROM_ANYWHERE.get(said)
+        if state is None and self.where[key] == router:
+            state = _FINAL_FROM_ITS_ROUTER.get(said)
+        if state is None:
+            return False  # moved, unknown, or a router it left: the table decides where it is
+        if state is KeyState.REJECTED and self.rejection is None:
+            self.rejection = error
+        return self._final(key, state)
+
+    def moved(self, key: Key, router: str) -> bool:
+        """The subscriber table shows ``key`` at ``router`` now. Returns True if a copy must
+        go there for it: it is still owed and its copy went elsewhere."""
+        if self.states.get(key) is not KeyState.PENDING or self.where[key] == router:
+            return False
+        self.where[key] = router
+        return True
+
+    def expire(self, key: Key) -> bool:
+        """The grace rule fired at the root (``docs/protocol.md``, section 7); True when this
+        completed the message."""
+        if self.states.get(key) is not KeyState.PENDING:
+            return False
+        return self._final(key, KeyState.EXPIRED)
+
+    def replace(self, key: Key, by: Key, router: str) -> None:
+        """A group member ``key`` released the message or left: it goes to ``by`` (the root's
+        next choice, at ``router``) instead."""
+        if self.states.get(key) is KeyState.PENDING:
+            self.states[key] = KeyState.REPLACED
+            self.pending -= 1
+        if by not in self.states:
+            self.where[by] = router
+            self.states[by] = KeyState.PENDING
+            self.pending += 1
+
+    def pending_at(self, routers: Iterable[str] | None = None) -> dict[str, set[Key]]:
+        """The keys still owed, by the router their copy went to (only ``routers``, if given)."""
+        only = None if routers is None else set(routers)
+        out: dict[str, set[Key]] = {}
+        for key, state in self.states.items():
+            if state is KeyState.PENDING:
+                router = self.where[key]
+                if only is None or router in only:
+                    out.setdefault(router, set()).add(key)
+        return out

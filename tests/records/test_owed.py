@@ -1,0 +1,71 @@
+"""Who a message is owed to at its root (``records/owed.py``): a key stops being waited
+for only on evidence, and answers are idempotent."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from once.records.outcomes import Outcome, OutcomeKind
+from once.records.owed import KeyState, Owed, Said
+
+A, B = ("c", "a"), ("c", "b")
+NO = Outcome(OutcomeKind.REJECTED, "amqp:not-allowed", "no")
+
+
+def test_the_message_completes_when_every_key_answered_and_keeps_the_first_rejection():
+    o = Owed({A: "D", B: "E"})
+    assert not o.answer(A, "D", Said.REJECTED, NO) and o.rejection == NO
+    assert o.answer(B, "E", Said.ACCEPTED) and o.complete
+    assert not o.answer(B, "E", Said.ACCEPTED) and o.pending == 0  # idempotent
+
+
+def test_moved_and_unknown_are_no_evidence_and_a_router_it_left_cannot_close_it():
+    """Seeds 9883, 9064, 1648 of issue 24: routers gave a key up on a stale view."""
+    o = Owed({A: "D"})
+    assert not o.answer(A, "D", Said.MOVED) and not o.answer(A, "D", Said.UNKNOWN)
+    assert o.moved(A, "E")  # the table shows A at E: a copy goes there
+    assert not o.answer(A, "D", Said.CLOSED) and o.states[A] is KeyState.PENDING  # D's word no longer counts
+    assert not o.moved(A, "E")  # already sent there
+    assert o.answer(A, "E", Said.CLOSED) and o.states[A] is KeyState.CLOSED
+
+
+def test_an_acceptance_counts_from_wherever_it_comes():
+    """The key accepted at D just before it moved: that answer is evidence, late or not."""
+    o = Owed({A: "D"})
+    o.moved(A, "E")
+    assert o.answer(A, "D", Said.ACCEPTED) and o.states[A] is KeyState.ACCEPTED
+
+
+def test_the_roots_grace_rule_and_a_group_members_replacement():
+    o = Owed({A: "D"})
+    o.replace(A, B, "E")
+    assert o.states[A] is KeyState.REPLACED and o.pending_at() == {"E": {B}}
+    assert not o.answer(A, "D", Said.ACCEPTED)  # a replaced member's late word changes nothing
+    assert o.expire(B) and o.states[B] is KeyState.EXPIRED and o.complete
+
+
+def test_pending_by_router():
+    o = Owed({A: "D", B: "E"})
+    o.answer(A, "D", Said.ACCEPTED)
+    assert o.pending_at() == {"E": {B}} and o.pending_at(["D"]) == {}
+
+
+SAID = st.sampled_from(list(Said))
+
+
+@given(st.lists(st.tuples(st.sampled_from([A, B]), st.sampled_from(["D", "E", "F"]), SAID,
+                          st.booleans()), max_size=30))
+def test_never_complete_while_a_key_has_no_evidence(events):
+    """Whatever routers say in whatever order: the message completes only if every key is
+    accepted, rejected, or closed/expired by the router holding it then."""
+    o = Owed({A: "D", B: "D"})
+    evidence: dict[tuple[str, str], bool] = {}
+    for key, router, said, move in events:
+        if move:
+            o.moved(key, router)
+            continue
+        holder = o.where[key]
+        o.answer(key, router, said, NO if said is Said.REJECTED else None)
+        if said in (Said.ACCEPTED, Said.REJECTED) or (said in (Said.CLOSED, Said.EXPIRED) and router == holder):
+            evidence[key] = True
+    assert o.complete == (evidence.get(A, False) and evidence.get(B, False))
