@@ -255,6 +255,23 @@ class SubscriberTable:
         self.adopted += taken
         return True
 
+    def restore(self, subs: list[Subscription]) -> list[Subscription]:
+        """Our subscriptions from the journal of an earlier life (we restarted): ours again,
+        as ``_adopt`` takes them from a neighbour's sync, but also when no neighbour
+        remembers them (the whole network restarted). They keep the time they attached,
+        so a key that attached elsewhere since lives there (the newest attach), and they
+        are announced with our state once a neighbour has synced with us. Keys this life
+        already has stay as they are. Returns those taken."""
+        mine = self.origins[self.me]
+        taken = [s for s in subs if s.key not in mine.keys]
+        if not taken:
+            return []
+        self.seq += 1
+        for sub in taken:
+            self._set(self.me, sub.key, self.seq, sub)
+        mine.watermark, mine.above = self.seq, set()
+        return taken
+
     def forget_origin(self, origin_id: str) -> None:
         """Drop everything an origin announced (its subscriptions end with it)."""
         o = self.origins.pop(origin_id, None)

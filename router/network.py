@@ -19,6 +19,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from once.linkstate.engine import ControlPlane, Result
@@ -27,6 +28,7 @@ from once.linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Syn
 from once.records.membership import GroupId, Member, Table
 
 from .core.ports import NO_GROUPS, NetworkEvents
+from .substore import Kept, MemoryStore, remaining
 
 if TYPE_CHECKING:
     from .context import NeighbourLink, RouterContext
@@ -67,6 +69,8 @@ class Network:
         self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
         self._groups: dict[str, Mapping[GroupId, tuple[Member, ...]]] = {}  # likewise
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
+        # Our own subscriptions where a restart finds them (``substore.py``)
+        self.store: MemoryStore = getattr(router, "subscription_store", None) or MemoryStore()
         # The routes port (``core/ports.py``), bound for the core's constructor:
         self.route = self.plane.lsdb.route
         self.moved = self.plane.moved
@@ -214,6 +218,10 @@ class Network:
     # ---------------------------------------------------- subscriptions
 
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None:
+        if attached:
+            self.store.put(Kept(sub))
+        else:
+            self.store.drop(sub.key)
         seq, result = self.plane.subscribe(sub, attached)
         if on_complete is not None:
             routers = self.plane.lsdb.reachable() - {self.me}
@@ -222,6 +230,33 @@ class Network:
             if routers:
                 self.timers[seq] = self.router.call_later(HANDOVER_WAIT, self._fence_expired, seq)
         self._apply(result)
+
+    def suspended(self, key: tuple[str, str], until_us: float) -> None:
+        """A subscription of ours is suspended until then (wall clock, microseconds)."""
+        self.store.suspend(key, until_us)
+
+    def restore(self) -> int:
+        """We start: our subscriptions from the journal become ours again, suspended for
+        what is left of their grace (``substore.py``); returns how many."""
+        core = self.core
+        now_us, now = core.wall(), core.clock()
+        grace = self.router.settings.subscriber_grace
+        live = []
+        for kept in self.store.load():
+            left = remaining(kept, now_us, max(kept.sub.timeout, grace))
+            if left is None:
+                self.store.drop(kept.sub.key)  # its grace ended while we were down
+            else:
+                live.append((kept.sub, left))
+        taken = {s.key for s in self.plane.table.restore([replace(s, router=self.me) for s, _ in live])}
+        for s, left in live:
+            if s.key in taken:
+                core.adopt_subscriber(s.topic, s.container_id, s.link_name, now + left, s.owner,
+                                      GroupId(s.group, s.scope) if s.group else None, s.since, s.exclusive)
+        if taken:
+            log.info("router %s: %d subscription(s) of ours from before the restart, suspended until they "
+                     "resume or their grace ends", self.me, len(taken))
+        return len(taken)
 
     def key_owners(self, key: tuple[str, str]) -> set[str]:
         """The owners the network knows for subscriber ``key`` (wherever it is attached)."""

@@ -24,6 +24,7 @@ from .listeners import Kind
 from .listeners import listen as listen_on
 from .network import Network
 from .observe import line, snapshot
+from .substore import FileStore, MemoryStore
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
@@ -45,7 +46,8 @@ class Ready:
 
 
 class Router:
-    def __init__(self, topology: Topology, router_id: str, journal_dir: str | None = None) -> None:
+    def __init__(self, topology: Topology, router_id: str, journal_dir: str | None = None,
+                 state_dir: str | None = None) -> None:
         if router_id not in topology.routers:
             raise KeyError(f"{topology.path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
         self.topology = topology
@@ -62,11 +64,18 @@ class Router:
         self.guard_log = RateLimitedLog(logging.getLogger("once.guard"))
         self.journal_dir = journal_dir
         self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
+        # Our own subscriptions, kept where a restart finds them (``substore.py``).
+        self.subscription_store = FileStore(state_dir) if state_dir is not None else MemoryStore()
         self.network = Network(self)
         self.journal = router_journal(journal_dir, router_id) if journal_dir is not None else None
         self.core = Core(router_id, self.settings, routes=self.network, unsynced=self.network.has_neighbours,
                          message_key=group_id, journal=self.journal)
         self.lifecycle = LinkLifecycle(self.core, self.network)
+        if state_dir is None:
+            log.debug("router %s: subscriptions are kept in memory only: a restart forgets the suspended ones "
+                     "(once router --state DIR keeps them)", router_id)
+        else:
+            self.network.restore()
         self.connections: set[EdgeConnection] = set()
         self.inter_connections: set[InterRouterConnection] = set()
         self.dirty: set = set()

@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--id", required=True, help="the router id in the topology")
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
+    r.add_argument("--state", metavar="DIR", help="keep this router's subscriptions under DIR, so a restart (of this "
+                   "router or of every router) keeps the suspended ones waited for (off by default: memory only)")
     r.add_argument("--log-level", default="info", metavar="SPEC",
                    help="debug, info, warning or error, for all or per module: info,edge=debug,network=warning")
     r.add_argument("--log-format", default="text", choices=("text", "json"), help="json: one object per line")
@@ -44,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("topology", nargs="?", default=None,
                     help=f"a topology file, or the name of a shipped one (single, line3, mesh3, ring5); default: {DEFAULT_TOPOLOGY}")
     la.add_argument("--journal", metavar="DIR", help="every router writes its delivery journal under DIR")
+    la.add_argument("--state", metavar="DIR", help="every router keeps its subscriptions under DIR/ID (see once router "
+                    "--state)")
     la.add_argument("--log-level", default="info", metavar="SPEC", help="for every router (see once router --help)")
     la.add_argument("--log-format", default="text", choices=("text", "json"))
     la.add_argument("--no-restart", action="store_true",
@@ -131,14 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "router":
             from once.router.main import main as router_main
 
-            return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format)
+            return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format,
+                               args.state)
         if args.command == "launch":
             from once.router.logs import parse_levels
 
             from .launch import launch
 
             parse_levels(args.log_level)  # (a bad one is refused here, not by every router)
-            return launch(resolve(args.topology) if args.topology else _default_topology(), journal=args.journal, restart=not args.no_restart,
+            return launch(resolve(args.topology) if args.topology else _default_topology(), journal=args.journal,
+                          state=args.state, restart=not args.no_restart,
                           logs=["--log-level", args.log_level, "--log-format", args.log_format])
         if args.command == "send":
             from .clients import send

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from once.router.config import load_topology
 from once.tools.procs import stop_all
@@ -45,12 +46,13 @@ class _Router:
 
 
 def launch(topology_path: str, stop: threading.Event | None = None, journal: str | None = None,
-           restart: bool = True, logs: list[str] | None = None) -> int:
+           restart: bool = True, logs: list[str] | None = None, state: str | None = None) -> int:
     topology = load_topology(topology_path)  # validate before starting anything
     stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     routers = {rid: _Router(rid, [sys.executable, "-m", "once.tools.cli", "router", topology_path, "--id", rid,
-                                  *(["--journal", journal] if journal else []), *(logs or [])])
+                                  *(["--journal", journal] if journal else []),
+                                  *(["--state", str(Path(state) / rid)] if state else []), *(logs or [])])
                for rid in topology.routers}
     try:
         for r in routers.values():

@@ -30,6 +30,7 @@ The rules (README "Failover" says them for users):
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -53,6 +54,8 @@ class SubscriptionsPort(Protocol):
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None: ...
     def follow_moved_subscribers(self) -> None: ...
     def key_owners(self, key: tuple[str, str]) -> set[str]: ...
+    # ours is suspended until then (wall clock, microseconds; inf: a durable group's stand-in)
+    def suspended(self, key: tuple[str, str], until_us: float) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +165,7 @@ class LinkLifecycle:
                 # stand-in, and what comes for the group waits with it (bounded by the
                 # window) until a member attaches again, or one unsubscribes.
                 core.stand_in(sub)
+                self.network.suspended(sub.key, math.inf)
                 return
             if not sub.resumable:
                 # A member that cannot resume (a standard client never sends an unsettled
@@ -171,6 +175,7 @@ class LinkLifecycle:
         if suspend or durable:
             grace = max(timeout, self.settings.subscriber_grace)
             core.suspend_subscriber(sub, core.clock() + grace)
+            self.network.suspended(sub.key, core.wall() + grace * 1e6)  # (kept across a restart of ours)
             log.info("router %s: subscriber %s/%s suspended: what it has not accepted waits %gs for it to resume",
                      self.router_id, sub.container_id, sub.link_name, grace)
             # Its key may have attached elsewhere already (the client was quicker to come

@@ -23,6 +23,7 @@ class Plane:
         self.pending: list[Callable[[], None]] = []
         self.followed = 0
         self.owners: dict[tuple[str, str], set[str]] = {}
+        self.suspensions: dict[tuple[str, str], float] = {}  # what the journal would keep
 
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None:
         self.events.append((sub, attached))
@@ -31,6 +32,9 @@ class Plane:
 
     def follow_moved_subscribers(self) -> None:
         self.followed += 1
+
+    def suspended(self, key: tuple[str, str], until_us: float) -> None:
+        self.suspensions[key] = until_us
 
     def key_owners(self, key: tuple[str, str]) -> set[str]:
         return set(self.owners.get(key, ()))

@@ -19,6 +19,7 @@ from once.router.config import LinkSpec, Settings
 from once.router.core import Core
 from once.router.core.lifecycle import LinkLifecycle
 from once.router.network import Network
+from once.router.substore import MemoryStore
 
 from .clients import Publisher, Subscriber
 from .clock import Loop, Timer
@@ -43,10 +44,13 @@ class SimRouter:
         self.settings = net.settings
         self.topology = net.topology
         loop = net.loop
+        # its subscription journal: the simulated disk, which outlives a restart
+        self.subscription_store = net.disks.setdefault(name, MemoryStore())
         self.network = Network(self, base=loop.wall())  # type: ignore[arg-type]
         self.core = Core(name, self.settings, clock=loop.time, wall=loop.wall, routes=self.network,
                          unsynced=self.network.has_neighbours)
         self.lifecycle = LinkLifecycle(self.core, self.network)
+        self.network.restore()
         self.ends: dict[str, RouterEnd] = {}
         self._housekeeping = loop.call_later(0.25, self.housekeeping)
 
@@ -118,6 +122,7 @@ class SimNet:
         self.topology = _Topology(tuple(LinkSpec(a, b) for a, b in links))
         self.names = sorted({n for pair in links for n in pair})
         self.routers: dict[str, SimRouter] = {}
+        self.disks: dict[str, MemoryStore] = {}  # each router's subscription journal
         self.conns: dict[frozenset[str], tuple[RouterEnd, RouterEnd]] = {}
         self.cut: dict[frozenset[str], int] = {}  # links held down by a fault
         self.slow: dict[frozenset[str], float] = {}

@@ -32,12 +32,14 @@ def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: floa
 class RouterProcess:
     """One ``once router`` OS process listening on a free port."""
 
-    def __init__(self, topology: Path, router_id: str = "A", proc: subprocess.Popen[str] | None = None) -> None:
+    def __init__(self, topology: Path, router_id: str = "A", proc: subprocess.Popen[str] | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.topology = topology
         self.router_id = router_id
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = proc or subprocess.Popen(
-            [sys.executable, "-m", "once.tools.cli", "router", str(topology), "--id", router_id, "--listen", "127.0.0.1:0"],
+            [sys.executable, "-m", "once.tools.cli", "router", str(topology), "--id", router_id, "--listen", "127.0.0.1:0",
+             *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         assert self.proc.stdout is not None

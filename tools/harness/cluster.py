@@ -58,7 +58,7 @@ class Cluster:
                     open(self.out / f"router-{i}.{n}.log", "wb") as stderr:  # the child keeps its own copies
                 self.procs[i] = subprocess.Popen(
                     [sys.executable, "-m", "once.tools.cli", "router", str(self.paths[i]), "--id", i,
-                     "--journal", str(self.out / "journal")],
+                     "--journal", str(self.out / "journal"), "--state", str(self.out / f"state-{i}")],
                     cwd=ROOT, stdout=stdout, stderr=stderr, env=env)
         if not wait:
             return  # a restart under a schedule: the run goes on while it comes up
