@@ -83,8 +83,8 @@ class ClientConn:
         self.client = client
         self.router = router
         self.edge = EdgeLink(self, router)
-        self.to_router = Pipe(net.loop, self.edge.receive, net.client_latency)
-        self.to_client = Pipe(net.loop, self._to_client, net.client_latency)
+        self.to_router = Pipe(net.loop, self.edge.receive, lambda: net.client_latency(router.id))
+        self.to_client = Pipe(net.loop, self._to_client, lambda: net.client_latency(router.id))
         self.closed = False
 
     def _to_client(self, frame: Any) -> None:
@@ -299,12 +299,28 @@ class Publisher(Client):
         return compute_gid(self.container_id, self.link, self.incarnation, _tag(tag))
 
     def publish(self, n: int = 1) -> None:
+        if not self.alive:
+            return  # (a crashed application publishes nothing)
         for _ in range(n):
             tag = self.next
             self.next += 1
             self.unsettled[tag] = f"{self.name}:{tag}".encode()
             self.to_send.append(tag)
         self.pump()
+
+    def crash(self) -> None:
+        """The process dies; its outbox (``unsettled``, durable) is what it resends when it
+        comes back. It publishes nothing while it is down."""
+        self.alive = False
+        if self.conn is not None:
+            self.conn.cut()
+        self.conn = None
+        self.attached = False
+        self.on_down()
+
+    def restart(self) -> None:
+        self.alive = True
+        self.connect()
 
     def attach_frame(self) -> Attach:
         unsettled = {_tag(t): None for t in self.unsettled} if self.ever_attached else None

@@ -46,13 +46,17 @@ class SimRouter:
         loop = net.loop
         # its subscription journal: the simulated disk, which outlives a restart
         self.subscription_store = net.disks.setdefault(name, MemoryStore())
-        self.network = Network(self, base=loop.wall())  # type: ignore[arg-type]
-        self.core = Core(name, self.settings, clock=loop.time, wall=loop.wall, routes=self.network,
+        self.network = Network(self, base=self.wall())  # type: ignore[arg-type]
+        self.core = Core(name, self.settings, clock=loop.time, wall=self.wall, routes=self.network,
                          unsynced=self.network.has_neighbours)
         self.lifecycle = LinkLifecycle(self.core, self.network)
         self.network.restore()
         self.ends: dict[str, RouterEnd] = {}
         self._housekeeping = loop.call_later(0.25, self.housekeeping)
+
+    def wall(self) -> int:
+        """This router's wall clock, microseconds: the network's, plus its skew (a fault)."""
+        return self.net.loop.wall() + int(self.net.skew.get(self.id, 0.0) * 1e6)
 
     def call_later(self, delay: float, fn: Any, *args: Any) -> Timer:
         return self.net.loop.call_later(delay, self._run, fn, args)
@@ -61,9 +65,14 @@ class SimRouter:
         return self.net.loop.call_soon(self._run, fn, args)
 
     def _run(self, fn: Any, args: tuple) -> None:
-        if self.alive:
-            fn(*args)
-            self.after_batch()
+        if not self.alive:
+            return
+        paused = self.net.paused.get(self.id, 0.0)
+        if paused > self.net.loop.now:  # a paused process runs nothing: its timers fire late
+            self.net.loop.at(paused, self._run, fn, args)
+            return
+        fn(*args)
+        self.after_batch()
 
     def flush(self) -> None:
         pass
@@ -73,6 +82,10 @@ class SimRouter:
 
     def housekeeping(self) -> None:
         if not self.alive:
+            return
+        paused = self.net.paused.get(self.id, 0.0)
+        if paused > self.net.loop.now:
+            self._housekeeping = self.net.loop.at(paused, self.housekeeping)
             return
         core = self.core
         now = core.clock()
@@ -126,6 +139,12 @@ class SimNet:
         self.conns: dict[frozenset[str], tuple[RouterEnd, RouterEnd]] = {}
         self.cut: dict[frozenset[str], int] = {}  # links held down by a fault
         self.slow: dict[frozenset[str], float] = {}
+        # The harder faults (``schedules.py --hard``): frames held up on one direction of a
+        # link until then (a silent partition: TCP holds them, nothing is lost until the
+        # connection is declared dead); routers paused until then; routers' clock skews
+        self.stalled: dict[tuple[str, str], float] = {}
+        self.paused: dict[str, float] = {}
+        self.skew: dict[str, float] = {}
         self.backoff: dict[frozenset[str], float] = {}
         self.dialling: set[frozenset[str]] = set()
         self.publishers: list[Publisher] = []
@@ -135,12 +154,19 @@ class SimNet:
 
     # ----------------------------------------------------------- timing
 
-    def latency(self, pair: frozenset[str]) -> Any:
+    def latency(self, pair: frozenset[str], src: str = "", dst: str = "") -> Any:
         rng = self.loop.rng
-        return lambda: rng.uniform(0.0002, 0.002) + self.slow.get(pair, 0.0)
+        return lambda: rng.uniform(0.0002, 0.002) + self.slow.get(pair, 0.0) + self.stall(src, dst)
 
-    def client_latency(self) -> float:
-        return self.loop.rng.uniform(0.0001, 0.001)
+    def stall(self, src: str, dst: str) -> float:
+        """How long a frame from ``src`` to ``dst`` is held up now (a silent partition of the
+        link, or either end paused), beyond its latency."""
+        now = self.loop.now
+        until = max(self.stalled.get((src, dst), 0.0), self.paused.get(src, 0.0), self.paused.get(dst, 0.0))
+        return until - now if until > now else 0.0
+
+    def client_latency(self, router: str = "") -> float:
+        return self.loop.rng.uniform(0.0001, 0.001) + (self.stall(router, router) if router else 0.0)
 
     def detect_delay(self) -> float:
         return self.loop.rng.uniform(0.001, 0.08)
@@ -182,9 +208,8 @@ class SimNet:
             return
         self.backoff[pair] = 0.05
         ea, eb = RouterEnd(ra, b), RouterEnd(rb, a)
-        lat = self.latency(pair)
-        ea.out = Pipe(self.loop, eb.receive, lat)
-        eb.out = Pipe(self.loop, ea.receive, lat)
+        ea.out = Pipe(self.loop, eb.receive, self.latency(pair, a, b))
+        eb.out = Pipe(self.loop, ea.receive, self.latency(pair, b, a))
         self.conns[pair] = (ea, eb)
         ea.send(Up())
         eb.send(Up())
@@ -257,13 +282,60 @@ class SimNet:
             client = self.client(f.target[0])
             if client.conn is not None:
                 client.conn.cut()
-        elif f.kind == "crash":
-            sub = self.client(f.target[0])
-            assert isinstance(sub, Subscriber)
-            if not sub.alive:
+        elif f.kind == "crash":  # a subscriber's or a publisher's process dies, and comes back
+            client = self.client(f.target[0])
+            if not client.alive:
                 return
-            sub.crash()
-            loop.call_later(f.duration, sub.restart)
+            client.crash()
+            loop.call_later(f.duration, client.restart)
+        elif f.kind in ("silent", "oneway"):
+            a, b = f.target
+            until = loop.now + f.duration
+            ways = [(a, b), (b, a)] if f.kind == "silent" else [(a, b)]
+            for way in ways:
+                self.stalled[way] = max(self.stalled.get(way, 0.0), until)
+            self._declare_dead_if_long(frozenset((a, b)), f.duration, until)
+        elif f.kind == "pause":
+            name = f.target[0]
+            until = loop.now + f.duration
+            self.paused[name] = max(self.paused.get(name, 0.0), until)
+            for link in self.topology.links:
+                if name in (link.a, link.b):
+                    self._declare_dead_if_long(frozenset((link.a, link.b)), f.duration, until)
+            if f.duration >= self.settings.router_dead_after:  # its clients give up on it too
+                router = self.routers[name]
+                for client in self.publishers + self.subscribers:
+                    if client.conn is not None and client.conn.router is router:
+                        loop.call_later(self.settings.router_dead_after, self._client_gives_up, client, client.conn)
+        elif f.kind == "skew":  # the router's wall clock steps by ``extra`` seconds, and back
+            name = f.target[0]
+            self.skew[name] = self.skew.get(name, 0.0) + f.extra
+            loop.call_later(f.duration, self._unskew, name, f.extra)
+
+    def _declare_dead_if_long(self, pair: frozenset[str], duration: float, until: float) -> None:
+        """A link that hears nothing for ``router_dead_after`` is declared dead by its ends
+        (their idle timeout): what is on it is lost, and it stays down until the partition
+        heals. A shorter silence only delays (TCP keeps the frames)."""
+        dead_after = self.settings.router_dead_after
+        if duration < dead_after:
+            return
+        loop = self.loop
+
+        def dead() -> None:
+            self.cut[pair] = self.cut.get(pair, 0) + 1
+            conn = self.conns.get(pair)
+            if conn is not None:
+                self.cut_connection(conn[0])
+            loop.at(max(until, loop.now), self._uncut, pair)
+
+        loop.call_later(dead_after + loop.rng.uniform(0.0, 0.05), dead)
+
+    def _client_gives_up(self, client: Publisher | Subscriber, conn: Any) -> None:
+        if client.conn is conn:
+            conn.cut()
+
+    def _unskew(self, name: str, extra: float) -> None:
+        self.skew[name] -= extra
 
     def _uncut(self, pair: frozenset[str]) -> None:
         self.cut[pair] -= 1

@@ -9,6 +9,7 @@ and with it the whole run, repeatable across processes.)
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -31,6 +32,22 @@ TOPOLOGIES: dict[str, list[tuple[str, str]]] = {
     "diamond": [("A", "B"), ("A", "C"), ("B", "D"), ("C", "D"), ("B", "C")],
 }
 KINDS = ("kill", "cut", "slow", "drop", "crash")
+
+
+def _ring(n: int, chords: list[tuple[int, int]]) -> list[tuple[str, str]]:
+    names = [chr(ord("A") + i) for i in range(n)]
+    return [(names[i], names[(i + 1) % n]) for i in range(n)] + [(names[a], names[b]) for a, b in chords]
+
+
+# ``--hard`` (issue 24): larger networks with chords, faults the first sweeps lacked
+# (silent partitions, one way or both, longer than router_dead_after or not; paused
+# routers; clock steps; publishers crashing too), and load heavy enough that credit binds.
+HARD_TOPOLOGIES: dict[str, list[tuple[str, str]]] = {
+    "ring6c": _ring(6, [(0, 3), (1, 4)]),
+    "ring8c": _ring(8, [(0, 4), (2, 6), (1, 5)]),
+    "ring10c": _ring(10, [(0, 5), (2, 7), (4, 9)]),
+}
+HARD_KINDS = (*KINDS, "silent", "oneway", "pause", "skew")
 START = 1.0  # subscribers attached, the network has converged
 
 
@@ -52,6 +69,57 @@ class Plan:
                 + (f"group members {self.members}, " if self.members else "") +
                 f"{self.messages} messages every {self.interval * 1000:.1f} ms, faults: "
                 + "; ".join(str(f) for f in self.faults))
+
+
+def topology_links(name: str) -> list[tuple[str, str]]:
+    return TOPOLOGIES[name] if name in TOPOLOGIES else HARD_TOPOLOGIES[name]
+
+
+def hard_plan(seed: int, groups: bool = False) -> Plan:
+    """A harder schedule (``--hard``): any topology, heavy load, the harder faults."""
+    rng = random.Random(seed * 104729 + 17)
+    topology = rng.choice(sorted(TOPOLOGIES) + sorted(HARD_TOPOLOGIES))
+    links = topology_links(topology)
+    names = sorted({n for pair in links for n in pair})
+
+    def prefs() -> list[str]:
+        order = names[:]
+        rng.shuffle(order)
+        return order
+
+    publishers = [(f"p{i}", prefs()) for i in range(rng.choice((1, 2, 3)))]
+    subscribers = [(f"s{i}", prefs()) for i in range(rng.choice((1, 2, 3, 4)))]
+    messages = rng.randrange(60, 300)
+    interval = rng.uniform(0.0005, 0.01)  # fast enough that the window (400, 40 a link) binds
+    span = messages * interval
+    faults = []
+    clients = [c for c, _ in publishers + subscribers]
+    for _ in range(rng.randrange(1, 7)):
+        kind = rng.choice(HARD_KINDS)
+        at = START + rng.uniform(0.0, span)
+        if kind in ("kill", "pause"):
+            faults.append(Fault(at, kind, (rng.choice(names),), rng.uniform(0.05, 6.0)))
+        elif kind == "skew":
+            faults.append(Fault(at, kind, (rng.choice(names),), rng.uniform(0.5, 6.0), rng.uniform(-5.0, 5.0)))
+        elif kind in ("cut", "slow", "silent", "oneway"):
+            a, b = rng.choice(links)
+            if rng.random() < 0.5:
+                a, b = b, a
+            faults.append(Fault(at, kind, (a, b), rng.uniform(0.05, 6.0), rng.uniform(0.005, 0.08)))
+        elif kind == "drop":
+            faults.append(Fault(at, kind, (rng.choice(clients),)))
+        else:  # crash: a subscriber's or a publisher's process
+            faults.append(Fault(at, kind, (rng.choice(clients),), rng.uniform(0.05, 3.0)))
+    members: list[tuple[str, list[str]]] = []
+    if groups:
+        for i in range(rng.choice((2, 3))):
+            members.append((f"g{i}", prefs()))
+        for _ in range(rng.randrange(0, 3)):
+            victim = rng.choice(members)[0]
+            kind = rng.choice(("drop", "crash"))
+            faults.append(Fault(START + rng.uniform(0.0, span), kind, (victim,), rng.uniform(0.05, 1.5)))
+    return Plan(seed, topology, publishers, subscribers, messages, interval, sorted(faults, key=lambda f: f.at),
+                members)
 
 
 def plan(seed: int, choose: Callable[..., object] | None = None, groups: bool = False) -> Plan:
@@ -126,7 +194,7 @@ def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNe
     try:
         return _run(p, limit)
     except WallTimeCap:
-        net = SimNet(p.seed, TOPOLOGIES[p.topology])
+        net = SimNet(p.seed, topology_links(p.topology))
         return net, Verdict([f"hang: still running after {wall_cap:.0f} s of wall time (the wall-time cap)"])
     finally:
         if capped:
@@ -135,7 +203,7 @@ def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNe
 
 
 def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
-    net = SimNet(p.seed, TOPOLOGIES[p.topology])
+    net = SimNet(p.seed, topology_links(p.topology))
     net.start()
     for name, prefs in p.subscribers:
         net.add_subscriber(name, "t", prefs)
@@ -163,18 +231,14 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     return net, verdict
 
 
-def _one(seed: int, groups: bool = False) -> tuple[int, list[str], int]:
-    _, v = run(plan(seed, groups=groups))
+def _one(seed: int, groups: bool = False, hard: bool = False) -> tuple[int, list[str], int]:
+    _, v = run(hard_plan(seed, groups) if hard else plan(seed, groups=groups))
     return seed, v.violations, v.events
 
 
-def _one_grouped(seed: int) -> tuple[int, list[str], int]:
-    return _one(seed, groups=True)
-
-
-def sweep(seeds: range, jobs: int = 1, groups: bool = False) -> dict[int, list[str]]:
+def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
-    one = _one_grouped if groups else _one
+    one = functools.partial(_one, groups=groups, hard=hard)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -197,11 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--json", dest="json_path", help="write {seed: violations} of the failing schedules here")
     ap.add_argument("--groups", action="store_true", help="schedules with a consumer group of two or three members")
+    ap.add_argument("--hard", action="store_true", help="harder schedules: networks of 6-10 routers with chords, "
+                    "silent and one-way partitions, paused routers, clock steps, publisher crashes, heavy load")
     ap.add_argument("--fresh", type=int, metavar="N", help="N schedules from a new random range of seeds (printed "
                     "first, so a failure replays with --seed): seeds the suite never ran")
     args = ap.parse_args(argv)
     if args.seed is not None:
-        p = plan(args.seed, groups=args.groups)
+        p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -213,12 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh is not None:
         start = random.SystemRandom().randrange(10**6, 10**12)
         seeds = range(start, start + args.fresh)
-        print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}", flush=True)
+        print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
+              f"{' --hard' if args.hard else ''}", flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
-    failed = sweep(seeds, args.jobs, groups=args.groups)
+    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:

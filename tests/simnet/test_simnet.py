@@ -49,3 +49,57 @@ def test_the_same_seed_gives_the_same_run():
     b = _run("ring4", [Fault(1.1, "kill", ("C",), 0.5)], seed=7)
     assert a.loop.events == b.loop.events
     assert [s.effects for s in a.subscribers] == [s.effects for s in b.subscribers]
+
+
+def _started(topology: str = "line3") -> SimNet:
+    net = SimNet(3, TOPOLOGIES[topology])
+    net.start()
+    net.add_subscriber("s0", "t", ["C", "B", "A"])
+    net.add_publisher("p0", "t", ["A", "B", "C"])
+    net.run_until(START)
+    return net
+
+
+def test_a_silent_partition_longer_than_dead_after_takes_the_link_down_until_it_heals():
+    net = _started()
+    dead_after = net.settings.router_dead_after
+    net.schedule(Fault(START, "silent", ("A", "B"), dead_after + 1.0))
+    net.run_until(START + dead_after / 2)
+    assert frozenset("AB") in net.conns and net.stall("A", "B") > 0  # held up, not lost (yet)
+    net.run_until(START + dead_after + 0.5)
+    assert frozenset("AB") not in net.conns  # declared dead by its ends
+    net.run_until(START + dead_after + 4.0)
+    assert frozenset("AB") in net.conns and net.stall("A", "B") == 0  # healed, redialled
+
+
+def test_a_one_way_partition_holds_up_one_direction_only():
+    net = _started()
+    net.schedule(Fault(START, "oneway", ("A", "B"), 1.0))
+    net.run_until(START + 0.1)
+    assert net.stall("A", "B") > 0 and net.stall("B", "A") == 0
+
+
+def test_a_paused_router_runs_nothing_until_it_resumes_and_a_skewed_one_tells_another_time():
+    net = _started()
+    net.schedule(Fault(START, "pause", ("B",), 0.5))
+    net.schedule(Fault(START, "skew", ("C",), 1.0, -4.0))
+    net.run_until(START + 0.2)
+    b = net.routers["B"]
+    ran: list[float] = []
+    b.call_later(0.01, lambda: ran.append(net.loop.now))
+    assert net.stall("A", "B") > 0 and net.stall("B", "C") > 0
+    assert abs((net.routers["C"].wall() - net.routers["A"].wall()) + 4_000_000) < 10
+    net.run_until(START + 1.0)
+    assert ran and ran[0] >= START + 0.5  # its timer fired when it resumed
+
+
+def test_a_crashed_publisher_publishes_nothing_while_down_and_resends_its_outbox_when_back():
+    net = _started()
+    pub = net.publishers[0]
+    net.publish_at(pub, [START + 0.01 * i for i in range(10)])
+    net.schedule(Fault(START + 0.025, "crash", ("p0",), 0.05))
+    assert net.run_to_end(30.0)
+    assert 0 < pub.next < 10  # the ones due while it was down were never published
+    v = net.check()
+    assert v.ok, v.violations
+    assert len(net.subscribers[0].effects) == pub.next
