@@ -211,15 +211,11 @@ class RecordTable(Generic[P, W, U]):
     # ------------------------------------------------------ a record's rules
 
     @staticmethod
-    def completes(record: Record[P, W, U], done: bool) -> bool:
-        """After a waiter's answer (``done``: it was the last in doubt): whether the outcome
-        is due now (else the record may only be freed)."""
-        return done and not record.outcome_sent
-
-    @staticmethod
     def complete(record: Record[P, W, U]) -> Outcome | None:
         """Every waiter reached a terminal state: the outcome is sent now (once); returns the
-        first rejection, or None (accepted)."""
+        first rejection, or None (accepted). The rule for when: after a waiter's answer that
+        left none in doubt (``resolve`` or ``drop_waiter`` returned True), if the outcome has
+        not been sent; the delivery part applies it on every answer."""
         record.outcome_sent = True
         return record.rejection
 
@@ -239,9 +235,9 @@ class RecordTable(Generic[P, W, U]):
         return record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled
 
     def release(self, record: Record[P, W, U]) -> bool:
-        """Free ``record`` if nothing holds it any more; True if it was freed by this call."""
-        if record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled \
-                and self.records.pop(record.gid, None) is not None:
+        """Free ``record`` if nothing holds it any more (``finished``); True if it was freed
+        by this call."""
+        if self.finished(record) and self.records.pop(record.gid, None) is not None:
             size = len(record.payload)
             self.bytes -= size
             self.freed += size

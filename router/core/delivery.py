@@ -334,7 +334,7 @@ class LocalDelivery:
     def answered(self, record: CoreRecord, done: bool) -> None:
         """After a waiter's answer (``done``: it was the last one in doubt): the publisher
         hears the outcome, or else the record goes if nothing holds it any more."""
-        if done and not record.outcome_sent:  # (RecordTable.completes, written out: it runs per answer)
+        if done and not record.outcome_sent:  # (the completion rule: RecordTable.complete says it)
             self.complete(record)
         else:
             self.maybe_free(record)
@@ -391,9 +391,6 @@ class LocalDelivery:
         if self.unsynced:
             self.unsynced = False
             self.replenish()
-
-    def mark_dirty(self) -> None:
-        self.credit.want_pass()
 
     def root_records(self) -> int:
         """How many records we are root for (what our publishers hold of the window)."""
