@@ -268,6 +268,20 @@ class Client:
         self.at += 1  # the next router in the list
         self.net.loop.call_later(self.net.reconnect_delay(), self.connect)
 
+    def crash(self) -> None:
+        """The process dies (what it keeps durably stays: a publisher's outbox, a subscriber's
+        accepted gids); it does nothing until ``restart``."""
+        self.alive = False
+        if self.conn is not None:
+            self.conn.cut()
+        self.conn = None
+        self.attached = False
+        self.on_down()
+
+    def restart(self) -> None:
+        self.alive = True
+        self.connect()
+
     def send(self, frame: Any) -> None:
         if self.conn is not None:
             self.conn.to_router.send(frame)
@@ -307,20 +321,6 @@ class Publisher(Client):
             self.unsettled[tag] = f"{self.name}:{tag}".encode()
             self.to_send.append(tag)
         self.pump()
-
-    def crash(self) -> None:
-        """The process dies; its outbox (``unsettled``, durable) is what it resends when it
-        comes back. It publishes nothing while it is down."""
-        self.alive = False
-        if self.conn is not None:
-            self.conn.cut()
-        self.conn = None
-        self.attached = False
-        self.on_down()
-
-    def restart(self) -> None:
-        self.alive = True
-        self.connect()
 
     def attach_frame(self) -> Attach:
         unsettled = {_tag(t): None for t in self.unsettled} if self.ever_attached else None
@@ -414,19 +414,10 @@ class Subscriber(Client):
 
     def crash(self) -> None:
         """The process dies: what the application had not accepted is gone with it."""
-        self.alive = False
-        if self.conn is not None:
-            self.conn.cut()
-        self.conn = None
-        self.attached = False
-        self.on_down()
+        super().crash()
         self.held.clear()
         self.queue.clear()
         self.busy = False
-
-    def restart(self) -> None:
-        self.alive = True
-        self.connect()
 
     def receive(self, frame: Any) -> None:
         t = type(frame)
