@@ -94,7 +94,7 @@ class Core:
         delivery.connect(forwarding, failover, groups, failover.moved_away)
         forwarding.connect(delivery, failover, groups)
         failover.connect(delivery, forwarding, groups)
-        groups.connect(delivery, forwarding, failover)
+        groups.connect(forwarding, failover)
         self.publish = delivery.publish
         self.pump = delivery.pump
         self.subscriber_update = delivery.subscriber_update

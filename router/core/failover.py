@@ -23,11 +23,10 @@ from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
 
 
 class Failover:
-    __slots__ = ("tables", "router_id", "settings", "records", "topics", "clock", "routes", "placeholders",
+    __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "placeholders",
                  "moved_away", "delivery", "forwarding", "groups")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, placeholders: Placeholders) -> None:
-        self.tables = tables
         self.router_id = tables.router_id
         self.settings = tables.settings
         self.records: CoreRecords = tables.records

@@ -35,13 +35,11 @@ def _born(record: CoreRecord) -> int:
 
 
 class Forwarding:
-    __slots__ = ("tables", "router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes",
+    __slots__ = ("router_id", "records", "topics", "journal", "clock", "credit", "routes",
                  "route", "hops", "upstreams", "parked", "order", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort) -> None:
-        self.tables = tables
         self.router_id = tables.router_id
-        self.settings = tables.settings
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
         self.journal = tables.journal

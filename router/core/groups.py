@@ -23,7 +23,7 @@ from typing import Any
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.table import SubState
 
-from .parts import DeliveryPart, FailoverPart, ForwardingPart
+from .parts import FailoverPart, ForwardingPart
 from .peers import CoreRecord, Subscriber
 from .ports import RoutesPort
 from .tables import CoreTables
@@ -32,12 +32,11 @@ NO_MEMBERS = Table(())
 
 
 class Groups:
-    __slots__ = ("tables", "router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
-                 "chooser", "message_key", "_group_views", "_local_version", "active_members", "delivery",
-                 "forwarding", "failover")
+    __slots__ = ("router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
+                 "chooser", "message_key", "_group_views", "_local_version", "active_members", "forwarding",
+                 "failover")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None]) -> None:
-        self.tables = tables
         self.router_id = tables.router_id
         self.settings = tables.settings
         self.topics = tables.topics
@@ -52,12 +51,10 @@ class Groups:
         self._group_views: dict[str, tuple[object, int, dict[GroupId, Table]]] = {}
         self._local_version = 0
         self.active_members: set[Key] = set()  # ours that are active in an exclusive group
-        self.delivery: DeliveryPart
         self.forwarding: ForwardingPart
         self.failover: FailoverPart
 
-    def connect(self, delivery: DeliveryPart, forwarding: ForwardingPart, failover: FailoverPart) -> None:
-        self.delivery = delivery
+    def connect(self, forwarding: ForwardingPart, failover: FailoverPart) -> None:
         self.forwarding = forwarding
         self.failover = failover
 
