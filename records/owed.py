@@ -30,6 +30,7 @@ class KeyState(Enum):
     CLOSED = "closed"  # its subscription ended before it answered
     EXPIRED = "expired"  # it stayed away past its grace
     REPLACED = "replaced"  # a group member whose share went to another member
+    HERE = "here"  # it attached at the root itself: a local subscriber there now, waited for as such
 
 
 class Said(Enum):
@@ -86,6 +87,21 @@ class Owed:
             return False
         self.where[key] = router
         return True
+
+    def add(self, key: Key, router: str) -> None:
+        """``key`` is owed the message too, its copy sent to ``router`` (a local subscriber of
+        the root's moved away: the root waits for it there now)."""
+        if key not in self.states:
+            self.where[key] = router
+            self.states[key] = KeyState.PENDING
+            self.pending += 1
+
+    def here(self, key: Key) -> bool:
+        """``key`` attached at the root: the root waits for it as a local subscriber now; True
+        when this completed the message (for the remote keys)."""
+        if self.states.get(key) is not KeyState.PENDING:
+            return False
+        return self._final(key, KeyState.HERE)
 
     def expire(self, key: Key) -> bool:
         """The grace rule fired at the root (``docs/protocol.md``, section 7); True when this

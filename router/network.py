@@ -27,6 +27,7 @@ from once.linkstate.handover import Fences, split
 from once.linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
 from once.records.membership import GroupId, Member, Table
 
+from .core.messages import Routed
 from .core.ports import NO_GROUPS, NetworkEvents
 from .substore import Kept, MemoryStore, remaining
 
@@ -75,6 +76,9 @@ class Network:
         self.route = self.plane.lsdb.route
         self.moved = self.plane.moved
         self.reroute_marker = self._send_marker
+        # Protocol version 3 (``core/copies.py``) needs no hand-over markers: a root sends
+        # what a moved subscriber was owed before anything newer, in one sequence.
+        self.markers = router.settings.protocol < 3
 
     @property
     def core(self) -> NetworkEvents:
@@ -109,6 +113,18 @@ class Network:
                     for (name, scope), subs in found.items()} if found else NO_GROUPS
             self._groups[topic] = view
         return view
+
+    def reachable(self) -> set[str]:
+        return self.plane.lsdb.reachable()
+
+    def send_to(self, router: str, items: tuple[Any, ...], frm: str | None = None, ttl: int = 32) -> None:
+        """Control items for ``router`` (protocol version 3), to the neighbour on the way
+        there; none: dropped (what they answer is asked again)."""
+        by_hop, _ = self.plane.lsdb.route({router}, None)
+        for peer in by_hop:
+            conn = self.links.get(peer)
+            if conn is not None:
+                conn.send_control(Routed(router, frm or self.me, items, ttl))
 
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)
@@ -147,6 +163,12 @@ class Network:
         self.router.flush()
 
     def receive(self, peer: str, msg: object) -> None:
+        if type(msg) is Routed:
+            if msg.to == self.me:
+                self.router.core.control(msg.frm, msg.items)
+            elif msg.ttl > 1:
+                self.send_to(msg.to, msg.items, msg.frm, msg.ttl - 1)
+            return
         if type(msg) is HandOver:
             if msg.target != self.me:
                 self._send_marker(msg)
@@ -158,7 +180,7 @@ class Network:
             # A neighbour's full view: from now on we know the subscribers (a restarted
             # router, or one that came up alone, took no publishes before this).
             self.core.synced()
-        if type(msg) is SubEvent and msg.attached and msg.origin != self.me:
+        if type(msg) is SubEvent and msg.attached and msg.origin != self.me and self.markers:
             # What we hold for that subscriber was sent towards it just now (``_apply``):
             # the marker goes behind it, once per attach however often the flood brings it.
             mark = (msg.origin, msg.seq)
@@ -224,7 +246,7 @@ class Network:
             self.store.drop(sub.key)
         seq, result = self.plane.subscribe(sub, attached)
         if on_complete is not None:
-            routers = self.plane.lsdb.reachable() - {self.me}
+            routers = self.plane.lsdb.reachable() - {self.me} if self.markers else set()
             self.fences.open(seq, routers)
             self.on_complete[seq] = (on_complete, sub)
             if routers:

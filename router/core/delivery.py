@@ -284,6 +284,8 @@ class LocalDelivery:
                 sub.attempts.pop(record.gid, None)
         if record.chosen is not None and record.local:
             self.groups.answered_at_root(record)
+        if record.far is not None:
+            self.forwarding.answer_ready(record)
         if record.upstreams and not record.presettled:
             outcome = self.outcome(record)
             for up, handle in list(record.upstreams.items()):
@@ -315,6 +317,8 @@ class LocalDelivery:
             self.journal.add(Event.SETTLED, record.gid, record.topic)
         self._retire(record)
         self.settle_subscribers(record)
+        if record.far is not None:
+            self.forwarding.settled(record)
 
     def _retire(self, record: CoreRecord) -> None:
         pub = record.publisher
@@ -352,6 +356,8 @@ class LocalDelivery:
                     pub.bytes -= len(record.payload)
             if record.parked:
                 self.forwarding.forget_parked(record)
+            if record.far is not None:
+                self.forwarding.freed(record)
             self.credit.want_pass()
 
     def settle_late(self, record: CoreRecord, waiter: Subscriber | Hop, handle: Any) -> None:

@@ -39,6 +39,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable
+from typing import Any
 
 from once.records.membership import GroupId
 from once.records.order import HeldEntry
@@ -48,6 +49,7 @@ from once.records.table import SubState
 from ..config import Settings
 from ..journal import Journal
 from .ceiling import FIRST_CEILING, Ceiling
+from .copies import Copies
 from .credit import CreditWindow
 from .delivery import LocalDelivery
 from .failover import Failover
@@ -61,6 +63,14 @@ from .treatments import FAN_OUT, TopicTreatment, Treatment
 __all__ = ["Core", "Hop", "Publisher", "Subscriber", "Upstream"]
 
 
+def _version_2_only(*args: object) -> None:
+    raise RuntimeError("a version 2 message reached a router running protocol version 3")
+
+
+def _version_3_only(*args: object) -> None:
+    raise RuntimeError("a version 3 message reached a router running protocol version 2")
+
+
 class Core:
     __slots__ = ("tables", "router_id", "settings", "clock", "wall", "routes", "credit", "placeholders", "publishers",
                  "suspended_publishers", "delivery", "forwarding", "failover", "groups",
@@ -69,7 +79,7 @@ class Core:
                  "after_batch", "replenish", "forwarded", "hop_update", "upstream_settled", "pump_hop", "add_hop",
                  "add_upstream", "hop_lost", "upstream_lost", "retry_parked", "expire", "marker_hops", "queue_marker",
                  "hold_marker", "publisher_resume_map", "resume_subscriber", "attach_completed", "follow_moved",
-                 "membership_changed", "last_member", "is_active", "group_view")
+                 "membership_changed", "last_member", "is_active", "group_view", "copies", "copy_arrived", "control")
 
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], int] = lambda: time.time_ns() // 1000, routes: RoutesPort = ALONE,
@@ -89,7 +99,11 @@ class Core:
         self.groups = groups = Groups(tables, routes, message_key)
         self.delivery = delivery = LocalDelivery(tables, credit, placeholders, routes,
                                                  TopicTreatment(treatment, groups.local_groups), unsynced)
-        self.forwarding = forwarding = Forwarding(tables, credit, routes)
+        # Protocol version 3 (``copies.py``, the simulator only so far) takes the forwarding
+        # part's place: copies to destinations, answers to the root.
+        self.copies = copies = Copies(tables, credit, routes, routes.send_to) if settings.protocol >= 3 else None
+        forwarding: Forwarding | Copies = copies or Forwarding(tables, credit, routes)
+        self.forwarding = forwarding
         self.failover = failover = Failover(tables, routes, placeholders)
         delivery.connect(forwarding, failover, groups, failover.moved_away)
         forwarding.connect(delivery, failover, groups)
@@ -102,9 +116,23 @@ class Core:
         self.publisher_credit_changed = delivery.publisher_credit_changed
         self.after_batch = delivery.after_batch
         self.replenish = delivery.replenish
-        self.forwarded = forwarding.forwarded
-        self.hop_update = forwarding.hop_update
-        self.upstream_settled = forwarding.upstream_settled
+        if isinstance(forwarding, Forwarding):
+            self.forwarded = forwarding.forwarded
+            self.hop_update = forwarding.hop_update
+            self.upstream_settled = forwarding.upstream_settled
+            self.copy_arrived = self.control = _version_3_only
+            self.follow_moved = failover.follow_moved
+        else:
+            self.forwarded = self.hop_update = self.upstream_settled = _version_2_only
+            self.copy_arrived = forwarding.copy_arrived
+            self.control = forwarding.control
+            self.follow_moved = forwarding.table_changed
+            delivery_after_batch, flush = delivery.after_batch, forwarding.flush
+
+            def after_batch() -> None:
+                delivery_after_batch()
+                flush()
+            self.after_batch = after_batch
         self.pump_hop = forwarding.pump_hop
         self.add_hop = forwarding.add_hop
         self.add_upstream = forwarding.add_upstream
@@ -118,7 +146,6 @@ class Core:
         self.publisher_resume_map = failover.publisher_resume_map
         self.resume_subscriber = failover.resume_subscriber
         self.attach_completed = failover.attach_completed
-        self.follow_moved = failover.follow_moved
         self.membership_changed = groups.membership_changed
         self.last_member = groups.last_member
         self.is_active = groups.is_active
@@ -168,11 +195,13 @@ class Core:
 
     @property
     def pins(self) -> dict[str, dict[str, int]]:
-        return self.forwarding.order.pins
+        forwarding = self.forwarding
+        return forwarding.order.pins if isinstance(forwarding, Forwarding) else {}
 
     @property
-    def held(self) -> dict[str, list[HeldEntry]]:
-        return self.forwarding.order.held
+    def held(self) -> dict[str, list[HeldEntry]] | dict[str, list[Any]]:
+        forwarding = self.forwarding
+        return forwarding.order.held if isinstance(forwarding, Forwarding) else forwarding.held_copies()
 
     @property
     def moved_away(self) -> dict[str, dict[Key, tuple[str, float]]]:
@@ -274,6 +303,8 @@ class Core:
             record.publisher_handle = None
             record.publisher_settled = True
             delivery.settle_subscribers(record)
+            if record.far is not None:
+                self.forwarding.settled(record)
             delivery.maybe_free(record)
         pub.live.clear()
         self.replenish()
@@ -382,6 +413,8 @@ class Core:
         sub.attached = False
         self._unlink(sub)
         sub.queue.clear()
+        if self.copies is not None:
+            self.copies.subscriber_closed(sub.key)
         member = sub.group is not None
         delivery, groups = self.delivery, self.groups
         for record in [r for r in self.tables.records.records.values() if sub in r.states]:
@@ -396,4 +429,7 @@ class Core:
 
     def subscriber_moved(self, sub: Subscriber, where: str) -> None:
         """A suspended subscriber's key attached at router ``where``: hand its deliveries over."""
-        self.failover.subscriber_moved(sub, where, self._unlink)
+        if self.copies is not None:
+            self.copies.subscriber_moved(sub, where, self._unlink)
+        else:
+            self.failover.subscriber_moved(sub, where, self._unlink)

@@ -92,11 +92,20 @@ class Failover:
         """Our side of a resuming publisher's unsettled map: tag -> outcome, or None while
         in doubt. Tags we hold no record of are left out: the publisher resends those."""
         out: dict[bytes, Any] = {}
+        # Protocol version 3: the publisher sends the tags we name again at once, the rest
+        # when it has credit. A tag named after one we do not know would overtake it, and
+        # the root numbers its copies in the order they come: once one is unknown, no later
+        # one is named in doubt (it comes with the fresh ones, in order, and is taken over).
+        ordered = self.settings.protocol >= 3
+        gap = False
         for tag in theirs:
             if not isinstance(tag, bytes):
                 continue
             record = self.records.records.get(pub.gids.gid(tag))
             if record is None or record.presettled:
+                gap = True
+                continue
+            if gap and ordered and not (record.pending == 0 and record.local):
                 continue
             record.orphan_since = None  # about to be adopted: keep it
             # A copy forwarded to us is complete when our part of the network accepted it;

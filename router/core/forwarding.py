@@ -526,6 +526,17 @@ class Forwarding:
             self.delivery.maybe_free(r)
         return len(gone)
 
+    # ------------------- protocol version 3's hooks (``copies.py``): nothing here
+
+    def answer_ready(self, record: CoreRecord) -> None:
+        pass
+
+    def settled(self, record: CoreRecord) -> None:
+        pass
+
+    def freed(self, record: CoreRecord) -> None:
+        pass
+
     # ------------------------------------------------------- parked records
 
     def forget_parked(self, record: CoreRecord) -> None:

@@ -23,7 +23,7 @@ class TagInUse(Exception):
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
-                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked")
+                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool, ceiling: Ceiling) -> None:
@@ -60,6 +60,8 @@ class Publisher:
         # It carried its own incarnation (our client library does): it resends what it
         # had no outcome for under the same identity, wherever it resumes.
         self.resumable = False
+        # Protocol version 3: this attach's stream id (positions to each router count in it)
+        self.stream = b""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -172,6 +174,17 @@ class _Parked:
 PARKED = _Parked()
 
 
+class _Far:
+    """Stands in as a waiter while the root waits for other routers' answers for its remote
+    keys (protocol version 3: ``copies.py``)."""
+
+    def __repr__(self) -> str:
+        return "FAR"
+
+
+FAR = _Far()
+
+
 class HeldFor:
     """Stands in as a waiter while a record waits here for destination ``dest``, behind
     older deliveries for it that went back to the neighbour it came from."""
@@ -193,7 +206,7 @@ class HeldFor:
 
 # Who a record waits for (the keys of ``Record.states``): local subscribers, downstream
 # hops, and the stand-ins for destinations with no route or held behind older ones.
-Waiter = Subscriber | Hop | HeldFor | _Parked
+Waiter = Subscriber | Hop | HeldFor | _Parked | _Far
 # A record as the core holds it, and the core's table of them (``records/table.py``).
 CoreRecord = Record[Publisher, Waiter, Upstream]
 CoreRecords = RecordTable[Publisher, Waiter, Upstream]

@@ -67,6 +67,10 @@ class RoutesPort(Protocol):
     # consumer groups' members at other routers, per group (``records/membership.py``);
     # the same object until the subscriber table changes (the core caches on it)
     def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]: ...
+    # protocol version 3: control items to a router, relayed over the control links; and
+    # the routers we can reach now
+    def send_to(self, router: str, items: tuple[Any, ...]) -> None: ...
+    def reachable(self) -> set[str]: ...
 
 
 class Alone:
@@ -92,6 +96,12 @@ class Alone:
 
     def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]:
         return NO_GROUPS
+
+    def send_to(self, router: str, items: tuple[Any, ...]) -> None:
+        pass
+
+    def reachable(self) -> set[str]:
+        return set()
 
 
 NO_GROUPS: Mapping[GroupId, tuple[Member, ...]] = MappingProxyType({})

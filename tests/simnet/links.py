@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from once.router.core import Outcome
+from once.router.core.messages import Copy
 
 from .clock import Loop
 
@@ -143,6 +144,9 @@ class RouterEnd:
             handle.record = router.core.forwarded(self.upstream, handle, frame.gid, frame.topic, frame.payload,
                                                   frame.dests, frame.presettled, 0, frame.keys, frame.born, frame.root,
                                                   dict(frame.chosen) if frame.chosen else None)
+        elif t is Copy:  # protocol version 3: consumed at once, no disposition
+            self.rcv_count += 1
+            router.core.copy_arrived(self.upstream, frame)
         elif t is Disposition:
             sent = self.sent.get(frame.id)
             if sent is None:
@@ -199,6 +203,13 @@ class HopEnd:
     def settle(self, handle: Handle) -> None:
         self.end.sent.pop(handle.id, None)
         self.end.send(SettleIn(handle.id))
+
+    def copy(self, copy: Copy) -> None:
+        """Protocol version 3: a copy goes settled (the root sends it again if it is lost)."""
+        end = self.end
+        end.snd_count += 1
+        end.credit -= 1
+        end.send(copy)
 
     def marker(self, msg: object) -> None:
         self.end.send(Control(msg))  # behind the deliveries sent before it: one connection keeps order

@@ -67,6 +67,7 @@ class Plan:
     faults: list[Fault]
     members: list[tuple[str, list[str]]] = field(default_factory=list)  # of consumer group "g"
     hard: bool = False  # drawn by ``hard_plan``: faults may add up to seconds, so graces are longer
+    protocol: int = 2  # the acceptance protocol the routers run (``docs/protocol.md``)
 
     def describe(self) -> str:
         return (f"seed {self.seed}: {self.topology}, publishers {self.publishers}, subscribers {self.subscribers}, "
@@ -208,7 +209,8 @@ def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNe
 
 
 def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
-    net = SimNet(p.seed, topology_links(p.topology), HARD_SETTINGS if p.hard else SETTINGS)
+    net = SimNet(p.seed, topology_links(p.topology),
+                 replace(HARD_SETTINGS if p.hard else SETTINGS, protocol=p.protocol))
     net.start()
     for name, prefs in p.subscribers:
         net.add_subscriber(name, "t", prefs)
@@ -236,14 +238,17 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     return net, verdict
 
 
-def _one(seed: int, groups: bool = False, hard: bool = False) -> tuple[int, list[str], int]:
-    _, v = run(hard_plan(seed, groups) if hard else plan(seed, groups=groups))
+def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int = 2) -> tuple[int, list[str], int]:
+    p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
+    p.protocol = protocol
+    _, v = run(p)
     return seed, v.violations, v.events
 
 
-def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False) -> dict[int, list[str]]:
+def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
+          protocol: int = 2) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
-    one = functools.partial(_one, groups=groups, hard=hard)
+    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -270,9 +275,12 @@ def main(argv: list[str] | None = None) -> int:
                     "silent and one-way partitions, paused routers, clock steps, publisher crashes, heavy load")
     ap.add_argument("--fresh", type=int, metavar="N", help="N schedules from a new random range of seeds (printed "
                     "first, so a failure replays with --seed): seeds the suite never ran")
+    ap.add_argument("--protocol", type=int, default=2, choices=(2, 3),
+                    help="the acceptance protocol the routers run (docs/protocol.md; 3 is being built)")
     args = ap.parse_args(argv)
     if args.seed is not None:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
+        p.protocol = args.protocol
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -290,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
-    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard)
+    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard, protocol=args.protocol)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:

@@ -1,0 +1,688 @@
+"""Protocol version 3 (``docs/protocol.md``): copies to destination routers, answers to the
+root, order by sequence. The part of ``Core`` that replaces ``Forwarding`` when
+``settings.protocol`` is 3 (plain topics; consumer groups still run version 2).
+
+Three roles, one router may play all of them for one message:
+
+* **Root** (the publisher's router): fixes the owed set (``records/owed.py``: remote keys
+  and the router each copy went to), numbers each copy in its stream's sequence to that
+  router (``Outbox``), sends, and waits for the ``FAR`` stand-in in the record until
+  every remote key is final. It sends again what has no answer when the graph changes
+  and every ``router_dead_after``; it re-targets a key only on what its subscriber table
+  shows. Never on a lost neighbour: that is no evidence about the routers behind it.
+* **Relay**: passes a copy on towards its other destinations, never back to a router it
+  visited, and keeps nothing. A destination it cannot reach is left out (the root sends
+  it again).
+* **Destination**: takes copies in their sequence (``records/chain.py``), queues them for
+  the keys they are owed to, and once those keys are final answers the root, routed by
+  router id over the control links. It never waits for another router's answer; it
+  forgets the message on the root's ``Settle`` and keeps a tombstone, so a late copy is
+  answered, never delivered twice.
+
+No router waits for another's waiting: the wait-for graph is a star around each root.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from once.records.chain import Arrival, Chain
+from once.records.owed import KeyState, Owed, Said
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
+
+from ..journal import Event
+from .credit import CreditWindow
+from .messages import Answer, Control, Copy, Settle, Target
+from .parts import DeliveryPart, FailoverPart, GroupsPart
+from .peers import FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
+from .ports import HopPort, Outcome, PublisherPort, RoutesPort
+from .tables import CoreTables, Key
+
+Take = tuple[str, bytes, int, frozenset[Key]]  # (root, stream, position, keys): a copy a destination took
+
+
+class Outbox:
+    """A root's sequence of copies to one router in one stream: the next position, and the
+    positions it has no answer for (in order: the first is ``low``)."""
+
+    __slots__ = ("next", "unanswered")
+
+    def __init__(self) -> None:
+        self.next = 1
+        self.unanswered: dict[int, None] = {}
+
+    def low(self) -> int:
+        for p in self.unanswered:
+            return p
+        return self.next
+
+
+class Far:
+    """A record's version 3 state. At the root: the owed set, the stream, each router's
+    sends ((position, keys, redelivery)), when it last sent. At a destination: the copies
+    it took (each is answered), when it first and last answered."""
+
+    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer")
+
+    def __init__(self) -> None:
+        self.owed: Owed | None = None
+        self.stream = b""
+        self.sends: dict[str, list[tuple[int, frozenset[Key], bool]]] = {}
+        self.sent_at = 0.0
+        self.takes: list[Take] = []
+        self.answered_at: float | None = None
+        self.first_answer: float | None = None
+
+
+PENDING = KeyState.PENDING
+_SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
+
+
+class Copies:
+    __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes", "send_to",
+                 "hops", "upstreams", "outboxes", "chains", "held", "tombstones", "departed", "closed", "outgoing",
+                 "owed_cache", "streams", "dirty", "chain_seen", "parked", "delivery", "failover", "groups")
+
+    def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
+                 send_to: Callable[[str, tuple[Control, ...]], None]) -> None:
+        self.router_id = tables.router_id
+        self.settings = tables.settings
+        self.records: CoreRecords = tables.records
+        self.topics = tables.topics
+        self.journal = tables.journal
+        self.clock = tables.clock
+        self.credit = credit
+        self.routes = routes
+        self.send_to = send_to  # control items to a router, relayed by the network
+        self.hops: dict[str, Hop] = {}
+        self.upstreams: dict[str, Upstream] = {}
+        self.outboxes: dict[tuple[bytes, str], Outbox] = {}  # (stream, router) -> its sequence
+        self.chains: dict[bytes, Chain[tuple[Copy, Target]]] = {}  # per stream, at this destination
+        self.held = 0  # copies held in chains behind a gap
+        self.tombstones: dict[bytes, tuple[dict[Key, tuple[Said, Outcome | None]], float]] = {}
+        self.departed: dict[Key, tuple[str, float]] = {}  # keys that moved away from here -> (where, until)
+        self.closed: dict[Key, float] = {}  # keys whose subscription here ended -> until
+        self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
+        self.owed_cache: dict[str, dict[Key, str]] = {}  # topic -> remote key -> its router
+        self.streams = 0
+        self.dirty = False  # a hop went or came: what was queued or on the wire is sent again
+        self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
+        self.parked: dict[CoreRecord, float] = {}  # (version 2's; nothing parks here: the root sends again)
+        self.delivery: DeliveryPart
+        self.failover: FailoverPart
+        self.groups: GroupsPart
+
+    def connect(self, delivery: DeliveryPart, failover: FailoverPart, groups: GroupsPart) -> None:
+        self.delivery = delivery
+        self.failover = failover
+        self.groups = groups
+
+    # ------------------------------------------------------------- root
+
+    def _remote_keys(self, topic: str) -> dict[Key, str]:
+        """Every remote subscriber key of ``topic`` and the router it lives at (its newest
+        attach), until the subscriber table changes."""
+        cached = self.owed_cache.get(topic)
+        if cached is not None:
+            return cached
+        here = self.topics.get(topic) or {}
+        out: dict[Key, str] = {}
+        routes = self.routes
+        for router in routes.remote_routers(topic):
+            keys = [k for k in routes.keys_at(topic, router) if k not in here]
+            for where, ks in routes.homes(keys).items():
+                if where != self.router_id:
+                    for k in ks:
+                        out[k] = where
+        self.owed_cache[topic] = out
+        return out
+
+    def _root_far(self, record: CoreRecord) -> Far:
+        far = record.far
+        if far is None:
+            record.far = far = Far()
+        if far.owed is None:
+            far.owed = Owed({})
+            pub = record.publisher
+            if pub is not None and not pub.stream:
+                self.streams += 1
+                pub.stream = f"{self.router_id}/{self.tables_stamp()}/{self.streams}".encode()
+            far.stream = pub.stream if pub is not None else b""
+        return far
+
+    def tables_stamp(self) -> int:
+        return self.delivery.stamp()
+
+    def held_copies(self) -> dict[str, list[Any]]:
+        """What waits in chains behind a gap, per stream (state a finished run must not leave)."""
+        return {s.decode(): list(c.held.values()) for s, c in self.chains.items() if c.held}
+
+    def forward(self, record: CoreRecord, dests: set[str], exclude: str | None,
+                keys: frozenset[Key] | None = None) -> list[Hop]:
+        """The root sends ``record`` to the remote keys at ``dests`` (only ``keys``, if given)
+        not owed it yet. (The name is the forwarding part's: ``parts.py``.)"""
+        if not record.local:
+            return []
+        if keys is None:
+            remote = self._remote_keys(record.topic)
+            wanted = {k: r for k, r in remote.items() if r in dests}
+        else:
+            wanted = {k: where for where, ks in self.routes.homes(keys).items() for k in ks}
+        if not wanted:
+            return []
+        far = self._root_far(record)
+        owed = far.owed
+        assert owed is not None
+        new: dict[str, set[Key]] = {}
+        for k, r in wanted.items():
+            if k in owed.states or r == self.router_id:
+                continue
+            new.setdefault(r, set()).add(k)
+        if new:
+            self._send(record, far, new, keys is not None)
+        return []
+
+    def _send(self, record: CoreRecord, far: Far, new: dict[str, set[Key]], redelivery: bool) -> None:
+        owed = far.owed
+        assert owed is not None
+        presettled = record.presettled
+        targets = []
+        for router, ks in new.items():
+            if not presettled:
+                for k in ks:
+                    owed.add(k, router)
+            box = self.outboxes.get((far.stream, router))
+            if box is None:
+                self.outboxes[(far.stream, router)] = box = Outbox()
+            position = box.next
+            box.next += 1
+            if not presettled:
+                box.unanswered[position] = None
+            fk = frozenset(ks)
+            far.sends.setdefault(router, []).append((position, fk, redelivery))
+            targets.append(Target(router, fk, position, box.low(), redelivery))
+        if not presettled and owed.pending:
+            record.reopen(FAR)
+        far.sent_at = self.clock()
+        self._dispatch(record, far.stream, targets, frozenset({self.router_id}))
+
+    def _dispatch(self, record: CoreRecord | Copy, stream: bytes, targets: list[Target],
+                  visited: frozenset[str]) -> None:
+        """Queue copies of ``record`` for ``targets`` on the next hops towards them."""
+        if not targets:
+            return
+        by_router: dict[str, list[Target]] = {}
+        for t in targets:
+            by_router.setdefault(t.router, []).append(t)
+        by_hop, _ = self.routes.route(set(by_router), None)
+        if isinstance(record, Copy):
+            c = record
+            gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
+                                                                 c.message_format, c.root, c.born)
+        else:
+            gid, topic, payload, presettled, fmt, root, born = (record.gid, record.topic, record.payload,
+                                                                 record.presettled, record.message_format,
+                                                                 self.router_id, record.born)
+        onward = visited | {self.router_id}
+        for peer, routers in by_hop.items():
+            hop = self.hops.get(peer)
+            if hop is None or peer in visited:
+                continue  # no way on that does not go back: the root sends it again
+            copy = Copy(gid, topic, payload, presettled, fmt, root, stream, born,
+                        tuple(t for r in sorted(routers) for t in by_router[r]), onward)
+            hop.queue.append(copy)  # type: ignore[arg-type]
+            self.pump_hop(hop)
+
+    def resend(self, record: CoreRecord, far: Far) -> None:
+        """Send again every copy that still has a key with no answer."""
+        owed = far.owed
+        if owed is None or not owed.pending:
+            return
+        pending = owed.pending_at()
+        targets = []
+        for router, keys in pending.items():
+            box = self.outboxes.get((far.stream, router))
+            low = box.low() if box is not None else 1
+            for position, ks, redelivery in far.sends.get(router, ()):
+                if ks & keys:
+                    targets.append(Target(router, ks, position, low, redelivery))
+        far.sent_at = self.clock()
+        self._dispatch(record, far.stream, targets, frozenset({self.router_id}))
+
+    def answered_from(self, frm: str, answer: Answer) -> None:
+        """A destination's answer for a copy we sent it."""
+        box = self.outboxes.get((answer.stream, frm))
+        if box is not None:
+            box.unanswered.pop(answer.position, None)
+        record = self.records.get(answer.gid)
+        far = record.far if record is not None else None
+        if record is None or far is None or far.owed is None or not record.local:
+            if record is None:
+                self._queue(frm, Settle(answer.gid))
+            return
+        owed = far.owed
+        done = False
+        retarget: dict[str, set[Key]] = {}
+        for key, said, error in answer.said:
+            if owed.answer(key, frm, said, error):
+                done = True
+            elif said in (Said.MOVED, Said.UNKNOWN) and owed.where.get(key) == frm:
+                home = self.routes.homes((key,))
+                for where in home:
+                    if where != frm and owed.moved(key, where):
+                        retarget.setdefault(where, set()).add(key)
+        if retarget:
+            self._retarget(record, far, retarget)
+        if done or (owed.pending == 0 and record.states.get(FAR) is IN_DOUBT):
+            self._far_done(record, owed)
+        else:
+            self._answered_positions(far)
+
+    def _far_done(self, record: CoreRecord, owed: Owed) -> None:
+        self._unnumber(record.far)
+        if owed.rejection is not None:
+            done = record.resolve(FAR, SUB_REJECTED, owed.rejection)
+        else:
+            done = record.resolve(FAR, SUB_ACCEPTED)
+        self.delivery.answered(record, done)
+
+    def _retarget(self, record: CoreRecord, far: Far, moved: dict[str, set[Key]]) -> None:
+        """Keys owed this message live elsewhere now (``Owed.moved`` has noted where)."""
+        here = moved.pop(self.router_id, None)
+        if here:
+            owed = far.owed
+            assert owed is not None
+            subs = self.topics.get(record.topic) or {}
+            delivery = self.delivery
+            for key in here:
+                sub = subs.get(key)
+                if sub is not None and sub not in record.states:
+                    if delivery.enqueue(record, sub, 1):
+                        self._in_order(sub)
+                        delivery.pump(sub)
+                if owed.here(key):
+                    self._far_done(record, owed)
+            if owed.pending:
+                self._answered_positions(far)
+        if moved:
+            self._send(record, far, moved, True)
+
+    def _answered_positions(self, far: Far) -> None:
+        """Copies whose keys are all final no longer hold ``low`` back at their router
+        (a key answered elsewhere, or came here: its old copy need never arrive)."""
+        owed = far.owed
+        assert owed is not None
+        pending = owed.states
+        for router, sends in far.sends.items():
+            box = self.outboxes.get((far.stream, router))
+            if box is None or not box.unanswered:
+                continue
+            for position, keys, _ in sends:
+                if position in box.unanswered and all(pending.get(k) is not PENDING for k in keys):
+                    del box.unanswered[position]
+
+    def _unnumber(self, far: Far) -> None:
+        """Nothing more is owed for this record: its positions no longer hold ``low`` back
+        (a key that moved away leaves its copy unanswered where it was; the router there
+        must not wait for it)."""
+        for router, sends in far.sends.items():
+            box = self.outboxes.get((far.stream, router))
+            if box is not None:
+                for position, _, _ in sends:
+                    box.unanswered.pop(position, None)
+
+    @staticmethod
+    def _in_order(sub: Subscriber) -> None:
+        queue = sub.queue
+        if len(queue) > 1 and queue[-2][0].born > queue[-1][0].born:
+            sub.queue = deque(sorted(queue, key=lambda item: item[0].born))
+
+    def settled(self, record: CoreRecord) -> None:
+        """The root's record is settled: every router it went to forgets it."""
+        far = record.far
+        if far is None or not record.local:
+            return
+        for router in far.sends:
+            self._queue(router, Settle(record.gid))
+
+    def table_changed(self, reachable: set[str]) -> None:
+        """The graph or the subscriber table changed: re-target keys that live elsewhere now,
+        in publish order, before anything newer goes to them; send again what may have been
+        lost with a link."""
+        self.owed_cache.clear()
+        resend, self.dirty = self.dirty, False
+        for record in list(self.records.records.values()):  # publish order
+            far = record.far
+            if far is None or far.owed is None or not record.local or not far.owed.pending:
+                continue
+            owed = far.owed
+            pending = [k for k, st in owed.states.items() if st is PENDING]
+            moved: dict[str, set[Key]] = {}
+            for where, keys in self.routes.homes(pending).items():
+                for key in keys:
+                    if owed.moved(key, where):
+                        moved.setdefault(where, set()).add(key)
+            if moved:
+                self._retarget(record, far, moved)
+            if resend:
+                self.resend(record, far)
+
+    # ------------------------------------------------------ destination
+
+    def copy_arrived(self, up: Upstream, copy: Copy) -> None:
+        """A neighbour passed a copy to us: take our part, pass the rest on."""
+        if up.credit > 0:
+            self.credit.transit_used(up)
+        me = self.router_id
+        rest = [t for t in copy.targets if t.router != me]
+        if rest:
+            self._dispatch(copy, copy.stream, rest, copy.visited)
+        for t in copy.targets:
+            if t.router == me:
+                self._arrive(copy, t)
+
+    def _arrive(self, copy: Copy, t: Target) -> None:
+        chain = self.chains.get(copy.stream)
+        if chain is None:
+            self.chains[copy.stream] = chain = Chain()
+        self.chain_seen[copy.stream] = self.clock()
+        before = len(chain.held)
+        outcome = chain.arrive(0, t.position, t.low, (copy, t))
+        self.held += len(chain.held) - before
+        if outcome.arrival is Arrival.REPEAT and t.position < chain.next:
+            self._take(copy, t)  # sent again: answered again (the first answer may be lost)
+        for c, target in outcome.ready:
+            self._take(c, target)
+
+    def _take(self, copy: Copy, t: Target) -> None:
+        record = self.records.get(copy.gid)
+        take: Take = (copy.root, copy.stream, t.position, t.keys)
+        if record is None:
+            tomb = self.tombstones.get(copy.gid)
+            if tomb is not None:
+                states = tomb[0]
+                self._queue(copy.root, Answer(copy.gid, copy.stream, t.position, tuple(
+                    (k, *states.get(k, (Said.UNKNOWN, None))) for k in t.keys)))
+                return
+            record = Record(copy.gid, copy.topic, copy.payload, None, copy.gid, 0, copy.presettled,
+                            copy.message_format)
+            record.local = False
+            record.born = copy.born
+            record.root = copy.root
+            self.records.add(record)
+            if self.journal is not None:
+                self.journal.add(Event.RECEIVED, copy.gid, copy.topic, copy.root)
+        far = record.far
+        if far is None:
+            record.far = far = Far()
+        if take not in far.takes:
+            far.takes.append(take)
+        subs = self.topics.get(copy.topic) or {}
+        delivery = self.delivery
+        fresh = []
+        for key in t.keys:
+            sub = subs.get(key)
+            if sub is not None and sub not in record.states and delivery.enqueue(record, sub,
+                                                                                  1 if t.redelivery else 0):
+                fresh.append(sub)
+        if fresh and not record.local:
+            record.outcome_sent = False
+        for sub in fresh:
+            if t.redelivery:
+                self._in_order(sub)
+            delivery.pump(sub)
+        if record.pending == 0 and not record.outcome_sent:
+            delivery.complete(record)  # (calls ``answer_ready``)
+        elif not copy.presettled:
+            self._answer(record, far, take)
+
+    def _said(self, record: CoreRecord, key: Key, subs: dict[Key, Subscriber]) -> tuple[Said, Outcome | None] | None:
+        """What ``key`` did with ``record`` here; None while it is in doubt."""
+        sub = subs.get(key)
+        if sub is not None:
+            state = record.states.get(sub)
+            if state is IN_DOUBT:
+                return None
+            if state is not None:
+                return _SAID_OF[state], record.rejection if state is SUB_REJECTED else None
+        departed = self.departed.get(key)
+        if departed is not None:
+            return Said.MOVED, None
+        if key in self.closed:
+            return Said.CLOSED, None
+        return Said.UNKNOWN, None
+
+    def _answer(self, record: CoreRecord, far: Far, take: Take) -> bool:
+        """Answer one copy we took, if its keys are all final here; True if it was."""
+        root, stream, position, keys = take
+        subs = self.topics.get(record.topic) or {}
+        said = []
+        for key in keys:
+            s = self._said(record, key, subs)
+            if s is None:
+                return False
+            said.append((key, s[0], s[1]))
+        self._queue(root, Answer(record.gid, stream, position, tuple(said)))
+        now = self.clock()
+        far.answered_at = now
+        if far.first_answer is None:
+            far.first_answer = now
+        return True
+
+    def answer_ready(self, record: CoreRecord) -> None:
+        """Every local waiter of ``record`` is final: answer the copies we took of it."""
+        far = record.far
+        if far is None or record.presettled:
+            return
+        for take in far.takes:
+            self._answer(record, far, take)
+
+    def settle_from(self, gid: bytes) -> None:
+        """The root settled: settle our deliveries and forget the message (a tombstone stays)."""
+        record = self.records.get(gid)
+        if record is None or record.local or record.publisher_settled:
+            return
+        record.publisher_settled = True
+        if self.journal is not None:
+            self.journal.add(Event.SETTLED, gid, record.topic)
+        self.delivery.settle_subscribers(record)
+        self.delivery.maybe_free(record)
+
+    def freed(self, record: CoreRecord) -> None:
+        """``record`` was freed: a destination keeps what its keys said, for late copies."""
+        far = record.far
+        if far is None:
+            return
+        if far.owed is not None:
+            self._unnumber(far)
+        if not far.takes:
+            return
+        subs = self.topics.get(record.topic) or {}
+        states: dict[Key, tuple[Said, Outcome | None]] = {}
+        for _, _, _, keys in far.takes:
+            for key in keys:
+                s = self._said(record, key, subs)
+                if s is not None and s[0] is not Said.UNKNOWN:
+                    states[key] = s
+        self.tombstones[record.gid] = (states, self.clock() + self.settings.publisher_grace)
+
+    def control(self, frm: str, items: Iterable[Control]) -> None:
+        """Control items routed to us."""
+        for item in items:
+            if type(item) is Answer:
+                self.answered_from(frm, item)
+            else:
+                self.settle_from(item.gid)
+
+    def _queue(self, router: str, item: Control) -> None:
+        if router == self.router_id:
+            self.control(router, (item,))
+            return
+        self.outgoing.setdefault(router, []).append(item)
+
+    def flush(self) -> None:
+        """Send the control items gathered in this batch, one message per router."""
+        if self.outgoing:
+            out, self.outgoing = self.outgoing, {}
+            for router, items in out.items():
+                self.send_to(router, tuple(items))
+
+    # --------------------------------------------------- moved and closed
+
+    def subscriber_moved(self, sub: Subscriber, where: str, unlink: Callable[[Subscriber], None]) -> None:
+        """A suspended subscriber's key attached at router ``where``. Where we are root, what
+        it had not accepted goes there, from us; where we are a destination, we answer
+        ``moved`` and its root sends it there."""
+        if not sub.attached or sub.suspended_until is None:
+            return
+        held = [r for r in self.records.records.values() if sub in r.states]
+        sub.suspended_until = None
+        unlink(sub)
+        sub.attached = False
+        sub.queue.clear()
+        s = self.settings
+        self.departed[sub.key] = (where, self.clock() + max(s.router_dead_after, s.subscriber_grace))
+        delivery = self.delivery
+        for record in held:
+            in_doubt = record.states.get(sub) is IN_DOUBT
+            if in_doubt and record.local and not record.presettled:
+                far = self._root_far(record)
+                self._send(record, far, {where: {sub.key}}, True)
+            done = record.drop_waiter(sub)
+            if in_doubt:
+                delivery.answered(record, done)
+            else:
+                delivery.maybe_free(record)
+
+    def subscriber_closed(self, key: Key) -> None:
+        s = self.settings
+        self.closed[key] = self.clock() + max(s.router_dead_after, s.publisher_grace)
+        self.departed.pop(key, None)
+
+    # ------------------------------------------------------------ links
+
+    def add_hop(self, peer: str, port: HopPort) -> Hop:
+        hop = Hop(peer, port)
+        self.hops[peer] = hop
+        self.dirty = True
+        return hop
+
+    def add_upstream(self, peer: str, port: PublisherPort) -> Upstream:
+        up = Upstream(peer, port)
+        self.upstreams[peer] = up
+        self.replenish_transit()
+        return up
+
+    def hop_lost(self, peer: str) -> None:
+        hop = self.hops.pop(peer, None)
+        if hop is not None:
+            hop.attached = False
+            hop.queue.clear()
+            self.dirty = True
+
+    def upstream_lost(self, peer: str) -> None:
+        up = self.upstreams.pop(peer, None)
+        if up is not None:
+            up.attached = False
+            self.credit.upstream_gone(up)
+
+    def pump_hop(self, hop: Hop) -> None:
+        queue = hop.queue
+        if not queue:
+            return
+        port = hop.port
+        credit = port.credit()
+        sent = 0
+        while credit > 0 and queue:
+            copy = queue.popleft()
+            port.copy(copy)  # type: ignore[attr-defined]
+            credit -= 1
+            sent += 1
+            if self.journal is not None:
+                self.journal.add(Event.FORWARDED, copy.gid, copy.topic, hop.peer)  # type: ignore[union-attr]
+        if sent:
+            self.credit.want_pass()
+
+    def replenish_transit(self) -> None:
+        """Credit for neighbours passing copies to us: what we hold for other roots, held in
+        chains and queued onwards counts against the transit window."""
+        ups = [u for u in self.upstreams.values() if u.attached]
+        queued = sum(len(h.queue) for h in self.hops.values())
+        self.credit.grant_transit(ups, len(self.records) - self.delivery.root_records() + self.held + queued,
+                                  self.records.bytes)
+
+    # ------------------------------------------------------------ timers
+
+    def expire(self, now: float, orphan_ttl: float) -> int:
+        """Every tick: send again what has had no answer for ``router_dead_after``, answer
+        again what has had no settlement, forget old tombstones and departures."""
+        retry = self.settings.router_dead_after
+        reachable = None
+        freed = 0
+        for record in list(self.records.records.values()):
+            far = record.far
+            if far is None:
+                continue
+            if record.local and far.owed is not None and far.owed.pending and now - far.sent_at >= retry:
+                self.resend(record, far)
+            if (not record.local and record.pending == 0 and not record.publisher_settled
+                    and far.answered_at is not None and now - far.answered_at >= retry):
+                if reachable is None:
+                    reachable = self.routes.reachable()
+                roots = {root for root, _, _, _ in far.takes}
+                if (far.first_answer is not None and now - far.first_answer > self.settings.publisher_grace + retry
+                        and not roots & reachable):
+                    # Its root is gone and nobody took the publisher over: settled without it.
+                    self.settle_from(record.gid)
+                    freed += 1
+                else:
+                    self.answer_ready(record)
+        for table in (self.tombstones,):
+            for gid in [g for g, (_, until) in table.items() if until <= now]:
+                del table[gid]
+        for key in [k for k, (_, until) in self.departed.items() if until <= now]:
+            del self.departed[key]
+        for key in [k for k, until in self.closed.items() if until <= now]:
+            del self.closed[key]
+        # Copies held behind a gap that nothing filled for a while give their room back:
+        # they were never answered, so their root (if it lives) sends them again.
+        stuck = now - 2 * retry
+        for stream, chain in self.chains.items():
+            if chain.held and self.chain_seen.get(stream, 0.0) < stuck:
+                self.held -= len(chain.held)
+                chain.held.clear()
+        # A chain with nothing held may go once quiet: the root's ``low`` on its next copy
+        # says where it stands, so nothing is taken twice or skipped.
+        quiet = now - self.settings.publisher_grace
+        for stream in [s for s, c in self.chains.items() if not c.held and self.chain_seen.get(s, 0.0) < quiet]:
+            del self.chains[stream]
+            self.chain_seen.pop(stream, None)
+        return freed
+
+    # ------------------------------------------- the forwarding part's rest
+
+    def answer_keyed(self, record: CoreRecord) -> None:
+        pass
+
+    def forget_parked(self, record: CoreRecord) -> None:
+        pass
+
+    def parked_given_up(self, record: CoreRecord, keep: frozenset[str]) -> None:
+        pass
+
+    def parked_since(self) -> list[tuple[CoreRecord, float]]:
+        return []
+
+    def retry_parked(self) -> None:
+        pass
+
+    def marker_hops(self, target: str) -> list[Hop]:
+        return []
+
+    def queue_marker(self, hop: Hop, marker: Any) -> None:
+        pass
+
+    def hold_marker(self, target: str, marker: Any) -> bool:
+        return False

@@ -1,0 +1,73 @@
+"""Protocol version 3's messages between routers (``docs/protocol.md``, section 2), as the
+core sends and receives them. Adaptors carry them: the in-process network's links as
+they are; the AMQP inter-router links do not carry them yet (``settings.protocol`` 3 runs
+in the simulator only).
+
+A ``Copy`` travels on the data links, towards the destination routers it names, and is
+consumed there. ``Answer`` and ``Settle`` travel on the control links, routed by router
+id (``Routed``): they never wait for data credit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from once.records.membership import Key
+from once.records.outcomes import Outcome
+from once.records.owed import Said
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One destination router of a copy: the keys it is owed to there, its position in the
+    root's sequence to that router, and the lowest position there with no answer yet."""
+
+    router: str
+    keys: frozenset[Key]
+    position: int
+    low: int
+    redelivery: bool = False  # re-targeted keys (they moved): they may have seen it
+
+
+@dataclass(frozen=True, slots=True)
+class Copy:
+    gid: bytes
+    topic: str
+    payload: bytes
+    presettled: bool
+    message_format: int
+    root: str
+    stream: bytes  # one publisher attach at its root: positions count per stream and router
+    born: int
+    targets: tuple[Target, ...]
+    visited: frozenset[str]  # the routers it passed: it never goes back to one
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A destination's answer for one copy it took: what each of its keys did."""
+
+    gid: bytes
+    stream: bytes
+    position: int
+    said: tuple[tuple[Key, Said, Outcome | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Settle:
+    """From the root: the message is settled; a destination settles and forgets it."""
+
+    gid: bytes
+
+
+Control = Answer | Settle
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """Control items for one router, relayed towards it neighbour by neighbour."""
+
+    to: str
+    frm: str
+    items: tuple[Control, ...]
+    ttl: int = 32  # hops left: a route that loops while the graph settles cannot carry it for ever
