@@ -430,8 +430,6 @@ class Copies:
         if fresh and not record.local:
             record.outcome_sent = False
         for sub in fresh:
-            if t.redelivery:
-                self._in_order(sub)
             delivery.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
             delivery.complete(record)  # (calls ``answer_ready``)
