@@ -90,8 +90,9 @@ class Owed:
 
     def add(self, key: Key, router: str) -> None:
         """``key`` is owed the message too, its copy sent to ``router`` (a local subscriber of
-        the root's moved away: the root waits for it there now)."""
-        if key not in self.states:
+        the root's moved away: the root waits for it there now). A key that had come to the
+        root (``here``) and leaves again is owed again."""
+        if self.states.get(key, KeyState.HERE) is KeyState.HERE:
             self.where[key] = router
             self.states[key] = KeyState.PENDING
             self.pending += 1

@@ -486,6 +486,11 @@ class Copies:
         if self.journal is not None:
             self.journal.add(Event.SETTLED, gid, record.topic)
         self.delivery.settle_subscribers(record)
+        # The root has its answer (a key that moved accepted it where it was before), or
+        # its publisher is gone: a local delivery still in doubt is not waited for. Its
+        # answer could not come anyway: the delivery is settled now.
+        for waiter in [w for w, st in record.states.items() if st is IN_DOUBT]:
+            record.drop_waiter(waiter)
         self.delivery.maybe_free(record)
 
     def freed(self, record: CoreRecord) -> None:
