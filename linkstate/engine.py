@@ -45,6 +45,9 @@ class ControlPlane:
         # the subscribers of our earlier life before we adopted them (deliveries for them
         # were accepted without them: the in-process network's seed 14).
         self.synced = False
+        # Whether our subscriber view holds every subscription there is (``Sync.complete``):
+        # false after a restart until a complete neighbour's sync (or the cold-start rule).
+        self.complete = True
 
     # ----------------------------------------------------------- neighbours
 
@@ -119,6 +122,8 @@ class ControlPlane:
         self._reissue(r)
         first = not self.synced
         self.synced = True
+        if sync.complete and not self.complete:
+            self.complete = first = True  # (our neighbours hear that we are complete now)
         if self.table.adopted:
             # The sender, too, must learn that our numbering moved past our earlier life.
             r.adopted, self.table.adopted = self.table.adopted, []
@@ -142,7 +147,7 @@ class ControlPlane:
             else:
                 seq, subs = 0, ()  # (see ``synced``: taken by nobody)
             states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs))
-        return Sync(tuple(states))
+        return Sync(tuple(states), self.complete)
 
     def _flood(self, msg: object, exclude: str | None) -> Out:
         targets = [n for n in sorted(self.neighbours) if n != exclude]

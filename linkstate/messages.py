@@ -98,6 +98,10 @@ class Sync:
     """Full state, sent when an inter-router link (re)connects."""
 
     states: tuple[OriginState, ...]
+    # The sender's view holds every subscription there is (it never restarted, or it
+    # synced with a router whose view did): a restarted router whose view is not complete
+    # takes publishes only once it has such a sync (protocol version 3).
+    complete: bool = True
 
 
 Message = LinkStateAd | SubEvent | SubAck | Sync | HandOver
@@ -123,7 +127,7 @@ def from_dict(d: dict[str, Any]) -> Message:
     if kind == "Sync":
         return Sync(tuple(OriginState(s["origin"], int(s["ls_seq"]), {str(k): int(v) for k, v in s["neighbours"].items()},
                                       int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]))
-                          for s in body["states"]))
+                          for s in body["states"]), bool(body.get("complete", True)))
     raise ValueError(f"unknown control message kind {kind!r}")
 
 

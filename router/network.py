@@ -52,6 +52,8 @@ class Network:
         # Subscription events are numbered from the router's start (microseconds), so a
         # restarted router's events are never taken for its earlier life's.
         self.plane = ControlPlane(router.id, base=time.time_ns() // 1000 if base is None else base)
+        # Our own subscriptions where a restart finds them (``substore.py``)
+        self.store: MemoryStore = getattr(router, "subscription_store", None) or MemoryStore()
         self.links: dict[str, NeighbourLink] = {}
         self.costs = {}
         for link in router.topology.links:
@@ -71,7 +73,6 @@ class Network:
         self._groups: dict[str, Mapping[GroupId, tuple[Member, ...]]] = {}  # likewise
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
         # Our own subscriptions where a restart finds them (``substore.py``)
-        self.store: MemoryStore = getattr(router, "subscription_store", None) or MemoryStore()
         # The routes port (``core/ports.py``), bound for the core's constructor:
         self.route = self.plane.lsdb.route
         self.moved = self.plane.moved
@@ -79,6 +80,17 @@ class Network:
         # Protocol version 3 (``core/copies.py``) needs no hand-over markers: a root sends
         # what a moved subscriber was owed before anything newer, in one sequence.
         self.markers = router.settings.protocol < 3
+        # A restarted router knows only its own subscriptions (its journal): the others'
+        # it learns from a neighbour whose view is complete. Taking publishes before that
+        # would accept them without subscribers it does not know of yet (when every
+        # router that knew them restarted too). Version 3 waits for a complete sync, or
+        # for ``subscriber_grace`` (by then a subscriber nobody could tell us of has
+        # been out of reach past its grace): the cold-start rule, docs/protocol.md.
+        self.store_restarted = self.store.begin()
+        self.cold = self.store_restarted and not self.markers
+        if self.cold:
+            self.plane.complete = False
+            router.call_later(router.settings.subscriber_grace, self._cold_start)
 
     @property
     def core(self) -> NetworkEvents:
@@ -176,7 +188,7 @@ class Network:
                 self._complete(msg.seq)
             return
         self._apply(self.plane.receive(peer, msg))
-        if type(msg) is Sync:
+        if type(msg) is Sync and self.plane.complete:
             # A neighbour's full view: from now on we know the subscribers (a restarted
             # router, or one that came up alone, took no publishes before this).
             self.core.synced()
@@ -199,6 +211,15 @@ class Network:
                     self.deferred.setdefault(key, []).append(marker)
                 else:
                     self._send_marker(marker)
+
+    def _cold_start(self) -> None:
+        if not self.plane.complete:
+            log.info("router %s: no neighbour with a complete view after %.0fs: taking publishes (cold start)",
+                     self.me, self.router.settings.subscriber_grace)
+            self.plane.complete = True
+            for peer, conn in self.links.items():
+                conn.send_control(self.plane.sync_message())
+            self.core.synced()
 
     # --------------------------------------------------------- hand-over
 

@@ -43,6 +43,12 @@ class Kept:
 class MemoryStore:
     def __init__(self) -> None:
         self.kept: dict[Key, Kept] = {}
+        self.lives = 0
+
+    def begin(self) -> bool:
+        """A router life starts with this journal; True if an earlier one had it (a restart)."""
+        self.lives += 1
+        return self.lives > 1
 
     def load(self) -> list[Kept]:
         return list(self.kept.values())
@@ -72,6 +78,12 @@ class FileStore(MemoryStore):
                 until = item.pop("until_us", None)
                 sub = Subscription(**item)
                 self.kept[sub.key] = Kept(sub, until)
+
+    def begin(self) -> bool:
+        marker = self.path.with_name("lives")
+        earlier = marker.exists()
+        marker.write_text("")
+        return earlier
 
     def put(self, kept: Kept) -> None:
         if self.kept.get(kept.sub.key) != kept:
