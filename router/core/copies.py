@@ -24,7 +24,6 @@ No router waits for another's waiting: the wait-for graph is a star around each 
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -299,8 +298,7 @@ class Copies:
             for key in here:
                 sub = subs.get(key)
                 if sub is not None and sub not in record.states:
-                    if delivery.enqueue(record, sub, 1):
-                        self._in_order(sub)
+                    if delivery.enqueue(record, sub, 1):  # (in our records' order: as they came to us)
                         delivery.pump(sub)
                 if owed.here(key):
                     self._far_done(record, owed)
@@ -332,12 +330,6 @@ class Copies:
             if box is not None:
                 for position, _, _ in sends:
                     box.unanswered.pop(position, None)
-
-    @staticmethod
-    def _in_order(sub: Subscriber) -> None:
-        queue = sub.queue
-        if len(queue) > 1 and queue[-2][0].born > queue[-1][0].born:
-            sub.queue = deque(sorted(queue, key=lambda item: item[0].born))
 
     def settled(self, record: CoreRecord) -> None:
         """The root's record is settled: every router it went to forgets it."""

@@ -54,6 +54,11 @@ class Failover:
         """
         delivery = self.delivery
         delivery.take_over(pub, record, resumed)
+        if self.settings.protocol >= 3:
+            # Our records in the order they came is the order a resuming subscriber here
+            # gets them again (``take_over``): as root we have it now, after what came before.
+            records = self.records.records
+            records[record.gid] = records.pop(record.gid)
         if settled:  # the publisher adopted the outcome we told it, and settles
             record.publisher_handle = None
             if not record.presettled:
