@@ -217,7 +217,7 @@ class Network:
             log.info("router %s: no neighbour with a complete view after %.0fs: taking publishes (cold start)",
                      self.me, self.router.settings.subscriber_grace)
             self.plane.complete = True
-            for peer, conn in self.links.items():
+            for conn in self.links.values():
                 conn.send_control(self.plane.sync_message())
             self.core.synced()
 

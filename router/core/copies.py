@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from once.records.chain import Arrival, Chain
+from once.records.far import Far, Outbox, Take
 from once.records.owed import KeyState, Owed, Said
 from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
@@ -38,42 +39,6 @@ from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
 from .ports import HopPort, Outcome, PublisherPort, RoutesPort
 from .tables import CoreTables, Key
-
-Take = tuple[str, bytes, int, frozenset[Key]]  # (root, stream, position, keys): a copy a destination took
-
-
-class Outbox:
-    """A root's sequence of copies to one router in one stream: the next position, and the
-    positions it has no answer for (in order: the first is ``low``)."""
-
-    __slots__ = ("next", "unanswered")
-
-    def __init__(self) -> None:
-        self.next = 1
-        self.unanswered: dict[int, None] = {}
-
-    def low(self) -> int:
-        for p in self.unanswered:
-            return p
-        return self.next
-
-
-class Far:
-    """A record's version 3 state. At the root: the owed set, the stream, each router's
-    sends ((position, keys, redelivery)), when it last sent. At a destination: the copies
-    it took (each is answered), when it first and last answered."""
-
-    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer")
-
-    def __init__(self) -> None:
-        self.owed: Owed | None = None
-        self.stream = b""
-        self.sends: dict[str, list[tuple[int, frozenset[Key], bool]]] = {}
-        self.sent_at = 0.0
-        self.takes: list[Take] = []
-        self.answered_at: float | None = None
-        self.first_answer: float | None = None
-
 
 PENDING = KeyState.PENDING
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
@@ -139,7 +104,7 @@ class Copies:
         return out
 
     def _root_far(self, record: CoreRecord) -> Far:
-        far = record.far
+        far: Far | None = record.far
         if far is None:
             record.far = far = Far()
         if far.owed is None:

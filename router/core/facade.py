@@ -116,6 +116,12 @@ class Core:
         self.publisher_credit_changed = delivery.publisher_credit_changed
         self.after_batch = delivery.after_batch
         self.replenish = delivery.replenish
+        # (Each version's entry points; the other version's raise.)
+        self.forwarded: Callable[..., Any]
+        self.hop_update: Callable[..., Any]
+        self.upstream_settled: Callable[..., Any]
+        self.copy_arrived: Callable[..., Any]
+        self.control: Callable[..., Any]
         if isinstance(forwarding, Forwarding):
             self.forwarded = forwarding.forwarded
             self.hop_update = forwarding.hop_update

@@ -69,3 +69,21 @@ def test_never_complete_while_a_key_has_no_evidence(events):
         if said in (Said.ACCEPTED, Said.REJECTED) or (said in (Said.CLOSED, Said.EXPIRED) and router == holder):
             evidence[key] = True
     assert o.complete == (evidence.get(A, False) and evidence.get(B, False))
+
+
+def test_a_key_that_came_to_the_root_is_final_there_and_owed_again_when_it_leaves():
+    """``here``: the root waits for it as a local subscriber; ``add`` when that one moves
+    away: pending again, at its new router (simulator seed 13505 on protocol 3 lost two
+    messages when ``add`` kept the old ``here``)."""
+    o = Owed({A: "D"})
+    assert o.here(A) and o.complete
+    o.add(A, "E")
+    assert not o.complete and o.where[A] == "E" and o.pending_at() == {"E": {A}}
+    assert o.answer(A, "E", Said.ACCEPTED)
+
+
+def test_add_leaves_a_key_with_evidence_alone():
+    o = Owed({A: "D", B: "D"})
+    o.answer(A, "D", Said.ACCEPTED)
+    o.add(A, "E")
+    assert o.states[A].value == "accepted" and o.pending == 1

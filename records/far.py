@@ -1,0 +1,43 @@
+"""What protocol version 3 keeps per message and per sequence (``docs/protocol.md``;
+``router/core/copies.py`` applies it): a root's numbering of its copies to one router, and
+a record's version 3 state at its root and at a destination. Pure data."""
+
+from __future__ import annotations
+
+from .membership import Key
+from .owed import Owed
+
+Take = tuple[str, bytes, int, frozenset[Key]]  # (root, stream, position, keys): a copy a destination took
+
+
+class Outbox:
+    """A root's sequence of copies to one router in one stream: the next position, and the
+    positions it has no answer for (in order: the first is ``low``)."""
+
+    __slots__ = ("next", "unanswered")
+
+    def __init__(self) -> None:
+        self.next = 1
+        self.unanswered: dict[int, None] = {}
+
+    def low(self) -> int:
+        for p in self.unanswered:
+            return p
+        return self.next
+
+
+class Far:
+    """A record's version 3 state. At the root: the owed set, the stream, each router's
+    sends ((position, keys, redelivery)), when it last sent. At a destination: the copies
+    it took (each is answered), when it first and last answered."""
+
+    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer")
+
+    def __init__(self) -> None:
+        self.owed: Owed | None = None
+        self.stream = b""
+        self.sends: dict[str, list[tuple[int, frozenset[Key], bool]]] = {}
+        self.sent_at = 0.0
+        self.takes: list[Take] = []
+        self.answered_at: float | None = None
+        self.first_answer: float | None = None
