@@ -41,6 +41,11 @@ from .ports import HopPort, Outcome, PublisherPort, RoutesPort
 from .tables import CoreTables, Key
 
 PENDING = KeyState.PENDING
+_MEMBER_GONE = (Said.CLOSED, Said.EXPIRED)
+
+
+def here_keys(topics: dict[str, dict[Key, Subscriber]], topic: str) -> dict[Key, Subscriber]:
+    return topics.get(topic) or {}
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 
@@ -94,8 +99,10 @@ class Copies:
         here = self.topics.get(topic) or {}
         out: dict[Key, str] = {}
         routes = self.routes
+        groups = routes.group_members(topic)
+        members = {m.key for ms in groups.values() for m in ms} if groups else ()
         for router in routes.remote_routers(topic):
-            keys = [k for k in routes.keys_at(topic, router) if k not in here]
+            keys = [k for k in routes.keys_at(topic, router) if k not in here and k not in members]
             for where, ks in routes.homes(keys).items():
                 if where != self.router_id:
                     for k in ks:
@@ -132,6 +139,11 @@ class Copies:
         if keys is None:
             remote = self._remote_keys(record.topic)
             wanted = {k: r for k, r in remote.items() if r in dests}
+            chosen = record.chosen
+            if chosen:  # one member per group, as the root chose
+                for k, (_, router) in chosen.items():
+                    if router != self.router_id and k not in here_keys(self.topics, record.topic):
+                        wanted[k] = router
         else:
             wanted = {k: where for where, ks in self.routes.homes(keys).items() for k in ks}
         if not wanted:
@@ -185,17 +197,19 @@ class Copies:
             c = record
             gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
                                                                  c.message_format, c.root, c.born)
+            chosen = c.chosen
         else:
             gid, topic, payload, presettled, fmt, root, born = (record.gid, record.topic, record.payload,
                                                                  record.presettled, record.message_format,
                                                                  self.router_id, record.born)
+            chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
         onward = visited | {self.router_id}
         for peer, routers in by_hop.items():
             hop = self.hops.get(peer)
             if hop is None or peer in visited:
                 continue  # no way on that does not go back: the root sends it again
             copy = Copy(gid, topic, payload, presettled, fmt, root, stream, born,
-                        tuple(t for r in sorted(routers) for t in by_router[r]), onward)
+                        tuple(t for r in sorted(routers) for t in by_router[r]), onward, chosen)
             hop.queue.append(copy)  # type: ignore[arg-type]
             self.pump_hop(hop)
 
@@ -229,7 +243,19 @@ class Copies:
         owed = far.owed
         done = False
         retarget: dict[str, set[Key]] = {}
+        chosen = record.chosen
         for key, said, error in answer.said:
+            if (chosen and key in chosen and said in _MEMBER_GONE and owed.where.get(key) == frm
+                    and owed.states.get(key) is PENDING):
+                # A group member left (or released it) before it answered: the root chooses
+                # again (only the root does). Nobody left: its answer stands.
+                before = set(chosen)
+                if self.groups.pass_on(record, chosen[key][0], key):
+                    for by in set(record.chosen or ()) - before:
+                        owed.replace(key, by, (record.chosen or {})[by][1])
+                    if owed.pending == 0:
+                        done = True
+                    continue
             if owed.answer(key, frm, said, error):
                 done = True
             elif said in (Said.MOVED, Said.UNKNOWN) and owed.where.get(key) == frm:
@@ -295,6 +321,19 @@ class Copies:
             if box is not None:
                 for position, _, _ in sends:
                     box.unanswered.pop(position, None)
+
+    def adopted(self, record: CoreRecord) -> None:
+        """We became the root of a record we held as a destination (its publisher resumed
+        here): the keys we took it for that are not here any more are owed it where they
+        live now (the old root may be gone, and with it what it knew)."""
+        far = record.far
+        if far is None or not far.takes:
+            return
+        subs = self.topics.get(record.topic) or {}
+        gone = frozenset(k for _, _, _, keys in far.takes for k in keys
+                         if k not in subs or subs[k] not in record.states)
+        if gone:
+            self.forward(record, set(), None, gone)
 
     def settled(self, record: CoreRecord) -> None:
         """The root's record is settled: every router it went to forgets it."""
@@ -368,6 +407,8 @@ class Copies:
             record.local = False
             record.born = copy.born
             record.root = copy.root
+            if copy.chosen:
+                record.chosen = {k: (g, r) for k, g, r in copy.chosen}
             self.records.add(record)
             if self.journal is not None:
                 self.journal.add(Event.RECEIVED, copy.gid, copy.topic, copy.root)

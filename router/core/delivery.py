@@ -247,7 +247,10 @@ class LocalDelivery:
                     Conditions.UNDELIVERABLE_HERE,
                     f"subscriber {sub.container_id}/{sub.link_name} declined the message"))
             else:
-                passed = self.groups.member_released(sub, record, handle, settled) if sub.group is not None else None
+                # (Under protocol version 3 only the root passes a member's message on: a
+                # destination redelivers it to that member.)
+                passed = (self.groups.member_released(sub, record, handle, settled)
+                          if sub.group is not None and (record.local or record.far is None) else None)
                 done = self._redeliver(sub, record, handle, settled) if passed is None else passed
         # (received: progress only; None: settlement alone)
         if record.publisher_settled:

@@ -424,7 +424,9 @@ class Core:
         member = sub.group is not None
         delivery, groups = self.delivery, self.groups
         for record in [r for r in self.tables.records.records.values() if sub in r.states]:
-            delivery.answered(record, groups.member_gone(sub, record) if member else record.drop_waiter(sub))
+            # (A version 3 destination answers ``closed`` for a member: its root passes it on.)
+            passed_on = member and (record.local or record.far is None)
+            delivery.answered(record, groups.member_gone(sub, record) if passed_on else record.drop_waiter(sub))
         self.replenish()
 
     def stand_in(self, sub: Subscriber) -> None:

@@ -71,6 +71,8 @@ class Failover:
         if new:
             record.outcome_sent = False
             self.forwarding.forward(record, new, None)
+        if self.settings.protocol >= 3:
+            self.forwarding.adopted(record)
         if record.root != self.router_id:
             # The old root delivered to its own subscribers itself; those of them that
             # moved (it died) are owed this now, and from us: we answer the publisher.

@@ -537,6 +537,9 @@ class Forwarding:
     def freed(self, record: CoreRecord) -> None:
         pass
 
+    def adopted(self, record: CoreRecord) -> None:
+        pass
+
     # ------------------------------------------------------- parked records
 
     def forget_parked(self, record: CoreRecord) -> None:

@@ -220,7 +220,7 @@ class Groups:
                 home = next(iter(self.routes.homes((key,))), None)
                 if home is not None and home != router:
                     continue  # it attached elsewhere: it is followed there, not replaced
-                if self._pass_on(record, group, key):
+                if self.pass_on(record, group, key):
                     del record.chosen[key]
                     done = True
             if done:
@@ -264,9 +264,9 @@ class Groups:
                 if home is not None and home != self.router_id:
                     self.failover.send_owed(record, {home: {key}})
                 else:
-                    self._pass_on(record, group, key)
+                    self.pass_on(record, group, key)
 
-    def _pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> bool:
+    def pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> bool:
         """Give ``record`` to another member of ``group`` than those that had it; False when
         nobody is left (the caller does what it does for a plain subscriber)."""
         chosen = record.chosen if record.chosen is not None else {}
@@ -288,7 +288,7 @@ class Groups:
         """A member released the message: another member gets it. None: it is the only one
         left, the caller redelivers to it as to a plain subscriber."""
         assert sub.group is not None
-        if record.states.get(sub) is not SubState.IN_DOUBT or not self._pass_on(record, sub.group, sub.key):
+        if record.states.get(sub) is not SubState.IN_DOUBT or not self.pass_on(record, sub.group, sub.key):
             return None
         if not settled:
             sub.port.settle(handle)
@@ -299,6 +299,6 @@ class Groups:
         this member no longer counts for it. Returns whether that completed the record."""
         assert sub.group is not None
         if record.states.get(sub) is SubState.IN_DOUBT:
-            self._pass_on(record, sub.group, sub.key)
+            self.pass_on(record, sub.group, sub.key)
         return record.drop_waiter(sub)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from once.records.membership import Key
+from once.records.membership import GroupId, Key
 from once.records.outcomes import Outcome
 from once.records.owed import Said
 
@@ -41,6 +41,9 @@ class Copy:
     born: int
     targets: tuple[Target, ...]
     visited: frozenset[str]  # the routers it passed: it never goes back to one
+    # consumer groups: the member the root chose per group, (key, group, router), so that
+    # a destination the publisher resumes at knows the choice when it becomes the root
+    chosen: tuple[tuple[Key, GroupId, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
