@@ -10,6 +10,7 @@ table's (``records/table.py``); this part applies them to the ports.
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from once.records.gid import RETIRED_TAGS
@@ -225,6 +226,10 @@ class LocalDelivery:
                 self.sent_settled(record, sub)
             else:
                 record.unsettled[sub] = handle
+                sent = sub.sent
+                sent.append(record)
+                if len(sent) > 128:
+                    sub.sent = deque(r for r in sent if r.states.get(sub) is in_doubt)
         if not queue and port.draining():
             port.drained()
 

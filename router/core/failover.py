@@ -250,7 +250,7 @@ class Failover:
         for sub in delivery.local_targets(record, keys):
             if delivery.enqueue(record, sub, 1):
                 queue = sub.queue
-                if len(queue) > 1 and queue[-2][0].born > record.born:
+                if self.settings.protocol < 3 and len(queue) > 1 and queue[-2][0].born > record.born:
                     self._order_queue(sub)
                 delivery.pump(sub)
 
@@ -272,14 +272,24 @@ class Failover:
         old.attached = False
         queued = {id(r) for r, _ in old.queue}
         in_doubt = SubState.IN_DOUBT
+        ordered = self.settings.protocol >= 3
         for record in self.records.records.values():  # publish order
             state = record.states.pop(old, None)
             if state is None:
                 continue
             record.states[new] = state
             was_sent = record.unsettled.pop(old, None) is not None or (state is in_doubt and id(record) not in queued)
-            if state is in_doubt:
+            if state is in_doubt and (was_sent or not ordered):
                 new.queue.append((record, 1 if was_sent else 0))
+        if ordered:
+            # What was sent goes again first, in the order it went; then the queue as it
+            # stood, in its order (the order copies came in their streams: our records'
+            # order is not that once some came earlier for other keys).
+            again = new.queue
+            order = {id(r): i for i, r in enumerate(old.sent)}
+            new.queue = deque(sorted(again, key=lambda item: order.get(id(item[0]), -1)))
+            new.queue.extend((r, n) for r, n in old.queue if r.states.get(new) is in_doubt)
+            old.sent.clear()
         new.attempts = old.attempts
         old.queue.clear()
 

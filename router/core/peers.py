@@ -92,7 +92,7 @@ SUSPENDED = Suspended()
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed")
+                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "sent")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
         self.port = port
@@ -111,6 +111,9 @@ class Subscriber:
         self.resumable = False
         self.exclusive = False  # it asked for an exclusive group: one active member, standbys
         self.owed = 0  # when its grace ran out: deliveries it had not accepted (answered without it)
+        # What went to it unsettled, in the order it went (pruned as it grows): a link that
+        # takes this one over gets those again first, in that order (``Failover.take_over``)
+        self.sent: deque[CoreRecord] = deque()
 
     @property
     def key(self) -> tuple[str, str]:
