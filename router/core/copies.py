@@ -224,8 +224,9 @@ class Copies:
             box = self.outboxes.get((far.stream, router))
             low = box.low() if box is not None else 1
             for position, ks, redelivery in far.sends.get(router, ()):
-                if ks & keys:
-                    targets.append(Target(router, ks, position, low, redelivery))
+                owed_there = ks & keys
+                if owed_there:  # (only those still owed: a member replaced since must not get it)
+                    targets.append(Target(router, frozenset(owed_there), position, low, redelivery))
         far.sent_at = self.clock()
         self._dispatch(record, far.stream, targets, frozenset({self.router_id}))
 
