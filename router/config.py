@@ -71,8 +71,7 @@ class Settings:
     max_in_flight_bytes: int = 256 * 1024 * 1024
     link_in_flight_bytes: int = 16 * 1024 * 1024
     # The acceptance protocol (``docs/protocol.md``): 2, answers gathered hop by hop; 3,
-    # answers to the root. Version 3 runs in the simulator only so far (its copies and
-    # answers have no AMQP encoding yet), so a topology file cannot ask for it.
+    # answers to the root. Every router of a network must run the same one.
     protocol: int = 2
 
 
@@ -237,8 +236,8 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
             if routers[end].inter_router is None:
                 raise ctx.fail(f"routers.{end}.inter_router", "HOST:PORT (the router has inter-router links)", None)
     settings = Settings(**s)
-    if settings.protocol != 2:
-        raise ctx.fail("settings.protocol", "2 (version 3 runs in the simulator only so far)", settings.protocol)
+    if settings.protocol not in (2, 3):
+        raise ctx.fail("settings.protocol", "2 or 3", settings.protocol)
     if settings.max_message_size > settings.max_in_flight_bytes:
         raise ctx.fail("settings.max_message_size", f"at most max_in_flight_bytes ({settings.max_in_flight_bytes})",
                        settings.max_message_size)

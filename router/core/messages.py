@@ -1,7 +1,6 @@
 """Protocol version 3's messages between routers (``docs/protocol.md``, section 2), as the
 core sends and receives them. Adaptors carry them: the in-process network's links as
-they are; the AMQP inter-router links do not carry them yet (``settings.protocol`` 3 runs
-in the simulator only).
+they are, the AMQP inter-router links in their own encoding (``adaptors/amqp/copies_wire.py``).
 
 A ``Copy`` travels on the data links, towards the destination routers it names, and is
 consumed there. ``Answer`` and ``Settle`` travel on the control links, routed by router

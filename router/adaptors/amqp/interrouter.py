@@ -40,6 +40,8 @@ from ...core import Hop, Outcome, Upstream
 from ...engineio import EngineProtocol
 from ...listeners import Kind
 from ...listeners import dial as connect
+from ...core.messages import Copy, Routed
+from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_list, routed_to_list, unpack_copy
 from .dispositions import to_amqp, to_outcome
 from .wire import ONCE_FORMAT, pack, unpack
 
@@ -87,6 +89,13 @@ class HopLink:
         d.context = record
         conn.dirty()
         return d
+
+    def copy(self, copy: Copy) -> None:
+        """Protocol version 3: a copy goes settled (its root sends it again if it is lost)."""
+        conn = self.conn
+        conn.engine.send(conn.data_out, copy.gid, pack_copy(copy) + copy.payload, settled=True,
+                         message_format=COPY_FORMAT)
+        conn.dirty()
 
     def settle(self, handle: Delivery) -> None:
         self.conn.engine.disposition(handle, handle.state, settled=True)
@@ -168,7 +177,8 @@ class InterRouterConnection(EngineProtocol):
     # ------------------------------------------------------------- control
 
     def send_control(self, msg: object) -> None:
-        self.control_queue.append(dumps(Described(ulong(0x77), _amqp_map(to_dict(msg)))))
+        body = routed_to_list(msg) if type(msg) is Routed else _amqp_map(to_dict(msg))  # type: ignore[arg-type]
+        self.control_queue.append(dumps(Described(ulong(0x77), body)))
         self._flush_control()
 
     def _flush_control(self) -> None:
@@ -260,11 +270,17 @@ class InterRouterConnection(EngineProtocol):
         if not self.up or self.peer is None:
             return
         value, _ = decode(d.payload, 0)
-        body = value.value if isinstance(value, Described) else value
-        self.router.network.receive(self.peer, from_dict(_py(body)))
+        body = _py(value.value if isinstance(value, Described) else value)
+        if isinstance(body, list) and body and body[0] == ROUTED:
+            self.router.network.receive(self.peer, routed_from_list(body))
+        else:
+            self.router.network.receive(self.peer, from_dict(body))
 
     def _on_data(self, d: Delivery) -> None:
         if self.upstream is None:
+            return
+        if d.message_format == COPY_FORMAT:
+            self.router.core.copy_arrived(self.upstream, unpack_copy(d.tag, d.payload))
             return
         if d.message_format != ONCE_FORMAT:
             raise DecodeError(f"inter-router message format {d.message_format:#x}, this router speaks "

@@ -1,0 +1,50 @@
+"""Protocol version 3 (``docs/protocol.md``) on real routers: OS processes, the AMQP
+inter-router encoding (``router/adaptors/amqp/copies_wire.py``), standard Proton clients."""
+
+from __future__ import annotations
+
+import queue
+
+import pytest
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.routers import Network
+
+ACCEPTED = 36
+V3 = {"protocol": 3}
+
+
+@pytest.mark.parametrize("topology", ["line3.yaml", "mesh3.yaml"])
+def test_every_subscriber_once_in_order(tmp_path, topology):
+    net = Network(topology, tmp_path, V3)
+    try:
+        subs = {r: ProtonSubscriber(net[r].url, "news", name=f"sub-{r}") for r in "ABC"}
+        pub = ProtonPublisher(net["A"].url, "news")
+        outcomes = [pub.send(f"m{i}") for i in range(200)]
+        assert [o.get(timeout=30) for o in outcomes] == [ACCEPTED] * 200
+        for r, s in subs.items():
+            assert [m.body for m in s.take(200)] == [f"m{i}" for i in range(200)], r
+            with pytest.raises(queue.Empty):
+                s.messages.get(timeout=0.2)
+        for c in (*subs.values(), pub):
+            c.close()
+    finally:
+        net.stop()
+
+
+def test_acceptance_waits_for_the_farthest_subscriber(tmp_path):
+    """The root answers only when the destination two hops away answered it directly."""
+    net = Network("line3.yaml", tmp_path, V3)
+    try:
+        near = ProtonSubscriber(net["A"].url, "far", name="near")
+        far = ProtonSubscriber(net["C"].url, "far", name="far", auto_accept=False)
+        pub = ProtonPublisher(net["A"].url, "far")
+        outcome = pub.send("x")
+        assert near.get().body == "x" and far.get().body == "x"
+        with pytest.raises(queue.Empty):
+            outcome.get(timeout=0.5)
+        far.command("accept")
+        assert outcome.get(timeout=10) == ACCEPTED
+        for c in (near, far, pub):
+            c.close()
+    finally:
+        net.stop()
