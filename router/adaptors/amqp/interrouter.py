@@ -37,10 +37,10 @@ from ...amqp.performatives import Role, Source, Target
 from ...amqp.sasl import SaslClientConfig, SaslServerConfig
 from ...amqp.types import Described, symbol, ulong
 from ...core import Hop, Outcome, Upstream
+from ...core.messages import Copy, Routed
 from ...engineio import EngineProtocol
 from ...listeners import Kind
 from ...listeners import dial as connect
-from ...core.messages import Copy, Routed
 from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_list, routed_to_list, unpack_copy
 from .dispositions import to_amqp, to_outcome
 from .wire import ONCE_FORMAT, pack, unpack
