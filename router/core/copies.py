@@ -252,8 +252,12 @@ class Copies:
                 # again (only the root does). Nobody left: its answer stands.
                 before = set(chosen)
                 if self.groups.pass_on(record, chosen[key][0], key):
-                    for by in set(record.chosen or ()) - before:
-                        owed.replace(key, by, (record.chosen or {})[by][1])
+                    now_chosen = record.chosen or {}
+                    for by in set(now_chosen) - before:
+                        router = now_chosen[by][1]
+                        owed.replace(key, by, router)
+                        if router == self.router_id:
+                            owed.here(by)  # a member here: waited for as a local subscriber
                     if owed.pending == 0:
                         done = True
                     continue
