@@ -70,9 +70,10 @@ class Settings:
     # and those of one publisher link (a larger message still goes, alone).
     max_in_flight_bytes: int = 256 * 1024 * 1024
     link_in_flight_bytes: int = 16 * 1024 * 1024
-    # The acceptance protocol (``docs/protocol.md``): 2, answers gathered hop by hop; 3,
-    # answers to the root. Every router of a network must run the same one.
-    protocol: int = 2
+    # The acceptance protocol (``docs/protocol.md``): 3, answers to the root; 2, the
+    # earlier one (answers gathered hop by hop), kept until its code goes. Every router of
+    # a network must run the same one.
+    protocol: int = 3
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ class Sub:
 
 
 def _core(router_id: str = "A", **kw: Any) -> Core:
-    return Core(router_id, Settings(**kw), clock=lambda: 0.0, routes=TestRoutes())
+    return Core(router_id, Settings(**{"protocol": 2, **kw}), clock=lambda: 0.0, routes=TestRoutes())
 
 
 def test_outcome_waits_for_all_subscribers_then_settles_everyone():
@@ -433,7 +433,7 @@ def test_moved_subscriber_gets_its_queue_in_publish_order_when_its_attach_comple
 
 def test_root_stamps_increase_even_if_the_wall_clock_steps_back():
     times = iter([500, 400, 400])
-    core = Core("A", Settings(), wall=lambda: next(times), routes=TestRoutes())
+    core = Core("A", Settings(protocol=2), wall=lambda: next(times), routes=TestRoutes())
     pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
     borns = [core.publish(pub, bytes([i]), b"m", False, i).born for i in range(3)]
     assert borns == [500, 501, 502]
@@ -542,7 +542,7 @@ def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subs
     """k moved from here to D (its client reconnected there while we live). C had not
     heard of it yet and routed a delivery here: answered without k, k would never get it."""
     clock = [0.0]
-    core = Core("A", Settings(), clock=lambda: clock[0], routes=TestRoutes())
+    core = Core("A", Settings(protocol=2), clock=lambda: clock[0], routes=TestRoutes())
     hd = HopP()
     core.add_hop("D", hd)
     _routed(core, {"D": "D"}, set())
@@ -565,7 +565,7 @@ def test_a_delivery_routed_here_before_the_root_heard_of_a_move_follows_the_subs
 def test_publishers_get_no_credit_before_the_network_told_us_its_subscribers():
     """A router with neighbours that came up alone (or restarted while they were away)
     does not know who subscribes: a publish taken then would be accepted for nobody."""
-    core = Core("A", Settings(max_in_flight=10, link_credit=100), clock=lambda: 0.0, unsynced=True)
+    core = Core("A", Settings(protocol=2, max_in_flight=10, link_credit=100), clock=lambda: 0.0, unsynced=True)
     p = Pub()
     core.add_publisher(p, "t", "cp", "lp", False)
     core.replenish()

@@ -15,7 +15,7 @@ G = GroupId("work")
 
 def _core(**kw: Any) -> Core:
     # a test message "key:rest" carries the key "key"
-    return Core("A", Settings(**kw), clock=lambda: 0.0,
+    return Core("A", Settings(**{"protocol": 2, **kw}), clock=lambda: 0.0,
                 message_key=lambda payload: payload.split(b":")[0] if b":" in payload else None, routes=TestRoutes())
 
 
@@ -239,7 +239,7 @@ def test_a_member_asking_for_exclusive_makes_the_group_exclusive_and_plain_membe
 
 def _member_router() -> tuple[Core, dict[str, Sub], dict[str, Any]]:
     """Router E with members g1 and g2 of one group, and two upstream neighbours."""
-    core = Core("E", Settings(), clock=lambda: 0.0, routes=TestRoutes())
+    core = Core("E", Settings(protocol=2), clock=lambda: 0.0, routes=TestRoutes())
     ports = {"g1": Sub(), "g2": Sub()}
     subs = {n: core.add_subscriber(p, "t", n, "w", False, G)[0] for n, p in ports.items()}
     ups = {peer: core.add_upstream(peer, Pub()) for peer in ("A", "C")}
@@ -274,7 +274,7 @@ def test_a_copy_for_particular_keys_reaches_only_members_chosen_for_it():
 
 def test_a_durable_groups_last_member_stands_in_until_a_member_attaches_again():
     t = [0.0]
-    core = Core("A", Settings(), clock=lambda: t[0], routes=TestRoutes())
+    core = Core("A", Settings(protocol=2), clock=lambda: t[0], routes=TestRoutes())
     first, p = Sub(), Pub()
     a, _ = core.add_subscriber(first, "t", "c1", "w", False, G)
     assert core.last_member(a)
@@ -323,7 +323,7 @@ class _Routes:
 
 def test_a_members_share_waits_for_its_unreachable_router_for_the_grace_then_goes_to_another():
     t = [0.0]
-    core = Core("A", Settings(subscriber_grace=30.0), clock=lambda: t[0], routes=_Routes())
+    core = Core("A", Settings(protocol=2, subscriber_grace=30.0), clock=lambda: t[0], routes=_Routes())
     p = Pub()
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     rec = core.publish(pub, b"0", b"m", False, "h")
@@ -342,7 +342,7 @@ def test_a_members_share_waits_for_its_unreachable_router_for_the_grace_then_goe
 
 def test_a_resumable_publishers_message_goes_to_the_same_member_whichever_router_chooses():
     def root(router_id: str) -> tuple[Core, Any]:
-        core = Core(router_id, Settings(), clock=lambda: 0.0, routes=TestRoutes())
+        core = Core(router_id, Settings(protocol=2), clock=lambda: 0.0, routes=TestRoutes())
         for i in range(3):
             core.add_subscriber(Sub(), "t", f"c{i}", "w", False, G)
         # our client library carries its incarnation: the same gids at any router

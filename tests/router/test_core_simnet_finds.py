@@ -17,7 +17,7 @@ GID = b"g" * 16
 def test_copies_of_a_held_record_do_not_use_a_neighbours_credit_up_for_good():
     """Seed 627: re-forwards of records we hold free nothing when answered, so nothing
     re-granted the neighbour's credit: it stopped at 0 and the network stalled."""
-    core = Core("A", Settings(max_in_flight=400, link_credit=40), routes=TestRoutes())
+    core = Core("A", Settings(protocol=2, max_in_flight=400, link_credit=40), routes=TestRoutes())
     core.add_subscriber(Sub(), "t", "c", "l", False)
     up = Pub()
     u = core.add_upstream("B", up)
@@ -33,7 +33,7 @@ def test_copies_of_a_held_record_do_not_use_a_neighbours_credit_up_for_good():
 def test_a_full_copy_after_a_keyed_one_reaches_every_local_subscriber():
     """Seed 367: a copy keyed for a subscriber that moved here came first; the full copy
     after it was taken for a repeat and answered without the others."""
-    core = Core("A", Settings(), routes=TestRoutes())
+    core = Core("A", Settings(protocol=2), routes=TestRoutes())
     mover, stayer = Sub(), Sub()
     core.add_subscriber(mover, "t", "c", "moved", False)
     core.add_subscriber(stayer, "t", "c", "stayed", False)
@@ -91,7 +91,7 @@ class Routes(TestRoutes):
 def test_a_keyed_copy_covers_a_destination_only_for_its_keys():
     """Seeds 300, 453: a router that sent a keyed copy to C (for a subscriber that moved
     there) took C as covered, and the full copy for C's other subscribers never went."""
-    core = Core("B", Settings(), routes=Routes({"C": "C"}))
+    core = Core("B", Settings(protocol=2), routes=Routes({"C": "C"}))
     hop = Hop()
     core.add_hop("C", hop)
     u = core.add_upstream("A", Pub())
@@ -105,7 +105,7 @@ def test_a_copy_sent_back_where_it_came_from_is_waited_for():
     """Seed 941: A and D each routed B's destination through the other for a moment. A
     got its copy back from D, sent it to D again, and answered D's copy at once: D then
     answered A, and the publisher heard accepted although B never had the message."""
-    core = Core("A", Settings(), routes=Routes({"B": "D"}))
+    core = Core("A", Settings(protocol=2), routes=Routes({"B": "D"}))
     hop = Hop()
     d_hop = core.add_hop("D", hop)
     up_d = Pub()
@@ -127,7 +127,7 @@ def test_a_copy_sent_back_where_it_came_from_is_waited_for():
 def test_an_answer_after_settlement_is_settled_at_once():
     """Seed 78: a subscriber came back and accepted a redelivery of a record whose
     publisher had settled already; nobody settled that delivery and the record stayed."""
-    core = Core("A", Settings(), routes=TestRoutes())
+    core = Core("A", Settings(protocol=2), routes=TestRoutes())
     s = Sub()
     sub, _ = core.add_subscriber(s, "t", "c", "l", False)
     pub_port = Pub()
@@ -152,7 +152,7 @@ def test_a_delivery_a_cut_off_root_sends_late_still_follows_a_subscriber_that_mo
     was cut off, and sent it when it came back, 3 s later, before it heard of the move.
     Past ``router_dead_after`` we had forgotten the move and answered without k."""
     clock = [0.0]
-    core = Core("A", Settings(router_dead_after=3.0, subscriber_grace=30.0), clock=lambda: clock[0],
+    core = Core("A", Settings(protocol=2, router_dead_after=3.0, subscriber_grace=30.0), clock=lambda: clock[0],
                 routes=Routes({"D": "D"}))
     hop = Hop()
     core.add_hop("D", hop)
@@ -184,7 +184,7 @@ def test_a_parked_delivery_follows_the_subscribers_its_router_had_when_it_parked
     """Seed 7625 from the root's side: what parked for C goes to C's subscribers wherever
     they are when the routes come back, even once C no longer lists them."""
     routes = MovedRoutes()
-    core = Core("A", Settings(), routes=routes)
+    core = Core("A", Settings(protocol=2), routes=routes)
     hop = Hop()
     core.add_hop("D", hop)
     core.routes.remote = lambda topic: {"C"}
@@ -202,7 +202,7 @@ def test_parked_records_are_retried_in_publish_order():
     with older ones in flight, which parked after the newer ones. The retry sent them in
     parking order, and the subscriber saw 8 out of order."""
     routes = Routes({})
-    core = Core("A", Settings(), routes=routes)
+    core = Core("A", Settings(protocol=2), routes=routes)
     core.routes.remote = lambda topic: {"C"}
     hop = Hop()
     routes.table = {"C": "B"}
@@ -225,7 +225,7 @@ def test_a_destination_whose_subscribers_all_moved_is_not_parked():
     B, already knowing C was dead, handed A's copy for C back; A parked it for C, which
     nobody wanted any more, and no later change of routes came to drop it."""
     routes = Routes({"C": "B"})
-    core = Core("A", Settings(), routes=routes)
+    core = Core("A", Settings(protocol=2), routes=routes)
     hop = Hop()
     hb = core.add_hop("B", hop)
     ub = core.add_upstream("B", Pub())
@@ -247,7 +247,7 @@ def test_a_new_root_serves_its_own_subscribers_the_forwarded_copy_never_reached(
     one of our subscribers attached here (it moved from elsewhere); the publisher then
     resumed here and we adopted the record, sending only where it had not been: our own
     late subscriber never got it, and the publisher heard accepted."""
-    core = Core("C", Settings(), routes=TestRoutes())
+    core = Core("C", Settings(protocol=2), routes=TestRoutes())
     u = core.add_upstream("B", Pub())
     gid = compute_gid("c", "p", 7, b"\x00")
     core.forwarded(u, "from-b", gid, "t", b"m", frozenset({"C"}), False, 0, None, 1, "B")
@@ -263,7 +263,7 @@ def test_an_answer_to_a_keyed_copy_does_not_answer_the_full_copy_before_it():
     to B) followed the full copy on the hop to B before B had answered it; B's answer to
     the keyed copy was taken for the hop's, and the publisher heard accepted before B's
     own subscribers had it."""
-    core = Core("A", Settings(), routes=Routes({"B": "B"}))
+    core = Core("A", Settings(protocol=2), routes=Routes({"B": "B"}))
     hop = Hop()
     hb = core.add_hop("B", hop)
     core.routes.remote = lambda topic: {"B"}
@@ -296,7 +296,7 @@ def test_a_late_copy_follows_a_moved_subscriber_to_where_it_lives_now():
     moved subscriber for the whole grace: k had moved on since, and two routers each sent
     copies to where k first went, back and forth. They go where k lives now."""
     routes = HomeRoutes({"D": "D", "E": "E"}, home="E")
-    core = Core("A", Settings(), routes=routes)
+    core = Core("A", Settings(protocol=2), routes=routes)
     hd, he = Hop(), Hop()
     core.add_hop("D", hd)
     core.add_hop("E", he)
@@ -320,7 +320,7 @@ def test_a_hand_back_waits_for_its_destination_when_the_held_copy_parks():
     hand-back had waited for the held stand-in alone, which was gone now, so B heard
     accepted and told us so in turn: the publisher heard accepted, A never had it."""
     routes = Routes({"A": "B", "B": "B"})
-    core = Core("D", Settings(), routes=routes)
+    core = Core("D", Settings(protocol=2), routes=routes)
     hop = Hop()
     hb = core.add_hop("B", hop)
     up_b = Pub()
@@ -368,7 +368,7 @@ def test_an_answer_to_a_copy_speaks_only_for_what_it_carried():
     """Seed 1350: two copies of one record waited in a hop's queue, for E and then for A
     (a copy handed back to us for A). E's answer to the first came before the second went
     out, resolved the hop for both, and the second was never sent: A lost it."""
-    core = Core("D", Settings(), routes=Routes({"A": "E", "E": "E"}))
+    core = Core("D", Settings(protocol=2), routes=Routes({"A": "E", "E": "E"}))
     hop = Throttled()
     he = core.add_hop("E", hop)
     uc = core.add_upstream("C", Pub())
@@ -398,8 +398,8 @@ def test_a_keyed_copy_is_not_sent_back_and_forth_between_two_routers():
     moved = ("c", "s")
     d_routes = Routes({"A": "E", "E": "E"})
     e_routes = Routes({"A": "D", "D": "D"})
-    d = Core("D", Settings(), routes=d_routes)
-    e = Core("E", Settings(), routes=e_routes)
+    d = Core("D", Settings(protocol=2), routes=d_routes)
+    e = Core("E", Settings(protocol=2), routes=e_routes)
     d_to_e, e_to_d, e_to_a = Hop(), Hop(), Hop()
     d.add_hop("E", d_to_e)
     e.add_hop("D", e_to_d)

@@ -1,16 +1,16 @@
-"""Random fault schedules on the in-process network (``schedules.py``).
+"""Random fault schedules on the in-process network (``schedules.py``), on the default
+protocol (version 3, ``docs/protocol.md``).
 
-Ten thousand seeded schedules run in a subprocess with a fixed hash seed (so a failing
+Twenty thousand seeded schedules run in a subprocess with a fixed hash seed (so a failing
 seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.schedules
---seed N --trace``), two thousand more with a consumer group (``--groups``), and
+--seed N --trace``), five thousand more with a consumer group (``--groups``), and
 hypothesis draws schedules of its own (a group among them) and shrinks what fails.
 
-What holds in every schedule today is asserted exactly: no subscriber ever processes a
-message twice, none sees a message nobody sent, no publisher hears two outcomes for one
-message. Losses, reorders and stalls still occur in about 2.5 % of the schedules (issue
-13 is open for them; BENCHMARKS.md has the counts): the sweep asserts they stay under a
-ceiling recorded here, and each one found so far is a named regression test once fixed
-(``tests/router/test_core_simnet_finds.py``).
+Zero is asserted in every category (lost, reordered, never answered, state left behind,
+expired, hangs, processed twice) over the plain schedules. Over the group schedules the
+failing seeds must be exactly ``GROUP_OPEN``: each is an open defect named with what it
+does, none may be added, and one that passes must come off the list (a fix is a named
+regression test). Fresh seeds run outside the suite (``--fresh N``).
 """
 
 from __future__ import annotations
@@ -29,37 +29,30 @@ from simnet.schedules import KINDS, START, TOPOLOGIES, Plan, run
 
 TESTS = Path(__file__).resolve().parent.parent
 NEVER = ("duplicated", "phantom", " then ")  # processed twice, never sent, two outcomes
-# Failing schedules of 10,000 (seeds 0-9999) on the commit that recorded them; lower it
-# when a fix brings the count down, never raise it without saying why in BENCHMARKS.md.
-CEILING = {"lost": 15, "reordered": 30, "never answered": 14, "state left behind": 66, "expired": 2}
 
 
-def _sweep(tmp_path: Path, n: int, ceiling: dict[str, int], *options: str) -> dict[str, list[str]]:
-    """Run ``n`` seeded schedules in a subprocess; assert never-twice exactly and the ceilings;
-    return the failing ones."""
+def _sweep(tmp_path: Path, n: int, *options: str) -> dict[str, list[str]]:
+    """Run ``n`` seeded schedules in a subprocess; return the failing ones."""
     out = tmp_path / "failed.json"
     env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
     proc = subprocess.run([sys.executable, "-m", "simnet.schedules", *options, "--seeds", f"0:{n}", "--jobs", "2",
                            "--json", str(out)], cwd=TESTS.parent, env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=900)
     assert f"{n} schedules" in proc.stdout, proc.stderr[-2000:]
     failed: dict[str, list[str]] = json.loads(out.read_text())
-    twice = {seed: v for seed, v in failed.items() if any(k in line for line in v for k in NEVER)}
-    assert not twice, f"never twice, broken: {dict(list(twice.items())[:5])}"
-    counts = {kind: sum(any(kind in line for line in v) for v in failed.values()) for kind in ceiling}
-    over = {kind: (c, ceiling[kind]) for kind, c in counts.items() if c > ceiling[kind]}
-    assert not over, f"more failing schedules than recorded (count, ceiling): {over}; {proc.stdout[-3000:]}"
     return failed
 
 
-def test_ten_thousand_random_schedules(tmp_path: Path):
-    _sweep(tmp_path, 10000, CEILING)
+def test_twenty_thousand_random_schedules_fail_none(tmp_path: Path):
+    failed = _sweep(tmp_path, 20000)
+    assert not failed, dict(list(failed.items())[:10])
 
 
-# The same over 2,000 schedules with a consumer group of two or three members (and faults
-# on them) added (``--groups``): the group counts as one subscriber; each message once
-# across it. Recorded at the commit that added it (BENCHMARKS.md).
-GROUP_CEILING = {"lost": 10, "reordered": 32, "never answered": 30, "state left behind": 60}
+# Open defects of version 3 with consumer groups (issue 24): a member gets a message after a
+# newer one of the same publisher. Each is a re-send of an older position whose first copy
+# reached the member's router while the member was not there (answered ``unknown``); the
+# member came back before the newer position arrived, and the re-send is delivered after it.
+GROUP_OPEN = {1621: "reordered 2 (g0)", 2841: "reordered 1 (g2)", 3550: "reordered 3 (g1)"}
 # Groups seeds that lost messages before their fix (the in-process network's own finds):
 # 320 (a member moved on to a router that then died: that router was dropped as having
 # nobody) and 875 (a resumed publisher's new root adopted a record without waiting for
@@ -67,9 +60,12 @@ GROUP_CEILING = {"lost": 10, "reordered": 32, "never answered": 30, "state left 
 GROUP_FINDS = (320, 875)
 
 
-def test_two_thousand_random_schedules_with_a_consumer_group(tmp_path: Path):
-    failed = _sweep(tmp_path, 2000, GROUP_CEILING, "--groups")
-    assert not [seed for seed in GROUP_FINDS if str(seed) in failed], {seed: failed.get(str(seed)) for seed in GROUP_FINDS}
+def test_five_thousand_random_schedules_with_a_consumer_group(tmp_path: Path):
+    failed = _sweep(tmp_path, 5000, "--groups")
+    assert {int(seed) for seed in failed} == set(GROUP_OPEN), failed
+    assert all(not any(k in line for line in v for k in NEVER) for v in failed.values()), failed
+    assert all(all("reordered" in line for line in v) for v in failed.values()), failed
+    assert not [seed for seed in GROUP_FINDS if str(seed) in failed]
 
 
 @st.composite
@@ -113,9 +109,19 @@ def test_no_schedule_makes_a_subscriber_process_a_message_twice(plan: Plan):
 
 def test_a_schedule_past_its_wall_time_cap_is_a_failure():
     """Hangs are failures: a run stopped by the cap says so in its verdict."""
+    import simnet.schedules as schedules
     from simnet.schedules import plan as plan_of
 
-    _, verdict = run(plan_of(5), wall_cap=0.001)
+    def hangs(p: object, limit: float) -> object:
+        while True:  # a schedule that never ends (the cap's signal stops it)
+            pass
+
+    real = schedules._run
+    schedules._run = hangs  # type: ignore[assignment]
+    try:
+        _, verdict = run(plan_of(5), wall_cap=0.05)
+    finally:
+        schedules._run = real
     assert [v for v in verdict.violations if v.startswith("hang: ")], verdict.violations
     _, verdict = run(plan_of(5))
     assert not [v for v in verdict.violations if v.startswith("hang: ")]

@@ -8,8 +8,9 @@ the whole router with ``once bench --compare``.
 Four loops, each a message and its answers through ``Core`` with ports that do nothing:
 ``local-1to1`` and ``local-1to3`` (a publish and its subscribers' acceptances on one
 router), ``root-hop`` (a publish forwarded to a neighbour and its answer), ``transit``
-(a copy from one neighbour forwarded to another, answered, settled). Best of five runs,
-microseconds per message.
+(a copy from one neighbour forwarded to another: under protocol version 2 answered and
+settled, under version 3 relayed and forgotten). Best of five runs, microseconds per
+message.
 
 The loops run in a subprocess from the source text below, so ``--compare REF`` runs
 the same loops over another checkout's core (one from before the ``once`` namespace
@@ -50,9 +51,16 @@ class Port:
     def stolen(self): pass
     def marker(self, msg): pass
 
+    def copy(self, c): self.last = c
+
 class ToC(Alone):
     def remote_routers(self, topic): return {"C"}
     def route(self, dests, exclude): return {"C": set(dests)}, set()
+    def keys_at(self, topic, router): return frozenset({("cs", "s")})
+    def homes(self, keys): return {"C": set(keys)}
+
+def v3(core):
+    return getattr(core, "copies", None) is not None
 
 BIG = dict(max_in_flight=10**7, link_credit=10**6, initial_credit=10**6)
 
@@ -73,31 +81,51 @@ def local(n, subs):
     return time.perf_counter() - t
 
 def root_hop(n):
+    """A publish with one subscriber at the next router: the copy, and its answer (version 2:
+    the hop's disposition; version 3: the destination's answer, routed to the root)."""
     core = Core("A", Settings(**BIG), routes=ToC())
-    hop = core.add_hop("C", Port())
+    port = Port()
+    hop = core.add_hop("C", port)
     pub = core.add_publisher(Port(), "t", "cp", "p", False)
     body = b"x" * 100
+    if v3(core):
+        from once.router.core.messages import Answer
+        from once.records.owed import Said
+        said = ((("cs", "s"), Said.ACCEPTED, None),)
     t = time.perf_counter()
     for i in range(n):
         tag = i.to_bytes(8, "big")
         pub.credit = 10
         rec = core.publish(pub, tag, body, False, tag)
-        core.hop_update(hop, rec, rec, ACCEPTED, True)
+        if v3(core):
+            c = port.last
+            core.control("C", (Answer(c.gid, c.stream, c.targets[0].position, said),))
+        else:
+            core.hop_update(hop, rec, rec, ACCEPTED, True)
         if not i % 200:
             core.after_batch()
     return time.perf_counter() - t
 
 def transit(n):
+    """A copy through a router in the middle (version 2: forwarded, answered, settled; version 3:
+    relayed, nothing kept)."""
     core = Core("B", Settings(**BIG), routes=ToC())
     hop = core.add_hop("C", Port())
     up = core.add_upstream("A", Port())
     dests, body = frozenset({"C"}), b"x" * 100
+    if v3(core):
+        from once.router.core.messages import Copy, Target
+        keys, visited = frozenset({("cs", "s")}), frozenset({"A"})
     t = time.perf_counter()
     for i in range(n):
         gid = i.to_bytes(16, "big")
-        rec = core.forwarded(up, gid, gid, "t", body, dests, False, 0)
-        core.hop_update(hop, rec, rec, ACCEPTED, True)
-        core.upstream_settled(up, rec)
+        if v3(core):
+            core.copy_arrived(up, Copy(gid, "t", body, False, 0, "A", b"A/1", i,
+                                       (Target("C", keys, i + 1, i + 1),), visited))
+        else:
+            rec = core.forwarded(up, gid, gid, "t", body, dests, False, 0)
+            core.hop_update(hop, rec, rec, ACCEPTED, True)
+            core.upstream_settled(up, rec)
         if not i % 200:
             core.after_batch()
     return time.perf_counter() - t
