@@ -31,7 +31,7 @@ class Far:
     sends ((position, keys, redelivery)), when it last sent. At a destination: the copies
     it took (each is answered), when it first and last answered."""
 
-    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer")
+    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer", "numbered")
 
     def __init__(self) -> None:
         self.owed: Owed | None = None
@@ -41,3 +41,4 @@ class Far:
         self.takes: list[Take] = []
         self.answered_at: float | None = None
         self.first_answer: float | None = None
+        self.numbered = True  # its positions may still hold ``low`` back (until the owed set is final)

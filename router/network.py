@@ -129,14 +129,15 @@ class Network:
     def reachable(self) -> set[str]:
         return self.plane.lsdb.reachable()
 
-    def send_to(self, router: str, items: tuple[Any, ...], frm: str | None = None, ttl: int = 32) -> None:
+    def send_to(self, router: str, items: tuple[Any, ...], frm: str | None = None, ttl: int = 32,
+                blob: bytes = b"") -> None:
         """Control items for ``router`` (protocol version 3), to the neighbour on the way
         there; none: dropped (what they answer is asked again)."""
         by_hop, _ = self.plane.lsdb.route({router}, None)
         for peer in by_hop:
             conn = self.links.get(peer)
             if conn is not None:
-                conn.send_control(Routed(router, frm or self.me, items, ttl))
+                conn.send_control(Routed(router, frm or self.me, items, ttl, blob))
 
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)
@@ -179,7 +180,7 @@ class Network:
             if msg.to == self.me:
                 self.router.core.control(msg.frm, msg.items)
             elif msg.ttl > 1:
-                self.send_to(msg.to, msg.items, msg.frm, msg.ttl - 1)
+                self.send_to(msg.to, msg.items, msg.frm, msg.ttl - 1, msg.blob)
             return
         if type(msg) is HandOver:
             if msg.target != self.me:

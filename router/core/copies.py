@@ -52,7 +52,8 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes", "send_to",
                  "hops", "upstreams", "outboxes", "chains", "held", "tombstones", "departed", "closed", "outgoing",
-                 "owed_cache", "streams", "dirty", "chain_seen", "parked", "delivery", "failover", "groups")
+                 "owed_cache", "plans", "route_cache", "only_me", "streams", "dirty", "chain_seen", "parked",
+                 "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
                  send_to: Callable[[str, tuple[Control, ...]], None]) -> None:
@@ -75,6 +76,10 @@ class Copies:
         self.closed: dict[Key, float] = {}  # keys whose subscription here ended -> until
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.owed_cache: dict[str, dict[Key, str]] = {}  # topic -> remote key -> its router
+        # per topic: (the routers it was made for, key -> router, router -> keys)
+        self.plans: dict[str, tuple[frozenset[str], dict[Key, str], dict[str, frozenset[Key]]]] = {}
+        self.route_cache: dict[frozenset[str], dict[str, set[str]]] = {}  # until the graph changes
+        self.only_me = frozenset({self.router_id})
         self.streams = 0
         self.dirty = False  # a hop went or came: what was queued or on the wire is sent again
         self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
@@ -116,11 +121,7 @@ class Copies:
             record.far = far = Far()
         if far.owed is None:
             far.owed = Owed({})
-            pub = record.publisher
-            if pub is not None and not pub.stream:
-                self.streams += 1
-                pub.stream = f"{self.router_id}/{self.tables_stamp()}/{self.streams}".encode()
-            far.stream = pub.stream if pub is not None else b""
+            far.stream = self._stream(record)
         return far
 
     def tables_stamp(self) -> int:
@@ -135,6 +136,16 @@ class Copies:
         """The root sends ``record`` to the remote keys at ``dests`` (only ``keys``, if given)
         not owed it yet. (The name is the forwarding part's: ``parts.py``.)"""
         if not record.local:
+            return []
+        if keys is None and record.far is None and not record.chosen:
+            # A fresh publish (the hot path): the topic's plan, made once per table.
+            owed_map, by_router = self._plan(record.topic, dests)
+            if by_router:
+                far = Far()
+                record.far = far
+                far.stream = self._stream(record)
+                far.owed = Owed(owed_map if not record.presettled else {})
+                self._number(record, far, by_router, False)
             return []
         if keys is None:
             remote = self._remote_keys(record.topic)
@@ -160,29 +171,64 @@ class Copies:
             self._send(record, far, new, keys is not None)
         return []
 
+    def _plan(self, topic: str, dests: set[str]) -> tuple[dict[Key, str], dict[str, frozenset[Key]]]:
+        """A topic's remote keys at ``dests`` (key -> router, and router -> keys), until the
+        subscriber table changes."""
+        cached = self.plans.get(topic)
+        if cached is not None and cached[0] == dests:
+            return cached[1], cached[2]
+        owed_map = {k: r for k, r in self._remote_keys(topic).items() if r in dests}
+        by_router: dict[str, set[Key]] = {}
+        for k, r in owed_map.items():
+            by_router.setdefault(r, set()).add(k)
+        plan = (frozenset(dests), owed_map, {r: frozenset(ks) for r, ks in by_router.items()})
+        self.plans[topic] = plan
+        return plan[1], plan[2]
+
+    def _stream(self, record: CoreRecord) -> bytes:
+        pub = record.publisher
+        if pub is None:
+            return b""
+        if not pub.stream:
+            self.streams += 1
+            pub.stream = f"{self.router_id}/{self.tables_stamp()}/{self.streams}".encode()
+        return pub.stream
+
     def _send(self, record: CoreRecord, far: Far, new: dict[str, set[Key]], redelivery: bool) -> None:
+        owed = far.owed
+        assert owed is not None
+        if not record.presettled:
+            for router, ks in new.items():
+                for k in ks:
+                    owed.add(k, router)
+        self._number(record, far, {r: frozenset(ks) for r, ks in new.items()}, redelivery)
+
+    def _number(self, record: CoreRecord, far: Far, new: dict[str, frozenset[Key]], redelivery: bool) -> None:
+        """Give each router's copy its next position in the stream, and send."""
         owed = far.owed
         assert owed is not None
         presettled = record.presettled
         targets = []
-        for router, ks in new.items():
-            if not presettled:
-                for k in ks:
-                    owed.add(k, router)
-            box = self.outboxes.get((far.stream, router))
+        outboxes = self.outboxes
+        for router, fk in new.items():
+            box = outboxes.get((far.stream, router))
             if box is None:
                 self.outboxes[(far.stream, router)] = box = Outbox()
             position = box.next
             box.next += 1
             if not presettled:
                 box.unanswered[position] = None
-            fk = frozenset(ks)
-            far.sends.setdefault(router, []).append((position, fk, redelivery))
+            sends = far.sends.get(router)
+            if sends is None:
+                far.sends[router] = [(position, fk, redelivery)]
+            else:
+                sends.append((position, fk, redelivery))
             targets.append(Target(router, fk, position, box.low(), redelivery))
         if not presettled and owed.pending:
             record.reopen(FAR)
+            far.numbered = True
         far.sent_at = self.clock()
-        self._dispatch(record, far.stream, targets, frozenset({self.router_id}))
+        self._dispatch(record, far.stream, targets, self.only_me)
 
     def _dispatch(self, record: CoreRecord | Copy, stream: bytes, targets: list[Target],
                   visited: frozenset[str]) -> None:
@@ -192,7 +238,10 @@ class Copies:
         by_router: dict[str, list[Target]] = {}
         for t in targets:
             by_router.setdefault(t.router, []).append(t)
-        by_hop, _ = self.routes.route(set(by_router), None)
+        wanted = frozenset(by_router)
+        by_hop = self.route_cache.get(wanted)
+        if by_hop is None:
+            by_hop = self.route_cache[wanted] = self.routes.route(set(wanted), None)[0]
         if isinstance(record, Copy):
             c = record
             gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
@@ -277,6 +326,7 @@ class Copies:
 
     def _far_done(self, record: CoreRecord, owed: Owed) -> None:
         self._unnumber(record.far)
+        record.far.numbered = False
         if owed.rejection is not None:
             done = record.resolve(FAR, SUB_REJECTED, owed.rejection)
         else:
@@ -353,6 +403,8 @@ class Copies:
         in publish order, before anything newer goes to them; send again what may have been
         lost with a link."""
         self.owed_cache.clear()
+        self.plans.clear()
+        self.route_cache.clear()
         resend, self.dirty = self.dirty, False
         for record in list(self.records.records.values()):  # publish order
             far = record.far
@@ -501,7 +553,7 @@ class Copies:
         far = record.far
         if far is None:
             return
-        if far.owed is not None:
+        if far.owed is not None and far.numbered:
             self._unnumber(far)
         if not far.takes:
             return
@@ -573,6 +625,7 @@ class Copies:
         hop = Hop(peer, port)
         self.hops[peer] = hop
         self.dirty = True
+        self.route_cache.clear()
         return hop
 
     def add_upstream(self, peer: str, port: PublisherPort) -> Upstream:
@@ -587,6 +640,7 @@ class Copies:
             hop.attached = False
             hop.queue.clear()
             self.dirty = True
+            self.route_cache.clear()
 
     def upstream_lost(self, peer: str) -> None:
         up = self.upstreams.pop(peer, None)

@@ -73,3 +73,6 @@ class Routed:
     frm: str
     items: tuple[Control, ...]
     ttl: int = 32  # hops left: a route that loops while the graph settles cannot carry it for ever
+    # The items as an adaptor encoded them, when a router in the middle relays them: it
+    # passes them on without reading them (then ``items`` is empty).
+    blob: bytes = b""

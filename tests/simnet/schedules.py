@@ -67,7 +67,7 @@ class Plan:
     faults: list[Fault]
     members: list[tuple[str, list[str]]] = field(default_factory=list)  # of consumer group "g"
     hard: bool = False  # drawn by ``hard_plan``: faults may add up to seconds, so graces are longer
-    protocol: int = 2  # the acceptance protocol the routers run (``docs/protocol.md``)
+    protocol: int | None = None  # the acceptance protocol the routers run (None: the default; ``docs/protocol.md``)
 
     def describe(self) -> str:
         return (f"seed {self.seed}: {self.topology}, publishers {self.publishers}, subscribers {self.subscribers}, "
@@ -209,8 +209,8 @@ def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNe
 
 
 def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
-    net = SimNet(p.seed, topology_links(p.topology),
-                 replace(HARD_SETTINGS if p.hard else SETTINGS, protocol=p.protocol))
+    base = HARD_SETTINGS if p.hard else SETTINGS
+    net = SimNet(p.seed, topology_links(p.topology), base if p.protocol is None else replace(base, protocol=p.protocol))
     net.start()
     for name, prefs in p.subscribers:
         net.add_subscriber(name, "t", prefs)
@@ -238,7 +238,7 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     return net, verdict
 
 
-def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int = 2) -> tuple[int, list[str], int]:
+def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | None = None) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     p.protocol = protocol
     _, v = run(p)
@@ -246,7 +246,7 @@ def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int = 2)
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
-          protocol: int = 2) -> dict[int, list[str]]:
+          protocol: int | None = None) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
     one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol)
     if jobs > 1:
@@ -275,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
                     "silent and one-way partitions, paused routers, clock steps, publisher crashes, heavy load")
     ap.add_argument("--fresh", type=int, metavar="N", help="N schedules from a new random range of seeds (printed "
                     "first, so a failure replays with --seed): seeds the suite never ran")
-    ap.add_argument("--protocol", type=int, default=2, choices=(2, 3),
-                    help="the acceptance protocol the routers run (docs/protocol.md; 3 is being built)")
+    ap.add_argument("--protocol", type=int, choices=(2, 3),
+                    help="the acceptance protocol the routers run (docs/protocol.md; default: the routers' default, 3)")
     args = ap.parse_args(argv)
     if args.seed is not None:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)

@@ -10,7 +10,9 @@ connection shell closes the link with ``amqp:decode-error``; nothing else is tou
 
 ``Routed`` control items travel on the control link as AMQP lists (``routed_to_list``),
 like the link-state messages' maps. Written by hand like ``wire.py``: a fixed binary
-header per forwarded message is cheaper than an AMQP map, and no library fits.
+header per forwarded message is cheaper than an AMQP map, and no library fits. The parts
+that recur (a stream's prefix, a target's router and keys) are length-prefixed, packed
+once and read once.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ from once.records.owed import Said
 from ...amqp.errors import DecodeError
 from ...core.messages import Answer, Control, Copy, Routed, Settle, Target
 
-COPY_FORMAT = 0x4F4E4303  # "ONC" vendor prefix, version 3
-_HEAD = struct.Struct(">BIQ")  # flags, inner message format, root stamp
+COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
+_HEAD = struct.Struct(">BI")  # flags, inner message format
 _TARGET = struct.Struct(">QQB")  # position, low, redelivery
 PRESETTLED = 0x01
 _B = struct.Struct(">B")
 _H = struct.Struct(">H")
+_Q = struct.Struct(">Q")
 
 
 def _short(value: str | bytes) -> bytes:
@@ -45,17 +48,45 @@ def _long(value: str) -> bytes:
     return _H.pack(len(b)) + b
 
 
+# What stays the same from copy to copy of one stream on one path (the flags, the format,
+# topic, root, stream, visited routers, chosen members), and each target's router and
+# keys, packed once: a copy packs only its stamp, positions and lows.
+_PREFIXES: dict[tuple[Any, ...], bytes] = {}
+_TARGETS: dict[tuple[str, frozenset[tuple[str, str]]], bytes] = {}
+
+
+def _prefix(copy: Copy) -> bytes:
+    key = (copy.presettled, copy.message_format, copy.topic, copy.root, copy.stream, copy.visited, copy.chosen)
+    prefix = _PREFIXES.get(key)
+    if prefix is None:
+        if len(_PREFIXES) > 4096:
+            _PREFIXES.clear()
+        parts = [_HEAD.pack(PRESETTLED if copy.presettled else 0, copy.message_format), _long(copy.topic),
+                 _short(copy.root), _short(copy.stream), _B.pack(len(copy.visited))]
+        parts += [_short(r) for r in sorted(copy.visited)]
+        parts.append(_H.pack(len(copy.chosen)))
+        parts += [_long(f"{router}\x00{g.scope}\x00{g.name}\x00{c}\x00{n}") for (c, n), g, router in copy.chosen]
+        body = b"".join(parts)
+        prefix = _PREFIXES[key] = _H.pack(len(body)) + body
+    return prefix
+
+
+def _target(t: Target) -> bytes:
+    key = (t.router, t.keys)
+    packed = _TARGETS.get(key)
+    if packed is None:
+        if len(_TARGETS) > 4096:
+            _TARGETS.clear()
+        body = b"".join([_short(t.router), _H.pack(len(t.keys))] + [_long(f"{c}\x00{n}") for c, n in sorted(t.keys)])
+        packed = _TARGETS[key] = _H.pack(len(body)) + body
+    return packed
+
+
 def pack_copy(copy: Copy) -> bytes:
     """The header of one copy (the message bytes follow it)."""
-    parts = [_HEAD.pack(PRESETTLED if copy.presettled else 0, copy.message_format, copy.born),
-             _long(copy.topic), _short(copy.root), _short(copy.stream), _B.pack(len(copy.visited))]
-    parts += [_short(r) for r in sorted(copy.visited)]
-    parts.append(_B.pack(len(copy.targets)))
+    parts = [_prefix(copy), _Q.pack(copy.born), _B.pack(len(copy.targets))]
     for t in copy.targets:
-        parts += [_short(t.router), _TARGET.pack(t.position, t.low, 1 if t.redelivery else 0), _H.pack(len(t.keys))]
-        parts += [_long(f"{c}\x00{n}") for c, n in sorted(t.keys)]
-    parts.append(_H.pack(len(copy.chosen)))
-    parts += [_long(f"{router}\x00{g.scope}\x00{g.name}\x00{c}\x00{n}") for (c, n), g, router in copy.chosen]
+        parts += [_target(t), _TARGET.pack(t.position, t.low, 1 if t.redelivery else 0)]
     return b"".join(parts)
 
 
@@ -83,65 +114,124 @@ class _Reader:
         return self.take(self.unpack(_H)[0]).decode()
 
 
+# What a prefix or a target's router and keys said, by their bytes: the same few recur.
+_PREFIX_OF: dict[bytes, tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...]]] = {}
+_TARGET_OF: dict[bytes, tuple[str, frozenset[tuple[str, str]]]] = {}
+
+
+def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...]]:
+    r = _Reader(raw)
+    flags, fmt = r.unpack(_HEAD)
+    topic = r.long()
+    root = r.short().decode()
+    stream = r.short()
+    visited = frozenset(r.short().decode() for _ in range(r.unpack(_B)[0]))
+    chosen = []
+    for _ in range(r.unpack(_H)[0]):
+        router, scope, name, c, n = r.long().split("\x00", 4)
+        chosen.append(((c, n), GroupId(name, scope), router))
+    if r.p != len(raw):
+        raise ValueError("trailing bytes in a copy header")
+    return bool(flags & PRESETTLED), fmt, topic, root, stream, visited, tuple(chosen)
+
+
+def _read_target(raw: bytes) -> tuple[str, frozenset[tuple[str, str]]]:
+    r = _Reader(raw)
+    router = r.short().decode()
+    keys = frozenset(tuple(r.long().split("\x00", 1)) for _ in range(r.unpack(_H)[0]))
+    if any(len(k) != 2 for k in keys) or r.p != len(raw):
+        raise ValueError("a malformed target")
+    return router, keys  # type: ignore[return-value]
+
+
 def unpack_copy(gid: bytes, payload: bytes) -> Copy:
     try:
         r = _Reader(payload)
-        flags, fmt, born = r.unpack(_HEAD)
-        topic = r.long()
-        root = r.short().decode()
-        stream = r.short()
-        visited = frozenset(r.short().decode() for _ in range(r.unpack(_B)[0]))
+        raw = r.take(r.unpack(_H)[0])
+        fields = _PREFIX_OF.get(raw)
+        if fields is None:
+            if len(_PREFIX_OF) > 4096:
+                _PREFIX_OF.clear()
+            fields = _PREFIX_OF[raw] = _read_prefix(raw)
+        presettled, fmt, topic, root, stream, visited, chosen = fields
+        (born,) = r.unpack(_Q)
         targets = []
         for _ in range(r.unpack(_B)[0]):
-            router = r.short().decode()
+            seg = r.take(r.unpack(_H)[0])
+            target = _TARGET_OF.get(seg)
+            if target is None:
+                if len(_TARGET_OF) > 4096:
+                    _TARGET_OF.clear()
+                target = _TARGET_OF[seg] = _read_target(seg)
             position, low, redelivery = r.unpack(_TARGET)
-            keys = frozenset(tuple(r.long().split("\x00", 1)) for _ in range(r.unpack(_H)[0]))
-            if any(len(k) != 2 for k in keys):
-                raise ValueError("a subscriber key without its link name")
-            targets.append(Target(router, keys, position, low, bool(redelivery)))  # type: ignore[arg-type]
-        chosen = []
-        for _ in range(r.unpack(_H)[0]):
-            router, scope, name, c, n = r.long().split("\x00", 4)
-            chosen.append(((c, n), GroupId(name, scope), router))
+            targets.append(Target(target[0], target[1], position, low, bool(redelivery)))
         message = payload[r.p:]
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router copy header (protocol version 3)") from None
-    return Copy(gid, topic, message, bool(flags & PRESETTLED), fmt, root, stream, born, tuple(targets), visited,
-                tuple(chosen))
+    return Copy(gid, topic, message, presettled, fmt, root, stream, born, tuple(targets), visited, chosen)
 
 
 # ------------------------------------------------------------------ control
 
-ROUTED = "Routed"
+ROUTED = 0x78  # the control message's descriptor (the link-state messages' is 0x77)
+_RHEAD = struct.Struct(">B")
+_POS = struct.Struct(">Q")
+_SAID_CODE = {said: i for i, said in enumerate(Said)}
+_SAID_OF = list(Said)
 
 
-def routed_to_list(msg: Routed) -> list[Any]:
-    items: list[Any] = []
-    for item in msg.items:
+def pack_items(items: tuple[Control, ...]) -> bytes:
+    """Answers and settlements, packed like the copy header (they are many and small)."""
+    parts: list[bytes] = []
+    for item in items:
         if type(item) is Answer:
-            said = [[c, n, s.value, e.condition if e else None, e.description if e else None]
-                    for (c, n), s, e in item.said]
-            items.append(["A", item.gid, item.stream, item.position, said])
+            parts += [b"A", _short(item.gid), _short(item.stream), _POS.pack(item.position), _H.pack(len(item.said))]
+            for (c, n), said, error in item.said:
+                parts += [_long(f"{c}\x00{n}"), _B.pack(_SAID_CODE[said])]
+                if said is Said.REJECTED:
+                    parts += [_long(error.condition if error else ""), _long(error.description if error else "")]
         else:
-            items.append(["S", item.gid])
-    return [ROUTED, msg.to, msg.frm, msg.ttl, items]
+            parts += [b"S", _short(item.gid)]
+    return b"".join(parts)
 
 
-def routed_from_list(value: list[Any]) -> Routed:
+def unpack_items(blob: bytes) -> tuple[Control, ...]:
+    r = _Reader(blob)
+    out: list[Control] = []
+    while r.p < len(blob):
+        kind = r.take(1)
+        if kind == b"A":
+            gid, stream = r.short(), r.short()
+            (position,) = r.unpack(_POS)
+            said = []
+            for _ in range(r.unpack(_H)[0]):
+                c, n = r.long().split("\x00", 1)
+                s = _SAID_OF[r.unpack(_B)[0]]
+                error = Outcome(OutcomeKind.REJECTED, r.long(), r.long()) if s is Said.REJECTED else None
+                said.append(((c, n), s, error))
+            out.append(Answer(gid, stream, position, tuple(said)))
+        elif kind == b"S":
+            out.append(Settle(r.short()))
+        else:
+            raise ValueError(kind)
+    return tuple(out)
+
+
+def routed_to_bytes(msg: Routed) -> bytes:
+    """``msg`` as the body of a control transfer: who to, who from, hops left, the items
+    (packed once, by the router they come from; a router in the middle passes them on)."""
+    return b"".join((_RHEAD.pack(msg.ttl), _short(msg.to), _short(msg.frm), msg.blob or pack_items(msg.items)))
+
+
+def routed_from_bytes(body: bytes, me: str) -> Routed:
+    """A control transfer's ``Routed``: its items read only if they are for ``me``."""
     try:
-        _, to, frm, ttl, raw = value
-        items: list[Control] = []
-        for item in raw:
-            if item[0] == "A":
-                _, gid, stream, position, said = item
-                answers = tuple(((str(c), str(n)), Said(s), Outcome(OutcomeKind.REJECTED, cond or "", desc or "")
-                                 if cond is not None or Said(s) is Said.REJECTED else None)
-                                for c, n, s, cond, desc in said)
-                items.append(Answer(bytes(gid), bytes(stream), int(position), answers))
-            elif item[0] == "S":
-                items.append(Settle(bytes(item[1])))
-            else:
-                raise ValueError(item[0])
-        return Routed(str(to), str(frm), tuple(items), int(ttl))
-    except (TypeError, ValueError, IndexError):
+        r = _Reader(body)
+        (ttl,) = r.unpack(_RHEAD)
+        to, frm = r.short().decode(), r.short().decode()
+        blob = body[r.p:]
+        if to != me:
+            return Routed(to, frm, (), ttl, blob)
+        return Routed(to, frm, unpack_items(blob), ttl)
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router control message (protocol version 3)") from None

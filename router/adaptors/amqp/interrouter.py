@@ -41,7 +41,7 @@ from ...core.messages import Copy, Routed
 from ...engineio import EngineProtocol
 from ...listeners import Kind
 from ...listeners import dial as connect
-from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_list, routed_to_list, unpack_copy
+from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 from .dispositions import to_amqp, to_outcome
 from .wire import ONCE_FORMAT, pack, unpack
 
@@ -177,8 +177,10 @@ class InterRouterConnection(EngineProtocol):
     # ------------------------------------------------------------- control
 
     def send_control(self, msg: object) -> None:
-        body = routed_to_list(msg) if type(msg) is Routed else _amqp_map(to_dict(msg))  # type: ignore[arg-type]
-        self.control_queue.append(dumps(Described(ulong(0x77), body)))
+        if type(msg) is Routed:
+            self.control_queue.append(dumps(Described(ulong(ROUTED), routed_to_bytes(msg))))
+        else:
+            self.control_queue.append(dumps(Described(ulong(0x77), _amqp_map(to_dict(msg)))))  # type: ignore[arg-type]
         self._flush_control()
 
     def _flush_control(self) -> None:
@@ -270,11 +272,11 @@ class InterRouterConnection(EngineProtocol):
         if not self.up or self.peer is None:
             return
         value, _ = decode(d.payload, 0)
+        if isinstance(value, Described) and value.descriptor == ROUTED and isinstance(value.value, bytes):
+            self.router.network.receive(self.peer, routed_from_bytes(value.value, self.router.id))
+            return
         body = _py(value.value if isinstance(value, Described) else value)
-        if isinstance(body, list) and body and body[0] == ROUTED:
-            self.router.network.receive(self.peer, routed_from_list(body))
-        else:
-            self.router.network.receive(self.peer, from_dict(body))
+        self.router.network.receive(self.peer, from_dict(body))
 
     def _on_data(self, d: Delivery) -> None:
         if self.upstream is None:
