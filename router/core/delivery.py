@@ -10,7 +10,6 @@ table's (``records/table.py``); this part applies them to the ports.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from once.records.gid import RETIRED_TAGS
@@ -227,15 +226,17 @@ class LocalDelivery:
             else:
                 record.unsettled[sub] = handle
                 sent = sub.sent
-                sent.append(record)
-                if len(sent) > 128:
-                    sub.sent = deque(r for r in sent if r.states.get(sub) is in_doubt)
+                sent[record] = None
+                if len(sent) > sub.sent_limit:  # (what was answered some other way)
+                    sub.sent = kept = {r: None for r in sent if r.states.get(sub) is in_doubt}
+                    sub.sent_limit = max(128, 2 * len(kept))
         if not queue and port.draining():
             port.drained()
 
     def subscriber_update(self, sub: Subscriber, record: CoreRecord, handle: Any, state: Outcome | None,
                           settled: bool) -> None:
         """The subscriber's disposition for our delivery of ``record``."""
+        sub.sent.pop(record, None)  # (sent again, it goes back in)
         if settled:
             record.unsettled.pop(sub, None)
         kind = state.kind if state is not None else None

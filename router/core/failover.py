@@ -289,7 +289,7 @@ class Failover:
             order = {id(r): i for i, r in enumerate(old.sent)}
             new.queue = deque(sorted(again, key=lambda item: order.get(id(item[0]), -1)))
             new.queue.extend((r, n) for r, n in old.queue if r.states.get(new) is in_doubt)
-            old.sent.clear()
+            old.sent = {}
         new.attempts = old.attempts
         old.queue.clear()
 

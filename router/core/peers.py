@@ -92,7 +92,7 @@ SUSPENDED = Suspended()
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "sent")
+                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "sent", "sent_limit")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
         self.port = port
@@ -113,7 +113,8 @@ class Subscriber:
         self.owed = 0  # when its grace ran out: deliveries it had not accepted (answered without it)
         # What went to it unsettled, in the order it went (pruned as it grows): a link that
         # takes this one over gets those again first, in that order (``Failover.take_over``)
-        self.sent: deque[CoreRecord] = deque()
+        self.sent: dict[CoreRecord, None] = {}
+        self.sent_limit = 128  # pruned past this; then twice what stayed (amortised: a full window stays)
 
     @property
     def key(self) -> tuple[str, str]:
