@@ -237,7 +237,11 @@ class Copies:
             return
         by_router: dict[str, list[Target]] = {}
         for t in targets:
-            by_router.setdefault(t.router, []).append(t)
+            ts = by_router.get(t.router)
+            if ts is None:
+                by_router[t.router] = [t]
+            else:
+                ts.append(t)
         wanted = frozenset(by_router)
         by_hop = self.route_cache.get(wanted)
         if by_hop is None:
@@ -294,7 +298,15 @@ class Copies:
         done = False
         retarget: dict[str, set[Key]] = {}
         chosen = record.chosen
-        for key, said, error in answer.said:
+        said_all = answer.said
+        if not said_all and answer.stream == far.stream:
+            # Every key of the copy accepted: the copy we sent at that position, those of its
+            # keys we still owe there (one that moved on since is owed where it went; a re-sent
+            # copy names only the keys still owed there, so the copy it answers may be smaller).
+            where = owed.where
+            said_all = tuple((k, Said.ACCEPTED, None) for position, keys, _ in far.sends.get(frm, ())
+                             if position == answer.position for k in keys if where.get(k) == frm)
+        for key, said, error in said_all:
             if (chosen and key in chosen and said in _MEMBER_GONE and owed.where.get(key) == frm
                     and owed.states.get(key) is PENDING):
                 # A group member left (or released it) before it answered: the root chooses
@@ -512,12 +524,15 @@ class Copies:
         root, stream, position, keys = take
         subs = self.topics.get(record.topic) or {}
         said = []
+        every = True
         for key in keys:
             s = self._said(record, key, subs)
             if s is None:
                 return False
             said.append((key, s[0], s[1]))
-        self._queue(root, Answer(record.gid, stream, position, tuple(said)))
+            every = every and s[0] is Said.ACCEPTED
+        # (the usual answer, every key of the copy accepted, names no key: the root knows them)
+        self._queue(root, Answer(record.gid, stream, position, () if every else tuple(said)))
         now = self.clock()
         far.answered_at = now
         if far.first_answer is None:

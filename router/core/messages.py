@@ -47,7 +47,8 @@ class Copy:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A destination's answer for one copy it took: what each of its keys did."""
+    """A destination's answer for one copy it took: what each of its keys did. None named:
+    every key of that copy accepted (the usual answer; the root knows the copy's keys)."""
 
     gid: bytes
     stream: bytes

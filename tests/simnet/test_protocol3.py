@@ -31,6 +31,7 @@ def test_plain_sweep_is_clean_on_version_3():
     (13966, "a restarted pair cut off from the router holding the subscriber: the cold-start rule"),
     (18224, "a restarted router syncs with another restarted one first: not a complete view"),
     (6924, "a key that came to the root gets its messages in the order they came there"),
+    (1992, "an answer naming no key (all accepted) speaks only for the keys still owed at that router"),
 ])
 def test_seed_found_while_building_version_3(seed: int, what: str) -> None:
     _clean(seed)
