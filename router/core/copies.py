@@ -390,11 +390,26 @@ class Copies:
                     box.unanswered.pop(position, None)
 
     def adopted(self, record: CoreRecord) -> None:
-        """We became the root of a record we held as a destination (its publisher resumed
-        here): the keys we took it for that are not here any more are owed it where they
-        live now (the old root may be gone, and with it what it knew)."""
+        """A publisher that resumed here sent ``record`` again. Ours already: what is owed
+        goes on in the new attach's stream. Held as a destination: the keys we took it for
+        that are not here any more are owed it where they live now (the old root may be
+        gone, and with it what it knew)."""
         far = record.far
-        if far is None or not far.takes:
+        if far is None:
+            return
+        stream = self._stream(record)
+        if far.owed is not None and far.stream != stream:
+            # Ours already, from the publisher's earlier attach: what is still owed goes again
+            # in the new attach's stream. The publisher sends again what had no outcome before
+            # anything new, so the new stream has it first (left in the old stream, a copy
+            # lost there came after newer ones: --hard seed 904).
+            self._unnumber(far)
+            far.stream = stream
+            far.sends = {}
+            pending = {r: frozenset(ks) for r, ks in far.owed.pending_at().items() if r != self.router_id}
+            if pending:
+                self._number(record, far, pending, False)
+        if not far.takes:
             return
         subs = self.topics.get(record.topic) or {}
         gone = frozenset(k for _, _, _, keys in far.takes for k in keys

@@ -55,6 +55,7 @@ class Failover:
         delivery = self.delivery
         delivery.take_over(pub, record, resumed)
         if self.settings.protocol >= 3:
+            self.forwarding.adopted(record)
             # Our records in the order they came is the order a resuming subscriber here
             # gets them again (``take_over``): as root we have it now, after what came before.
             records = self.records.records
@@ -71,8 +72,6 @@ class Failover:
         if new:
             record.outcome_sent = False
             self.forwarding.forward(record, new, None)
-        if self.settings.protocol >= 3:
-            self.forwarding.adopted(record)
         if record.root != self.router_id:
             # The old root delivered to its own subscribers itself; those of them that
             # moved (it died) are owed this now, and from us: we answer the publisher.

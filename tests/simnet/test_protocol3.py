@@ -21,6 +21,16 @@ def test_plain_sweep_is_clean_on_version_3():
     assert sweep(range(0, 1500), protocol=3) == {}
 
 
+def test_hard_seed_904_a_crashed_publisher_resending_at_its_root_keeps_its_order():
+    """ring8c, a publisher crashed and came back to the same root: what it sent again went
+    on in the old attach's stream, and a copy lost there reached its subscriber after newer
+    ones (reordered 2). The root now sends what is still owed in the new attach's stream."""
+    from simnet.schedules import hard_plan
+
+    _, verdict = run(hard_plan(904))
+    assert verdict.ok, verdict.violations
+
+
 @pytest.mark.parametrize("seed, what", [
     (453, "two copies for one router in one send: both must go (one was dropped, the router waited for it)"),
     (1125, "a key that came home to the root: its old copy elsewhere no longer holds that router's low back"),
