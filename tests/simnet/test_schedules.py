@@ -49,9 +49,9 @@ def test_twenty_thousand_random_schedules_fail_none(tmp_path: Path):
 
 
 # Open defects of version 3 with consumer groups (issue 24): a member gets a message after a
-# newer one of the same publisher. Each is a re-send of an older position whose first copy
-# reached the member's router while the member was not there (answered ``unknown``); the
-# member came back before the newer position arrived, and the re-send is delivered after it.
+# newer one of the same publisher. Traced for 1621: a re-send of an older position, whose
+# first copy reached the member's router while the member was away, is delivered after a
+# newer position the member got when it came back. 2841 and 3550 are not traced yet.
 GROUP_OPEN = {1621: "reordered 2 (g0)", 2841: "reordered 1 (g2)", 3550: "reordered 3 (g1)"}
 # Groups seeds that lost messages before their fix (the in-process network's own finds):
 # 320 (a member moved on to a router that then died: that router was dropped as having
