@@ -4,6 +4,8 @@ a record's version 3 state at its root and at a destination. Pure data."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .membership import Key
 from .owed import Owed
 
@@ -31,7 +33,7 @@ class Far:
     sends ((position, keys, redelivery)), when it last sent. At a destination: the copies
     it took (each is answered), when it first and last answered."""
 
-    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer", "numbered")
+    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer", "numbered", "earlier")
 
     def __init__(self) -> None:
         self.owed: Owed | None = None
@@ -42,3 +44,5 @@ class Far:
         self.answered_at: float | None = None
         self.first_answer: float | None = None
         self.numbered = True  # its positions may still hold ``low`` back (until the owed set is final)
+        # at a destination that had forgotten the message (its tombstone): what its keys said then
+        self.earlier: dict[Key, tuple[Any, Any]] | None = None

@@ -479,13 +479,21 @@ class Copies:
     def _take(self, copy: Copy, t: Target) -> None:
         record = self.records.get(copy.gid)
         take: Take = (copy.root, copy.stream, t.position, t.keys)
+        earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
         if record is None:
             tomb = self.tombstones.get(copy.gid)
             if tomb is not None:
                 states = tomb[0]
-                self._queue(copy.root, Answer(copy.gid, copy.stream, t.position, tuple(
-                    (k, *states.get(k, (Said.UNKNOWN, None))) for k in t.keys)))
-                return
+                here = self.topics.get(copy.topic) or {}
+                if not any(k not in states and k in here for k in t.keys):
+                    self._queue(copy.root, Answer(copy.gid, copy.stream, t.position, tuple(
+                        (k, *states.get(k, (Said.UNKNOWN, None))) for k in t.keys)))
+                    return
+                # For a key that came here since we forgot the message (it moved here, or
+                # resumed here): it is delivered to that key, never again to those that had
+                # it (fresh-seed 364538818564 reordered when the tombstone answered for it).
+                earlier = states
+                del self.tombstones[copy.gid]
             record = Record(copy.gid, copy.topic, copy.payload, None, copy.gid, 0, copy.presettled,
                             copy.message_format)
             record.local = False
@@ -499,15 +507,18 @@ class Copies:
         far = record.far
         if far is None:
             record.far = far = Far()
+        if earlier:
+            far.earlier = earlier
         if take not in far.takes:
             far.takes.append(take)
         subs = self.topics.get(copy.topic) or {}
         delivery = self.delivery
         fresh = []
+        had = far.earlier
         for key in t.keys:
             sub = subs.get(key)
-            if sub is not None and sub not in record.states and delivery.enqueue(record, sub,
-                                                                                  1 if t.redelivery else 0):
+            if (sub is not None and sub not in record.states and (had is None or key not in had)
+                    and delivery.enqueue(record, sub, 1 if t.redelivery else 0)):
                 fresh.append(sub)
         if fresh and not record.local:
             record.outcome_sent = False
@@ -527,6 +538,9 @@ class Copies:
                 return None
             if state is not None:
                 return _SAID_OF[state], record.rejection if state is SUB_REJECTED else None
+        had = record.far.earlier if record.far is not None else None
+        if had and key in had:
+            return had[key]  # what it said in this message's earlier stay here (a tombstone's)
         departed = self.departed.get(key)
         if departed is not None:
             return Said.MOVED, None

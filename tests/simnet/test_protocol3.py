@@ -31,6 +31,18 @@ def test_hard_seed_904_a_crashed_publisher_resending_at_its_root_keeps_its_order
     assert verdict.ok, verdict.violations
 
 
+@pytest.mark.parametrize("seed, groups", [(364538818564, False), (364538810666, False), (364538819446, False),
+                                           (495600959857, True), (495600959896, True), (495600962664, True)])
+def test_fresh_seed_a_key_that_came_to_a_router_which_had_forgotten_the_message_gets_it(seed: int, groups: bool):
+    """Fresh seeds (``--fresh``): a subscriber crashed and resumed at a router that had the
+    message for another key and had forgotten it (its tombstone): the tombstone answered
+    ``unknown`` for the newcomer until it expired, and the newcomer got newer messages
+    first. A key a tombstone does not name is now delivered to (never one it names)."""
+    p = plan(seed, groups=groups)
+    _, verdict = run(p)
+    assert verdict.ok, verdict.violations
+
+
 @pytest.mark.parametrize("seed, what", [
     (453, "two copies for one router in one send: both must go (one was dropped, the router waited for it)"),
     (1125, "a key that came home to the root: its old copy elsewhere no longer holds that router's low back"),
