@@ -469,12 +469,16 @@ class Copies:
             self.chains[copy.stream] = chain = Chain()
         self.chain_seen[copy.stream] = self.clock()
         before = len(chain.held)
+        taken_before = chain.next
         outcome = chain.arrive(0, t.position, t.low, (copy, t))
         self.held += len(chain.held) - before
-        if outcome.arrival is Arrival.REPEAT and t.position < chain.next:
-            self._take(copy, t)  # sent again: answered again (the first answer may be lost)
         for c, target in outcome.ready:
             self._take(c, target)
+        if outcome.arrival is Arrival.REPEAT and t.position < taken_before:
+            # Sent again, and taken before this arrival: answered again (the first answer
+            # may be lost). After what this arrival released: a copy still held when it came
+            # goes in its place in the order (--groups seed 3550 took it first).
+            self._take(copy, t)
 
     def _take(self, copy: Copy, t: Target) -> None:
         record = self.records.get(copy.gid)

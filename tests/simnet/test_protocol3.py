@@ -43,6 +43,17 @@ def test_fresh_seed_a_key_that_came_to_a_router_which_had_forgotten_the_message_
     assert verdict.ok, verdict.violations
 
 
+@pytest.mark.parametrize("seed", [1621, 2841, 3550, 495600958425, 495600959081, 495600961807])
+def test_group_seed_a_resent_copy_still_held_goes_in_its_place(seed: int):
+    """--groups: a re-sent copy arrived while the first copy of its position was held behind
+    a gap that the same arrival's ``low`` then filled: it was taken at once, before the held
+    copies before it (a member got message 40 before 29). A re-send is taken again only if
+    its position was taken before it came."""
+    p = plan(seed, groups=True)
+    _, verdict = run(p)
+    assert verdict.ok, verdict.violations
+
+
 @pytest.mark.parametrize("seed, what", [
     (453, "two copies for one router in one send: both must go (one was dropped, the router waited for it)"),
     (1125, "a key that came home to the root: its old copy elsewhere no longer holds that router's low back"),

@@ -7,10 +7,8 @@ seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.sched
 hypothesis draws schedules of its own (a group among them) and shrinks what fails.
 
 Zero is asserted in every category (lost, reordered, never answered, state left behind,
-expired, hangs, processed twice) over the plain schedules. Over the group schedules the
-failing seeds must be exactly ``GROUP_OPEN``: each is an open defect named with what it
-does, none may be added, and one that passes must come off the list (a fix is a named
-regression test). Fresh seeds run outside the suite (``--fresh N``).
+expired, hangs, processed twice) over both. Fresh seeds run outside the suite (``--fresh
+N``); a failure there is a fix and a named regression test (``test_protocol3.py``).
 """
 
 from __future__ import annotations
@@ -48,24 +46,16 @@ def test_twenty_thousand_random_schedules_fail_none(tmp_path: Path):
     assert not failed, dict(list(failed.items())[:10])
 
 
-# Open defects of version 3 with consumer groups (issue 24): a member gets a message after a
-# newer one of the same publisher. Traced for 1621: a re-send of an older position, whose
-# first copy reached the member's router while the member was away, is delivered after a
-# newer position the member got when it came back. 2841 and 3550 are not traced yet.
-GROUP_OPEN = {1621: "reordered 2 (g0)", 2841: "reordered 1 (g2)", 3550: "reordered 3 (g1)"}
 # Groups seeds that lost messages before their fix (the in-process network's own finds):
 # 320 (a member moved on to a router that then died: that router was dropped as having
 # nobody) and 875 (a resumed publisher's new root adopted a record without waiting for
-# the member chosen at the dead root).
+# the member chosen at the dead root). Version 3's finds are named in test_protocol3.py.
 GROUP_FINDS = (320, 875)
 
 
-def test_five_thousand_random_schedules_with_a_consumer_group(tmp_path: Path):
+def test_five_thousand_random_schedules_with_a_consumer_group_fail_none(tmp_path: Path):
     failed = _sweep(tmp_path, 5000, "--groups")
-    assert {int(seed) for seed in failed} == set(GROUP_OPEN), failed
-    assert all(not any(k in line for line in v for k in NEVER) for v in failed.values()), failed
-    assert all(all("reordered" in line for line in v) for v in failed.values()), failed
-    assert not [seed for seed in GROUP_FINDS if str(seed) in failed]
+    assert not failed, dict(list(failed.items())[:10])
 
 
 @st.composite
