@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--topology", default="ring5.yaml", help="with --random: a topology in topologies/, or a path (default ring5.yaml)")
     h.add_argument("--groups", action="store_true",
                    help="with --random: two more subscribers, members of one consumer group")
+    h.add_argument("--freeze", action="store_true",
+                   help="with --random: routers also stopped (SIGSTOP) for 0.5-6 s and continued (SIGCONT)")
     h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
     h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")

@@ -74,3 +74,23 @@ def test_a_random_schedule_on_a_bad_topology_is_a_one_line_error(topology: str, 
     assert main(["harness", "--random", "--seed", "1", "--topology", topology]) == 2
     err = capsys.readouterr().err
     assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_random_freezes_stop_routers_for_a_while_and_leave_the_rest_of_the_schedule_alone():
+    """``--freeze``: routers SIGSTOPped and continued (issue 24's soaks); the seed's other
+    faults are the same with or without them."""
+    plain, frozen = randomized(21), randomized(21, freezes=True)
+    freezes = [f for f in frozen.faults if f.kind == "freeze"]
+    assert 1 <= len(freezes) <= 3 and all(0.5 <= f.duration <= 6.0 for f in freezes)
+    assert all(f.target in ("A", "B", "C", "D", "E") for f in freezes)
+    assert [f for f in frozen.faults if f.kind != "freeze"] == list(plain.faults)
+    assert "SIGSTOP" in freezes[0].describe()
+
+
+def test_a_scenario_file_may_freeze_a_router():
+    doc = {"topology": "line3.yaml", "publishers": [{"name": "p", "router": "A"}],
+           "subscribers": [{"name": "s", "router": "C"}], "faults": [{"at": 1.0, "freeze": "B", "for": 2.5}]}
+    s = parse(doc, "x", "x.yaml")
+    assert [(f.kind, f.target, f.duration) for f in s.faults] == [("freeze", "B", 2.5)]
+    with pytest.raises(ScenarioError, match="no router"):
+        parse({**doc, "faults": [{"at": 1.0, "freeze": "Z"}]}, "x", "x.yaml")

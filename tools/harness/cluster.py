@@ -83,6 +83,17 @@ class Cluster:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
 
+    def freeze(self, i: str) -> None:
+        """Stop the router's process (SIGSTOP): it keeps its sockets and state, says nothing."""
+        proc = self.procs.get(i)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self, i: str) -> None:
+        proc = self.procs.get(i)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+
     def cut(self, a: str, b: str) -> None:
         self.proxies[tuple(sorted((a, b)))].cut()  # type: ignore[index]
 

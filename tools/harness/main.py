@@ -15,7 +15,8 @@ from .scenario import ScenarioError, load, randomized
 def harness(args: argparse.Namespace) -> int:
     if args.random:
         try:
-            scenarios = [randomized(args.seed + i, args.messages or 10000, args.topology, groups=args.groups)
+            scenarios = [randomized(args.seed + i, args.messages or 10000, args.topology, groups=args.groups,
+                                     freezes=args.freeze)
                          for i in range(args.runs)]
         except ScenarioError as e:
             print(str(e), file=sys.stderr)

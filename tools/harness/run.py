@@ -130,7 +130,7 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
             clients.start(c.name)
         t0 = time.monotonic()
         pending: list[tuple[float, Fault, str]] = [(f.at, f, "apply") for f in scenario.faults]
-        pending += [(f.at + f.duration, f, "heal") for f in scenario.faults if f.kind == "cut"]
+        pending += [(f.at + f.duration, f, "heal") for f in scenario.faults if f.kind in ("cut", "freeze")]
         pending.sort(key=lambda p: p[0])
         last_progress = time.monotonic()
         last_counts: tuple[int, ...] = ()
@@ -217,6 +217,11 @@ def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients) -> None:
             cluster.cut(a, b)
         else:
             cluster.heal(a, b)
+    elif f.kind == "freeze":
+        if action == "apply":
+            cluster.freeze(f.target)  # type: ignore[arg-type]
+        else:
+            cluster.thaw(f.target)  # type: ignore[arg-type]
     elif f.kind == "kill_client":
         clients.kill(f.target)  # type: ignore[arg-type]
     elif f.kind == "restart_client":

@@ -34,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGIES = ROOT / "topologies"
 CLIENTS = ("once", "proton")
-FAULTS = ("kill", "restart", "cut", "kill_client", "restart_client")
+FAULTS = ("kill", "restart", "cut", "freeze", "kill_client", "restart_client")
 
 
 class ScenarioError(Exception):
@@ -55,12 +55,14 @@ class Fault:
     at: float
     kind: str  # one of FAULTS
     target: str | tuple[str, str]
-    duration: float = 0.0  # cut: how long the link stays down
+    duration: float = 0.0  # cut: how long the link stays down; freeze: how long the router is stopped
 
     def describe(self) -> str:
         if self.kind == "cut":
             a, b = self.target
             return f"cut link {a}-{b} for {self.duration:g}s"
+        if self.kind == "freeze":
+            return f"freeze {self.target} for {self.duration:g}s (SIGSTOP, then SIGCONT)"
         return f"{self.kind.replace('_', ' ')} {self.target}"
 
 
@@ -167,9 +169,11 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
         kind = kinds[0]
         target = item[kind]
         duration = 0.0
-        if kind in ("kill", "restart"):
+        if kind in ("kill", "restart", "freeze"):
             if target not in routers:
                 raise fail(f"{key}.{kind}", f"no router {target!r}")
+            if kind == "freeze":
+                duration = float(item.get("for", 1.0))
         elif kind == "cut":
             if not isinstance(target, list) or frozenset(map(str, target)) not in links:
                 raise fail(f"{key}.cut", f"expected a link of the topology [A, B], got {target!r}")
@@ -186,11 +190,13 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
 
 
 def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", rate: float = 2000,
-               groups: bool = False) -> Scenario:
+               groups: bool = False, freezes: bool = False) -> Scenario:
     """A random fault schedule: each fault is healed (router restarted, link restored,
     client restarted) a little later, so every run can finish. ``groups``: two more
     subscribers, members of one consumer group, on routers drawn apart from the rest (a
-    seed's schedule is the same with or without them, but for faults that hit them)."""
+    seed's schedule is the same with or without them, but for faults that hit them).
+    ``freezes``: routers stopped (SIGSTOP) for 0.5-6 s and continued, some past
+    ``router_dead_after``, drawn apart too (the rest of the schedule stays the seed's)."""
     rng = random.Random(seed)
     path = next((p for p in (TOPOLOGIES / topology, Path(topology)) if p.is_file()), None)
     if path is None:
@@ -223,6 +229,11 @@ def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", r
             victim = rng.choice(subscribers).name
             faults += [Fault(t, "kill_client", victim), Fault(t + rng.uniform(0.2, 1.5), "restart_client", victim)]
         t += rng.uniform(1.5, 4.0)
+    if freezes:
+        cold = random.Random(seed * 104729 + 3)
+        for _ in range(cold.randint(1, 3)):
+            faults.append(Fault(cold.uniform(0.3, max(0.5, duration * 0.8)), "freeze", cold.choice(routers),
+                                cold.uniform(0.5, 6.0)))
     return Scenario(f"random-{seed}", path, "harness", messages, rate, publishers, subscribers,
                     tuple(sorted(faults, key=lambda f: f.at)), {"subscriber_grace": "60s", "publisher_grace": "60s"},
                     f"random fault schedule, seed {seed}")
