@@ -4,10 +4,9 @@ a record's version 3 state at its root and at a destination. Pure data."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from .membership import Key
-from .owed import Owed
+from .outcomes import Outcome
+from .owed import Owed, Said
 
 Take = tuple[str, bytes, int, frozenset[Key]]  # (root, stream, position, keys): a copy a destination took
 
@@ -45,4 +44,4 @@ class Far:
         self.first_answer: float | None = None
         self.numbered = True  # its positions may still hold ``low`` back (until the owed set is final)
         # at a destination that had forgotten the message (its tombstone): what its keys said then
-        self.earlier: dict[Key, tuple[Any, Any]] | None = None
+        self.earlier: dict[Key, tuple[Said, Outcome | None]] | None = None

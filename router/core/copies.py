@@ -542,7 +542,8 @@ class Copies:
                 return None
             if state is not None:
                 return _SAID_OF[state], record.rejection if state is SUB_REJECTED else None
-        had = record.far.earlier if record.far is not None else None
+        far: Far | None = record.far
+        had = far.earlier if far is not None else None
         if had and key in had:
             return had[key]  # what it said in this message's earlier stay here (a tombstone's)
         departed = self.departed.get(key)
