@@ -43,9 +43,6 @@ from .tables import CoreTables, Key
 PENDING = KeyState.PENDING
 _MEMBER_GONE = (Said.CLOSED, Said.EXPIRED)
 
-
-def here_keys(topics: dict[str, dict[Key, Subscriber]], topic: str) -> dict[Key, Subscriber]:
-    return topics.get(topic) or {}
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 
@@ -152,8 +149,9 @@ class Copies:
             wanted = {k: r for k, r in remote.items() if r in dests}
             chosen = record.chosen
             if chosen:  # one member per group, as the root chose
+                here = self.topics.get(record.topic) or {}
                 for k, (_, router) in chosen.items():
-                    if router != self.router_id and k not in here_keys(self.topics, record.topic):
+                    if router != self.router_id and k not in here:
                         wanted[k] = router
         else:
             wanted = {k: where for where, ks in self.routes.homes(keys).items() for k in ks}
