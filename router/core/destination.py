@@ -1,0 +1,253 @@
+"""Protocol version 3 at a destination (``docs/protocol.md``, sections 4 and 5): the
+copies a router takes for its own subscribers, in each stream's order; their answers to
+the root; settlement and tombstones; which keys moved away or closed here.
+
+A part of ``Copies`` (``copies.py``: the root and the relay), which owns it and hands it
+what arrives for this router. It never waits for another router: it answers the root
+once its own subscribers are final, and forgets on the root's ``Settle``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from once.records.chain import Arrival, Chain
+from once.records.far import Far, Take
+from once.records.owed import Said
+from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
+
+from ..journal import Event
+from .messages import Answer, Control, Copy, Target
+from .parts import DeliveryPart
+from .peers import CoreRecord, CoreRecords, Subscriber
+from .ports import Outcome
+from .tables import CoreTables, Key
+
+_SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
+
+
+class Destination:
+    __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
+                 "chain_seen", "held", "tombstones", "departed", "closed", "delivery")
+
+    def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
+                 reachable: Callable[[], set[str]]) -> None:
+        self.router_id = tables.router_id
+        self.settings = tables.settings
+        self.records: CoreRecords = tables.records
+        self.topics = tables.topics
+        self.journal = tables.journal
+        self.clock = tables.clock
+        self.queue = queue  # a control item for a router (batched by ``Copies``)
+        self.reachable = reachable
+        self.chains: dict[bytes, Chain[tuple[Copy, Target]]] = {}  # per stream
+        self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
+        self.held = 0  # copies held in chains behind a gap
+        self.tombstones: dict[bytes, tuple[dict[Key, tuple[Said, Outcome | None]], float]] = {}
+        self.departed: dict[Key, tuple[str, float]] = {}  # keys that moved away from here -> (where, until)
+        self.closed: dict[Key, float] = {}  # keys whose subscription here ended -> until
+        self.delivery: DeliveryPart
+
+    def connect(self, delivery: DeliveryPart) -> None:
+        self.delivery = delivery
+
+    def held_copies(self) -> dict[str, list[Any]]:
+        """What waits in chains behind a gap, per stream (state a finished run must not leave)."""
+        return {s.decode(): list(c.held.values()) for s, c in self.chains.items() if c.held}
+
+    def arrive(self, copy: Copy, t: Target) -> None:
+        chain = self.chains.get(copy.stream)
+        if chain is None:
+            self.chains[copy.stream] = chain = Chain()
+        self.chain_seen[copy.stream] = self.clock()
+        before = len(chain.held)
+        taken_before = chain.next
+        outcome = chain.arrive(0, t.position, t.low, (copy, t))
+        self.held += len(chain.held) - before
+        for c, target in outcome.ready:
+            self._take(c, target)
+        if outcome.arrival is Arrival.REPEAT and t.position < taken_before:
+            # Sent again, and taken before this arrival: answered again (the first answer
+            # may be lost). After what this arrival released: a copy still held when it came
+            # goes in its place in the order (--groups seed 3550 took it first).
+            self._take(copy, t)
+
+    def _take(self, copy: Copy, t: Target) -> None:
+        record = self.records.get(copy.gid)
+        take: Take = (copy.root, copy.stream, t.position, t.keys)
+        earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
+        if record is None:
+            tomb = self.tombstones.get(copy.gid)
+            if tomb is not None:
+                states = tomb[0]
+                here = self.topics.get(copy.topic) or {}
+                if not any(k not in states and k in here for k in t.keys):
+                    self.queue(copy.root, Answer(copy.gid, copy.stream, t.position, tuple(
+                        (k, *states.get(k, (Said.UNKNOWN, None))) for k in t.keys)))
+                    return
+                # For a key that came here since we forgot the message (it moved here, or
+                # resumed here): it is delivered to that key, never again to those that had
+                # it (fresh-seed 364538818564 reordered when the tombstone answered for it).
+                earlier = states
+                del self.tombstones[copy.gid]
+            record = Record(copy.gid, copy.topic, copy.payload, None, copy.gid, 0, copy.presettled,
+                            copy.message_format)
+            record.local = False
+            record.born = copy.born
+            record.root = copy.root
+            if copy.chosen:
+                record.chosen = {k: (g, r) for k, g, r in copy.chosen}
+            self.records.add(record)
+            if self.journal is not None:
+                self.journal.add(Event.RECEIVED, copy.gid, copy.topic, copy.root)
+        far = record.far
+        if far is None:
+            record.far = far = Far()
+        if earlier:
+            far.earlier = earlier
+        if take not in far.takes:
+            far.takes.append(take)
+        subs = self.topics.get(copy.topic) or {}
+        delivery = self.delivery
+        fresh = []
+        had = far.earlier
+        for key in t.keys:
+            sub = subs.get(key)
+            if (sub is not None and sub not in record.states and (had is None or key not in had)
+                    and delivery.enqueue(record, sub, 1 if t.redelivery else 0)):
+                fresh.append(sub)
+        if fresh and not record.local:
+            record.outcome_sent = False
+        for sub in fresh:
+            delivery.pump(sub)
+        if record.pending == 0 and not record.outcome_sent:
+            delivery.complete(record)  # (calls ``answer_ready``)
+        elif not copy.presettled:
+            self._answer(record, far, take)
+
+    def _said(self, record: CoreRecord, key: Key, subs: dict[Key, Subscriber]) -> tuple[Said, Outcome | None] | None:
+        """What ``key`` did with ``record`` here; None while it is in doubt."""
+        sub = subs.get(key)
+        if sub is not None:
+            state = record.states.get(sub)
+            if state is IN_DOUBT:
+                return None
+            if state is not None:
+                return _SAID_OF[state], record.rejection if state is SUB_REJECTED else None
+        far: Far | None = record.far
+        had = far.earlier if far is not None else None
+        if had and key in had:
+            return had[key]  # what it said in this message's earlier stay here (a tombstone's)
+        departed = self.departed.get(key)
+        if departed is not None:
+            return Said.MOVED, None
+        if key in self.closed:
+            return Said.CLOSED, None
+        return Said.UNKNOWN, None
+
+    def _answer(self, record: CoreRecord, far: Far, take: Take) -> bool:
+        """Answer one copy we took, if its keys are all final here; True if it was."""
+        root, stream, position, keys = take
+        subs = self.topics.get(record.topic) or {}
+        said = []
+        every = True
+        for key in keys:
+            s = self._said(record, key, subs)
+            if s is None:
+                return False
+            said.append((key, s[0], s[1]))
+            every = every and s[0] is Said.ACCEPTED
+        # (the usual answer, every key of the copy accepted, names no key: the root knows them)
+        self.queue(root, Answer(record.gid, stream, position, () if every else tuple(said)))
+        now = self.clock()
+        far.answered_at = now
+        if far.first_answer is None:
+            far.first_answer = now
+        return True
+
+    def answer_ready(self, record: CoreRecord) -> None:
+        """Every local waiter of ``record`` is final: answer the copies we took of it."""
+        far = record.far
+        if far is None or record.presettled:
+            return
+        for take in far.takes:
+            self._answer(record, far, take)
+
+    def settle_from(self, gid: bytes) -> None:
+        """The root settled: settle our deliveries and forget the message (a tombstone stays)."""
+        record = self.records.get(gid)
+        if record is None or record.local or record.publisher_settled:
+            return
+        record.publisher_settled = True
+        if self.journal is not None:
+            self.journal.add(Event.SETTLED, gid, record.topic)
+        self.delivery.settle_subscribers(record)
+        # The root has its answer (a key that moved accepted it where it was before), or
+        # its publisher is gone: a local delivery still in doubt is not waited for. Its
+        # answer could not come anyway: the delivery is settled now.
+        for waiter in [w for w, st in record.states.items() if st is IN_DOUBT]:
+            record.drop_waiter(waiter)
+        self.delivery.maybe_free(record)
+
+    def freed(self, record: CoreRecord) -> None:
+        """``record`` was freed: a destination keeps what its keys said, for late copies."""
+        far = record.far
+        if far is None or not far.takes:
+            return
+        subs = self.topics.get(record.topic) or {}
+        states: dict[Key, tuple[Said, Outcome | None]] = {}
+        for _, _, _, keys in far.takes:
+            for key in keys:
+                s = self._said(record, key, subs)
+                if s is not None and s[0] is not Said.UNKNOWN:
+                    states[key] = s
+        self.tombstones[record.gid] = (states, self.clock() + self.settings.publisher_grace)
+
+    def subscriber_closed(self, key: Key) -> None:
+        s = self.settings
+        self.closed[key] = self.clock() + max(s.router_dead_after, s.publisher_grace)
+        self.departed.pop(key, None)
+
+    def expire(self, now: float) -> int:
+        """Every tick: answer again what has had no settlement, forget old tombstones and
+        departures, let held copies and quiet chains go; how many records were settled
+        without their root."""
+        retry = self.settings.router_dead_after
+        reachable = None
+        freed = 0
+        for record in list(self.records.records.values()):
+            far = record.far
+            if (far is None or record.local or record.pending or record.publisher_settled
+                    or far.answered_at is None or now - far.answered_at < retry):
+                continue
+            if reachable is None:
+                reachable = self.reachable()
+            roots = {root for root, _, _, _ in far.takes}
+            if (far.first_answer is not None and now - far.first_answer > self.settings.publisher_grace + retry
+                    and not roots & reachable):
+                # Its root is gone and nobody took the publisher over: settled without it.
+                self.settle_from(record.gid)
+                freed += 1
+            else:
+                self.answer_ready(record)
+        for gid in [g for g, (_, until) in self.tombstones.items() if until <= now]:
+            del self.tombstones[gid]
+        for key in [k for k, (_, until) in self.departed.items() if until <= now]:
+            del self.departed[key]
+        for key in [k for k, until in self.closed.items() if until <= now]:
+            del self.closed[key]
+        # Copies held behind a gap that nothing filled for a while give their room back:
+        # they were never answered, so their root (if it lives) sends them again.
+        stuck = now - 2 * retry
+        for stream, chain in self.chains.items():
+            if chain.held and self.chain_seen.get(stream, 0.0) < stuck:
+                self.held -= len(chain.held)
+                chain.held.clear()
+        # A chain with nothing held may go once quiet: the root's ``low`` on its next copy
+        # says where it stands, so nothing is taken twice or skipped.
+        quiet = now - self.settings.publisher_grace
+        for stream in [s for s, c in self.chains.items() if not c.held and self.chain_seen.get(s, 0.0) < quiet]:
+            del self.chains[stream]
+            self.chain_seen.pop(stream, None)
+        return freed
