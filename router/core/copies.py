@@ -1,6 +1,7 @@
 """Protocol version 3 (``docs/protocol.md``): copies to destination routers, answers to the
 root, order by sequence. The part of ``Core`` that replaces ``Forwarding`` when
-``settings.protocol`` is 3 (plain topics; consumer groups still run version 2).
+``settings.protocol`` is 3 (the default); consumer groups' members are chosen by the root
+(``groups.py``) and travel with each copy.
 
 Three roles, one router may play all of them for one message:
 
@@ -13,11 +14,11 @@ Three roles, one router may play all of them for one message:
 * **Relay**: passes a copy on towards its other destinations, never back to a router it
   visited, and keeps nothing. A destination it cannot reach is left out (the root sends
   it again).
-* **Destination**: takes copies in their sequence (``records/chain.py``), queues them for
-  the keys they are owed to, and once those keys are final answers the root, routed by
-  router id over the control links. It never waits for another router's answer; it
-  forgets the message on the root's ``Settle`` and keeps a tombstone, so a late copy is
-  answered, never delivered twice.
+* **Destination** (``destination.py``, a part this one holds): takes copies in their
+  sequence (``records/chain.py``), queues them for the keys they are owed to, and once
+  those keys are final answers the root, routed by router id over the control links. It
+  never waits for another router's answer; it forgets the message on the root's
+  ``Settle`` and keeps a tombstone, so a late copy is answered, never delivered twice.
 
 No router waits for another's waiting: the wait-for graph is a star around each root.
 """
