@@ -68,3 +68,19 @@ def test_group_seed_a_resent_copy_still_held_goes_in_its_place(seed: int):
 ])
 def test_seed_found_while_building_version_3(seed: int, what: str) -> None:
     _clean(seed)
+
+
+@pytest.mark.parametrize("seed, what", [
+    (9883, "D turned E's copy for a moved subscriber into a full copy back to E; E answered accepted"),
+    (9064, "D and E bounced a copy meant for a dead router and answered each other accepted"),
+    (1648, "B answered at once when it lost C, 50 ms after the subscriber moved from C to D"),
+    (9736, "a restarted, isolated C synced only with another restarted router and accepted for nobody"),
+    (5934, "routers waited on each other's answers in a cycle (a slowed link, two client drops)"),
+    (12806, "a copy bounced between A and E about 16,000 times"),
+    (9696, "copies raced on two paths and A delivered p0:66 before p0:65"),
+    (8873, "B settled its copy before A's answer came; the answer was dropped, record and pin stayed"),
+])
+def test_issue_24_seed_clean_on_version_3(seed: int, what: str) -> None:
+    """The schedules issue 24 traced on version 2, each a named test on version 3: the star
+    of answers, loop-free copies and order by position leave none of these failures."""
+    _clean(seed)
