@@ -18,7 +18,7 @@ once and read once.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, TypeVar
 
 from once.records.membership import GroupId
 from once.records.outcomes import Outcome, OutcomeKind
@@ -27,6 +27,7 @@ from once.records.owed import Said
 from ...amqp.errors import DecodeError
 from ...core.messages import Answer, Control, Copy, Routed, Settle, Target
 
+T = TypeVar("T")
 COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
 _HEAD = struct.Struct(">BI")  # flags, inner message format
 _TARGET = struct.Struct(">QQB")  # position, low, redelivery
@@ -48,6 +49,14 @@ def _long(value: str) -> bytes:
     return _H.pack(len(b)) + b
 
 
+def _remember(table: dict[Any, T], key: Any, value: T) -> T:
+    """Keep ``value`` under ``key`` in one of the caches here (each at most 4096 entries)."""
+    if len(table) > 4096:
+        table.clear()
+    table[key] = value
+    return value
+
+
 # What stays the same from copy to copy of one stream on one path (the flags, the format,
 # topic, root, stream, visited routers, chosen members), and each target's router and
 # keys, packed once: a copy packs only its stamp, positions and lows.
@@ -59,15 +68,13 @@ def _prefix(copy: Copy) -> bytes:
     key = (copy.presettled, copy.message_format, copy.topic, copy.root, copy.stream, copy.visited, copy.chosen)
     prefix = _PREFIXES.get(key)
     if prefix is None:
-        if len(_PREFIXES) > 4096:
-            _PREFIXES.clear()
         parts = [_HEAD.pack(PRESETTLED if copy.presettled else 0, copy.message_format), _long(copy.topic),
                  _short(copy.root), _short(copy.stream), _B.pack(len(copy.visited))]
         parts += [_short(r) for r in sorted(copy.visited)]
         parts.append(_H.pack(len(copy.chosen)))
         parts += [_long(f"{router}\x00{g.scope}\x00{g.name}\x00{c}\x00{n}") for (c, n), g, router in copy.chosen]
         body = b"".join(parts)
-        prefix = _PREFIXES[key] = _H.pack(len(body)) + body
+        prefix = _remember(_PREFIXES, key, _H.pack(len(body)) + body)
     return prefix
 
 
@@ -75,10 +82,8 @@ def _target(t: Target) -> bytes:
     key = (t.router, t.keys)
     packed = _TARGETS.get(key)
     if packed is None:
-        if len(_TARGETS) > 4096:
-            _TARGETS.clear()
         body = b"".join([_short(t.router), _H.pack(len(t.keys))] + [_long(f"{c}\x00{n}") for c, n in sorted(t.keys)])
-        packed = _TARGETS[key] = _H.pack(len(body)) + body
+        packed = _remember(_TARGETS, key, _H.pack(len(body)) + body)
     return packed
 
 
@@ -148,21 +153,13 @@ def unpack_copy(gid: bytes, payload: bytes) -> Copy:
     try:
         r = _Reader(payload)
         raw = r.take(r.unpack(_H)[0])
-        fields = _PREFIX_OF.get(raw)
-        if fields is None:
-            if len(_PREFIX_OF) > 4096:
-                _PREFIX_OF.clear()
-            fields = _PREFIX_OF[raw] = _read_prefix(raw)
+        fields = _PREFIX_OF.get(raw) or _remember(_PREFIX_OF, raw, _read_prefix(raw))
         presettled, fmt, topic, root, stream, visited, chosen = fields
         (born,) = r.unpack(_Q)
         targets = []
         for _ in range(r.unpack(_B)[0]):
             seg = r.take(r.unpack(_H)[0])
-            target = _TARGET_OF.get(seg)
-            if target is None:
-                if len(_TARGET_OF) > 4096:
-                    _TARGET_OF.clear()
-                target = _TARGET_OF[seg] = _read_target(seg)
+            target = _TARGET_OF.get(seg) or _remember(_TARGET_OF, seg, _read_target(seg))
             position, low, redelivery = r.unpack(_TARGET)
             targets.append(Target(target[0], target[1], position, low, bool(redelivery)))
         message = payload[r.p:]
