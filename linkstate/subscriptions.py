@@ -77,6 +77,12 @@ class SubscriberTable:
                 best = (sub.since, origin)
         return best[1] if best else None
 
+    def newest_attach(self, key: tuple[str, str]) -> int:
+        """The largest attach stamp (``since``) any origin holds for ``key`` (0: none)."""
+        stamps = [sub.since for origin in self.by_key.get(key, ())
+                  if (sub := self.origins[origin].keys[key][1]) is not None]
+        return max(stamps, default=0)
+
     def effective_routers(self, topic: str, reachable: set[str]) -> set[str]:
         """Routers whose subscribers a message for ``topic`` must reach.
 

@@ -307,6 +307,10 @@ class Network:
         table = self.plane.table
         return {s.owner for origin in table.by_key.get(key, ()) for s in table.subscriptions(origin) if s.key == key}
 
+    def newest_attach(self, key: tuple[str, str]) -> int:
+        """The newest attach stamp the network knows for subscriber ``key`` (0: none)."""
+        return self.plane.table.newest_attach(key)
+
     def end(self, sub: Subscriber) -> None:
         """A subscription of ours is over (expired, or moved away): tell the network."""
         self.subscribe(Subscription(self.me, sub.topic, sub.container_id, sub.link_name), False)

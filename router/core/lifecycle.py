@@ -54,6 +54,7 @@ class SubscriptionsPort(Protocol):
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None: ...
     def follow_moved_subscribers(self) -> None: ...
     def key_owners(self, key: tuple[str, str]) -> set[str]: ...
+    def newest_attach(self, key: tuple[str, str]) -> int: ...  # the largest ``since`` known for the key
     # ours is suspended until then (wall clock, microseconds; inf: a durable group's stand-in)
     def suspended(self, key: tuple[str, str], until_us: float) -> None: ...
 
@@ -132,7 +133,11 @@ class LinkLifecycle:
         """A subscriber attaches. ``answer`` is called once the attach is effective (every
         reachable router has it); its first delivery goes out right after."""
         core = self.core
-        since = core.wall()
+        # The attach stamp orders a key's attaches network-wide (the newest is where it
+        # lives: ``SubscriberTable.home``). It is our wall clock, but past every stamp we
+        # know for the key (a hybrid logical clock), so a router whose clock is behind
+        # still makes a newer attach newer than the one it replaces.
+        since = max(core.wall(), self.network.newest_attach((a.container_id, a.link_name)) + 1)
         sub, displaced = core.add_subscriber(port, a.topic, a.container_id, a.link_name, a.presettled, a.group,
                                              since, a.resumable, a.exclusive)
         sub.owner = a.owner

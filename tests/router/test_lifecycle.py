@@ -24,6 +24,7 @@ class Plane:
         self.followed = 0
         self.owners: dict[tuple[str, str], set[str]] = {}
         self.suspensions: dict[tuple[str, str], float] = {}  # what the journal would keep
+        self.stamps: dict[tuple[str, str], int] = {}  # the newest attach stamps the network knows
 
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None:
         self.events.append((sub, attached))
@@ -38,6 +39,9 @@ class Plane:
 
     def key_owners(self, key: tuple[str, str]) -> set[str]:
         return set(self.owners.get(key, ()))
+
+    def newest_attach(self, key: tuple[str, str]) -> int:
+        return self.stamps.get(key, 0)
 
     def acknowledge_all(self) -> None:
         pending, self.pending = self.pending, []
@@ -109,6 +113,17 @@ def test_a_subscriber_attach_is_answered_only_once_the_network_has_it_and_then_d
     plane.acknowledge_all()
     # answered with nothing sent yet; what waited goes right after the answer
     assert answers == [(None, None, [])] and len(port.sent) == 1 and sub.attached
+
+
+def test_an_attach_is_stamped_past_every_stamp_the_network_knows_for_its_key():
+    """Hard seeds 152 and 275: a router whose clock was seconds behind took a resuming
+    subscriber; its older-looking stamp left the key living at the router it had left,
+    which expired it there (and answered for it). The stamp is now past the newest known."""
+    core, links, plane = _service()  # this router's wall clock reads 1
+    plane.stamps[("c", "s")] = 5_000_000  # another router stamped the key's last attach
+    links.attach_subscriber(Link(), SubscriberAttach("t", "c", "s"), lambda *_: None)
+    links.attach_subscriber(Link(), SubscriberAttach("t", "c", "other"), lambda *_: None)
+    assert [sub.since for sub, _ in plane.events] == [5_000_001, 1]
 
 
 def test_a_second_link_with_the_same_key_steals_the_subscription():

@@ -31,6 +31,18 @@ def test_hard_seed_904_a_crashed_publisher_resending_at_its_root_keeps_its_order
     assert verdict.ok, verdict.violations
 
 
+@pytest.mark.parametrize("seed", [71, 152, 275, 456, 889, 946])
+def test_hard_seed_an_attach_on_a_router_whose_clock_is_behind_is_still_the_newest(seed: int):
+    """ring/diamond schedules with a router's clock stepped back seconds: a subscriber
+    resumed there, its attach looked older than the one it replaced, and the router it
+    left expired it (275, 889: 32 lost, 71: 10 reordered). Attach stamps are now past
+    every stamp known for the key (``LinkLifecycle.attach_subscriber``)."""
+    from simnet.schedules import hard_plan
+
+    _, verdict = run(hard_plan(seed))
+    assert verdict.ok, verdict.violations
+
+
 @pytest.mark.parametrize("seed, groups", [(364538818564, False), (364538810666, False), (364538819446, False),
                                            (495600959857, True), (495600959896, True), (495600962664, True)])
 def test_fresh_seed_a_key_that_came_to_a_router_which_had_forgotten_the_message_gets_it(seed: int, groups: bool):

@@ -7,7 +7,7 @@ seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.sched
 hypothesis draws schedules of its own (a group among them) and shrinks what fails.
 
 Zero is asserted in every category (lost, reordered, never answered, state left behind,
-expired, hangs, processed twice) over both. Fresh seeds run outside the suite (``--fresh
+expired, hangs, processed twice) over both, and over a thousand ``--hard`` schedules. Fresh seeds run outside the suite (``--fresh
 N``); a failure there is a fix and a named regression test (``test_protocol3.py``).
 """
 
@@ -55,6 +55,13 @@ GROUP_FINDS = (320, 875)
 
 def test_five_thousand_random_schedules_with_a_consumer_group_fail_none(tmp_path: Path):
     failed = _sweep(tmp_path, 5000, "--groups")
+    assert not failed, dict(list(failed.items())[:10])
+
+
+def test_a_thousand_hard_schedules_fail_none(tmp_path: Path):
+    """``--hard``: 6-10 routers with chords, silent and one-way partitions, paused routers,
+    clock steps, crashing publishers, credit that binds."""
+    failed = _sweep(tmp_path, 1000, "--hard")
     assert not failed, dict(list(failed.items())[:10])
 
 
