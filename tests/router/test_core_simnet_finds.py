@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from once.records.gid import compute_gid
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
@@ -312,110 +311,9 @@ def test_a_late_copy_follows_a_moved_subscriber_to_where_it_lives_now():
     assert len(he.sent) == 1 and not hd.sent
 
 
-@pytest.mark.xfail(strict=True, reason="open: a hand-back waits on stand-ins that are replaced; fixes tried so far "
-                                       "made more schedules stall (see the commit message)")
-def test_a_hand_back_waits_for_its_destination_when_the_held_copy_parks():
-    """Seed 2439: a copy came back from B for A (B had lost its way there); we held it
-    behind an older one for A on B. Released, it found A unreachable and parked; the
-    hand-back had waited for the held stand-in alone, which was gone now, so B heard
-    accepted and told us so in turn: the publisher heard accepted, A never had it."""
-    routes = Routes({"A": "B", "B": "B"})
-    core = Core("D", Settings(protocol=2), routes=routes)
-    hop = Hop()
-    hb = core.add_hop("B", hop)
-    up_b = Pub()
-    ub = core.add_upstream("B", up_b)
-    core.routes.remote = lambda topic: {"A", "B"}
-    pub_port = Pub()
-    pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
-    older = core.publish(pub, b"\x00", b"m", False, "p0")  # in flight for A on B: A stays pinned there
-    rec = core.publish(pub, b"\x01", b"m", False, "p1")
-    core.add_hop("C", Hop())
-    routes.table = {"A": "C", "B": "B"}  # B lost its way to A; we go by C now
-    core.forwarded(ub, "back", rec.gid, "t", b"m", frozenset({"A"}), False, 0)
-    assert core.held.get("A")  # held behind the older one on B
-    routes.table = {"B": "B"}  # and C dies: A is cut off from everyone
-    core.hop_lost("C")
-    core.hop_update(hb, older, older.unsettled[hb], ACCEPTED, False)  # released: it parks
-    assert rec in core.parked
-    core.retry_parked()  # still no way to A
-    assert not any(h == "back" for h, _, _ in up_b.outcomes)
-    hc = core.add_hop("C", Hop())
-    routes.table = {"A": "C", "B": "B"}
-    core.retry_parked()
-    core.hop_update(hc, rec, rec.unsettled[hc], ACCEPTED, False)
-    assert ("back", ACCEPTED, False) in up_b.outcomes
-
-
-class Throttled(Hop):
-    """A hop whose credit the test hands out."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.room = 0
-
-    def credit(self) -> int:
-        return self.room
-
-    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Any:
-        self.room -= 1
-        return super().forward(record, dests, settled, keys)
-
-
-@pytest.mark.xfail(strict=True, reason="open: an answer resolves a hop for copies still queued behind it; fixes "
-                                       "tried so far reordered or stalled other schedules (see the commit message)")
-def test_an_answer_to_a_copy_speaks_only_for_what_it_carried():
-    """Seed 1350: two copies of one record waited in a hop's queue, for E and then for A
-    (a copy handed back to us for A). E's answer to the first came before the second went
-    out, resolved the hop for both, and the second was never sent: A lost it."""
-    core = Core("D", Settings(protocol=2), routes=Routes({"A": "E", "E": "E"}))
-    hop = Throttled()
-    he = core.add_hop("E", hop)
-    uc = core.add_upstream("C", Pub())
-    core.routes.remote = lambda topic: {"E"}
-    pub_port = Pub()
-    pub = core.add_publisher(pub_port, "t", "c", "p", False, incarnation=1)
-    rec = core.publish(pub, b"\x00", b"m", False, "pd")
-    core.forwarded(uc, "from-c", rec.gid, "t", b"m", frozenset({"A"}), False, 0)  # for A, now by way of E
-    hop.room = 1
-    core.pump_hop(he)
-    core.hop_update(he, rec, rec.unsettled[he], ACCEPTED, False)
-    if pub_port.outcomes:  # answered: then A was in the copy answered
-        assert {"A", "E"} <= hop.sent[0][1]
-
-
-@pytest.mark.xfail(strict=True, reason="open: keyed copies loop between two routers when one's pin outlives its "
-                                       "route (harness --groups seeds 407, 605); dropping the bounced pins passes "
-                                       "this, leaves the sweeps as they are, but the group soak still stalled 4 of "
-                                       "32 (a waiting cycle round the ring): not landed, see BENCHMARKS session 9")
-def test_a_keyed_copy_is_not_sent_back_and_forth_between_two_routers():
-    """Harness --groups seeds 605 and 407: E restarted after its subscribers moved to A;
-    D's link to E came up before E knew its own link to A. A copy for E came the long way
-    round; E sent keyed copies for the movers towards A by D, D sent them back to E (its
-    way to A), and E's pin on D for A (its first copy was unanswered) sent them to D again
-    after E's route to A was direct: ~3,000 copies each way, each answer waiting on the
-    other's hop, and the publisher never heard."""
-    moved = ("c", "s")
-    d_routes = Routes({"A": "E", "E": "E"})
-    e_routes = Routes({"A": "D", "D": "D"})
-    d = Core("D", Settings(protocol=2), routes=d_routes)
-    e = Core("E", Settings(protocol=2), routes=e_routes)
-    d_to_e, e_to_d, e_to_a = Hop(), Hop(), Hop()
-    d.add_hop("E", d_to_e)
-    e.add_hop("D", e_to_d)
-    from_c = d.add_upstream("C", Pub())
-    from_d = e.add_upstream("D", Pub())
-    from_e = d.add_upstream("E", Pub())
-    e.moved_away["t"] = {moved: ("A", e.clock() + 60.0)}  # its subscriber moved to A
-    d.forwarded(from_c, "c1", GID, "t", b"m", frozenset({"E"}), False, 0)  # the long way round, for E
-    [(_, dests, _)] = d_to_e.sent
-    e.forwarded(from_d, ("h", 1), GID, "t", b"m", dests, False, 0)
-    [(_, dests, keys)] = e_to_d.sent  # E follows the mover to A, by D (all it knows)
-    assert dests == frozenset({"A"}) and keys == frozenset({moved})
-    d.forwarded(from_e, ("h", 1), GID, "t", b"m", dests, False, 0, keys)
-    [_, (_, dests, keys)] = d_to_e.sent  # D's way to A is by E
-    e.add_hop("A", e_to_a)  # now E knows its link to A
-    e_routes.table = {"A": "A", "D": "D"}
-    e.forwarded(from_d, ("h", 2), GID, "t", b"m", dests, False, 0, keys)
-    assert len(e_to_d.sent) == 1  # not back to D again
-    assert [k for _, _, k in e_to_a.sent] == [frozenset({moved})]  # the direct way to A
+# Version 2's three open bugs (strict xfails here until version 3) are situations of the
+# bounded exhaustive mode now, explored in every placement of their faults on version 3
+# (``tests/simnet/explore.py``): seed 2439 ``ring4-relay-loses-its-way``, seed 1350
+# ``line3-answer-for-its-copy``, harness --groups seeds 407 and 605
+# ``triangle-moved-off-a-restarted-router``. Every seed named in this file replays clean
+# on version 3 (``tests/simnet/test_issue24_seeds.py``).

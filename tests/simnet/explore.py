@@ -75,6 +75,7 @@ class Model:
 
 LINE3 = (("A", "B"), ("B", "C"))
 TRIANGLE = (("A", "B"), ("B", "C"), ("A", "C"))
+RING4 = (("A", "B"), ("B", "D"), ("C", "D"), ("A", "C"))
 
 
 def _f(kind: str, *target: str, duration: float = 0.3) -> Fault:
@@ -94,6 +95,19 @@ MODELS: dict[str, Model] = {m.name: m for m in (
           (_f("kill", "B"), _f("cut", "A", "C"))),
     Model("triangle-crash-and-kill", TRIANGLE, ("A", "C", "B"), (("C", "B", "A"), ("B", "A", "C")), 2,
           (_f("crash", "s1"), _f("kill", "C"))),
+    # The situations of version 2's open bugs (``tests/router/test_core_simnet_finds.py``'s
+    # strict xfails, now these models): seed 2439, a relay lost its way to the destination
+    # and handed the copy back, then the other way died too;
+    Model("ring4-relay-loses-its-way", RING4, ("D", "C", "B", "A"), (("A", "B", "C", "D"), ("B", "A", "D", "C")), 2,
+          (_f("cut", "A", "B"), _f("kill", "C"))),
+    # seed 1350, the copy for a router behind another destination, and an answer that must
+    # speak only for the copy it answers;
+    Model("line3-answer-for-its-copy", LINE3, ("A", "B", "C"), (("B", "A", "C"), ("C", "B", "A")), 2,
+          (_f("cut", "B", "C"), _f("crash", "s1"))),
+    # harness --groups seeds 407 and 605, a subscriber moved off a router that then restarted
+    # while its links came back one by one (version 2 bounced keyed copies between two routers).
+    Model("triangle-moved-off-a-restarted-router", TRIANGLE, ("B", "A", "C"), (("C", "A", "B"), ("A", "B", "C")), 2,
+          (_f("kill", "C", duration=0.2), _f("cut", "A", "C", duration=0.4))),
 )}
 
 
