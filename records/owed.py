@@ -80,6 +80,16 @@ class Owed:
             self.rejection = error
         return self._final(key, state)
 
+    def accepted_at(self, keys: Iterable[Key], router: str) -> bool:
+        """Every key of ``keys`` still owed at ``router`` accepted (a destination's usual
+        answer names no key: all of its copy's); True when this completed the message."""
+        states, where = self.states, self.where
+        done = False
+        for key in keys:
+            if states.get(key) is KeyState.PENDING and where[key] == router and self._final(key, KeyState.ACCEPTED):
+                done = True
+        return done
+
     def moved(self, key: Key, router: str) -> bool:
         """The subscriber table shows ``key`` at ``router`` now. Returns True if a copy must
         go there for it: it is still owed and its copy went elsewhere."""

@@ -49,7 +49,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes", "send_to",
-                 "hops", "upstreams", "outboxes", "dest", "outgoing", "owed_cache", "plans", "route_cache", "only_me",
+                 "hops", "upstreams", "outboxes", "dest", "outgoing", "owed_cache", "plans", "route_cache", "onward", "only_me",
                  "streams", "dirty", "parked", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
@@ -72,6 +72,7 @@ class Copies:
         # per topic: (the routers it was made for, key -> router, router -> keys)
         self.plans: dict[str, tuple[frozenset[str], dict[Key, str], dict[str, frozenset[Key]]]] = {}
         self.route_cache: dict[frozenset[str], dict[str, set[str]]] = {}  # until the graph changes
+        self.onward: dict[frozenset[str], frozenset[str]] = {}  # routers visited -> with us too
         self.only_me = frozenset({self.router_id})
         self.streams = 0
         self.dirty = False  # a hop went or came: what was queued or on the wire is sent again
@@ -246,14 +247,18 @@ class Copies:
                                                                  record.presettled, record.message_format,
                                                                  self.router_id, record.born)
             chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
-        onward = visited | {self.router_id}
+        onward = self.onward.get(visited)
+        if onward is None:  # (the same few recur: one object each, its hash kept)
+            if len(self.onward) > 4096:
+                self.onward.clear()
+            onward = self.onward[visited] = visited | self.only_me
         for peer, routers in by_hop.items():
             hop = self.hops.get(peer)
             if hop is None or peer in visited:
                 continue  # no way on that does not go back: the root sends it again
-            copy = Copy(gid, topic, payload, presettled, fmt, root, stream, born,
-                        tuple(t for r in sorted(routers) for t in by_router[r]), onward, chosen)
-            hop.queue.append(copy)  # type: ignore[arg-type]
+            ts = tuple(targets) if len(by_router) == 1 else tuple(t for r in sorted(routers) for t in by_router[r])
+            hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, ts, onward,  # type: ignore[arg-type]
+                                  chosen))
             self.pump_hop(hop)
 
     def resend(self, record: CoreRecord, far: Far) -> None:
@@ -289,13 +294,16 @@ class Copies:
         retarget: dict[str, set[Key]] = {}
         chosen = record.chosen
         said_all = answer.said
-        if not said_all and answer.stream == far.stream:
-            # Every key of the copy accepted: the copy we sent at that position, those of its
-            # keys we still owe there (one that moved on since is owed where it went; a re-sent
-            # copy names only the keys still owed there, so the copy it answers may be smaller).
-            where = owed.where
-            said_all = tuple((k, Said.ACCEPTED, None) for position, keys, _ in far.sends.get(frm, ())
-                             if position == answer.position for k in keys if where.get(k) == frm)
+        if not said_all:
+            if answer.stream == far.stream:
+                # Every key of the copy accepted: the copy we sent at that position, those of
+                # its keys we still owe there (one that moved on since is owed where it went;
+                # a re-sent copy names only the keys still owed there, so the copy it answers
+                # may be smaller).
+                position = answer.position
+                for sent, keys, _ in far.sends.get(frm, ()):
+                    if sent == position and owed.accepted_at(keys, frm):
+                        done = True
         for key, said, error in said_all:
             if (chosen and key in chosen and said in _MEMBER_GONE and owed.where.get(key) == frm
                     and owed.states.get(key) is PENDING):
@@ -446,12 +454,13 @@ class Copies:
         if up.credit > 0:
             self.credit.transit_used(up)
         me = self.router_id
-        rest = [t for t in copy.targets if t.router != me]
+        mine, rest = [], []
+        for t in copy.targets:
+            (mine if t.router == me else rest).append(t)
         if rest:
             self._dispatch(copy, copy.stream, rest, copy.visited)
-        for t in copy.targets:
-            if t.router == me:
-                self.dest.arrive(copy, t)
+        for t in mine:
+            self.dest.arrive(copy, t)
 
     def control(self, frm: str, items: Iterable[Control]) -> None:
         """Control items routed to us."""

@@ -35,6 +35,7 @@ PRESETTLED = 0x01
 _B = struct.Struct(">B")
 _H = struct.Struct(">H")
 _Q = struct.Struct(">Q")
+_QB = struct.Struct(">QB")  # the root's stamp, the number of targets
 
 
 def _short(value: str | bytes) -> bytes:
@@ -150,19 +151,31 @@ def _read_target(raw: bytes) -> tuple[str, frozenset[tuple[str, str]]]:
 
 
 def unpack_copy(gid: bytes, payload: bytes) -> Copy:
+    # (offsets and ``unpack_from`` rather than a ``_Reader``: this runs for every copy a
+    # router relays or takes, and the parts that need reading are cached by their bytes)
     try:
-        r = _Reader(payload)
-        raw = r.take(r.unpack(_H)[0])
+        (n,) = _H.unpack_from(payload, 0)
+        p = 2 + n
+        raw = payload[2:p]
+        if len(raw) != n:
+            raise IndexError
         fields = _PREFIX_OF.get(raw) or _remember(_PREFIX_OF, raw, _read_prefix(raw))
         presettled, fmt, topic, root, stream, visited, chosen = fields
-        (born,) = r.unpack(_Q)
+        born, count = _QB.unpack_from(payload, p)
+        p += 9
         targets = []
-        for _ in range(r.unpack(_B)[0]):
-            seg = r.take(r.unpack(_H)[0])
-            target = _TARGET_OF.get(seg) or _remember(_TARGET_OF, seg, _read_target(seg))
-            position, low, redelivery = r.unpack(_TARGET)
-            targets.append(Target(target[0], target[1], position, low, bool(redelivery)))
-        message = payload[r.p:]
+        for _ in range(count):
+            (n,) = _H.unpack_from(payload, p)
+            p += 2
+            seg = payload[p:p + n]
+            if len(seg) != n:
+                raise IndexError
+            p += n
+            router, keys = _TARGET_OF.get(seg) or _remember(_TARGET_OF, seg, _read_target(seg))
+            position, low, redelivery = _TARGET.unpack_from(payload, p)
+            p += 17
+            targets.append(Target(router, keys, position, low, bool(redelivery)))
+        message = payload[p:]
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router copy header (protocol version 3)") from None
     return Copy(gid, topic, message, presettled, fmt, root, stream, born, tuple(targets), visited, chosen)
