@@ -9,6 +9,7 @@ once its own subscribers are final, and forgets on the root's ``Settle``.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,8 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
-                 "chain_seen", "held", "tombstones", "departed", "closed", "delivery")
+                 "chain_seen", "held", "tombstones", "tomb_order", "said_cache", "departed", "closed",
+                 "delivery")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -45,6 +47,13 @@ class Destination:
         self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
         self.held = 0  # copies held in chains behind a gap
         self.tombstones: dict[bytes, tuple[dict[Key, tuple[Said, Outcome | None]], float]] = {}
+        # (until, gid) in the order they were kept: all live as long (``publisher_grace``),
+        # so the old ones are at the front and a tick forgets them without a scan of all
+        self.tomb_order: deque[tuple[float, bytes]] = deque()
+        # What keys said, one shared (read-only) mapping per distinct answer: the usual one,
+        # "this key accepted", recurs for every message, and a tombstone lives 30 s or more
+        self.said_cache: dict[tuple[tuple[Key, tuple[Said, Outcome | None]], ...],
+                              dict[Key, tuple[Said, Outcome | None]]] = {}
         self.departed: dict[Key, tuple[str, float]] = {}  # keys that moved away from here -> (where, until)
         self.closed: dict[Key, float] = {}  # keys whose subscription here ended -> until
         self.delivery: DeliveryPart
@@ -202,7 +211,15 @@ class Destination:
                 s = self._said(record, key, subs)
                 if s is not None and s[0] is not Said.UNKNOWN:
                     states[key] = s
-        self.tombstones[record.gid] = (states, self.clock() + self.settings.publisher_grace)
+        items = tuple(states.items())
+        shared = self.said_cache.get(items)
+        if shared is None:
+            if len(self.said_cache) > 1024:
+                self.said_cache.clear()
+            shared = self.said_cache[items] = states
+        until = self.clock() + self.settings.publisher_grace
+        self.tombstones[record.gid] = (shared, until)
+        self.tomb_order.append((until, record.gid))
 
     def subscriber_closed(self, key: Key) -> None:
         s = self.settings
@@ -231,8 +248,12 @@ class Destination:
                 freed += 1
             else:
                 self.answer_ready(record)
-        for gid in [g for g, (_, until) in self.tombstones.items() if until <= now]:
-            del self.tombstones[gid]
+        tombs, order = self.tombstones, self.tomb_order
+        while order and order[0][0] <= now:
+            until, gid = order.popleft()
+            tomb = tombs.get(gid)
+            if tomb is not None and tomb[1] == until:  # (not one kept again since)
+                del tombs[gid]
         for key in [k for k, (_, until) in self.departed.items() if until <= now]:
             del self.departed[key]
         for key in [k for k, until in self.closed.items() if until <= now]:
