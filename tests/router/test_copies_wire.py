@@ -68,3 +68,22 @@ def test_answers_and_settlements_read_back_for_their_router_and_pass_unread_thro
     for cut in (1, 3, len(wire) - 1):
         with pytest.raises(DecodeError):
             routed_from_bytes(wire[:cut], "A")
+
+
+def test_runs_of_answers_and_settlements_read_back_in_order_and_every_truncation_fails():
+    """Consecutive "every key accepted" answers of one stream go as one run, settlements as
+    another; whatever breaks a run (a gap, another stream, an answer naming keys) starts
+    a new item. Read back, the items are the same, in the same order."""
+    said = ((("c", "s"), Said.MOVED, None),)
+    items = (Answer(b"g1", b"A/1", 7, ()), Answer(b"g2", b"A/1", 8, ()), Answer(b"g3", b"A/1", 9, ()),
+             Answer(b"g4", b"A/1", 11, ()), Answer(b"g5", b"B/2", 12, ()), Answer(b"g6", b"B/2", 13, said),
+             Settle(b"s1"), Settle(b"s2"), Answer(b"g7", b"B/2", 14, ()), Answer(b"g8", b"B/2", 15, ()),
+             Settle(b"s3"))
+    wire = routed_to_bytes(Routed("A", "C", items, 5))
+    assert routed_from_bytes(wire, "A").items == items
+    for cut in range(1, len(wire)):  # (a cut between items reads as the items before it)
+        try:
+            got = routed_from_bytes(wire[:cut], "A").items
+        except DecodeError:
+            continue
+        assert got == items[:len(got)] and len(got) < len(items)
