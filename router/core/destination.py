@@ -30,7 +30,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
-                 "chain_seen", "held", "tombstones", "tomb_order", "said_cache", "departed", "closed",
+                 "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "departed", "closed",
                  "delivery")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
@@ -46,10 +46,15 @@ class Destination:
         self.chains: dict[bytes, Chain[tuple[Copy, Target]]] = {}  # per stream
         self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
         self.held = 0  # copies held in chains behind a gap
-        self.tombstones: dict[bytes, tuple[dict[Key, tuple[Said, Outcome | None]], float]] = {}
-        # (until, gid) in the order they were kept: all live as long (``publisher_grace``),
-        # so the old ones are at the front and a tick forgets them without a scan of all
-        self.tomb_order: deque[tuple[float, bytes]] = deque()
+        # gid -> what its keys said. Many: one per message for ``publisher_grace`` (30 s or
+        # more), so each is a dict entry and a shared mapping, no object of its own.
+        self.tombstones: dict[bytes, dict[Key, tuple[Said, Outcome | None]]] = {}
+        # When to forget them: (until, gids) per tick, oldest first (they all live as long),
+        # so a tick forgets the old ones without a scan of all. A gid whose tombstone went
+        # (the message came back, ``_take``) and was kept again has a stale entry in an
+        # older bucket: ``tomb_stale`` counts those, skipped when their bucket goes.
+        self.tomb_order: deque[list[Any]] = deque()  # [until, gids]
+        self.tomb_stale: dict[bytes, int] = {}
         # What keys said, one shared (read-only) mapping per distinct answer: the usual one,
         # "this key accepted", recurs for every message, and a tombstone lives 30 s or more
         self.said_cache: dict[tuple[tuple[Key, tuple[Said, Outcome | None]], ...],
@@ -87,9 +92,8 @@ class Destination:
         take: Take = (copy.root, copy.stream, t.position, t.keys)
         earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
         if record is None:
-            tomb = self.tombstones.get(copy.gid)
-            if tomb is not None:
-                states = tomb[0]
+            states = self.tombstones.get(copy.gid)
+            if states is not None:
                 here = self.topics.get(copy.topic) or {}
                 if not any(k not in states and k in here for k in t.keys):
                     self.queue(copy.root, Answer(copy.gid, copy.stream, t.position, tuple(
@@ -100,6 +104,7 @@ class Destination:
                 # it (fresh-seed 364538818564 reordered when the tombstone answered for it).
                 earlier = states
                 del self.tombstones[copy.gid]
+                self.tomb_stale[copy.gid] = self.tomb_stale.get(copy.gid, 0) + 1
             record = Record(copy.gid, copy.topic, copy.payload, None, copy.gid, 0, copy.presettled,
                             copy.message_format)
             record.local = False
@@ -217,9 +222,19 @@ class Destination:
             if len(self.said_cache) > 1024:
                 self.said_cache.clear()
             shared = self.said_cache[items] = states
+        gid = record.gid
+        if gid in self.tombstones:  # (kept already: its entry in the order stands)
+            self.tombstones[gid] = shared
+            return
+        self.tombstones[gid] = shared
         until = self.clock() + self.settings.publisher_grace
-        self.tombstones[record.gid] = (shared, until)
-        self.tomb_order.append((until, record.gid))
+        order = self.tomb_order
+        last = order[-1] if order else None
+        if last is not None and last[0] > until - 0.25:  # one bucket per quarter second,
+            last[0] = until  # forgotten when its last one may go (never early)
+            last[1].append(gid)
+        else:
+            order.append([until, [gid]])
 
     def subscriber_closed(self, key: Key) -> None:
         s = self.settings
@@ -248,12 +263,16 @@ class Destination:
                 freed += 1
             else:
                 self.answer_ready(record)
-        tombs, order = self.tombstones, self.tomb_order
+        tombs, order, stale = self.tombstones, self.tomb_order, self.tomb_stale
         while order and order[0][0] <= now:
-            until, gid = order.popleft()
-            tomb = tombs.get(gid)
-            if tomb is not None and tomb[1] == until:  # (not one kept again since)
-                del tombs[gid]
+            for gid in order.popleft()[1]:
+                if stale and gid in stale:  # its tombstone went and was kept again since
+                    if stale[gid] == 1:
+                        del stale[gid]
+                    else:
+                        stale[gid] -= 1
+                else:
+                    tombs.pop(gid, None)
         for key in [k for k, (_, until) in self.departed.items() if until <= now]:
             del self.departed[key]
         for key in [k for k, until in self.closed.items() if until <= now]:

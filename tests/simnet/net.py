@@ -151,6 +151,7 @@ class SimNet:
         self.subscribers: list[Subscriber] = []
         self.expired: list[tuple[str, str]] = []
         self.log: list[str] = []
+        self.tombstones_checked = False  # set once the run has waited them out
 
     # ----------------------------------------------------------- timing
 
@@ -449,6 +450,8 @@ class SimNet:
             c = r.core
             left = {"records": len(c.records), "pins": len(c.pins), "held": len(c.held), "parked": len(c.parked),
                     "placeholders": len(c.placeholders)}
+            if c.copies is not None and self.tombstones_checked:  # (kept for ``publisher_grace``, then gone)
+                left["tombstones"] = len(c.copies.dest.tombstones)
             left = {k: n for k, n in left.items() if n}
             if left:
                 out.append(f"router {r.id}: state left behind {left}")

@@ -230,8 +230,9 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
         verdict = net.check()
         verdict.violations.append(f"runaway: {e}")
         return net, verdict
-    if settled:  # what is kept for late copies (placeholders, moved-away keys) expires too
+    if settled:  # what is kept for late copies (placeholders, moved-away keys, tombstones) expires too
         net.run_until(net.loop.now + net.settings.publisher_grace + 1.0)
+        net.tombstones_checked = True
     verdict = net.check()
     if not settled and verdict.ok:
         verdict.violations.append(f"stalled: not settled {limit:.0f} s after the last fault")
