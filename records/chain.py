@@ -19,9 +19,8 @@ and the copies now ready, in order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
@@ -33,10 +32,10 @@ class Arrival(Enum):
     STALE = "stale"  # an older epoch than the current one: not delivered
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome(Generic[T]):
+class Outcome(NamedTuple, Generic[T]):
     """What one arrival did: how it was taken, the copies ready now (in order), and the
-    copies of an older epoch it dropped (to journal as superseded)."""
+    copies of an older epoch it dropped (to journal as superseded). (A named tuple: one is
+    made per copy a destination takes, and a frozen dataclass's ``__init__`` is slower.)"""
 
     arrival: Arrival
     ready: tuple[T, ...] = ()

@@ -226,6 +226,23 @@ class Copies:
         """Queue copies of ``record`` for ``targets`` on the next hops towards them."""
         if not targets:
             return
+        if len(targets) == 1 and not isinstance(record, Copy):
+            # The usual root send: one router, its next hop known (``route_cache``).
+            t = targets[0]
+            wanted = frozenset((t.router,))
+            by_hop = self.route_cache.get(wanted)
+            if by_hop is None:
+                by_hop = self.route_cache[wanted] = self.routes.route(set(wanted), None)[0]
+            if len(by_hop) == 1:
+                for peer in by_hop:
+                    hop = self.hops.get(peer)
+                    if hop is not None and peer not in visited:
+                        chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
+                        hop.queue.append(Copy(record.gid, record.topic, record.payload,  # type: ignore[arg-type]
+                                              record.presettled, record.message_format, self.router_id, stream,
+                                              record.born, (t,), self._onward(visited), chosen))
+                        self.pump_hop(hop)
+                return
         by_router: dict[str, list[Target]] = {}
         for t in targets:
             ts = by_router.get(t.router)
@@ -247,19 +264,26 @@ class Copies:
                                                                  record.presettled, record.message_format,
                                                                  self.router_id, record.born)
             chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
-        onward = self.onward.get(visited)
-        if onward is None:  # (the same few recur: one object each, its hash kept)
-            if len(self.onward) > 4096:
-                self.onward.clear()
-            onward = self.onward[visited] = visited | self.only_me
+        onward = self._onward(visited)
         for peer, routers in by_hop.items():
             hop = self.hops.get(peer)
             if hop is None or peer in visited:
                 continue  # no way on that does not go back: the root sends it again
-            ts = tuple(targets) if len(by_router) == 1 else tuple(t for r in sorted(routers) for t in by_router[r])
-            hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, ts, onward,  # type: ignore[arg-type]
+            carried = (tuple(targets) if len(by_router) == 1
+                       else tuple(t for r in sorted(routers) for t in by_router[r]))
+            hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,  # type: ignore[arg-type]
                                   chosen))
             self.pump_hop(hop)
+
+    def _onward(self, visited: frozenset[str]) -> frozenset[str]:
+        """The routers a copy passed, with us: the same few recur, so one object each (its
+        hash computed once)."""
+        onward = self.onward.get(visited)
+        if onward is None:
+            if len(self.onward) > 4096:
+                self.onward.clear()
+            onward = self.onward[visited] = visited | self.only_me
+        return onward
 
     def resend(self, record: CoreRecord, far: Far) -> None:
         """Send again every copy that still has a key with no answer."""
@@ -454,7 +478,8 @@ class Copies:
         if up.credit > 0:
             self.credit.transit_used(up)
         me = self.router_id
-        mine, rest = [], []
+        mine: list[Target] = []
+        rest: list[Target] = []
         for t in copy.targets:
             (mine if t.router == me else rest).append(t)
         if rest:
