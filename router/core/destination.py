@@ -137,7 +137,9 @@ class Destination:
             delivery.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
             delivery.complete(record)  # (calls ``answer_ready``)
-        elif not copy.presettled:
+        elif not copy.presettled and not fresh:
+            # A copy taken again, or for keys final here already: answered now if they all
+            # are. (One that went to a subscriber just now is answered when it completes.)
             self._answer(record, far, take)
 
     def _said(self, record: CoreRecord, key: Key, subs: dict[Key, Subscriber]) -> tuple[Said, Outcome | None] | None:
