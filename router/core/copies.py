@@ -38,6 +38,7 @@ from .destination import Destination
 from .messages import Answer, Control, Copy, Settle, Target
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
+from .plans import Plans
 from .ports import HopPort, PublisherPort, RoutesPort
 from .tables import CoreTables, Key
 
@@ -49,7 +50,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes", "send_to",
-                 "hops", "upstreams", "outboxes", "dest", "outgoing", "owed_cache", "plans", "route_cache", "onward", "only_me",
+                 "hops", "upstreams", "outboxes", "dest", "outgoing", "plans", "only_me",
                  "streams", "dirty", "parked", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
@@ -68,11 +69,7 @@ class Copies:
         self.outboxes: dict[tuple[bytes, str], Outbox] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
-        self.owed_cache: dict[str, dict[Key, str]] = {}  # topic -> remote key -> its router
-        # per topic: (the routers it was made for, key -> router, router -> keys)
-        self.plans: dict[str, tuple[frozenset[str], dict[Key, str], dict[str, frozenset[Key]]]] = {}
-        self.route_cache: dict[frozenset[str], dict[str, set[str]]] = {}  # until the graph changes
-        self.onward: dict[frozenset[str], frozenset[str]] = {}  # routers visited -> with us too
+        self.plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
         self.only_me = frozenset({self.router_id})
         self.streams = 0
         self.dirty = False  # a hop went or came: what was queued or on the wire is sent again
@@ -88,26 +85,6 @@ class Copies:
         self.groups = groups
 
     # ------------------------------------------------------------- root
-
-    def _remote_keys(self, topic: str) -> dict[Key, str]:
-        """Every remote subscriber key of ``topic`` and the router it lives at (its newest
-        attach), until the subscriber table changes."""
-        cached = self.owed_cache.get(topic)
-        if cached is not None:
-            return cached
-        here = self.topics.get(topic) or {}
-        out: dict[Key, str] = {}
-        routes = self.routes
-        groups = routes.group_members(topic)
-        members = {m.key for ms in groups.values() for m in ms} if groups else ()
-        for router in routes.remote_routers(topic):
-            keys = [k for k in routes.keys_at(topic, router) if k not in here and k not in members]
-            for where, ks in routes.homes(keys).items():
-                if where != self.router_id:
-                    for k in ks:
-                        out[k] = where
-        self.owed_cache[topic] = out
-        return out
 
     def _root_far(self, record: CoreRecord) -> Far:
         far: Far | None = record.far
@@ -129,7 +106,7 @@ class Copies:
             return []
         if keys is None and record.far is None and not record.chosen:
             # A fresh publish (the hot path): the topic's plan, made once per table.
-            owed_map, by_router = self._plan(record.topic, dests)
+            owed_map, by_router = self.plans.plan(record.topic, dests)
             if by_router:
                 far = Far()
                 record.far = far
@@ -138,7 +115,7 @@ class Copies:
                 self._number(record, far, by_router, False)
             return []
         if keys is None:
-            remote = self._remote_keys(record.topic)
+            remote = self.plans.remote_keys(record.topic)
             wanted = {k: r for k, r in remote.items() if r in dests}
             chosen = record.chosen
             if chosen:  # one member per group, as the root chose
@@ -161,20 +138,6 @@ class Copies:
         if new:
             self._send(record, far, new, keys is not None)
         return []
-
-    def _plan(self, topic: str, dests: set[str]) -> tuple[dict[Key, str], dict[str, frozenset[Key]]]:
-        """A topic's remote keys at ``dests`` (key -> router, and router -> keys), until the
-        subscriber table changes."""
-        cached = self.plans.get(topic)
-        if cached is not None and cached[0] == dests:
-            return cached[1], cached[2]
-        owed_map = {k: r for k, r in self._remote_keys(topic).items() if r in dests}
-        by_router: dict[str, set[Key]] = {}
-        for k, r in owed_map.items():
-            by_router.setdefault(r, set()).add(k)
-        plan = (frozenset(dests), owed_map, {r: frozenset(ks) for r, ks in by_router.items()})
-        self.plans[topic] = plan
-        return plan[1], plan[2]
 
     def _stream(self, record: CoreRecord) -> bytes:
         pub = record.publisher
@@ -227,12 +190,9 @@ class Copies:
         if not targets:
             return
         if len(targets) == 1 and not isinstance(record, Copy):
-            # The usual root send: one router, its next hop known (``route_cache``).
+            # The usual root send: one router, its next hop known (``Plans.next_hops``).
             t = targets[0]
-            wanted = frozenset((t.router,))
-            by_hop = self.route_cache.get(wanted)
-            if by_hop is None:
-                by_hop = self.route_cache[wanted] = self.routes.route(set(wanted), None)[0]
+            by_hop = self.plans.next_hops(frozenset((t.router,)))
             if len(by_hop) == 1:
                 for peer in by_hop:
                     hop = self.hops.get(peer)
@@ -240,7 +200,7 @@ class Copies:
                         chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
                         hop.queue.append(Copy(record.gid, record.topic, record.payload,  # type: ignore[arg-type]
                                               record.presettled, record.message_format, self.router_id, stream,
-                                              record.born, (t,), self._onward(visited), chosen))
+                                              record.born, (t,), self.plans.onward(visited), chosen))
                         self.pump_hop(hop)
                 return
         by_router: dict[str, list[Target]] = {}
@@ -250,10 +210,7 @@ class Copies:
                 by_router[t.router] = [t]
             else:
                 ts.append(t)
-        wanted = frozenset(by_router)
-        by_hop = self.route_cache.get(wanted)
-        if by_hop is None:
-            by_hop = self.route_cache[wanted] = self.routes.route(set(wanted), None)[0]
+        by_hop = self.plans.next_hops(frozenset(by_router))
         if isinstance(record, Copy):
             c = record
             gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
@@ -264,7 +221,7 @@ class Copies:
                                                                  record.presettled, record.message_format,
                                                                  self.router_id, record.born)
             chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
-        onward = self._onward(visited)
+        onward = self.plans.onward(visited)
         for peer, routers in by_hop.items():
             hop = self.hops.get(peer)
             if hop is None or peer in visited:
@@ -274,16 +231,6 @@ class Copies:
             hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,  # type: ignore[arg-type]
                                   chosen))
             self.pump_hop(hop)
-
-    def _onward(self, visited: frozenset[str]) -> frozenset[str]:
-        """The routers a copy passed, with us: the same few recur, so one object each (its
-        hash computed once)."""
-        onward = self.onward.get(visited)
-        if onward is None:
-            if len(self.onward) > 4096:
-                self.onward.clear()
-            onward = self.onward[visited] = visited | self.only_me
-        return onward
 
     def resend(self, record: CoreRecord, far: Far) -> None:
         """Send again every copy that still has a key with no answer."""
@@ -451,9 +398,7 @@ class Copies:
         """The graph or the subscriber table changed: re-target keys that live elsewhere now,
         in publish order, before anything newer goes to them; send again what may have been
         lost with a link."""
-        self.owed_cache.clear()
-        self.plans.clear()
-        self.route_cache.clear()
+        self.plans.table_changed()
         resend, self.dirty = self.dirty, False
         for record in list(self.records.records.values()):  # publish order
             far = record.far
@@ -541,7 +486,7 @@ class Copies:
         hop = Hop(peer, port)
         self.hops[peer] = hop
         self.dirty = True
-        self.route_cache.clear()
+        self.plans.graph_changed()
         return hop
 
     def add_upstream(self, peer: str, port: PublisherPort) -> Upstream:
@@ -556,7 +501,7 @@ class Copies:
             hop.attached = False
             hop.queue.clear()
             self.dirty = True
-            self.route_cache.clear()
+            self.plans.graph_changed()
 
     def upstream_lost(self, peer: str) -> None:
         up = self.upstreams.pop(peer, None)
