@@ -94,3 +94,29 @@ def test_a_scenario_file_may_freeze_a_router():
     assert [(f.kind, f.target, f.duration) for f in s.faults] == [("freeze", "B", 2.5)]
     with pytest.raises(ScenarioError, match="no router"):
         parse({**doc, "faults": [{"at": 1.0, "freeze": "Z"}]}, "x", "x.yaml")
+
+
+def test_random_link_faults_slow_or_quiet_links_and_leave_the_rest_of_the_schedule_alone():
+    """``--link-faults``: inter-router links slowed or gone quiet through the proxy (issue 24's
+    soaks); the seed's other faults are the same with or without them."""
+    plain, flaky = randomized(21), randomized(21, link_faults=True)
+    extra = [f for f in flaky.faults if f.kind in ("slow", "quiet")]
+    assert 1 <= len(extra) <= 3 and [f for f in flaky.faults if f.kind not in ("slow", "quiet")] == list(plain.faults)
+    links = {("A", "B"), ("B", "C"), ("C", "D"), ("D", "E"), ("A", "E")}
+    assert all(f.target in links for f in extra)
+    assert all(0.005 <= f.latency <= 0.08 and 1.0 <= f.duration <= 5.0 for f in extra if f.kind == "slow")
+    assert all(0.5 <= f.duration <= 4.0 for f in extra if f.kind == "quiet")
+
+
+def test_a_scenario_file_may_slow_a_link_or_make_it_quiet():
+    doc = {"topology": "line3.yaml", "publishers": [{"name": "p", "router": "A"}],
+           "subscribers": [{"name": "s", "router": "C"}],
+           "faults": [{"at": 1.0, "slow": ["C", "B"], "for": 2.0, "latency": 0.02}, {"at": 3.0, "quiet": ["A", "B"]}]}
+    s = parse(doc, "x", "x.yaml")
+    assert [(f.kind, f.target, f.duration, f.latency) for f in s.faults] == [
+        ("slow", ("B", "C"), 2.0, 0.02), ("quiet", ("A", "B"), 1.0, 0.0)]
+    assert "20 ms" in s.faults[0].describe() and "swallowed" in s.faults[1].describe()
+    with pytest.raises(ScenarioError, match="latency"):
+        parse({**doc, "faults": [{"at": 1.0, "slow": ["A", "B"], "latency": 9}]}, "x", "x.yaml")
+    with pytest.raises(ScenarioError, match="a link of the topology"):
+        parse({**doc, "faults": [{"at": 1.0, "quiet": ["A", "C"]}]}, "x", "x.yaml")

@@ -97,6 +97,14 @@ class Cluster:
     def cut(self, a: str, b: str) -> None:
         self.proxies[tuple(sorted((a, b)))].cut()  # type: ignore[index]
 
+    def slow(self, a: str, b: str, delay: float) -> None:
+        self.proxies[tuple(sorted((a, b)))].slow(delay)  # type: ignore[index]
+
+    def quiet(self, a: str, b: str) -> None:
+        """The link swallows what is sent on it, its connections open: only the routers'
+        idle timeout (or a frame that no longer parses) tells."""
+        self.proxies[tuple(sorted((a, b)))].freeze()  # type: ignore[index]
+
     def heal(self, a: str, b: str) -> None:
         self.proxies[tuple(sorted((a, b)))].heal()  # type: ignore[index]
 

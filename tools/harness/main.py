@@ -16,7 +16,7 @@ def harness(args: argparse.Namespace) -> int:
     if args.random:
         try:
             scenarios = [randomized(args.seed + i, args.messages or 10000, args.topology, groups=args.groups,
-                                     freezes=args.freeze)
+                                     freezes=args.freeze, link_faults=args.link_faults)
                          for i in range(args.runs)]
         except ScenarioError as e:
             print(str(e), file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 
 class Proxy:
@@ -13,6 +14,7 @@ class Proxy:
         self.port = self.listener.getsockname()[1]
         self.blocked = threading.Event()
         self.frozen = threading.Event()  # bytes are swallowed, connections stay open: a hung peer
+        self.delay = 0.0  # seconds each chunk waits before it is passed on: a slow link
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
         self.connections_made = 0
@@ -45,6 +47,8 @@ class Proxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                if self.delay:
+                    time.sleep(self.delay)  # (this direction's own thread: the other flows on)
                 if not self.frozen.is_set():
                     dst.sendall(data)
         except OSError:
@@ -72,9 +76,14 @@ class Proxy:
         """Stop passing bytes but keep every connection open: only heartbeats can tell."""
         self.frozen.set()
 
+    def slow(self, delay: float) -> None:
+        """Hold every chunk ``delay`` seconds before passing it on (in order, as TCP would)."""
+        self.delay = delay
+
     def heal(self) -> None:
         self.blocked.clear()
         self.frozen.clear()
+        self.delay = 0.0
 
     def close(self) -> None:
         self._closed = True

@@ -20,7 +20,7 @@ from once.tools.procs import stop_all
 
 from .check import Report, check, read_records
 from .cluster import ROOT, Cluster
-from .scenario import ClientSpec, Fault, Scenario
+from .scenario import LINK_FAULTS, ClientSpec, Fault, Scenario
 
 
 class Clients:
@@ -114,7 +114,7 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
         raise ValueError(f"{out} is not empty: a run's records must not mix with an earlier run's")
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
-    proxied = {f.target for f in scenario.faults if f.kind == "cut"}
+    proxied = {f.target for f in scenario.faults if f.kind in LINK_FAULTS}
     cluster = Cluster(scenario.topology, out, scenario.settings, proxied)  # type: ignore[arg-type]
     clients = Clients(scenario, cluster, out)
     fault_log: list[dict[str, Any]] = []
@@ -130,7 +130,7 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
             clients.start(c.name)
         t0 = time.monotonic()
         pending: list[tuple[float, Fault, str]] = [(f.at, f, "apply") for f in scenario.faults]
-        pending += [(f.at + f.duration, f, "heal") for f in scenario.faults if f.kind in ("cut", "freeze")]
+        pending += [(f.at + f.duration, f, "heal") for f in scenario.faults if f.kind in (*LINK_FAULTS, "freeze")]
         pending.sort(key=lambda p: p[0])
         last_progress = time.monotonic()
         last_counts: tuple[int, ...] = ()
@@ -211,12 +211,16 @@ def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients) -> None:
         cluster.kill(f.target)  # type: ignore[arg-type]
     elif f.kind == "restart":
         cluster.start(f.target, wait=False)  # type: ignore[arg-type]
-    elif f.kind == "cut":
+    elif f.kind in LINK_FAULTS:
         a, b = f.target
-        if action == "apply":
-            cluster.cut(a, b)
-        else:
+        if action == "heal":
             cluster.heal(a, b)
+        elif f.kind == "cut":
+            cluster.cut(a, b)
+        elif f.kind == "slow":
+            cluster.slow(a, b, f.latency)
+        else:
+            cluster.quiet(a, b)
     elif f.kind == "freeze":
         if action == "apply":
             cluster.freeze(f.target)  # type: ignore[arg-type]

@@ -15,6 +15,9 @@ A scenario file (``topologies/scenarios/*.yaml``)::
       - {at: 1.0, kill: A}        # SIGKILL a router
       - {at: 4.0, restart: A}
       - {at: 2.0, cut: [B, C], for: 1.5}   # drop an inter-router link, restore it after 1.5 s
+      - {at: 2.0, slow: [A, B], for: 2.0, latency: 0.05}   # every chunk on the link 50 ms late
+      - {at: 3.0, quiet: [A, B], for: 1.0}   # the link swallows bytes, connections stay open
+      - {at: 3.0, freeze: B, for: 2.0}     # SIGSTOP a router, SIGCONT it 2 s later
       - {at: 1.5, kill_client: s1}
       - {at: 2.5, restart_client: s1}
 
@@ -34,7 +37,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGIES = ROOT / "topologies"
 CLIENTS = ("once", "proton")
-FAULTS = ("kill", "restart", "cut", "freeze", "kill_client", "restart_client")
+FAULTS = ("kill", "restart", "cut", "slow", "quiet", "freeze", "kill_client", "restart_client")
+LINK_FAULTS = ("cut", "slow", "quiet")  # through the proxy on that inter-router link
 
 
 class ScenarioError(Exception):
@@ -55,12 +59,19 @@ class Fault:
     at: float
     kind: str  # one of FAULTS
     target: str | tuple[str, str]
-    duration: float = 0.0  # cut: how long the link stays down; freeze: how long the router is stopped
+    duration: float = 0.0  # cut, slow, quiet: how long the link is so; freeze: how long the router is stopped
+    latency: float = 0.0  # slow: seconds each chunk on the link is held
 
     def describe(self) -> str:
         if self.kind == "cut":
             a, b = self.target
             return f"cut link {a}-{b} for {self.duration:g}s"
+        if self.kind == "slow":
+            a, b = self.target
+            return f"slow link {a}-{b} by {self.latency * 1000:g} ms for {self.duration:g}s"
+        if self.kind == "quiet":
+            a, b = self.target
+            return f"quiet link {a}-{b} for {self.duration:g}s (bytes swallowed, connections open)"
         if self.kind == "freeze":
             return f"freeze {self.target} for {self.duration:g}s (SIGSTOP, then SIGCONT)"
         return f"{self.kind.replace('_', ' ')} {self.target}"
@@ -168,20 +179,24 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
             raise fail(key, f"name exactly one of {', '.join(FAULTS)}")
         kind = kinds[0]
         target = item[kind]
-        duration = 0.0
+        duration = latency = 0.0
         if kind in ("kill", "restart", "freeze"):
             if target not in routers:
                 raise fail(f"{key}.{kind}", f"no router {target!r}")
             if kind == "freeze":
                 duration = float(item.get("for", 1.0))
-        elif kind == "cut":
+        elif kind in LINK_FAULTS:
             if not isinstance(target, list) or frozenset(map(str, target)) not in links:
-                raise fail(f"{key}.cut", f"expected a link of the topology [A, B], got {target!r}")
+                raise fail(f"{key}.{kind}", f"expected a link of the topology [A, B], got {target!r}")
             target = tuple(sorted(map(str, target)))
             duration = float(item.get("for", 1.0))
+            if kind == "slow":
+                latency = item.get("latency", 0.05)
+                if not isinstance(latency, (int, float)) or not 0 < latency <= 5:
+                    raise fail(f"{key}.latency", f"expected seconds in (0, 5], got {latency!r}")
         elif target not in [c.name for c in subscribers]:
             raise fail(f"{key}.{kind}", f"no subscriber {target!r}")
-        faults.append(Fault(float(item["at"]), kind, target, duration))
+        faults.append(Fault(float(item["at"]), kind, target, duration, float(latency)))
     settings = doc.get("settings") or {}
     if not isinstance(settings, dict):
         raise fail("settings", "expected a mapping")
@@ -190,13 +205,15 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
 
 
 def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", rate: float = 2000,
-               groups: bool = False, freezes: bool = False) -> Scenario:
+               groups: bool = False, freezes: bool = False, link_faults: bool = False) -> Scenario:
     """A random fault schedule: each fault is healed (router restarted, link restored,
     client restarted) a little later, so every run can finish. ``groups``: two more
     subscribers, members of one consumer group, on routers drawn apart from the rest (a
     seed's schedule is the same with or without them, but for faults that hit them).
     ``freezes``: routers stopped (SIGSTOP) for 0.5-6 s and continued, some past
-    ``router_dead_after``, drawn apart too (the rest of the schedule stays the seed's)."""
+    ``router_dead_after``, drawn apart too (the rest of the schedule stays the seed's).
+    ``link_faults``: inter-router links slowed (5-80 ms a chunk, 1-5 s) or gone quiet
+    (bytes swallowed, connections open, 0.5-4 s), drawn apart as well."""
     rng = random.Random(seed)
     path = next((p for p in (TOPOLOGIES / topology, Path(topology)) if p.is_file()), None)
     if path is None:
@@ -234,6 +251,14 @@ def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", r
         for _ in range(cold.randint(1, 3)):
             faults.append(Fault(cold.uniform(0.3, max(0.5, duration * 0.8)), "freeze", cold.choice(routers),
                                 cold.uniform(0.5, 6.0)))
+    if link_faults:
+        flaky = random.Random(seed * 15485863 + 7)
+        for _ in range(flaky.randint(1, 3)):
+            at, link = flaky.uniform(0.3, max(0.5, duration * 0.8)), flaky.choice(links)
+            if flaky.random() < 0.5:
+                faults.append(Fault(at, "slow", link, flaky.uniform(1.0, 5.0), flaky.uniform(0.005, 0.08)))
+            else:
+                faults.append(Fault(at, "quiet", link, flaky.uniform(0.5, 4.0)))
     return Scenario(f"random-{seed}", path, "harness", messages, rate, publishers, subscribers,
                     tuple(sorted(faults, key=lambda f: f.at)), {"subscriber_grace": "60s", "publisher_grace": "60s"},
                     f"random fault schedule, seed {seed}")
