@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("router", help="run one router of a topology in the foreground")
-    r.add_argument("topology", help="a topology file, or the name of a shipped one (single, line3, mesh3, ring5)")
+    r.add_argument("topology", help="a topology file, or the name of a shipped one (single, line3, mesh3, ring5, ring7c)")
     r.add_argument("--id", required=True, help="the router id in the topology")
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     la = sub.add_parser("launch", help="start every router of a topology on this machine (one process each)")
     la.add_argument("topology", nargs="?", default=None,
-                    help=f"a topology file, or the name of a shipped one (single, line3, mesh3, ring5); default: {DEFAULT_TOPOLOGY}")
+                    help=f"a topology file, or the name of a shipped one (single, line3, mesh3, ring5, ring7c); default: {DEFAULT_TOPOLOGY}")
     la.add_argument("--journal", metavar="DIR", help="every router writes its delivery journal under DIR")
     la.add_argument("--state", metavar="DIR", help="every router keeps its subscriptions under DIR/ID (see once router "
                     "--state)")

@@ -2,10 +2,11 @@
 section 9): small models, every schedule the scheduler allows within a bound, checked in
 every state.
 
-A model is a few routers (line3, triangle), one publisher, two or three subscribers, two
-or three messages and up to two faults from a menu (a router killed and restarted, a link
-cut, a subscriber's process crashed, a publisher's connection dropped). Everything runs in
-the production core, network and lifecycle, as in ``schedules.py``.
+A model is a few routers (line3, a triangle, a ring of four), one publisher, one or two
+subscribers (in one, a consumer group of two besides), two or three messages and up to
+two faults from a menu (a router killed and restarted, a link cut, a subscriber's
+process crashed, a publisher's connection dropped). Everything runs in the production
+core, network and lifecycle, as in ``schedules.py``.
 
 What is explored. Once the network has converged and the first message is published,
 every step is a choice point; the alternatives are
@@ -28,7 +29,8 @@ it confuses are explored once; times are left out on purpose (they differ on eve
 
 Checked in every state:
 - **accepted means every subscriber has it**: a publisher's accepted tag has been
-  processed by every subscriber (the models close no subscription and expire none);
+  processed by every subscriber, and by a member of the group (the models close no
+  subscription and expire none);
 - **no wait cycle**: per message, a root waits on the routers its pending keys live at;
   a destination holding a copy behind a gap waits on the root's copies at the missing
   positions; each of those waits on its own destinations. The graph must stay acyclic
@@ -71,6 +73,7 @@ class Model:
     subscribers: tuple[tuple[str, ...], ...]
     messages: int
     faults: tuple[Fault, ...] = ()  # injected as choices, in this order (``at`` is ignored)
+    members: tuple[tuple[str, ...], ...] = ()  # of consumer group "g", named g0, g1, ...
 
 
 LINE3 = (("A", "B"), ("B", "C"))
@@ -108,6 +111,10 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     # while its links came back one by one (version 2 bounced keyed copies between two routers).
     Model("triangle-moved-off-a-restarted-router", TRIANGLE, ("B", "A", "C"), (("C", "A", "B"), ("A", "B", "C")), 2,
           (_f("kill", "C", duration=0.2), _f("cut", "A", "C", duration=0.4))),
+    # A consumer group: the root chooses a member per message; one member's process crashes
+    # and the router of the other dies (the root chooses again, never the members' routers).
+    Model("triangle-group-member-crashes", TRIANGLE, ("A", "B", "C"), (("B", "A", "C"),), 2,
+          (_f("crash", "g1"), _f("kill", "B")), members=(("C", "B", "A"), ("B", "C", "A"))),
 )}
 
 
@@ -290,15 +297,20 @@ def wait_cycle(net: SimNet) -> list[object] | None:
 
 
 def accepted_without(net: SimNet) -> str | None:
-    """A tag a publisher heard accepted that a subscriber has not processed, or None."""
+    """A tag a publisher heard accepted that a subscriber (or no member of the group) has
+    not processed, or None."""
+    plain = [s for s in net.subscribers if not s.group]
+    members = [s for s in net.subscribers if s.group]
     for p in net.publishers:
         for tag, outcome in p.outcomes.items():
             if outcome.kind.value != "accepted":
                 continue
             gid = p.gid(tag)
-            for s in net.subscribers:
+            for s in plain:
                 if gid not in s.accepted:
                     return f"{p.name}:{tag} accepted before subscriber {s.name} processed it"
+            if members and not any(gid in m.accepted for m in members):
+                return f"{p.name}:{tag} accepted before any member of the group processed it"
     return None
 
 
@@ -334,6 +346,8 @@ def run(model: Model, deviations: dict[int, int], seed: int = 1, protocol: int |
     net.start()
     for i, prefs in enumerate(model.subscribers):
         net.add_subscriber(f"s{i}", "t", list(prefs))
+    for i, prefs in enumerate(model.members):
+        net.add_subscriber(f"g{i}", "t", list(prefs), group="g")
     pub = net.add_publisher("p0", "t", list(model.publisher))
     net.run_until(START)
     net.publish_at(pub, [START] * model.messages)
