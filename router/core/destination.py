@@ -49,11 +49,11 @@ class Destination:
         # gid -> what its keys said. Many: one per message for ``publisher_grace`` (30 s or
         # more), so each is a dict entry and a shared mapping, no object of its own.
         self.tombstones: dict[bytes, dict[Key, tuple[Said, Outcome | None]]] = {}
-        # When to forget them: (until, gids) per tick, oldest first (they all live as long),
+        # When to forget them: buckets of a quarter second, oldest first (all live as long),
         # so a tick forgets the old ones without a scan of all. A gid whose tombstone went
         # (the message came back, ``_take``) and was kept again has a stale entry in an
         # older bucket: ``tomb_stale`` counts those, skipped when their bucket goes.
-        self.tomb_order: deque[list[Any]] = deque()  # [until, gids]
+        self.tomb_order: deque[list[Any]] = deque()  # [first until, last until, gids]
         self.tomb_stale: dict[bytes, int] = {}
         # What keys said, one shared (read-only) mapping per distinct answer: the usual one,
         # "this key accepted", recurs for every message, and a tombstone lives 30 s or more
@@ -137,9 +137,9 @@ class Destination:
             delivery.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
             delivery.complete(record)  # (calls ``answer_ready``)
-        elif not copy.presettled and not fresh:
-            # A copy taken again, or for keys final here already: answered now if they all
-            # are. (One that went to a subscriber just now is answered when it completes.)
+        elif not copy.presettled and not any(record.states.get(sub) is IN_DOUBT for sub in fresh):
+            # Answered now if every key of the copy is final here. (A key whose delivery
+            # just went out is in doubt: no need to ask ``_answer``, the usual case.)
             self._answer(record, far, take)
 
     def _said(self, record: CoreRecord, key: Key, subs: dict[Key, Subscriber]) -> tuple[Said, Outcome | None] | None:
@@ -225,18 +225,17 @@ class Destination:
                 self.said_cache.clear()
             shared = self.said_cache[items] = states
         gid = record.gid
-        if gid in self.tombstones:  # (kept already: its entry in the order stands)
-            self.tombstones[gid] = shared
-            return
+        if gid in self.tombstones:  # kept again: its entry in an older bucket is stale now
+            self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
         self.tombstones[gid] = shared
         until = self.clock() + self.settings.publisher_grace
         order = self.tomb_order
         last = order[-1] if order else None
-        if last is not None and last[0] > until - 0.25:  # one bucket per quarter second,
-            last[0] = until  # forgotten when its last one may go (never early)
-            last[1].append(gid)
+        if last is not None and until - last[0] < 0.25:  # one bucket per quarter second from its first,
+            last[1] = until  # forgotten when its last one may go (never early)
+            last[2].append(gid)
         else:
-            order.append([until, [gid]])
+            order.append([until, until, [gid]])
 
     def subscriber_closed(self, key: Key) -> None:
         s = self.settings
@@ -266,8 +265,8 @@ class Destination:
             else:
                 self.answer_ready(record)
         tombs, order, stale = self.tombstones, self.tomb_order, self.tomb_stale
-        while order and order[0][0] <= now:
-            for gid in order.popleft()[1]:
+        while order and order[0][1] <= now:
+            for gid in order.popleft()[2]:
                 if stale and gid in stale:  # its tombstone went and was kept again since
                     if stale[gid] == 1:
                         del stale[gid]
