@@ -332,20 +332,27 @@ class Copies:
             if owed.pending:
                 self._answered_positions(far)
         if moved:
+            # Their old copies need never arrive where they went: those positions stop
+            # holding ``low`` back there first, so the routers they left do not wait for
+            # copies the root will never send again (fresh seed 284252159721: two keys
+            # swapped routers across a partition, and both chains waited for ever).
+            self._answered_positions(far)
             self._send(record, far, moved, True)
 
     def _answered_positions(self, far: Far) -> None:
-        """Copies whose keys are all final no longer hold ``low`` back at their router
-        (a key answered elsewhere, or came here: its old copy need never arrive)."""
+        """Copies none of whose keys is still owed at their router no longer hold ``low``
+        back there: each key is final (answered elsewhere, or came here) or owed at
+        another router now (it moved). Their copies need never arrive."""
         owed = far.owed
         assert owed is not None
-        pending = owed.states
+        pending, where = owed.states, owed.where
         for router, sends in far.sends.items():
             box = self.outboxes.get((far.stream, router))
             if box is None or not box.unanswered:
                 continue
             for position, keys, _ in sends:
-                if position in box.unanswered and all(pending.get(k) is not PENDING for k in keys):
+                if position in box.unanswered and all(pending.get(k) is not PENDING or where.get(k) != router
+                                                      for k in keys):
                     del box.unanswered[position]
 
     def _unnumber(self, far: Far) -> None:

@@ -96,3 +96,13 @@ def test_issue_24_seed_clean_on_version_3(seed: int, what: str) -> None:
     """The schedules issue 24 traced on version 2, each a named test on version 3: the star
     of answers, loop-free copies and order by position leave none of these failures."""
     _clean(seed)
+
+
+def test_fresh_seed_two_keys_that_swapped_routers_across_a_partition_leave_no_chain_waiting():
+    """Fresh seed 284252159721 (ring4): the publisher failed over to A, A was cut off from
+    C and D, and meanwhile s0 moved from C to D and s1 from D to C. Healed, A sent both
+    keys' messages again where they lived now, but the copies it had numbered for them at
+    their old routers (never sent: unreachable) kept holding ``low`` back there, so each
+    chain waited for positions A would never send: 47 messages never answered. A key's
+    old positions stop holding ``low`` back when it moves (``Copies._answered_positions``)."""
+    _clean(284252159721)
