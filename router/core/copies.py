@@ -118,11 +118,18 @@ class Copies:
             remote = self.plans.remote_keys(record.topic)
             wanted = {k: r for k, r in remote.items() if r in dests}
             chosen = record.chosen
-            if chosen:  # one member per group, as the root chose
+            if chosen:  # one member per group, as the root chose, where it lives now
                 here = self.topics.get(record.topic) or {}
-                for k, (_, router) in chosen.items():
-                    if router != self.router_id and k not in here:
-                        wanted[k] = router
+                # (a record adopted from a root that died names the member's router then:
+                # sent there, its copy came after newer ones the member got where it is
+                # now, fresh groups seed 659399398833)
+                home = {k: r for r, ks in self.routes.homes([k for k in chosen if k not in here]).items() for k in ks}
+                for k, (group, router) in chosen.items():
+                    where = home.get(k, router)
+                    if where != self.router_id and k not in here:
+                        wanted[k] = where
+                        if where != router:
+                            chosen[k] = (group, where)
         else:
             wanted = {k: where for where, ks in self.routes.homes(keys).items() for k in ks}
         if not wanted:

@@ -9,8 +9,8 @@ import pytest
 from simnet.schedules import plan, run, sweep
 
 
-def _clean(seed: int) -> None:
-    p = plan(seed)
+def _clean(seed: int, groups: bool = False) -> None:
+    p = plan(seed, groups=groups)
     p.protocol = 3
     _, verdict = run(p)
     assert verdict.ok, verdict.violations
@@ -106,3 +106,12 @@ def test_fresh_seed_two_keys_that_swapped_routers_across_a_partition_leave_no_ch
     chain waited for positions A would never send: 47 messages never answered. A key's
     old positions stop holding ``low`` back when it moves (``Copies._answered_positions``)."""
     _clean(284252159721)
+
+
+def test_fresh_group_seed_an_adopted_message_goes_to_its_member_where_it_lives_now():
+    """Fresh groups seed 659399398833 (diamond): p1's root D chose member g1 (on D) for
+    p1:8, 11 and 14 and died; g1 moved to C; p1 resumed at B, which held those messages
+    as a destination and adopted them, and sent them for g1 to D, the router the choice
+    named, while p1:19 and on went to g1 at C directly. They reached g1 after p1:73
+    (reordered 3). The root sends a chosen member's copy where the member lives now."""
+    _clean(659399398833, groups=True)
