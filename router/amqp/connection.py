@@ -111,7 +111,6 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         self._events = events
         if self.state is _CLOSED or not data:
             return events
-        self._received = True
         self._reader.feed(data)
         try:
             self._process()
@@ -177,13 +176,18 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
                 header = reader.take(8)
                 if header is None:
                     return
+                self._received = True
                 self._on_header(header)
                 continue
             moved = False
             frames = reader.frames()
             try:
                 for frame in frames:
-                    moved = True
+                    # The idle timeout counts frames, not bytes: bytes that never make a
+                    # frame (a stream broken mid-frame, the peer stuck in one) keep nothing
+                    # alive (harness soak seeds 12020 and 12042: a link whose bytes had been
+                    # swallowed stayed "up" for ever, and an attach waited on it).
+                    moved = self._received = True
                     before = self.state
                     if frame.type is _FT_SASL:
                         if self.state is not _SASL:

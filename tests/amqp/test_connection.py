@@ -203,6 +203,23 @@ def test_idle_timeout_heartbeats_and_expiry():
     assert closes[0].error.condition == "amqp:resource-limit-exceeded"
 
 
+def test_the_idle_timeout_counts_frames_not_bytes():
+    """Bytes that never complete a frame (a stream broken mid-frame) do not keep a
+    connection alive: it times out like a silent one."""
+    server = Connection(Mode.SERVER, "server", idle_timeout=1.0)
+    p = Pair(server=server)
+    p.client.open()
+    p.pump()
+    p.server.tick(0.0)
+    p.server.receive_data(b"\x00\x00\x40\x00\x02\x00\x00\x00")  # a 16 KiB frame's header, then a trickle
+    for i in range(1, 20):
+        p.server.receive_data(b"x")
+        p.server.tick(i * 0.1)
+    assert p.server.closed
+    closes = [f for f in frames_of([p.server.data_to_send()]) if isinstance(f, Close)]
+    assert closes[0].error.condition == "amqp:resource-limit-exceeded"
+
+
 def test_session_window_blocks_then_flows():
     server = Connection(Mode.SERVER, "server", incoming_window=4)
     p, clink, slink = _sent_pair(credit=20, server=server)
