@@ -120,9 +120,7 @@ class Copies:
             chosen = record.chosen
             if chosen:  # one member per group, as the root chose, where it lives now
                 here = self.topics.get(record.topic) or {}
-                # (a record adopted from a root that died names the member's router then:
-                # sent there, its copy came after newer ones the member got where it is
-                # now, fresh groups seed 659399398833)
+                # (an adopted record names the member's router then: fresh groups seed 659399398833)
                 home = {k: r for r, ks in self.routes.homes([k for k in chosen if k not in here]).items() for k in ks}
                 for k, (group, router) in chosen.items():
                     where = home.get(k, router)
@@ -339,10 +337,8 @@ class Copies:
             if owed.pending:
                 self._answered_positions(far)
         if moved:
-            # Their old copies need never arrive where they went: those positions stop
-            # holding ``low`` back there first, so the routers they left do not wait for
-            # copies the root will never send again (fresh seed 284252159721: two keys
-            # swapped routers across a partition, and both chains waited for ever).
+            # Their old positions stop holding ``low`` back where they were first: those
+            # copies will never be sent again (fresh seed 284252159721 waited for ever).
             self._answered_positions(far)
             self._send(record, far, moved, True)
 
@@ -364,8 +360,7 @@ class Copies:
 
     def _unnumber(self, far: Far) -> None:
         """Nothing more is owed for this record: its positions no longer hold ``low`` back
-        (a key that moved away leaves its copy unanswered where it was; the router there
-        must not wait for it)."""
+        (a moved key's copy stays unanswered where it was: nobody must wait for it)."""
         for router, sends in far.sends.items():
             box = self.outboxes.get((far.stream, router))
             if box is not None:
@@ -382,10 +377,8 @@ class Copies:
             return
         stream = self._stream(record)
         if far.owed is not None and far.stream != stream:
-            # Ours already, from the publisher's earlier attach: what is still owed goes again
-            # in the new attach's stream. The publisher sends again what had no outcome before
-            # anything new, so the new stream has it first (left in the old stream, a copy
-            # lost there came after newer ones: --hard seed 904).
+            # Ours already, from an earlier attach: what is still owed goes again in the new
+            # attach's stream, which has it first (--hard seed 904 reordered in the old one).
             self._unnumber(far)
             far.stream = stream
             far.sends = {}
@@ -409,9 +402,8 @@ class Copies:
             self._queue(router, Settle(record.gid))
 
     def table_changed(self, reachable: set[str]) -> None:
-        """The graph or the subscriber table changed: re-target keys that live elsewhere now,
-        in publish order, before anything newer goes to them; send again what may have been
-        lost with a link."""
+        """The graph or the table changed: re-target keys that live elsewhere now, in publish
+        order, before anything newer goes to them; send again what a lost link may have had."""
         self.plans.table_changed()
         resend, self.dirty = self.dirty, False
         for record in list(self.records.records.values()):  # publish order
@@ -470,9 +462,8 @@ class Copies:
     # --------------------------------------------------- moved and closed
 
     def subscriber_moved(self, sub: Subscriber, where: str, unlink: Callable[[Subscriber], None]) -> None:
-        """A suspended subscriber's key attached at router ``where``. Where we are root, what
-        it had not accepted goes there, from us; where we are a destination, we answer
-        ``moved`` and its root sends it there."""
+        """A suspended subscriber's key attached at router ``where``. As root we send what it
+        had not accepted there; as a destination we answer ``moved`` (its root sends it)."""
         if not sub.attached or sub.suspended_until is None:
             return
         held = [r for r in self.records.records.values() if sub in r.states]
