@@ -194,27 +194,17 @@ class Copies:
         """Queue copies of ``record`` for ``targets`` on the next hops towards them."""
         if not targets:
             return
-        if len(targets) == 1 and not isinstance(record, Copy):
-            # The usual root send: one router, its next hop known (``Plans.next_hops``).
-            t = targets[0]
-            by_hop = self.plans.next_hops(frozenset((t.router,)))
-            if len(by_hop) == 1:
-                for peer in by_hop:
-                    hop = self.hops.get(peer)
-                    if hop is not None and peer not in visited:
-                        chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
-                        hop.queue.append(Copy(record.gid, record.topic, record.payload,  # type: ignore[arg-type]
-                                              record.presettled, record.message_format, self.router_id, stream,
-                                              record.born, (t,), self.plans.onward(visited), chosen))
-                        self.pump_hop(hop)
-                return
-        by_router: dict[str, list[Target]] = {}
-        for t in targets:
-            ts = by_router.get(t.router)
-            if ts is None:
-                by_router[t.router] = [t]
-            else:
-                ts.append(t)
+        by_router: dict[str, list[Target]]
+        if len(targets) == 1:  # the usual send: one router
+            by_router = {targets[0].router: targets}
+        else:
+            by_router = {}
+            for t in targets:
+                ts = by_router.get(t.router)
+                if ts is None:
+                    by_router[t.router] = [t]
+                else:
+                    ts.append(t)
         by_hop = self.plans.next_hops(frozenset(by_router))
         if isinstance(record, Copy):
             c = record
