@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --random: routers also stopped (SIGSTOP) for 0.5-6 s and continued (SIGCONT)")
     h.add_argument("--link-faults", action="store_true",
                    help="with --random: inter-router links also slowed (5-80 ms, 1-5 s) or gone quiet (bytes "
-                   "swallowed, connections open, 0.5-4 s), through the harness's proxy")
+                   "held, connections open, 0.5-4 s), through the harness's proxy")
     h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
     h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")

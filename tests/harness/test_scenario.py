@@ -115,7 +115,7 @@ def test_a_scenario_file_may_slow_a_link_or_make_it_quiet():
     s = parse(doc, "x", "x.yaml")
     assert [(f.kind, f.target, f.duration, f.latency) for f in s.faults] == [
         ("slow", ("B", "C"), 2.0, 0.02), ("quiet", ("A", "B"), 1.0, 0.0)]
-    assert "20 ms" in s.faults[0].describe() and "swallowed" in s.faults[1].describe()
+    assert "20 ms" in s.faults[0].describe() and "held" in s.faults[1].describe()
     with pytest.raises(ScenarioError, match="latency"):
         parse({**doc, "faults": [{"at": 1.0, "slow": ["A", "B"], "latency": 9}]}, "x", "x.yaml")
     with pytest.raises(ScenarioError, match="a link of the topology"):

@@ -101,8 +101,8 @@ class Cluster:
         self.proxies[tuple(sorted((a, b)))].slow(delay)  # type: ignore[index]
 
     def quiet(self, a: str, b: str) -> None:
-        """The link swallows what is sent on it, its connections open: only the routers'
-        idle timeout (or a frame that no longer parses) tells."""
+        """The link holds what is sent on it both ways, its connections open (a silent
+        partition): only the routers' idle timeout tells."""
         self.proxies[tuple(sorted((a, b)))].freeze()  # type: ignore[index]
 
     def heal(self, a: str, b: str) -> None:

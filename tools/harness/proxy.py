@@ -13,7 +13,13 @@ class Proxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.blocked = threading.Event()
-        self.frozen = threading.Event()  # bytes are swallowed, connections stay open: a hung peer
+        # Cleared while the link is frozen: bytes are held (nothing passes either way, the
+        # connections stay open), as in a silent partition, where TCP keeps what was sent
+        # and delivers it in order once the path heals, or the peers give up on it first.
+        # (Dropping bytes from the middle of an open stream is a fault TCP never shows a
+        # peer: a router could not tell it from memory corruption.)
+        self.flowing = threading.Event()
+        self.flowing.set()
         self.delay = 0.0  # seconds each chunk waits before it is passed on: a slow link
         self.conns: list[socket.socket] = []
         self.lock = threading.Lock()
@@ -49,8 +55,8 @@ class Proxy:
                     break
                 if self.delay:
                     time.sleep(self.delay)  # (this direction's own thread: the other flows on)
-                if not self.frozen.is_set():
-                    dst.sendall(data)
+                self.flowing.wait()  # (and the reader stops reading: the sender's buffers fill)
+                dst.sendall(data)
         except OSError:
             pass
         for s in (src, dst):
@@ -73,8 +79,8 @@ class Proxy:
             s.close()
 
     def freeze(self) -> None:
-        """Stop passing bytes but keep every connection open: only heartbeats can tell."""
-        self.frozen.set()
+        """Hold every byte but keep every connection open: only the idle timeout can tell."""
+        self.flowing.clear()
 
     def slow(self, delay: float) -> None:
         """Hold every chunk ``delay`` seconds before passing it on (in order, as TCP would)."""
@@ -82,10 +88,11 @@ class Proxy:
 
     def heal(self) -> None:
         self.blocked.clear()
-        self.frozen.clear()
         self.delay = 0.0
+        self.flowing.set()
 
     def close(self) -> None:
         self._closed = True
         self.cut()
+        self.flowing.set()  # (held pumps meet their closed sockets and end)
         self.listener.close()

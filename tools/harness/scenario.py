@@ -16,7 +16,7 @@ A scenario file (``topologies/scenarios/*.yaml``)::
       - {at: 4.0, restart: A}
       - {at: 2.0, cut: [B, C], for: 1.5}   # drop an inter-router link, restore it after 1.5 s
       - {at: 2.0, slow: [A, B], for: 2.0, latency: 0.05}   # every chunk on the link 50 ms late
-      - {at: 3.0, quiet: [A, B], for: 1.0}   # the link swallows bytes, connections stay open
+      - {at: 3.0, quiet: [A, B], for: 1.0}   # the link holds its bytes, connections stay open
       - {at: 3.0, freeze: B, for: 2.0}     # SIGSTOP a router, SIGCONT it 2 s later
       - {at: 1.5, kill_client: s1}
       - {at: 2.5, restart_client: s1}
@@ -71,7 +71,7 @@ class Fault:
             return f"slow link {a}-{b} by {self.latency * 1000:g} ms for {self.duration:g}s"
         if self.kind == "quiet":
             a, b = self.target
-            return f"quiet link {a}-{b} for {self.duration:g}s (bytes swallowed, connections open)"
+            return f"quiet link {a}-{b} for {self.duration:g}s (bytes held, connections open)"
         if self.kind == "freeze":
             return f"freeze {self.target} for {self.duration:g}s (SIGSTOP, then SIGCONT)"
         return f"{self.kind.replace('_', ' ')} {self.target}"
@@ -213,7 +213,7 @@ def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", r
     ``freezes``: routers stopped (SIGSTOP) for 0.5-6 s and continued, some past
     ``router_dead_after``, drawn apart too (the rest of the schedule stays the seed's).
     ``link_faults``: inter-router links slowed (5-80 ms a chunk, 1-5 s) or gone quiet
-    (bytes swallowed, connections open, 0.5-4 s), drawn apart as well."""
+    (bytes held, connections open, 0.5-4 s), drawn apart as well."""
     rng = random.Random(seed)
     path = next((p for p in (TOPOLOGIES / topology, Path(topology)) if p.is_file()), None)
     if path is None:
