@@ -1,5 +1,5 @@
 """Consumer groups in the core: the root's choice of a member per group, and passing a
-message on to another member when the one it went to released it or went away.
+message on to another member when the one it went to went away.
 
 The choice itself is the pure rule in ``records/membership.py``. Here: the member table
 as this router sees it (its own members, and the network's through the routes port),
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.table import SubState
@@ -283,16 +282,6 @@ class Groups:
         # to that member alone, marked (it may be a repeat), in publish order if it is here
         self.failover.send_owed(record, {m.router: {m.key}})
         return True
-
-    def member_released(self, sub: Subscriber, record: CoreRecord, handle: Any, settled: bool) -> bool | None:
-        """A member released the message: another member gets it. None: it is the only one
-        left, the caller redelivers to it as to a plain subscriber."""
-        assert sub.group is not None
-        if record.states.get(sub) is not SubState.IN_DOUBT or not self.pass_on(record, sub.group, sub.key):
-            return None
-        if not settled:
-            sub.port.settle(handle)
-        return record.drop_waiter(sub)
 
     def member_gone(self, sub: Subscriber, record: CoreRecord) -> bool:
         """A member left with ``record`` not answered: passed on if anyone is left; then

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import queue
 import signal
+import time
 from collections import Counter
 
 import pytest
@@ -71,6 +72,58 @@ def test_a_killed_members_unaccepted_messages_go_to_another_member_marked(line3)
     assert {h["body"] for h in held} <= marked
     worker.close()
     t.stop()
+
+
+def test_what_a_member_on_another_router_releases_comes_back_to_it_marked(line3):
+    """Released by a member, a message goes to that member again, never to another: the
+    member is the root's choice by gid, made again where the publisher resumes."""
+    releaser = ProtonSubscriber(line3["B"].url, "tasks", name="workers|global", container_id="app-b",
+                                auto_accept=False, options=SharedSubscription())
+    worker = ProtonSubscriber(line3["C"].url, "tasks", name="workers|global", container_id="app-c",
+                              options=SharedSubscription())
+    pub = ProtonPublisher(line3["A"].url, "tasks")
+    n = 20
+    outcomes = [pub.send(f"m{i}") for i in range(n)]
+    released: set[str] = set()
+    kept: set[str] = set()
+    deadline = time.monotonic() + 60
+    while len(kept | {body for _, body in worker.arrivals}) < n:  # (each reaches one of them)
+        assert time.monotonic() < deadline, f"released {sorted(released)}, kept {sorted(kept)}"
+        try:
+            m = releaser.get(timeout=0.2)
+        except queue.Empty:
+            continue  # (the rest may be the worker's, still arriving)
+        if m.body not in released:  # the first time: give it back
+            assert m.delivery_count == 0
+            released.add(m.body)
+            releaser.command("release")
+        else:
+            assert m.delivery_count >= 1 and m.first_acquirer is False
+            kept.add(m.body)
+            releaser.command("accept")
+    assert [o.get(timeout=30) for o in outcomes] == [ACCEPTED] * n
+    got = {m.body for m in worker.take(n - len(kept))}
+    assert released and kept == released  # the releaser had some, and got each of them back
+    assert got | kept == {f"m{i}" for i in range(n)} and not got & kept  # each once, across the group
+    assert worker.messages.empty() and releaser.messages.empty()
+    for c in (releaser, worker, pub):
+        c.close()
+
+
+def test_a_member_alone_on_another_router_gets_what_it_released_again_marked(line3):
+    member = ProtonSubscriber(line3["C"].url, "alone", name="workers|global", container_id="app-c",
+                              auto_accept=False, options=SharedSubscription())
+    pub = ProtonPublisher(line3["A"].url, "alone")
+    outcome = pub.send("again")
+    first = member.get()
+    assert first.body == "again" and first.delivery_count == 0
+    member.command("release")
+    second = member.get(timeout=30)
+    assert second.body == "again" and second.delivery_count >= 1 and second.first_acquirer is False
+    member.command("accept")
+    assert outcome.get(timeout=30) == ACCEPTED
+    for c in (member, pub):
+        c.close()
 
 
 def test_keyed_messages_stay_on_one_member_in_order(line3):

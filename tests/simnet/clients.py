@@ -11,13 +11,14 @@ resumes with the map of what it accepted and the router has not settled yet.
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from once.records.gid import compute_gid
 from once.records.membership import GroupId
-from once.router.core import ACCEPTED, Outcome, OutcomeKind
+from once.router.core import ACCEPTED, RELEASED, Outcome, OutcomeKind
 from once.router.core import Subscriber as CoreSubscriber
 from once.router.core.lifecycle import SubscriberAttach
 
@@ -401,6 +402,10 @@ class Subscriber(Client):
         self.rcv_count = 0
         self.received = 0
         self.redelivered: set[bytes] = set()  # arrived marked as a possible repeat
+        # ``--releases``: a group member gives some messages back (AMQP ``released``), each at
+        # most once, drawn from its own stream (the rest of a seed's schedule stays the same)
+        self.release_rng = random.Random(f"{net.seed}/{name}") if group and net.releases else None
+        self.released: set[bytes] = set()
 
     def attach_frame(self) -> Attach:
         unsettled = {g: ACCEPTED for g in self.unsettled_accepted} if self.ever_attached else None
@@ -444,6 +449,12 @@ class Subscriber(Client):
             return
         if gid in self.held:  # the application has it (from before a reconnect): answer this copy
             self.held[gid] = -1 if m.settled else m.id
+            return
+        if (self.release_rng is not None and not m.settled and gid not in self.released
+                and self.release_rng.random() < self.net.releases):
+            self.released.add(gid)  # (the router settles it: its id is not ours to keep)
+            self.send(Update(m.id, RELEASED, False))
+            self._top_up()
             return
         self.held[gid] = -1 if m.settled else m.id
         self.payloads[gid] = m.payload

@@ -130,6 +130,7 @@ class SimNet:
     def __init__(self, seed: int, links: list[tuple[str, str]], settings: Settings = SETTINGS) -> None:
         logging.getLogger("once").setLevel(logging.ERROR)
         self.seed = seed
+        self.releases = 0.0  # how often a group member releases a message (``schedules.py --releases``)
         self.loop = Loop(seed)
         self.settings = settings
         self.topology = _Topology(tuple(LinkSpec(a, b) for a, b in links))

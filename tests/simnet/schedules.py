@@ -68,6 +68,7 @@ class Plan:
     members: list[tuple[str, list[str]]] = field(default_factory=list)  # of consumer group "g"
     hard: bool = False  # drawn by ``hard_plan``: faults may add up to seconds, so graces are longer
     protocol: int | None = None  # the acceptance protocol the routers run (None: the default; ``docs/protocol.md``)
+    releases: float = 0.0  # how often a group member releases a message it is given (each at most once)
 
     def describe(self) -> str:
         return (f"seed {self.seed}: {self.topology}, publishers {self.publishers}, subscribers {self.subscribers}, "
@@ -211,6 +212,7 @@ def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNe
 def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     base = HARD_SETTINGS if p.hard else SETTINGS
     net = SimNet(p.seed, topology_links(p.topology), base if p.protocol is None else replace(base, protocol=p.protocol))
+    net.releases = p.releases
     net.start()
     for name, prefs in p.subscribers:
         net.add_subscriber(name, "t", prefs)
@@ -239,17 +241,23 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     return net, verdict
 
 
-def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | None = None) -> tuple[int, list[str], int]:
+# ``--releases``: a member releases about one message in ten it is given (each at most once)
+RELEASES = 0.1
+
+
+def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | None = None,
+         releases: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     p.protocol = protocol
+    p.releases = RELEASES if releases else 0.0
     _, v = run(p)
     return seed, v.violations, v.events
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
-          protocol: int | None = None) -> dict[int, list[str]]:
+          protocol: int | None = None, releases: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
-    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol)
+    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol, releases=releases)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -276,12 +284,15 @@ def main(argv: list[str] | None = None) -> int:
                     "silent and one-way partitions, paused routers, clock steps, publisher crashes, heavy load")
     ap.add_argument("--fresh", type=int, metavar="N", help="N schedules from a new random range of seeds (printed "
                     "first, so a failure replays with --seed): seeds the suite never ran")
+    ap.add_argument("--releases", action="store_true", help="with --groups: members release some of the "
+                    "messages they are given (AMQP released), each at most once; the root passes them on")
     ap.add_argument("--protocol", type=int, choices=(2, 3),
                     help="the acceptance protocol the routers run (docs/protocol.md; default: the routers' default, 3)")
     args = ap.parse_args(argv)
     if args.seed is not None:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
         p.protocol = args.protocol
+        p.releases = RELEASES if args.releases else 0.0
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -294,12 +305,13 @@ def main(argv: list[str] | None = None) -> int:
         start = random.SystemRandom().randrange(10**6, 10**12)
         seeds = range(start, start + args.fresh)
         print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
-              f"{' --hard' if args.hard else ''}", flush=True)
+              f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}", flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
-    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard, protocol=args.protocol)
+    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard, protocol=args.protocol,
+                   releases=args.releases)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:
