@@ -469,6 +469,7 @@ class Copies:
             if in_doubt and record.local and not record.presettled:
                 far = self._root_far(record)
                 self._send(record, far, {where: {sub.key}}, True)
+            self.dest.keep_said(record, sub)
             done = record.drop_waiter(sub)
             if in_doubt:
                 delivery.answered(record, done)

@@ -237,6 +237,20 @@ class Destination:
         else:
             order.append([until, until, [gid]])
 
+    def keep_said(self, record: CoreRecord, sub: Subscriber) -> None:
+        """``sub`` leaves (it closed, or moved on) after it answered ``record`` here: what it
+        said stays for our answers, which would say ``closed`` or ``moved`` without it (a
+        member that accepted and then closed had the message passed on to another member:
+        ``--groups --leaves`` seed 158; at its root, once the publisher resumed elsewhere: 173)."""
+        state = record.states.get(sub)
+        if state is None or state is IN_DOUBT:
+            return
+        far = record.far
+        if far is None:  # (a root's own record, asked about by a root the publisher resumed at)
+            record.far = far = Far()
+        said = (_SAID_OF[state], record.rejection if state is SUB_REJECTED else None)
+        far.earlier = {**(far.earlier or {}), sub.key: said}  # (a copy: the old one may be shared)
+
     def subscriber_closed(self, key: Key) -> None:
         s = self.settings
         self.closed[key] = self.clock() + max(s.router_dead_after, s.publisher_grace)

@@ -422,8 +422,10 @@ class Core:
         if self.copies is not None:
             self.copies.subscriber_closed(sub.key)
         member = sub.group is not None
-        delivery, groups = self.delivery, self.groups
+        delivery, groups, copies = self.delivery, self.groups, self.copies
         for record in [r for r in self.tables.records.records.values() if sub in r.states]:
+            if copies is not None:
+                copies.dest.keep_said(record, sub)
             # (A version 3 destination answers ``closed`` for a member: its root passes it on.)
             passed_on = member and (record.local or record.far is None)
             delivery.answered(record, groups.member_gone(sub, record) if passed_on else record.drop_waiter(sub))

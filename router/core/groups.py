@@ -150,13 +150,7 @@ class Groups:
         if not view:
             return set()
         key = self.message_key(record.payload)
-        shard = key
-        if key is None and record.publisher is not None and record.publisher.resumable:
-            # An exactly-once publisher resends what had no outcome, under the same gid, to
-            # whichever router it resumes at: that router must choose the member the first
-            # one chose (which may have processed it), so the choice is the gid's, not the
-            # load's (the groups soak's random-129 processed one twice when it was the load's).
-            shard = record.gid
+        shard = self._shard(record, key)
         chosen: dict[Key, tuple[GroupId, str]] = {}
         routers = set()
         for group, members in view.items():
@@ -167,6 +161,17 @@ class Groups:
                 routers.add(m.router)
         record.chosen = chosen
         return routers
+
+    @staticmethod
+    def _shard(record: CoreRecord, key: bytes | None) -> bytes | None:
+        """What the choice of a member goes by: the message's key; else, from an exactly-once
+        publisher, its gid. Such a publisher resends what had no outcome, under the same gid,
+        to whichever router it resumes at: that router must choose the member the first one
+        chose (which may have processed it), so the choice is the gid's, not the load's (the
+        groups soak's random-129 processed one twice when it was the load's)."""
+        if key is None and record.publisher is not None and record.publisher.resumable:
+            return record.gid
+        return key
 
     def answered_at_root(self, record: CoreRecord) -> None:
         """The root's record is answered: its members' load goes down (``Chooser``)."""
@@ -272,7 +277,10 @@ class Groups:
         members = self.group_view(record.topic).get(group, NO_MEMBERS)
         tried = set(chosen) | {gone}
         key = self.message_key(record.payload)
-        m = self.chooser.choose(group, members, key, exclude=tried)
+        # By the same rule as the first choice, less those that had it: a router the
+        # publisher resumes at, which no longer sees the member that left, chooses the same
+        # one (``--groups --leaves`` seed 173 had two members process it when it was the load's)
+        m = self.chooser.choose(group, members, self._shard(record, key), exclude=tried)
         if m is None:
             return False
         chosen[m.key] = (group, m.router)

@@ -71,6 +71,11 @@ class Update:
 
 
 @dataclass(frozen=True, slots=True)
+class Detach:
+    """A subscriber closes its link for good (AMQP detach with closed): it leaves."""
+
+
+@dataclass(frozen=True, slots=True)
 class Credit:
     delivery_count: int
     credit: int
@@ -191,6 +196,10 @@ class EdgeLink:
         elif t is Credit:
             self.flow = (frame.delivery_count, frame.credit)
             router.lifecycle.subscriber_credit(self.ctx)
+        elif t is Detach:
+            if isinstance(self.ctx, CoreSubscriber) and self.completed:
+                router.lifecycle.subscriber_gone(self.ctx, False)
+                self.ctx = None
         router.after_batch()
 
     def _attach(self, a: Attach) -> None:
@@ -243,6 +252,7 @@ class Client:
         self.ever_attached = False
         self.attached = False
         self.alive = True
+        self.left = False  # closed its link for good: never comes back
 
     def connect(self) -> None:
         """Dial the first alive router from the current one on; retry later if none is."""
@@ -280,6 +290,8 @@ class Client:
         self.on_down()
 
     def restart(self) -> None:
+        if self.left:
+            return
         self.alive = True
         self.connect()
 
@@ -416,6 +428,18 @@ class Subscriber(Client):
         self.rcv_count = 0
         for gid in self.held:  # their deliveries were on that connection: the next attach's map tells
             self.held[gid] = -2
+
+    def leave(self) -> None:
+        """The application closes its link for good (``--leaves``): what it had not accepted
+        goes to another member of its group."""
+        if not self.alive or self.conn is None or not self.attached:
+            return
+        self.send(Detach())
+        self.alive = False
+        self.left = True
+        self.held.clear()
+        self.queue.clear()
+        self.busy = False
 
     def crash(self) -> None:
         """The process dies: what the application had not accepted is gone with it."""

@@ -245,19 +245,31 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
 RELEASES = 0.1
 
 
+def with_leave(p: Plan) -> Plan:
+    """``--leaves``: one member of the group (of two or more) closes its link for good at a
+    time drawn from its own stream (the rest of the seed's schedule stays the same)."""
+    if len(p.members) >= 2:
+        own = random.Random(f"{p.seed}/leave")
+        at = START + own.uniform(0.0, max(p.messages * p.interval, 0.5))
+        p.faults = sorted([*p.faults, Fault(at, "leave", (own.choice(p.members)[0],))], key=lambda f: f.at)
+    return p
+
+
 def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | None = None,
-         releases: bool = False) -> tuple[int, list[str], int]:
+         releases: bool = False, leaves: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     p.protocol = protocol
     p.releases = RELEASES if releases else 0.0
+    if leaves:
+        with_leave(p)
     _, v = run(p)
     return seed, v.violations, v.events
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
-          protocol: int | None = None, releases: bool = False) -> dict[int, list[str]]:
+          protocol: int | None = None, releases: bool = False, leaves: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
-    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol, releases=releases)
+    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol, releases=releases, leaves=leaves)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -286,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                     "first, so a failure replays with --seed): seeds the suite never ran")
     ap.add_argument("--releases", action="store_true", help="with --groups: members release some of the "
                     "messages they are given (AMQP released), each at most once; the root passes them on")
+    ap.add_argument("--leaves", action="store_true", help="with --groups: one member closes its link for good; "
+                    "what it had not accepted goes to another member")
     ap.add_argument("--protocol", type=int, choices=(2, 3),
                     help="the acceptance protocol the routers run (docs/protocol.md; default: the routers' default, 3)")
     args = ap.parse_args(argv)
@@ -293,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
         p.protocol = args.protocol
         p.releases = RELEASES if args.releases else 0.0
+        if args.leaves:
+            with_leave(p)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -305,13 +321,14 @@ def main(argv: list[str] | None = None) -> int:
         start = random.SystemRandom().randrange(10**6, 10**12)
         seeds = range(start, start + args.fresh)
         print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
-              f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}", flush=True)
+              f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}"
+              f"{' --leaves' if args.leaves else ''}", flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
     failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard, protocol=args.protocol,
-                   releases=args.releases)
+                   releases=args.releases, leaves=args.leaves)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:
