@@ -275,6 +275,15 @@ class Network:
                 self.timers[seq] = self.router.call_later(HANDOVER_WAIT, self._fence_expired, seq)
         self._apply(result)
 
+    def finished(self, sub: Subscription) -> None:
+        """A subscription of ours closed, or its grace expired: the network learns it is over,
+        and our journal keeps that it ended here for as long as a copy may still come for
+        it (so that we answer ``closed`` for it after a restart too)."""
+        s = self.router.settings
+        now_us = self.core.wall()
+        self.store.end(sub.key, now_us + max(s.router_dead_after, s.publisher_grace) * 1e6, now_us)
+        self.subscribe(sub, False)
+
     def suspended(self, key: tuple[str, str], until_us: float) -> None:
         """A subscription of ours is suspended until then (wall clock, microseconds)."""
         self.store.suspend(key, until_us)
@@ -300,6 +309,9 @@ class Network:
         if taken:
             log.info("router %s: %d subscription(s) of ours from before the restart, suspended until they "
                      "resume or their grace ends", self.me, len(taken))
+        for key, until_us in self.store.ended.items():
+            if key not in taken and until_us > now_us:
+                core.ended_here(key, now + (until_us - now_us) / 1e6)
         return len(taken)
 
     def key_owners(self, key: tuple[str, str]) -> set[str]:
@@ -311,9 +323,13 @@ class Network:
         """The newest attach stamp the network knows for subscriber ``key`` (0: none)."""
         return self.plane.table.newest_attach(key)
 
-    def end(self, sub: Subscriber) -> None:
-        """A subscription of ours is over (expired, or moved away): tell the network."""
-        self.subscribe(Subscription(self.me, sub.topic, sub.container_id, sub.link_name), False)
+    def end(self, sub: Subscriber, expired: bool = False) -> None:
+        """A subscription of ours is over (``expired``, or moved away): tell the network."""
+        subscription = Subscription(self.me, sub.topic, sub.container_id, sub.link_name)
+        if expired:
+            self.finished(subscription)
+        else:
+            self.subscribe(subscription, False)
 
     def _apply(self, result: Result) -> None:
         for peer, msg in result.out:

@@ -130,7 +130,7 @@ class Router:
             changed += self.core.reclaim_idle(now)
             for sub in self.core.expire_suspended(now):
                 changed += 1
-                self.network.end(sub)
+                self.network.end(sub, expired=True)
                 if sub.group is not None:
                     log.info("router %s: consumer group %s: member %s/%s gave way%s", self.id, sub.group,
                              sub.container_id, sub.link_name,

@@ -8,7 +8,11 @@ a subscriber that was suspended, and messages were accepted without it (the in-p
 network's seed 8757). Each router now keeps its own subscriptions in a small journal
 and reads it back when it starts. An entry is written when a subscription is announced,
 when it is suspended (with its deadline on the wall clock, in microseconds as the
-network's stamps are), and dropped when it ends.
+network's stamps are), and dropped when it ends. A subscription that ended here (closed,
+or its grace expired) leaves a closed entry until no copy can come for it any more: a
+router that restarts right after a subscriber closed must still answer ``closed`` for it
+(``--groups --leaves`` seed 404 waited for ever on a restarted router that said it knew
+no such subscription).
 
 ``FileStore`` is one JSON file, rewritten whole and atomically (written aside, synced,
 renamed in place) on every change. Subscriptions change on attach and detach, not per
@@ -43,6 +47,7 @@ class Kept:
 class MemoryStore:
     def __init__(self) -> None:
         self.kept: dict[Key, Kept] = {}
+        self.ended: dict[Key, float] = {}  # key -> until (wall clock, microseconds): it ended here
         self.lives = 0
 
     def begin(self) -> bool:
@@ -58,6 +63,13 @@ class MemoryStore:
 
     def drop(self, key: Key) -> None:
         self.kept.pop(key, None)
+
+    def end(self, key: Key, until_us: float, now_us: float) -> None:
+        """``key`` ended here: not ours any more; remembered as ended until ``until_us``
+        (what ended before ``now_us`` is forgotten)."""
+        self.kept.pop(key, None)
+        self.ended = {k: u for k, u in self.ended.items() if u > now_us}
+        self.ended[key] = until_us
 
     def suspend(self, key: Key, until_us: float) -> None:
         """Ours and suspended now, until then (nothing if we do not keep it)."""
@@ -76,6 +88,10 @@ class FileStore(MemoryStore):
         if self.path.exists():
             for item in json.loads(self.path.read_text() or "[]"):
                 until = item.pop("until_us", None)
+                ended = item.pop("ended", None)
+                if ended is not None:
+                    self.ended[(ended[0], ended[1])] = until
+                    continue
                 sub = Subscription(**item)
                 self.kept[sub.key] = Kept(sub, until)
 
@@ -95,8 +111,13 @@ class FileStore(MemoryStore):
             super().drop(key)
             self._write()
 
+    def end(self, key: Key, until_us: float, now_us: float) -> None:
+        super().end(key, until_us, now_us)
+        self._write()
+
     def _write(self) -> None:
-        items = [{**asdict(k.sub), "until_us": k.until_us} for k in self.kept.values()]
+        items: list[dict[str, object]] = [{**asdict(k.sub), "until_us": k.until_us} for k in self.kept.values()]
+        items += [{"ended": list(key), "until_us": until} for key, until in self.ended.items()]
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
             json.dump(items, f)  # (math.inf is written as Infinity, which json reads back)

@@ -431,6 +431,12 @@ class Core:
             delivery.answered(record, groups.member_gone(sub, record) if passed_on else record.drop_waiter(sub))
         self.replenish()
 
+    def ended_here(self, key: Key, until: float) -> None:
+        """Subscription ``key`` ended here before we restarted (our journal says so): copies
+        for it are answered ``closed`` until then."""
+        if self.copies is not None:
+            self.copies.dest.closed[key] = until
+
     def stand_in(self, sub: Subscriber) -> None:
         """Keep the last member of a durable group, suspended for good: the group goes on
         being chosen, and its messages wait here until a member attaches again (then they

@@ -57,6 +57,7 @@ class SubscriptionsPort(Protocol):
     def newest_attach(self, key: tuple[str, str]) -> int: ...  # the largest ``since`` known for the key
     # ours is suspended until then (wall clock, microseconds; inf: a durable group's stand-in)
     def suspended(self, key: tuple[str, str], until_us: float) -> None: ...
+    def finished(self, sub: Subscription) -> None: ...  # ours closed: over, and remembered as ended here
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +189,7 @@ class LinkLifecycle:
             self.network.follow_moved_subscribers()
         else:
             core.remove_subscriber(sub)
-            self.network.subscribe(self._subscription(sub), False)
+            self.network.finished(self._subscription(sub))
             log.info("router %s: subscriber %s/%s unsubscribed from %r", self.router_id, sub.container_id,
                      sub.link_name, sub.topic)
 

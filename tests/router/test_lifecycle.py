@@ -37,6 +37,9 @@ class Plane:
     def suspended(self, key: tuple[str, str], until_us: float) -> None:
         self.suspensions[key] = until_us
 
+    def finished(self, sub: Subscription) -> None:
+        self.subscribe(sub, False)
+
     def key_owners(self, key: tuple[str, str]) -> set[str]:
         return set(self.owners.get(key, ()))
 

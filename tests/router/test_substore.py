@@ -27,6 +27,17 @@ def test_the_file_keeps_what_was_put_suspended_and_dropped_across_a_restart(tmp_
     assert not list(tmp_path.glob("*.tmp"))  # written aside, then renamed in place
 
 
+def test_the_file_keeps_what_ended_here_until_its_deadline_across_a_restart(tmp_path: Path):
+    store = FileStore(tmp_path)
+    store.put(Kept(S))
+    store.end(S.key, until_us=30e6, now_us=10e6)  # closed: no longer ours, remembered as ended
+    store.end(("c", "old"), until_us=12e6, now_us=10e6)
+    again = FileStore(tmp_path)
+    assert again.load() == [] and again.ended == {S.key: 30e6, ("c", "old"): 12e6}
+    again.end(("c", "new"), until_us=40e6, now_us=20e6)  # what ended before now is forgotten
+    assert FileStore(tmp_path).ended == {S.key: 30e6, ("c", "new"): 40e6}
+
+
 def test_what_is_left_of_a_grace():
     assert remaining(Kept(S), 0, 30.0) == 30.0  # attached when we went down: a whole grace
     assert remaining(Kept(S, 12e6), 2e6, 30.0) == 10.0

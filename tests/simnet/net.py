@@ -93,7 +93,7 @@ class SimRouter:
         core.reclaim_idle(now)
         for sub in core.expire_suspended(now):
             self.net.expired.append((self.id, sub.container_id))
-            self.network.end(sub)
+            self.network.end(sub, expired=True)
         self.after_batch()
         self._housekeeping = self.net.loop.call_later(0.25, self.housekeeping)
 

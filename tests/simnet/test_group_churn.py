@@ -39,6 +39,24 @@ def test_leaves_seed_what_a_member_accepted_before_it_left_is_not_passed_on(seed
     assert _run(seed, leaves=True) == []
 
 
+@pytest.mark.parametrize("seed", [245, 404])
+def test_leaves_seed_a_router_that_restarts_right_after_a_member_closed_answers_closed(seed: int):
+    """404: g0 closed its link at B and B was killed 3 ms later; restarted, B knew nothing
+    of g0 and answered ``unknown`` for ever (two messages never answered). A router's
+    subscription journal now keeps what ended there (``substore.py``) for as long as
+    ``closed`` is kept in memory."""
+    assert _run(seed, leaves=True) == []
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 24): a copy that comes after its router forgot the close")
+def test_leaves_seed_449_a_copy_that_comes_after_the_router_forgot_the_member_closed():
+    """line3: g2 closed at C while B-C was cut; B's copy for it waited in C's chain behind
+    a gap for about 10 s, longer than C remembers a close (``publisher_grace``), and C
+    answered ``unknown`` for ever (four messages never answered, four lost). How long a
+    close must be remembered is as long as a root may still ask: not built yet."""
+    assert _run(449, leaves=True) == []
+
+
 @pytest.mark.xfail(strict=True, reason="open (issue 24): a new root that never saw the first choice")
 def test_leaves_seed_475_a_new_root_chooses_again_after_the_chosen_member_left():
     """diamond: the root A chose g1 (on A) for p0:15-18 and g1 accepted them, then closed
