@@ -62,7 +62,7 @@ class Record(Generic[P, W, U]):
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
                  "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
-                 "keyed_only", "parked_keys", "earlier", "chosen", "far")
+                 "keyed_only", "parked_keys", "earlier", "chosen", "far", "resent")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: P | None, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0) -> None:
@@ -119,6 +119,9 @@ class Record(Generic[P, W, U]):
         # Protocol version 3 (``router/core/copies.py``): what the root sent and is owed, and
         # the copies a destination took and answers for; None under version 2.
         self.far: Any = None
+        # A publisher resuming here sent it again (the router it published on first may have
+        # delivered it): every delivery of it is marked as a possible repeat.
+        self.resent = False
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"

@@ -112,7 +112,7 @@ class Copies:
                 record.far = far
                 far.stream = self._stream(record)
                 far.owed = Owed(owed_map if not record.presettled else {})
-                self._number(record, far, by_router, False)
+                self._number(record, far, by_router, record.resent)
             return []
         if keys is None:
             remote = self.plans.remote_keys(record.topic)
@@ -141,7 +141,7 @@ class Copies:
                 continue
             new.setdefault(r, set()).add(k)
         if new:
-            self._send(record, far, new, keys is not None)
+            self._send(record, far, new, keys is not None or record.resent)
         return []
 
     def _stream(self, record: CoreRecord) -> bytes:
@@ -271,10 +271,12 @@ class Copies:
                     if sent == position and owed.accepted_at(keys, frm):
                         done = True
         for key, said, error in said_all:
-            if (chosen and key in chosen and said in _MEMBER_GONE and owed.where.get(key) == frm
-                    and owed.states.get(key) is PENDING):
-                # A group member left (or released it) before it answered: the root chooses
-                # again (only the root does). Nobody left: its answer stands.
+            if (chosen and key in chosen and owed.where.get(key) == frm and owed.states.get(key) is PENDING
+                    and (said in _MEMBER_GONE or said is Said.UNKNOWN and self._gone_member(record, key))):
+                # A group member left before it answered: the root chooses again (only the
+                # root does); nobody left, its answer stands. ``unknown`` for a member in no
+                # table is its leaving too, the close forgotten before this copy came (seed
+                # 449 of --leaves). (Had it processed it, its router would have the record.)
                 before = set(chosen)
                 if self.groups.pass_on(record, chosen[key][0], key):
                     now_chosen = record.chosen or {}
@@ -286,6 +288,8 @@ class Copies:
                     if owed.pending == 0:
                         done = True
                     continue
+                if said is Said.UNKNOWN:
+                    said = Said.CLOSED
             if owed.answer(key, frm, said, error):
                 done = True
             elif said in (Said.MOVED, Said.UNKNOWN) and owed.where.get(key) == frm:
@@ -299,6 +303,12 @@ class Copies:
             self._far_done(record, owed)
         else:
             self._answered_positions(far)
+
+    def _gone_member(self, record: CoreRecord, key: Key) -> bool:
+        """Whether group member ``key`` is in no router's table any more (it left)."""
+        chosen = record.chosen or {}
+        members = self.groups.group_view(record.topic).get(chosen[key][0], ())
+        return not any(m.key == key for m in members) and not self.routes.homes((key,))
 
     def _far_done(self, record: CoreRecord, owed: Owed) -> None:
         self._unnumber(record.far)

@@ -101,6 +101,12 @@ class LocalDelivery:
         record: CoreRecord = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
         record.born = self.stamp()
         record.root = self.router_id
+        if resumed or pub.resent and tag in pub.resent:
+            # Sent before, maybe delivered by the router it was first published on: every
+            # delivery of it is marked (--releases fresh seed 465368340928 had a member get
+            # a message it had released there again, unmarked, after newer ones).
+            record.resent = True
+            pub.resent.discard(tag)
         credit = self.credit
         if pub.credit > 0 and not resumed:
             credit.used(pub)
@@ -176,7 +182,7 @@ class LocalDelivery:
         subscribers = self.topics.get(record.topic) if local else None
         targets = self.treatment.targets(record, subscribers, keys) if subscribers else []
         if targets:
-            redelivery = 1 if keys is not None else 0
+            redelivery = 1 if keys is not None or record.resent else 0
             targets = [sub for sub in targets if self.enqueue(record, sub, redelivery)]
         if remote:
             dests = set(remote)

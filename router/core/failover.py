@@ -110,6 +110,7 @@ class Failover:
             record = self.records.records.get(pub.gids.gid(tag))
             if record is None or record.presettled:
                 gap = True
+                pub.resent.add(tag)
                 continue
             if gap and ordered and not (record.pending == 0 and record.local):
                 continue

@@ -23,7 +23,8 @@ class TagInUse(Exception):
 class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
-                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream")
+                 "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream",
+                 "resent")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool, ceiling: Ceiling) -> None:
@@ -62,6 +63,9 @@ class Publisher:
         self.resumable = False
         # Protocol version 3: this attach's stream id (positions to each router count in it)
         self.stream = b""
+        # Tags it had in flight when it resumed here that we knew nothing of: it sends them
+        # again as new deliveries, which an earlier router may have delivered (marked).
+        self.resent: set[bytes] = set()
 
     @property
     def key(self) -> tuple[str, str]:

@@ -284,6 +284,8 @@ class SimNet:
             client = self.client(f.target[0])
             if client.conn is not None:
                 client.conn.cut()
+        elif f.kind == "join":  # a new member joins the group: (name, its routers in order...)
+            self.add_subscriber(f.target[0], "t", list(f.target[1:]), group="g")
         elif f.kind == "leave":  # a group member closes its link for good
             client = self.client(f.target[0])
             if isinstance(client, Subscriber):

@@ -255,21 +255,37 @@ def with_leave(p: Plan) -> Plan:
     return p
 
 
+def with_join(p: Plan) -> Plan:
+    """``--joins``: one more member joins the group during the run, at a time and on
+    routers drawn from its own stream (the rest of the seed's schedule stays the same)."""
+    if p.members:
+        own = random.Random(f"{p.seed}/join")
+        at = START + own.uniform(0.0, max(p.messages * p.interval, 0.5))
+        order = sorted({n for pair in topology_links(p.topology) for n in pair})
+        own.shuffle(order)
+        p.faults = sorted([*p.faults, Fault(at, "join", ("g9", *order))], key=lambda f: f.at)
+    return p
+
+
 def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | None = None,
-         releases: bool = False, leaves: bool = False) -> tuple[int, list[str], int]:
+         releases: bool = False, leaves: bool = False, joins: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     p.protocol = protocol
     p.releases = RELEASES if releases else 0.0
     if leaves:
         with_leave(p)
+    if joins:
+        with_join(p)
     _, v = run(p)
     return seed, v.violations, v.events
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
-          protocol: int | None = None, releases: bool = False, leaves: bool = False) -> dict[int, list[str]]:
+          protocol: int | None = None, releases: bool = False, leaves: bool = False,
+          joins: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
-    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol, releases=releases, leaves=leaves)
+    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol, releases=releases, leaves=leaves,
+                            joins=joins)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -300,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                     "messages they are given (AMQP released), each at most once; the root passes them on")
     ap.add_argument("--leaves", action="store_true", help="with --groups: one member closes its link for good; "
                     "what it had not accepted goes to another member")
+    ap.add_argument("--joins", action="store_true", help="with --groups: one more member joins during the run")
     ap.add_argument("--protocol", type=int, choices=(2, 3),
                     help="the acceptance protocol the routers run (docs/protocol.md; default: the routers' default, 3)")
     args = ap.parse_args(argv)
@@ -309,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
         p.releases = RELEASES if args.releases else 0.0
         if args.leaves:
             with_leave(p)
+        if args.joins:
+            with_join(p)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -322,13 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         seeds = range(start, start + args.fresh)
         print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
               f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}"
-              f"{' --leaves' if args.leaves else ''}", flush=True)
+              f"{' --leaves' if args.leaves else ''}{' --joins' if args.joins else ''}", flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
     failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard, protocol=args.protocol,
-                   releases=args.releases, leaves=args.leaves)
+                   releases=args.releases, leaves=args.leaves, joins=args.joins)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:
