@@ -245,25 +245,24 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
 RELEASES = 0.1
 
 
-def with_leave(p: Plan) -> Plan:
-    """``--leaves``: one member of the group (of two or more) closes its link for good at a
-    time drawn from its own stream (the rest of the seed's schedule stays the same)."""
-    if len(p.members) >= 2:
-        own = random.Random(f"{p.seed}/leave")
-        at = START + own.uniform(0.0, max(p.messages * p.interval, 0.5))
-        p.faults = sorted([*p.faults, Fault(at, "leave", (own.choice(p.members)[0],))], key=lambda f: f.at)
-    return p
-
-
-def with_join(p: Plan) -> Plan:
-    """``--joins``: one more member joins the group during the run, at a time and on
-    routers drawn from its own stream (the rest of the seed's schedule stays the same)."""
-    if p.members:
-        own = random.Random(f"{p.seed}/join")
-        at = START + own.uniform(0.0, max(p.messages * p.interval, 0.5))
-        order = sorted({n for pair in topology_links(p.topology) for n in pair})
-        own.shuffle(order)
-        p.faults = sorted([*p.faults, Fault(at, "join", ("g9", *order))], key=lambda f: f.at)
+def with_churn(p: Plan, releases: bool = False, leaves: bool = False, joins: bool = False) -> Plan:
+    """A consumer group's members change during the run, each change drawn from its own
+    stream (the rest of the seed's schedule stays the same). ``releases``: they release
+    one message in ten they are given; ``leaves``: one of two or more closes its link for
+    good; ``joins``: one more member joins, on routers in an order drawn too."""
+    p.releases = RELEASES if releases else 0.0
+    extra = []
+    for wanted, kind in ((leaves and len(p.members) >= 2, "leave"), (joins and bool(p.members), "join")):
+        if wanted:
+            own = random.Random(f"{p.seed}/{kind}")
+            at = START + own.uniform(0.0, max(p.messages * p.interval, 0.5))
+            if kind == "leave":
+                extra.append(Fault(at, kind, (own.choice(p.members)[0],)))
+            else:
+                order = sorted({n for pair in topology_links(p.topology) for n in pair})
+                own.shuffle(order)
+                extra.append(Fault(at, kind, ("g9", *order)))
+    p.faults = sorted([*p.faults, *extra], key=lambda f: f.at)
     return p
 
 
@@ -271,11 +270,7 @@ def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | No
          releases: bool = False, leaves: bool = False, joins: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     p.protocol = protocol
-    p.releases = RELEASES if releases else 0.0
-    if leaves:
-        with_leave(p)
-    if joins:
-        with_join(p)
+    with_churn(p, releases, leaves, joins)
     _, v = run(p)
     return seed, v.violations, v.events
 
@@ -313,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", type=int, metavar="N", help="N schedules from a new random range of seeds (printed "
                     "first, so a failure replays with --seed): seeds the suite never ran")
     ap.add_argument("--releases", action="store_true", help="with --groups: members release some of the "
-                    "messages they are given (AMQP released), each at most once; the root passes them on")
+                    "messages they are given (AMQP released), each at most once; each comes back to that member")
     ap.add_argument("--leaves", action="store_true", help="with --groups: one member closes its link for good; "
                     "what it had not accepted goes to another member")
     ap.add_argument("--joins", action="store_true", help="with --groups: one more member joins during the run")
@@ -323,11 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seed is not None:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
         p.protocol = args.protocol
-        p.releases = RELEASES if args.releases else 0.0
-        if args.leaves:
-            with_leave(p)
-        if args.joins:
-            with_join(p)
+        with_churn(p, args.releases, args.leaves, args.joins)
         net, v = run(p)
         if args.trace:
             print(p.describe())

@@ -24,15 +24,10 @@ CASES = [(224, "releases"), (225, "releases"), (282, "releases"), (465368340928,
 
 REPLAY = """
 import json, sys
-from simnet.schedules import RELEASES, plan, run, with_join, with_leave
+from simnet.schedules import plan, run, with_churn
 out = {}
 for seed, option in json.loads(sys.argv[1]):
-    p = plan(seed, groups=True)
-    p.releases = RELEASES if option == "releases" else 0.0
-    if option == "leaves":
-        with_leave(p)
-    if option == "joins":
-        with_join(p)
+    p = with_churn(plan(seed, groups=True), **{option: True})
     out[f"{seed}/{option}"] = run(p)[1].violations
 print(json.dumps(out))
 """
