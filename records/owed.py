@@ -42,10 +42,13 @@ class Said(Enum):
     EXPIRED = "expired"
     MOVED = "moved"  # it left this router (for the one named, as far as this router knows)
     UNKNOWN = "unknown"  # this router holds no such subscription
+    # a group member's copy from a root that is not the one choosing now: another root the
+    # publisher resumed at asked whom the message went to (router/core/inquiry.py)
+    TAKEN = "taken"
 
 
 _FINAL_FROM_ANYWHERE = {Said.ACCEPTED: KeyState.ACCEPTED, Said.REJECTED: KeyState.REJECTED}
-_FINAL_FROM_ITS_ROUTER = {Said.CLOSED: KeyState.CLOSED, Said.EXPIRED: KeyState.EXPIRED}
+_FINAL_FROM_ITS_ROUTER = {Said.CLOSED: KeyState.CLOSED, Said.EXPIRED: KeyState.EXPIRED, Said.TAKEN: KeyState.CLOSED}
 
 
 class Owed:

@@ -30,6 +30,14 @@ class Placeholders:
         """True (once) if ``key`` said it has ``gid``: do not deliver it there."""
         return self._until.pop((key, gid), None) is not None
 
+    def has(self, key: Key, gid: bytes) -> bool:
+        """Whether ``key`` said it has ``gid`` (the placeholder stays)."""
+        return (key, gid) in self._until
+
+    def gids_of(self, key: Key) -> list[bytes]:
+        """The gids ``key`` said it has that we hold placeholders for."""
+        return [gid for (k, gid) in self._until if k == key]
+
     def expire(self, now: float) -> int:
         """Forget the placeholders whose deadline passed; how many went."""
         old = [k for k, until in self._until.items() if until <= now]

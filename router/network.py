@@ -29,7 +29,7 @@ from once.records.membership import GroupId, Member, Table
 
 from .core.messages import Routed
 from .core.ports import NO_GROUPS, NetworkEvents
-from .substore import Kept, MemoryStore, remaining
+from .substore import Had, Kept, MemoryStore, remaining
 
 if TYPE_CHECKING:
     from .context import NeighbourLink, RouterContext
@@ -128,6 +128,11 @@ class Network:
 
     def reachable(self) -> set[str]:
         return self.plane.lsdb.reachable()
+
+    def all_routers(self) -> set[str]:
+        """Every other router: the topology's, and any we reach that it does not name."""
+        named = {r for link in self.router.topology.links for r in (link.a, link.b)}
+        return (named | self.plane.lsdb.reachable()) - {self.me}
 
     def send_to(self, router: str, items: tuple[Any, ...], frm: str | None = None, ttl: int = 32,
                 blob: bytes = b"") -> None:
@@ -281,7 +286,9 @@ class Network:
         it (so that we answer ``closed`` for it after a restart too)."""
         s = self.router.settings
         now_us = self.core.wall()
-        self.store.end(sub.key, now_us + max(s.router_dead_after, s.publisher_grace) * 1e6, now_us)
+        had = self.core.member_had(sub.key)
+        self.store.end(sub.key, now_us + max(s.router_dead_after, s.publisher_grace) * 1e6, now_us,
+                       None if had is None else Had(had[0].name, had[0].scope, had[1]))
         self.subscribe(sub, False)
 
     def suspended(self, key: tuple[str, str], until_us: float) -> None:
@@ -311,7 +318,9 @@ class Network:
                      "resume or their grace ends", self.me, len(taken))
         for key, until_us in self.store.ended.items():
             if key not in taken and until_us > now_us:
-                core.ended_here(key, now + (until_us - now_us) / 1e6)
+                had = self.store.had.get(key)
+                core.ended_here(key, now + (until_us - now_us) / 1e6,
+                                None if had is None else (GroupId(had.group, had.scope), had.gids))
         return len(taken)
 
     def key_owners(self, key: tuple[str, str]) -> set[str]:

@@ -28,6 +28,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from once.linkstate.messages import Subscription
 
@@ -44,10 +45,21 @@ class Kept:
     until_us: float | None = None
 
 
+class Had(NamedTuple):
+    """What a group member that ended here had answered, of the messages not settled then."""
+
+    group: str
+    scope: str
+    gids: tuple[bytes, ...]
+
+
 class MemoryStore:
     def __init__(self) -> None:
         self.kept: dict[Key, Kept] = {}
         self.ended: dict[Key, float] = {}  # key -> until (wall clock, microseconds): it ended here
+        # a group member's, that ended here: its group and the messages (gids) it had answered
+        # that were not settled yet (a root a publisher resumed at asks: ``core/inquiry.py``)
+        self.had: dict[Key, Had] = {}
         self.lives = 0
 
     def begin(self) -> bool:
@@ -64,12 +76,18 @@ class MemoryStore:
     def drop(self, key: Key) -> None:
         self.kept.pop(key, None)
 
-    def end(self, key: Key, until_us: float, now_us: float) -> None:
+    def end(self, key: Key, until_us: float, now_us: float, had: Had | None = None) -> None:
         """``key`` ended here: not ours any more; remembered as ended until ``until_us``
-        (what ended before ``now_us`` is forgotten)."""
+        (what ended before ``now_us`` is forgotten), with what it ``had`` if it was a
+        member of a group."""
         self.kept.pop(key, None)
         self.ended = {k: u for k, u in self.ended.items() if u > now_us}
+        self.had = {k: h for k, h in self.had.items() if k in self.ended}
         self.ended[key] = until_us
+        if had is not None:
+            self.had[key] = had
+        else:
+            self.had.pop(key, None)
 
     def suspend(self, key: Key, until_us: float) -> None:
         """Ours and suspended now, until then (nothing if we do not keep it)."""
@@ -91,6 +109,10 @@ class FileStore(MemoryStore):
                 ended = item.pop("ended", None)
                 if ended is not None:
                     self.ended[(ended[0], ended[1])] = until
+                    had = item.get("had")
+                    if had is not None:
+                        self.had[(ended[0], ended[1])] = Had(had["group"], had["scope"],
+                                                             tuple(bytes.fromhex(g) for g in had["gids"]))
                     continue
                 sub = Subscription(**item)
                 self.kept[sub.key] = Kept(sub, until)
@@ -111,13 +133,18 @@ class FileStore(MemoryStore):
             super().drop(key)
             self._write()
 
-    def end(self, key: Key, until_us: float, now_us: float) -> None:
-        super().end(key, until_us, now_us)
+    def end(self, key: Key, until_us: float, now_us: float, had: Had | None = None) -> None:
+        super().end(key, until_us, now_us, had)
         self._write()
 
     def _write(self) -> None:
         items: list[dict[str, object]] = [{**asdict(k.sub), "until_us": k.until_us} for k in self.kept.values()]
-        items += [{"ended": list(key), "until_us": until} for key, until in self.ended.items()]
+        for key, until in self.ended.items():
+            item: dict[str, object] = {"ended": list(key), "until_us": until}
+            had = self.had.get(key)
+            if had is not None:
+                item["had"] = {"group": had.group, "scope": had.scope, "gids": [g.hex() for g in had.gids]}
+            items.append(item)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
             json.dump(items, f)  # (math.inf is written as Infinity, which json reads back)

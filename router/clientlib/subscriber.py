@@ -13,6 +13,7 @@ the application: exactly once, also across this process's own crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -83,6 +84,7 @@ class Subscriber:
         self._accepts: list[tuple[Message, Any, asyncio.Future[None]]] = []
         self._commit_scheduled = False
         self._unsettled: dict[bytes, Delivery] = {}  # accepted, waiting for the router to settle
+        self._settling = asyncio.Event()  # set when the router settles one of them
         self.duplicates = 0  # copies recognised and kept from the application
         self.resumes = 0
         self.closed = False
@@ -111,12 +113,21 @@ class Subscriber:
     async def receive(self, timeout: float | None = None) -> Message:
         return await asyncio.wait_for(self._queue.get(), timeout)
 
-    async def close(self, unsubscribe: bool = False) -> None:
-        """Stop. ``unsubscribe``: end the subscription (a closing detach); otherwise it stays
-        suspended on the network for ``grace`` seconds, waiting for a restart."""
+    async def close(self, unsubscribe: bool = False, timeout: float = 2.0) -> None:
+        """Stop. ``unsubscribe``: end the subscription (a closing detach), once the router
+        settled what we accepted (waiting up to ``timeout``); otherwise it stays suspended on
+        the network for ``grace`` seconds, waiting for a restart.
+
+        Why wait: until the router settles a message we accepted, our acceptance may live
+        only in that router's memory (and in our store). Were it to die then, with our
+        subscription ended, nobody could tell that we processed the message, and our group
+        would give it to another member too (``docs/protocol.md`` section 8)."""
         if self.closed:
             return
         self._commit()
+        if unsubscribe:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._all_settled(), timeout)
         self.closed = True
         engine = self.conn.engine
         if unsubscribe and engine is not None and self.link is not None:
@@ -125,6 +136,11 @@ class Subscriber:
             self.conn.abort()  # no closing detach: the router keeps the subscription
         await self.conn.close()
         self.store.close()
+
+    async def _all_settled(self) -> None:
+        while self._unsettled or self._accepts:
+            self._settling.clear()
+            await self._settling.wait()
 
     # ------------------------------------------------------------ internals
 
@@ -158,6 +174,7 @@ class Subscriber:
                     gid = ev.delivery.tag
                     if self._unsettled.pop(gid, None) is not None:
                         settled.append(gid)
+                        self._settling.set()
             elif t is LinkFlow:
                 if ev.link is self.link and ev.properties and ev.properties.get(ACTIVE) is True:
                     self.active = True

@@ -35,7 +35,8 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED
 from ..journal import Event
 from .credit import CreditWindow
 from .destination import Destination
-from .messages import Answer, Control, Copy, Settle, Target
+from .inquiry import Inquiry
+from .messages import Answer, Ask, Control, Copy, Settle, Target
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
 from .plans import Plans
@@ -50,7 +51,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes", "send_to",
-                 "hops", "upstreams", "outboxes", "dest", "outgoing", "plans", "only_me",
+                 "hops", "upstreams", "outboxes", "dest", "inquiry", "outgoing", "plans", "only_me",
                  "streams", "dirty", "parked", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
@@ -68,6 +69,7 @@ class Copies:
         self.upstreams: dict[str, Upstream] = {}
         self.outboxes: dict[tuple[bytes, str], Outbox] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
+        self.inquiry = Inquiry(tables, routes, self._queue, self.dest)  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
         self.only_me = frozenset({self.router_id})
@@ -271,6 +273,8 @@ class Copies:
                     if sent == position and owed.accepted_at(keys, frm):
                         done = True
         for key, said, error in said_all:
+            if said is Said.TAKEN:  # another root chooses now: nor do we pass it on (inquiry.py)
+                self.inquiry.taken(answer.gid)
             if (chosen and key in chosen and owed.where.get(key) == frm and owed.states.get(key) is PENDING
                     and (said in _MEMBER_GONE or said is Said.UNKNOWN and self._gone_member(record, key))):
                 # A group member left before it answered: the root chooses again (only the
@@ -441,10 +445,15 @@ class Copies:
     def control(self, frm: str, items: Iterable[Control]) -> None:
         """Control items routed to us."""
         for item in items:
-            if type(item) is Answer:
-                self.answered_from(frm, item)
-            else:
+            kind = type(item)
+            if kind is Answer:
+                self.answered_from(frm, item)  # type: ignore[arg-type]
+            elif kind is Settle:
                 self.dest.settle_from(item.gid)
+            elif kind is Ask:
+                self.inquiry.asked(frm, item)  # type: ignore[arg-type]
+            else:
+                self.inquiry.told(frm, item)  # type: ignore[arg-type]
 
     def _queue(self, router: str, item: Control) -> None:
         if router == self.router_id:
@@ -551,6 +560,8 @@ class Copies:
             if (far is not None and record.local and far.owed is not None and far.owed.pending
                     and now - far.sent_at >= retry):
                 self.resend(record, far)
+        if self.inquiry.asking:
+            self.inquiry.expire(now)
         return self.dest.expire(now)
 
     # ------------------------------------ the destination's, for the other parts
@@ -566,6 +577,8 @@ class Copies:
 
     def freed(self, record: CoreRecord) -> None:
         """``record`` was freed: a root lets its positions go; a destination keeps a tombstone."""
+        if record.local and (self.inquiry.asking or self.inquiry.held):
+            self.inquiry.freed(record)
         far = record.far
         if far is None:
             return

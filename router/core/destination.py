@@ -31,7 +31,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "departed", "closed",
-                 "delivery")
+                 "fenced", "refused", "delivery")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -61,6 +61,10 @@ class Destination:
                               dict[Key, tuple[Said, Outcome | None]]] = {}
         self.departed: dict[Key, tuple[str, float]] = {}  # keys that moved away from here -> (where, until)
         self.closed: dict[Key, float] = {}  # keys whose subscription here ended -> until
+        # gid -> (the root that asked us whom its group members were, until when): copies
+        # from any other root are not delivered to our members (``inquiry.py``)
+        self.fenced: dict[bytes, tuple[str, float]] = {}
+        self.refused: dict[tuple[bytes, str], frozenset[Key]] = {}  # (gid, other root) -> its members here
         self.delivery: DeliveryPart
 
     def connect(self, delivery: DeliveryPart) -> None:
@@ -87,10 +91,24 @@ class Destination:
             # goes in its place in the order (--groups seed 3550 took it first).
             self._take(copy, t)
 
+    def fence(self, gid: bytes, root: str) -> None:
+        """``root`` asked us about ``gid``'s group members: theirs is the choice now."""
+        s = self.settings
+        self.fenced[gid] = (root, self.clock() + s.publisher_grace + s.router_dead_after)
+
     def _take(self, copy: Copy, t: Target) -> None:
         record = self.records.get(copy.gid)
         take: Take = (copy.root, copy.stream, t.position, t.keys)
         earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
+        chosen = copy.chosen
+        refused: frozenset[Key] = frozenset()
+        if chosen and self.fenced:
+            fence = self.fenced.get(copy.gid)
+            if fence is not None and fence[0] != copy.root:
+                # Another root chooses its members now: this one's choice is not delivered
+                # here (answered ``taken``), and not kept (``inquiry.py``).
+                refused = t.keys & {k for k, _, _ in chosen}
+                chosen = ()
         if record is None:
             states = self.tombstones.get(copy.gid)
             if states is not None:
@@ -110,16 +128,26 @@ class Destination:
             record.local = False
             record.born = copy.born
             record.root = copy.root
-            if copy.chosen:
-                record.chosen = {k: (g, r) for k, g, r in copy.chosen}
+            if chosen:
+                record.chosen = {k: (g, r) for k, g, r in chosen}
             self.records.add(record)
             if self.journal is not None:
                 self.journal.add(Event.RECEIVED, copy.gid, copy.topic, copy.root)
+        elif chosen and record.chosen is not None and len(record.chosen) < len(chosen):
+            # a group's choice this record did not have yet (its root asked before choosing)
+            have = {g for g, _ in record.chosen.values()}
+            new = {k: (g, r) for k, g, r in chosen if g not in have}
+            if new:
+                record.chosen = {**record.chosen, **new}
+        elif chosen and record.chosen is None:
+            record.chosen = {k: (g, r) for k, g, r in chosen}
         far = record.far
         if far is None:
             record.far = far = Far()
         if earlier:
             far.earlier = earlier
+        if refused:
+            self.refused[(copy.gid, copy.root)] = refused | self.refused.get((copy.gid, copy.root), frozenset())
         if take not in far.takes:
             far.takes.append(take)
         subs = self.topics.get(copy.topic) or {}
@@ -128,7 +156,7 @@ class Destination:
         had = far.earlier
         for key in t.keys:
             sub = subs.get(key)
-            if (sub is not None and sub not in record.states and (had is None or key not in had)
+            if (sub is not None and sub not in record.states and (had is None or key not in had) and key not in refused
                     and delivery.enqueue(record, sub, 1 if t.redelivery else 0)):
                 fresh.append(sub)
         if fresh and not record.local:
@@ -168,8 +196,9 @@ class Destination:
         subs = self.topics.get(record.topic) or {}
         said = []
         every = True
+        refused = self.refused.get((record.gid, root)) if self.refused else None
         for key in keys:
-            s = self._said(record, key, subs)
+            s = (Said.TAKEN, None) if refused and key in refused else self._said(record, key, subs)
             if s is None:
                 return False
             said.append((key, s[0], s[1]))
@@ -292,6 +321,10 @@ class Destination:
             del self.departed[key]
         for key in [k for k, until in self.closed.items() if until <= now]:
             del self.closed[key]
+        for gid in [g for g, (_, until) in self.fenced.items() if until <= now]:
+            del self.fenced[gid]
+        for gr in [gr for gr in self.refused if gr[0] not in self.fenced]:
+            del self.refused[gr]
         # Copies held behind a gap that nothing filled for a while give their room back:
         # they were never answered, so their root (if it lives) sends them again.
         stuck = now - 2 * retry

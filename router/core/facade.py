@@ -108,7 +108,9 @@ class Core:
         delivery.connect(forwarding, failover, groups, failover.moved_away)
         forwarding.connect(delivery, failover, groups)
         failover.connect(delivery, forwarding, groups)
-        groups.connect(forwarding, failover)
+        groups.connect(forwarding, failover, copies.inquiry if copies is not None else None)
+        if copies is not None:
+            copies.inquiry.connect(delivery, failover, groups, placeholders)
         self.publish = delivery.publish
         self.pump = delivery.pump
         self.subscriber_update = delivery.subscriber_update
@@ -431,11 +433,21 @@ class Core:
             delivery.answered(record, groups.member_gone(sub, record) if passed_on else record.drop_waiter(sub))
         self.replenish()
 
-    def ended_here(self, key: Key, until: float) -> None:
+    def ended_here(self, key: Key, until: float, had: tuple[GroupId, tuple[bytes, ...]] | None = None) -> None:
         """Subscription ``key`` ended here before we restarted (our journal says so): copies
-        for it are answered ``closed`` until then."""
+        for it are answered ``closed`` until then; a root that asks whom a message's group
+        members were hears what it ``had`` (``inquiry.py``)."""
         if self.copies is not None:
             self.copies.dest.closed[key] = until
+            if had is not None:
+                self.copies.inquiry.left(key, had[0], had[1], until)
+
+    def member_had(self, key: Key) -> tuple[GroupId, tuple[bytes, ...]] | None:
+        """Group member ``key`` ends here: its group and what it answered of the messages we
+        hold (our journal keeps them with its end: a restart must not forget them)."""
+        if self.copies is None:
+            return None
+        return self.copies.inquiry.member_had(key)
 
     def stand_in(self, sub: Subscriber) -> None:
         """Keep the last member of a durable group, suspended for good: the group goes on

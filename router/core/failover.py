@@ -68,6 +68,11 @@ class Failover:
             return record
         pub.live[record.tag] = record
         record.publisher_handle = handle
+        if record.root != self.router_id and self.groups.stale_choice(record) and self.groups.ask(record):
+            # The old root's choice of group members did not come with its copy (it was
+            # still asking, ``inquiry.py``: --groups --leaves seed 278 lost 5), or a member
+            # it names is gone (it may have chosen again since: seed 1048 lost 1): we ask.
+            record.outcome_sent = False
         new = set(self.groups.wanted(record)) - record.covered() - {self.router_id}
         if new:
             record.outcome_sent = False

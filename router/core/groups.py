@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.table import SubState
 
-from .parts import FailoverPart, ForwardingPart
+from .parts import FailoverPart, ForwardingPart, InquiryPart
 from .peers import CoreRecord, Subscriber
 from .ports import RoutesPort
 from .tables import CoreTables
@@ -33,7 +33,7 @@ NO_MEMBERS = Table(())
 class Groups:
     __slots__ = ("router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
                  "chooser", "message_key", "_group_views", "_local_version", "active_members", "forwarding",
-                 "failover")
+                 "failover", "inquiry")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None]) -> None:
         self.router_id = tables.router_id
@@ -52,10 +52,12 @@ class Groups:
         self.active_members: set[Key] = set()  # ours that are active in an exclusive group
         self.forwarding: ForwardingPart
         self.failover: FailoverPart
+        self.inquiry: InquiryPart | None = None  # (protocol version 3's)
 
-    def connect(self, forwarding: ForwardingPart, failover: FailoverPart) -> None:
+    def connect(self, forwarding: ForwardingPart, failover: FailoverPart, inquiry: InquiryPart | None) -> None:
         self.forwarding = forwarding
         self.failover = failover
+        self.inquiry = inquiry
 
     def has_local_groups(self) -> bool:
         return bool(self.local_groups)
@@ -67,6 +69,8 @@ class Groups:
         self.local_groups.setdefault(sub.topic, {}).setdefault(sub.group, {})[sub.key] = Member(
             sub.key, self.router_id, since, sub.exclusive)
         self._local_version += 1
+        if self.inquiry is not None:
+            self.inquiry.member_joined(sub.key, sub.group)
         self.membership_changed()
 
     def leave(self, sub: Subscriber) -> None:
@@ -144,16 +148,32 @@ class Groups:
 
     # ------------------------------------------------------------- the root
 
-    def choose_members(self, record: CoreRecord) -> set[str]:
-        """At the root: one member per group of the record's topic; the routers to reach them."""
+    def choose_members(self, record: CoreRecord, known: Mapping[GroupId, tuple[Key, str]] | None = None) -> set[str]:
+        """At the root: one member per group of the record's topic; the routers to reach them.
+
+        A message its publisher resent to us, of which we knew nothing, is not chosen for
+        yet: we ask the other routers whom it went to first (``inquiry.py``), then choose
+        with ``known`` (the member each group gave it to before, where one did)."""
+        if known is None and self.inquiry is not None:
+            if record.resent:
+                self.inquiry.ask(record)
+                return set()
+            if self.inquiry.holding(record):
+                return set()
         view = self.group_view(record.topic)
-        if not view:
+        if not view and not known:
             return set()
         key = self.message_key(record.payload)
         shard = self._shard(record, key)
         chosen: dict[Key, tuple[GroupId, str]] = {}
         routers = set()
+        for group, (k, router) in (known or {}).items():
+            chosen[k] = (group, router)
+            self.chooser.given(k, group, key)
+            routers.add(router)
         for group, members in view.items():
+            if known and group in known:
+                continue
             m = self.chooser.choose(group, members, shard)
             if m is not None:
                 chosen[m.key] = (group, m.router)
@@ -161,6 +181,25 @@ class Groups:
                 routers.add(m.router)
         record.chosen = chosen
         return routers
+
+    def stale_choice(self, record: CoreRecord) -> bool:
+        """Whether the choice a record came with may not be its root's last: there is none,
+        or a member it names is in no group table and attached nowhere (it left)."""
+        chosen = record.chosen
+        if chosen is None:
+            return True
+        view = self.group_view(record.topic)
+        members = {m.key for ms in view.values() for m in ms}
+        gone = [k for k in chosen if k not in members]
+        return bool(gone) and not self.routes.homes(gone)
+
+    def ask(self, record: CoreRecord) -> bool:
+        """Ask whom ``record``'s group members were before choosing (``inquiry.py``): a
+        record we take over that came with no choice. False if there is no group to ask for."""
+        if self.inquiry is None or not self.group_view(record.topic):
+            return False
+        self.inquiry.ask(record)
+        return True
 
     @staticmethod
     def _shard(record: CoreRecord, key: bytes | None) -> bytes | None:
@@ -273,6 +312,8 @@ class Groups:
     def pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> bool:
         """Give ``record`` to another member of ``group`` than those that had it; False when
         nobody is left (the caller does what it does for a plain subscriber)."""
+        if self.inquiry is not None and self.inquiry.fenced_out(record.gid):
+            return False  # another root asked whom it went to: the choice is that root's now
         chosen = record.chosen if record.chosen is not None else {}
         members = self.group_view(record.topic).get(group, NO_MEMBERS)
         tried = set(chosen) | {gone}

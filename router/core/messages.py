@@ -65,7 +65,27 @@ class Settle(NamedTuple):
     gid: bytes
 
 
-Control = Answer | Settle
+class Ask(NamedTuple):
+    """From a root that took a message over and must choose its consumer groups' members
+    (a publisher resent it there, and the first root's choice did not come with it):
+    what does this router know of the members it went to? (``docs/protocol.md`` §8)"""
+
+    gid: bytes
+    topic: str
+
+
+class Told(NamedTuple):
+    """The answer to ``Ask``: members this router knows were chosen for the message, as
+    (key, group, router, had): ``had`` when the member had it here (it was queued, it
+    answered, or it said so when it resumed); otherwise a root's choice a copy named.
+    ``unsure``: this router may not know yet (asked again later)."""
+
+    gid: bytes
+    members: tuple[tuple[Key, GroupId, str, bool], ...]
+    unsure: bool = False
+
+
+Control = Answer | Settle | Ask | Told
 
 
 class Routed(NamedTuple):

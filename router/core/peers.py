@@ -193,6 +193,17 @@ class _Far:
 FAR = _Far()
 
 
+class _Asking:
+    """Stands in as a waiter while the root asks the other routers whom a message's group
+    members were before it chooses them (``inquiry.py``)."""
+
+    def __repr__(self) -> str:
+        return "ASKING"
+
+
+ASKING = _Asking()
+
+
 class HeldFor:
     """Stands in as a waiter while a record waits here for destination ``dest``, behind
     older deliveries for it that went back to the neighbour it came from."""
@@ -214,7 +225,7 @@ class HeldFor:
 
 # Who a record waits for (the keys of ``Record.states``): local subscribers, downstream
 # hops, and the stand-ins for destinations with no route or held behind older ones.
-Waiter = Subscriber | Hop | HeldFor | _Parked | _Far
+Waiter = Subscriber | Hop | HeldFor | _Parked | _Far | _Asking
 # A record as the core holds it, and the core's table of them (``records/table.py``).
 CoreRecord = Record[Publisher, Waiter, Upstream]
 CoreRecords = RecordTable[Publisher, Waiter, Upstream]

@@ -71,6 +71,7 @@ class RoutesPort(Protocol):
     # the routers we can reach now
     def send_to(self, router: str, items: tuple[Any, ...]) -> None: ...
     def reachable(self) -> set[str]: ...
+    def all_routers(self) -> set[str]: ...  # every other router of the network, reachable or not
 
 
 class Alone:
@@ -101,6 +102,9 @@ class Alone:
         pass
 
     def reachable(self) -> set[str]:
+        return set()
+
+    def all_routers(self) -> set[str]:
         return set()
 
 

@@ -195,7 +195,8 @@ class EdgeLink:
                 core.publisher_settled(self.ctx, handle.record)
         elif t is Credit:
             self.flow = (frame.delivery_count, frame.credit)
-            router.lifecycle.subscriber_credit(self.ctx)
+            if self.ctx is not None:  # (none after its detach)
+                router.lifecycle.subscriber_credit(self.ctx)
         elif t is Detach:
             if isinstance(self.ctx, CoreSubscriber) and self.completed:
                 router.lifecycle.subscriber_gone(self.ctx, False)
@@ -396,6 +397,9 @@ class Publisher(Client):
             self.send(Message(tag, _tag(tag), payload, False))
 
 
+LEAVE_WAIT = 2.0  # seconds a leaving member waits for what it accepted to be settled (our client's)
+
+
 class Subscriber(Client):
     def __init__(self, net: SimNet, name: str, topic: str, routers: list[str], window: int = 20,
                  group: str = "") -> None:
@@ -418,6 +422,8 @@ class Subscriber(Client):
         # most once, drawn from its own stream (the rest of a seed's schedule stays the same)
         self.release_rng = random.Random(f"{net.seed}/{name}") if group and net.releases else None
         self.released: set[bytes] = set()
+        self.leaving = False  # closes its link once what it accepted is settled (``leave``)
+        self.waited = False  # ... or once it waited ``LEAVE_WAIT`` for that
 
     def attach_frame(self) -> Attach:
         unsettled = {g: ACCEPTED for g in self.unsettled_accepted} if self.ever_attached else None
@@ -431,15 +437,28 @@ class Subscriber(Client):
 
     def leave(self) -> None:
         """The application closes its link for good (``--leaves``): what it had not accepted
-        goes to another member of its group."""
-        if not self.alive or self.conn is None or not self.attached:
+        goes to another member of its group. What it accepted is settled first (as our
+        client's ``close(unsubscribe=True)`` waits for): had its router died meanwhile, a
+        close with the message unsettled would leave nobody knowing this member processed
+        it (--groups --leaves seed 114), and it would go to another member too."""
+        if not self.alive or self.leaving:
             return
-        self.send(Detach())
-        self.alive = False
-        self.left = True
+        self.leaving = True
         self.held.clear()
         self.queue.clear()
         self.busy = False
+        self._detach_when_settled()
+        self.net.loop.call_later(LEAVE_WAIT, self._detach_when_settled, True)
+
+    def _detach_when_settled(self, waited: bool = False) -> None:
+        self.waited = self.waited or waited
+        if not self.leaving or self.left or (self.unsettled_accepted and not self.waited):
+            return  # (again when the router settles, or when the wait is over)
+        if not self.attached or self.conn is None:
+            return  # (on its next attach)
+        self.send(Detach())
+        self.alive = False
+        self.left = True
 
     def crash(self) -> None:
         """The process dies: what the application had not accepted is gone with it."""
@@ -449,21 +468,30 @@ class Subscriber(Client):
         self.busy = False
 
     def receive(self, frame: Any) -> None:
+        if self.left:
+            return  # (its link is closed)
         t = type(frame)
         if t is Attached:
             self.ever_attached = self.attached = True
             self.send(Credit(self.rcv_count, self.window - len(self.held)))
+            if self.leaving:  # (credit still: what it accepted comes again, to be settled)
+                self._detach_when_settled()
         elif t is Message:
             self._message(frame)
         elif t is Update and frame.settled:
             gid = self.ids.pop(frame.id, None)
             if gid is not None:
                 self.unsettled_accepted.discard(gid)
+                if self.leaving:
+                    self._detach_when_settled()
 
     def _message(self, m: Message) -> None:
         self.rcv_count += 1
         self.received += 1
         gid = m.tag
+        if self.leaving and gid not in self.accepted:
+            self._top_up()
+            return  # (not taken: its router gives it to another member when we close)
         if gid in self.accepted:  # a copy of what we processed: accept it again, nothing more
             if not m.settled:
                 self.ids[m.id] = gid

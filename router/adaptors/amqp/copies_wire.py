@@ -25,7 +25,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 
 from ...amqp.errors import DecodeError
-from ...core.messages import Answer, Control, Copy, Routed, Settle, Target
+from ...core.messages import Answer, Ask, Control, Copy, Routed, Settle, Target, Told
 
 T = TypeVar("T")
 COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
@@ -220,6 +220,15 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
                 if said is Said.REJECTED:
                     parts += [_long(error.condition if error else ""), _long(error.description if error else "")]
             i += 1
+        elif type(item) is Ask:  # (rare: a root that took a resent message over asks)
+            parts += [b"Q", _short(item.gid), _long(item.topic)]
+            i += 1
+        elif type(item) is Told:
+            parts += [b"K", _short(item.gid), _B.pack(item.unsure), _H.pack(len(item.members))]
+            for (c, nm), group, router, had in item.members:
+                parts += [_long(f"{c}\x00{nm}"), _long(group.name), _long(group.scope), _short(router),
+                          _B.pack(had)]
+            i += 1
         else:
             j = i + 1
             while j < n and type(items[j]) is Settle and j - i < 0xFFFF:
@@ -278,6 +287,25 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
                 error = Outcome(OutcomeKind.REJECTED, r.long(), r.long()) if s is Said.REJECTED else None
                 said.append(((c, nm), s, error))
             out.append(Answer(gid, stream, position, tuple(said)))
+            p = r.p
+        elif kind == 0x51:  # Q: a root asks whom a message's group members were
+            r = _Reader(blob)
+            r.p = p
+            out.append(Ask(r.short(), r.long()))
+            p = r.p
+        elif kind == 0x4B:  # K: what a router knows of them
+            r = _Reader(blob)
+            r.p = p
+            gid = r.short()
+            (unsure,) = r.unpack(_B)
+            members = []
+            for _ in range(r.unpack(_H)[0]):
+                c, nm = r.long().split("\x00", 1)
+                name, scope = r.long(), r.long()
+                router = r.short().decode()
+                (had,) = r.unpack(_B)
+                members.append(((c, nm), GroupId(name, scope), router, bool(had)))
+            out.append(Told(gid, tuple(members), bool(unsure)))
             p = r.p
         else:
             raise ValueError(kind)

@@ -1,0 +1,309 @@
+"""Asking before choosing again (``docs/protocol.md`` §8): a root that takes over a message
+its publisher resent, knowing nothing of it, learns from every other router which
+consumer-group members it went to before it chooses them itself.
+
+Only the first root knew its choice of a member per group (and the member's router, and
+the routers its copies went to, which carry it). The new root's own choice, by the same
+rule, is the same only over the same member table: a member that left or joined in
+between made it another, and both members processed the message (``--groups --leaves``
+seed 475, ``--joins`` seed 405). So the new root asks every router, and waits:
+
+* A router answers what it knows: the members that had the message here (queued,
+  answered, kept after they left, or named in a resuming member's map), and the members a
+  copy it holds named as chosen. While a member of the topic's groups is suspended there
+  (its client is gone, or the router restarted and has not seen it resume), it cannot
+  know: it says so, and is asked again.
+* Answering, it **fences** the message: a copy that comes later from another root is not
+  delivered to its group members here, and is answered ``taken``: that root chooses no
+  member for it any more (not even one of its own), nor does one that was asked. So what
+  the new root hears is all there is: a member that gets the message from the old root
+  got it before its router answered.
+* With every router's answer the root keeps the member that had it, else the one chosen
+  before, else chooses by its own rule; and sends the message to that member only.
+
+The root chooses once one round of questions had an answer from every router, none of
+them unsure; else it asks everyone again every ``router_dead_after``. A router it cannot
+reach holds the choice back, as the root waits for a key at a router it cannot reach
+(section 7). Plain subscribers get the message at once; only the groups wait.
+
+A part of ``Copies`` (``copies.py``), which owns it and hands it the ``Ask`` and ``Told``
+items that come; it calls the other parts through ``parts.py``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from once.records.membership import GroupId
+from once.records.owed import Said
+from once.records.placeholders import Placeholders
+from once.records.table import IN_DOUBT
+
+from .destination import Destination
+from .messages import Ask, Control, Told
+from .parts import DeliveryPart, FailoverPart, GroupsPart
+from .peers import ASKING, CoreRecord, CoreRecords, Subscriber
+from .ports import RoutesPort
+from .tables import CoreTables, Key
+
+Member = tuple[Key, GroupId, str, bool]  # (key, group, router, had)
+_HAD = (Said.ACCEPTED, Said.REJECTED)  # (``closed``, ``moved``: it never had it here)
+
+
+class Asking:
+    """A root's open question about one message: who has not answered in this round,
+    whether one was unsure, what it heard (in every round: a member that had it, had it)."""
+
+    __slots__ = ("record", "waiting", "unsure", "heard", "asked_at")
+
+    def __init__(self, record: CoreRecord, waiting: set[str], now: float) -> None:
+        self.record = record
+        self.waiting = waiting
+        self.unsure = False
+        self.heard: list[Member] = []
+        self.asked_at = now
+
+
+class Inquiry:
+    __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "asking",
+                 "held", "decided", "taken_over", "member_groups", "left_had", "placeholders", "delivery", "failover", "groups")
+
+    def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
+                 dest: Destination) -> None:
+        self.router_id = tables.router_id
+        self.settings = tables.settings
+        self.records: CoreRecords = tables.records
+        self.topics = tables.topics
+        self.clock = tables.clock
+        self.routes = routes
+        self.queue = queue
+        self.dest = dest
+        self.asking: dict[bytes, Asking] = {}  # gid -> the question, at its new root
+        # per publisher, its records whose members are not chosen yet, in its order; what
+        # the answers said for those asked about (group -> member, router, still a member)
+        self.held: dict[tuple[str, str], deque[CoreRecord]] = {}
+        self.decided: dict[bytes, dict[GroupId, tuple[Key, str, bool]]] = {}
+        self.taken_over: dict[bytes, float] = {}  # gids another root chooses for now -> until
+        self.member_groups: dict[Key, GroupId] = {}  # our members' groups, kept after they leave
+        # members that ended here before we restarted (our journal): group, what they had, until
+        self.left_had: dict[Key, tuple[GroupId, frozenset[bytes], float]] = {}
+        self.placeholders = Placeholders()
+        self.delivery: DeliveryPart
+        self.failover: FailoverPart
+        self.groups: GroupsPart
+
+    def connect(self, delivery: DeliveryPart, failover: FailoverPart, groups: GroupsPart,
+                placeholders: Placeholders) -> None:
+        self.delivery = delivery
+        self.failover = failover
+        self.groups = groups
+        self.placeholders = placeholders
+
+    def member_joined(self, key: Key, group: GroupId) -> None:
+        """A member of ours: what it had is answered with its group, even once it left."""
+        groups = self.member_groups
+        if len(groups) > 65536 and key not in groups:
+            groups.clear()  # (a bound: members that left long ago, whose messages are settled)
+        groups[key] = group
+
+    def left(self, key: Key, group: GroupId, gids: tuple[bytes, ...], until: float) -> None:
+        """Member ``key`` ended here before we restarted, having answered ``gids`` (our
+        journal): answered as had here (--groups --leaves seed 217: a member accepted, closed,
+        and its router died; the new root gave the message to another member)."""
+        self.left_had[key] = (group, frozenset(gids), until)
+        self.member_groups[key] = group
+
+    def member_had(self, key: Key) -> tuple[GroupId, tuple[bytes, ...]] | None:
+        """If ``key`` is a member of ours: its group, and the held messages it answered."""
+        group = self.member_groups.get(key)
+        if group is None:
+            return None
+        gids = []
+        for record in self.records.records.values():
+            earlier = record.far.earlier if record.far is not None else None
+            said = earlier.get(key) if earlier else None
+            if said is not None:
+                if said[0] in _HAD:
+                    gids.append(record.gid)
+                continue
+            for waiter, state in record.states.items():
+                if type(waiter) is Subscriber and waiter.key == key and state is not IN_DOUBT:
+                    gids.append(record.gid)
+        for gid, said in self.dest.tombstones.items():
+            if key in said and said[key][0] in _HAD:
+                gids.append(gid)
+        gids += self.placeholders.gids_of(key)  # (what it said it had when it resumed here)
+        return group, tuple(gids)
+
+    def fenced_out(self, gid: bytes) -> bool:
+        """Whether another root asked us about ``gid``, or a router answered ``taken`` for
+        it: we choose no member for it any more (--groups --joins seed 200: a root that
+        lost its publisher passed it on to a member of its own while the new root chose the
+        member that had it)."""
+        if gid in self.taken_over:
+            return True
+        fence = self.dest.fenced.get(gid) if self.dest.fenced else None
+        return fence is not None and fence[0] != self.router_id
+
+    def taken(self, gid: bytes) -> None:
+        """A router answered ``taken`` for our copy of ``gid``: another root chooses now."""
+        s = self.settings
+        if len(self.taken_over) > 65536:
+            now = self.clock()
+            self.taken_over = {g: u for g, u in self.taken_over.items() if u > now}
+        self.taken_over[gid] = self.clock() + s.publisher_grace + s.router_dead_after
+
+    # ------------------------------------------------------------- the root
+
+    def ask(self, record: CoreRecord) -> None:
+        """``record`` was resent to us and we knew nothing of it: its group members are
+        chosen once every router said what it knows (until then the record waits)."""
+        self._hold(record)
+        waiting = self.routes.all_routers() | {self.router_id}  # (we answer ourselves too)
+        self.asking[record.gid] = Asking(record, waiting, self.clock())
+        item = Ask(record.gid, record.topic)
+        for router in sorted(waiting, key=lambda r: r != self.router_id):
+            self.queue(router, item)
+
+    def holding(self, record: CoreRecord) -> bool:
+        """A fresh message of a publisher whose earlier ones wait for answers: its members
+        are chosen after theirs, so that each member sees the publisher's order (--groups
+        --joins seed 213: newer messages went to a member ahead of one still asked about,
+        which the old root's late copy then brought, unmarked)."""
+        pub = record.publisher
+        if pub is None or (pub.container_id, pub.link_name) not in self.held:
+            return False
+        self._hold(record)
+        return True
+
+    def _hold(self, record: CoreRecord) -> None:
+        record.add_waiter(ASKING)
+        pub = record.publisher
+        assert pub is not None
+        self.held.setdefault((pub.container_id, pub.link_name), deque()).append(record)
+
+    def told(self, frm: str, told: Told) -> None:
+        asking = self.asking.get(told.gid)
+        if asking is None or frm not in asking.waiting:
+            return
+        asking.waiting.discard(frm)
+        asking.heard.extend(told.members)
+        asking.unsure = asking.unsure or told.unsure
+        if not asking.waiting and not asking.unsure:
+            self._decide(asking)
+
+    def _decide(self, asking: Asking) -> None:
+        record = asking.record
+        del self.asking[record.gid]
+        # A member that had it (answered it, or said so resuming), even one that left since;
+        # else a member that has it queued or that a root chose, if it is still a member
+        # (one that left since never had it: --groups --leaves seed 394 lost 13 to a choice
+        # of one). Else the rule's choice.
+        view = self.groups.group_view(record.topic)
+        members = {m.key for ms in view.values() for m in ms}
+        known: dict[GroupId, tuple[Key, str, bool]] = {}
+        for key, group, router, had in sorted(asking.heard, key=lambda m: not m[3]):
+            if had or key in members:
+                known.setdefault(group, (key, router, key in members))
+        self.decided[record.gid] = known
+        self._release(record)
+
+    def _release(self, record: CoreRecord) -> None:
+        """Choose and send, in the publisher's order, what is ready at the head of the queue
+        of ``record``'s publisher (by its link: it may have attached again since)."""
+        pub = record.publisher
+        if pub is None:
+            return
+        key = (pub.container_id, pub.link_name)
+        queue = self.held.get(key)
+        while queue:
+            record = queue[0]
+            if record.states.get(ASKING) is not IN_DOUBT:
+                queue.popleft()  # (settled meanwhile: nothing to choose for)
+                continue
+            if record.gid in self.asking:
+                return  # the head is still asked about: the rest wait
+            queue.popleft()
+            known = self.decided.pop(record.gid, None)
+            routers = self.groups.choose_members(record, {g: (k, r) for g, (k, r, _) in known.items()}
+                                                 if known else {})
+            if known:
+                # a member that had it and is no member any more is sent nothing: it answered
+                gone = {k for k, _, here in known.values() if not here}
+                if gone and record.chosen:
+                    record.chosen = {k: v for k, v in record.chosen.items() if k not in gone}
+            if record.chosen:  # where the members live now (one may have moved since it was chosen)
+                routers |= set(self.routes.homes(record.chosen))
+            self.delivery.fan_out(record, routers, None, local=True)
+            self.delivery.answered(record, record.drop_waiter(ASKING))
+        self.held.pop(key, None)
+
+    def expire(self, now: float) -> None:
+        """A round not answered by every router, or where one was unsure, is asked again,
+        of every router: what a router did not know then (a member that resumed there with
+        the message in its map since) it may know now (--groups --joins seed 419)."""
+        retry = self.settings.router_dead_after
+        for asking in list(self.asking.values()):
+            if now - asking.asked_at >= retry:
+                asking.asked_at = now
+                asking.unsure = False
+                asking.waiting = self.routes.all_routers() | {self.router_id}
+                item = Ask(asking.record.gid, asking.record.topic)
+                for router in sorted(asking.waiting, key=lambda r: r != self.router_id):
+                    self.queue(router, item)
+
+    def freed(self, record: CoreRecord) -> None:
+        self.asking.pop(record.gid, None)
+        self.decided.pop(record.gid, None)
+        pub = record.publisher
+        if pub is not None and (pub.container_id, pub.link_name) in self.held:
+            self._release(record)
+
+    # -------------------------------------------------- every other router
+
+    def asked(self, frm: str, ask: Ask) -> None:
+        self.queue(frm, self.told_for(ask.gid, frm, ask.topic))
+
+    def told_for(self, gid: bytes, asker: str, topic: str) -> Told:
+        """What we know of ``gid``'s group members; from now on, copies of it from another
+        root than ``asker`` are not delivered to our members (``Destination.fenced``).
+
+        Unsure while a member of the topic's groups is suspended here: it may have had the
+        message, and says so only when it resumes (--groups --joins seed 419: a member
+        processed it, its router died, and it resumed with it in its map after the new
+        root had chosen another)."""
+        me = self.router_id
+        self.dest.fence(gid, asker)
+        subs = self.topics.get(topic) or {}
+        if any(s.group is not None and s.suspended_until is not None for s in subs.values()):
+            return Told(gid, (), True)
+        groups = self.member_groups
+        members: list[Member] = []
+        record = self.records.get(gid)
+        if record is not None:
+            for key, (group, router) in (record.chosen or {}).items():
+                members.append((key, group, router, False))
+            for waiter, state in record.states.items():
+                if type(waiter) is Subscriber and waiter.group is not None:  # (had: it answered)
+                    members.append((waiter.key, waiter.group, me, state is not IN_DOUBT))
+            earlier = record.far.earlier if record.far is not None else None
+            for key, (said, _) in (earlier or {}).items():
+                if key in groups and said in _HAD:
+                    members.append((key, groups[key], me, True))
+        tomb = self.dest.tombstones.get(gid)
+        for key, (said, _) in (tomb or {}).items():
+            if key in groups and said in _HAD:
+                members.append((key, groups[key], me, True))
+        if self.placeholders:
+            for key, group in groups.items():
+                if self.placeholders.has(key, gid):
+                    members.append((key, group, me, True))
+        if self.left_had:
+            now = self.clock()
+            for key, (group, gids, until) in list(self.left_had.items()):
+                if until <= now:
+                    del self.left_had[key]
+                elif gid in gids:
+                    members.append((key, group, me, True))
+        return Told(gid, tuple(members))
