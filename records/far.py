@@ -19,7 +19,7 @@ class Outbox:
 
     def __init__(self) -> None:
         self.next = 1
-        self.unanswered: dict[int, None] = {}
+        self.unanswered: dict[int, bytes | None] = {}  # position -> the gid sent there
 
     def low(self) -> int:
         for p in self.unanswered:
@@ -32,7 +32,8 @@ class Far:
     sends ((position, keys, redelivery)), when it last sent. At a destination: the copies
     it took (each is answered), when it first and last answered."""
 
-    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer", "numbered", "earlier")
+    __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer", "numbered", "earlier",
+                 "settle_later")
 
     def __init__(self) -> None:
         self.owed: Owed | None = None
@@ -45,3 +46,5 @@ class Far:
         self.numbered = True  # its positions may still hold ``low`` back (until the owed set is final)
         # at a destination that had forgotten the message (its tombstone): what its keys said then
         self.earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
+        # at the root: routers it settles when it frees the record (they had not answered)
+        self.settle_later: frozenset[str] = frozenset()

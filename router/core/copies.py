@@ -38,7 +38,7 @@ from .destination import Destination
 from .inquiry import Inquiry
 from .messages import Answer, Ask, Control, Copy, Settle, Target
 from .parts import DeliveryPart, FailoverPart, GroupsPart
-from .peers import FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
+from .peers import ASKING, FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
 from .plans import Plans
 from .ports import HopPort, PublisherPort, RoutesPort
 from .tables import CoreTables, Key
@@ -69,7 +69,7 @@ class Copies:
         self.upstreams: dict[str, Upstream] = {}
         self.outboxes: dict[tuple[bytes, str], Outbox] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
-        self.inquiry = Inquiry(tables, routes, self._queue, self.dest)  # a resent message's members, asked
+        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe)  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
         self.only_me = frozenset({self.router_id})
@@ -178,7 +178,7 @@ class Copies:
             position = box.next
             box.next += 1
             if not presettled:
-                box.unanswered[position] = None
+                box.unanswered[position] = record.gid
             sends = far.sends.get(router)
             if sends is None:
                 far.sends[router] = [(position, fk, redelivery)]
@@ -249,8 +249,24 @@ class Copies:
     def answered_from(self, frm: str, answer: Answer) -> None:
         """A destination's answer for a copy we sent it."""
         box = self.outboxes.get((answer.stream, frm))
+        low = 0
         if box is not None:
+            low = box.low()
             box.unanswered.pop(answer.position, None)
+        self._answered(frm, answer)
+        if box is not None and box.unanswered:
+            new = box.low()
+            if new > low + 1:
+                # ``low`` jumped a gap (positions no longer needed there): the copy now
+                # lowest may be held behind it at ``frm``, until our next re-send tells it
+                # the new ``low``. Sent now: one gap per round trip, not per
+                # ``router_dead_after`` (--groups --leaves seed 4226 took 15 s past ten gaps).
+                gid = box.unanswered[new]
+                record = self.records.get(gid) if gid is not None else None
+                if record is not None and record.far is not None and record.local:
+                    self.resend(record, record.far)
+
+    def _answered(self, frm: str, answer: Answer) -> None:
         record = self.records.get(answer.gid)
         far = record.far if record is not None else None
         if record is None or far is None or far.owed is None or not record.local:
@@ -282,7 +298,22 @@ class Copies:
                 # table is its leaving too, the close forgotten before this copy came (seed
                 # 449 of --leaves). (Had it processed it, its router would have the record.)
                 before = set(chosen)
-                if self.groups.pass_on(record, chosen[key][0], key):
+                pub = record.publisher
+                gone = pub is None or not pub.attached
+                if gone and record.publisher_settled:
+                    # Settled without its publisher (it did not resume within its grace):
+                    # what a member that left had is forgotten everywhere by now, and
+                    # another root may have had it processed: no new member is chosen, at
+                    # most once (--groups --leaves seed 1647, 12 s after its publisher went).
+                    said = Said.CLOSED
+                elif (gone and record.states.get(ASKING) is not IN_DOUBT
+                        and not self.inquiry.fenced_out(record.gid)):
+                    # Our publisher went: it may have resumed at a router that took the
+                    # message over and chose there. We ask before choosing again (--groups
+                    # --leaves seed 1647: both roots' members processed it).
+                    self.inquiry.ask(record)
+                    said = Said.CLOSED
+                elif self.groups.pass_on(record, chosen[key][0], key):
                     now_chosen = record.chosen or {}
                     for by in set(now_chosen) - before:
                         router = now_chosen[by][1]
@@ -307,6 +338,19 @@ class Copies:
             self._far_done(record, owed)
         else:
             self._answered_positions(far)
+
+    def unowe(self, record: CoreRecord, keys: set[Key]) -> None:
+        """Members the root no longer chose for ``record`` (it asked, and chose others)."""
+        far = record.far
+        owed = far.owed if far is not None else None
+        if owed is None:
+            return
+        done = False
+        for key in keys:
+            if owed.states.get(key) is PENDING:
+                done = owed.answer(key, owed.where[key], Said.CLOSED) or done
+        if done:
+            self._far_done(record, owed)
 
     def _gone_member(self, record: CoreRecord, key: Key) -> bool:
         """Whether group member ``key`` is in no router's table any more (it left)."""
@@ -402,8 +446,17 @@ class Copies:
         far = record.far
         if far is None or not record.local:
             return
+        owed = far.owed
+        # A router with keys that have not answered yet (the publisher went, and its grace
+        # is over) is settled when the record is freed: until then it answers again, and its
+        # answer is not lost (--groups --leaves seed 1647: a member's acceptance was lost on
+        # a cut link, the router settled and stopped answering, and the root passed the
+        # message on to another member when the member's stale subscription expired).
+        waiting = frozenset(owed.pending_at()) if owed is not None and owed.pending else frozenset()
+        far.settle_later = waiting
         for router in far.sends:
-            self._queue(router, Settle(record.gid))
+            if router not in waiting:
+                self._queue(router, Settle(record.gid))
 
     def table_changed(self, reachable: set[str]) -> None:
         """The graph or the table changed: re-target keys that live elsewhere now, in publish
@@ -449,7 +502,7 @@ class Copies:
             if kind is Answer:
                 self.answered_from(frm, item)  # type: ignore[arg-type]
             elif kind is Settle:
-                self.dest.settle_from(item.gid)
+                self.dest.settle_from(item.gid, frm)
             elif kind is Ask:
                 self.inquiry.asked(frm, item)  # type: ignore[arg-type]
             else:
@@ -581,7 +634,12 @@ class Copies:
             self.inquiry.freed(record)
         far = record.far
         if far is None:
+            if record.local and record.chosen:
+                self.dest.freed(record)  # (what our own members said)
             return
+        if far.settle_later and record.local:
+            for router in far.settle_later:
+                self._queue(router, Settle(record.gid))
         if far.owed is not None and far.numbered:
             self._unnumber(far)
         self.dest.freed(record)

@@ -68,7 +68,7 @@ class Failover:
             return record
         pub.live[record.tag] = record
         record.publisher_handle = handle
-        if record.root != self.router_id and self.groups.stale_choice(record) and self.groups.ask(record):
+        if record.root != self.router_id and self.groups.ask(record):
             # The old root's choice of group members did not come with its copy (it was
             # still asking, ``inquiry.py``: --groups --leaves seed 278 lost 5), or a member
             # it names is gone (it may have chosen again since: seed 1048 lost 1): we ask.
@@ -112,10 +112,13 @@ class Failover:
         for tag in theirs:
             if not isinstance(tag, bytes):
                 continue
+            # Sent before: if it comes again when we no longer hold it (a copy we held was
+            # freed meanwhile), it is a resent message all the same (--groups --leaves seed
+            # 3689: chosen for afresh, unmarked, after newer ones).
+            pub.resent.add(tag)
             record = self.records.records.get(pub.gids.gid(tag))
             if record is None or record.presettled:
                 gap = True
-                pub.resent.add(tag)
                 continue
             if gap and ordered and not (record.pending == 0 and record.local):
                 continue

@@ -23,7 +23,7 @@ from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.table import SubState
 
 from .parts import FailoverPart, ForwardingPart, InquiryPart
-from .peers import CoreRecord, Subscriber
+from .peers import ASKING, CoreRecord, Subscriber
 from .ports import RoutesPort
 from .tables import CoreTables
 
@@ -194,12 +194,16 @@ class Groups:
         return bool(gone) and not self.routes.homes(gone)
 
     def ask(self, record: CoreRecord) -> bool:
-        """Ask whom ``record``'s group members were before choosing (``inquiry.py``): a
-        record we take over that came with no choice. False if there is no group to ask for."""
+        """A record we take over from another root: if the choice it came with may not be
+        that root's last (``stale_choice``), ask whom its members were before choosing
+        (``inquiry.py``); if its publisher's earlier messages wait for answers, it waits
+        behind them. False if neither (its choice stands, and goes now)."""
         if self.inquiry is None or not self.group_view(record.topic):
             return False
-        self.inquiry.ask(record)
-        return True
+        if self.stale_choice(record):
+            self.inquiry.ask(record)
+            return True
+        return self.inquiry.holding(record)
 
     @staticmethod
     def _shard(record: CoreRecord, key: bytes | None) -> bytes | None:
@@ -312,8 +316,9 @@ class Groups:
     def pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> bool:
         """Give ``record`` to another member of ``group`` than those that had it; False when
         nobody is left (the caller does what it does for a plain subscriber)."""
-        if self.inquiry is not None and self.inquiry.fenced_out(record.gid):
-            return False  # another root asked whom it went to: the choice is that root's now
+        if self.inquiry is not None and (self.inquiry.fenced_out(record.gid)
+                                         or record.states.get(ASKING) is SubState.IN_DOUBT):
+            return False  # another root asked whom it went to (the choice is that root's now), or we ask
         chosen = record.chosen if record.chosen is not None else {}
         members = self.group_view(record.topic).get(group, NO_MEMBERS)
         tried = set(chosen) | {gone}

@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable
 
 from once.records.membership import GroupId
-from once.records.owed import Said
+from once.records.owed import KeyState, Said
 from once.records.placeholders import Placeholders
 from once.records.table import IN_DOUBT
 
@@ -55,10 +55,11 @@ class Asking:
     """A root's open question about one message: who has not answered in this round,
     whether one was unsure, what it heard (in every round: a member that had it, had it)."""
 
-    __slots__ = ("record", "waiting", "unsure", "heard", "asked_at")
+    __slots__ = ("record", "waiting", "unsure", "heard", "asked_at", "stamp")
 
-    def __init__(self, record: CoreRecord, waiting: set[str], now: float) -> None:
+    def __init__(self, record: CoreRecord, waiting: set[str], now: float, stamp: int) -> None:
         self.record = record
+        self.stamp = stamp  # when we first asked (the newest asker chooses)
         self.waiting = waiting
         self.unsure = False
         self.heard: list[Member] = []
@@ -66,11 +67,11 @@ class Asking:
 
 
 class Inquiry:
-    __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "asking",
-                 "held", "decided", "taken_over", "member_groups", "left_had", "placeholders", "delivery", "failover", "groups")
+    __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
+                 "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "left_had", "placeholders", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
-                 dest: Destination) -> None:
+                 dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None]) -> None:
         self.router_id = tables.router_id
         self.settings = tables.settings
         self.records: CoreRecords = tables.records
@@ -79,11 +80,15 @@ class Inquiry:
         self.routes = routes
         self.queue = queue
         self.dest = dest
+        self.unowe = unowe  # the root stops waiting for these keys (``Copies.unowe``)
         self.asking: dict[bytes, Asking] = {}  # gid -> the question, at its new root
         # per publisher, its records whose members are not chosen yet, in its order; what
         # the answers said for those asked about (group -> member, router, still a member)
         self.held: dict[tuple[str, str], deque[CoreRecord]] = {}
+        self.again: set[tuple[str, str]] = set()  # queues to look at (``_release``)
+        self.releasing = False
         self.decided: dict[bytes, dict[GroupId, tuple[Key, str, bool]]] = {}
+        self.stashed: dict[bytes, dict[Key, tuple[GroupId, str]]] = {}  # held records' choices
         self.taken_over: dict[bytes, float] = {}  # gids another root chooses for now -> until
         self.member_groups: dict[Key, GroupId] = {}  # our members' groups, kept after they leave
         # members that ended here before we restarted (our journal): group, what they had, until
@@ -160,9 +165,14 @@ class Inquiry:
         """``record`` was resent to us and we knew nothing of it: its group members are
         chosen once every router said what it knows (until then the record waits)."""
         self._hold(record)
+        self._start(record)
+        self._stash(record)
+
+    def _start(self, record: CoreRecord) -> None:
         waiting = self.routes.all_routers() | {self.router_id}  # (we answer ourselves too)
-        self.asking[record.gid] = Asking(record, waiting, self.clock())
-        item = Ask(record.gid, record.topic)
+        stamp = self.delivery.stamp()
+        self.asking[record.gid] = Asking(record, waiting, self.clock(), stamp)
+        item = Ask(record.gid, record.topic, stamp)
         for router in sorted(waiting, key=lambda r: r != self.router_id):
             self.queue(router, item)
 
@@ -175,7 +185,16 @@ class Inquiry:
         if pub is None or (pub.container_id, pub.link_name) not in self.held:
             return False
         self._hold(record)
+        self._stash(record)
         return True
+
+    def _stash(self, record: CoreRecord) -> None:
+        """A held record's choice (it came with an adopted copy) is put aside until its
+        turn: until then nothing goes to its members (``Copies.forward`` sends a record to
+        the members it names)."""
+        if record.chosen and record.states.get(ASKING) is IN_DOUBT:
+            self.stashed[record.gid] = record.chosen
+            record.chosen = {}
 
     def _hold(self, record: CoreRecord) -> None:
         record.add_waiter(ASKING)
@@ -189,6 +208,8 @@ class Inquiry:
             return
         asking.waiting.discard(frm)
         asking.heard.extend(told.members)
+        if told.taken:
+            self.taken(told.gid)  # a root asked later: it chooses (--groups seed 4337 had both give way)
         asking.unsure = asking.unsure or told.unsure
         if not asking.waiting and not asking.unsure:
             self._decide(asking)
@@ -205,17 +226,29 @@ class Inquiry:
         known: dict[GroupId, tuple[Key, str, bool]] = {}
         for key, group, router, had in sorted(asking.heard, key=lambda m: not m[3]):
             if had or key in members:
-                known.setdefault(group, (key, router, key in members))
+                known.setdefault(group, (key, router, had))
         self.decided[record.gid] = known
         self._release(record)
 
     def _release(self, record: CoreRecord) -> None:
         """Choose and send, in the publisher's order, what is ready at the head of the queue
-        of ``record``'s publisher (by its link: it may have attached again since)."""
+        of ``record``'s publisher (by its link: it may have attached again since). Sending
+        may complete and free records, which calls back here: that call only notes the
+        queue, and this one goes on with it."""
         pub = record.publisher
         if pub is None:
             return
-        key = (pub.container_id, pub.link_name)
+        self.again.add((pub.container_id, pub.link_name))
+        if self.releasing:
+            return
+        self.releasing = True
+        try:
+            while self.again:
+                self._release_queue(self.again.pop())
+        finally:
+            self.releasing = False
+
+    def _release_queue(self, key: tuple[str, str]) -> None:
         queue = self.held.get(key)
         while queue:
             record = queue[0]
@@ -224,20 +257,69 @@ class Inquiry:
                 continue
             if record.gid in self.asking:
                 return  # the head is still asked about: the rest wait
+            if record.gid not in self.decided and record.gid in self.stashed and self._gone(record):
+                # Taken over with its old root's choice, and a member it names went since
+                # (it may have processed it): asked about now (--groups --leaves seed 220).
+                record.chosen = self.stashed.pop(record.gid)
+                self._start(record)
+                self._stash(record)
+                return
             queue.popleft()
+            if self.fenced_out(record.gid):
+                # Another root asked about it since (its publisher resumed there): that root
+                # chooses, we do not (--groups --joins seed 4700: a fresh message waiting here
+                # went to a second member when its turn came).
+                self.decided.pop(record.gid, None)
+                self.stashed.pop(record.gid, None)
+                self.delivery.answered(record, record.drop_waiter(ASKING))
+                continue
             known = self.decided.pop(record.gid, None)
-            routers = self.groups.choose_members(record, {g: (k, r) for g, (k, r, _) in known.items()}
-                                                 if known else {})
+            stashed = self.stashed.pop(record.gid, None) or record.chosen or {}
+            before = set(stashed)
+            if known is not None:
+                given = {g: (k, r) for g, (k, r, _) in known.items()}
+            else:  # held behind: a fresh one is chosen for now, an adopted one keeps its choice
+                given = {g: (k, r) for k, (g, r) in stashed.items()}
+            routers = self.groups.choose_members(record, given)
+            had: set[Key] = set()
             if known:
-                # a member that had it and is no member any more is sent nothing: it answered
-                gone = {k for k, _, here in known.values() if not here}
-                if gone and record.chosen:
-                    record.chosen = {k: v for k, v in record.chosen.items() if k not in gone}
-            if record.chosen:  # where the members live now (one may have moved since it was chosen)
-                routers |= set(self.routes.homes(record.chosen))
-            self.delivery.fan_out(record, routers, None, local=True)
-            self.delivery.answered(record, record.drop_waiter(ASKING))
-        self.held.pop(key, None)
+                had = {k for k, _, it_had in known.values() if it_had}
+            dropped = before - set(record.chosen or ())
+            if dropped:  # chosen before (a copy named them) and not now: no longer owed it
+                self.unowe(record, dropped)
+            if known is None and not stashed:  # a fresh one, held in order: chosen now
+                self.delivery.fan_out(record, routers, None, local=True)
+                self.delivery.answered(record, record.drop_waiter(ASKING))
+                continue
+            # Chosen after asking (or before, by the root we took it over from): it may come
+            # after newer messages, so it goes marked (as a passed-on message does), to where
+            # each member lives now. A member that is nowhere, or whose router said it
+            # closed, is replaced (--groups --leaves seed 262 lost 2: the member it was
+            # queued for left while the record waited its turn).
+            record.drop_waiter(ASKING)
+            here = self.topics.get(record.topic) or {}
+            far = record.far
+            owed = far.owed if far is not None else None
+            for member, (group, _) in list((record.chosen or {}).items()):
+                home = {self.router_id: {member}} if member in here else self.routes.homes((member,))
+                said = owed.states.get(member) if owed is not None else None
+                if home and said in (None, KeyState.PENDING):
+                    self.failover.send_owed(record, home)  # (one that had it answers from its record)
+                elif member not in had and said not in (KeyState.ACCEPTED, KeyState.REJECTED):
+                    self.groups.pass_on(record, group, member)
+                # (a member that had it and is gone now is sent nothing: it answered; --groups
+                # --leaves seed 220 passed it on when it left while the record waited its turn)
+            self.delivery.answered(record, record.pending == 0)
+        if queue is not None and self.held.get(key) is queue:
+            del self.held[key]
+
+    def _gone(self, record: CoreRecord) -> bool:
+        """Whether a member of ``record``'s put-aside choice is attached nowhere now."""
+        here = self.topics.get(record.topic) or {}
+        chosen = self.stashed.get(record.gid) or {}
+        away = [k for k in chosen if k not in here]
+        found = sum(len(keys) for keys in self.routes.homes(away).values())
+        return found < len(away)
 
     def expire(self, now: float) -> None:
         """A round not answered by every router, or where one was unsure, is asked again,
@@ -249,13 +331,14 @@ class Inquiry:
                 asking.asked_at = now
                 asking.unsure = False
                 asking.waiting = self.routes.all_routers() | {self.router_id}
-                item = Ask(asking.record.gid, asking.record.topic)
+                item = Ask(asking.record.gid, asking.record.topic, asking.stamp)
                 for router in sorted(asking.waiting, key=lambda r: r != self.router_id):
                     self.queue(router, item)
 
     def freed(self, record: CoreRecord) -> None:
         self.asking.pop(record.gid, None)
         self.decided.pop(record.gid, None)
+        self.stashed.pop(record.gid, None)
         pub = record.publisher
         if pub is not None and (pub.container_id, pub.link_name) in self.held:
             self._release(record)
@@ -263,9 +346,9 @@ class Inquiry:
     # -------------------------------------------------- every other router
 
     def asked(self, frm: str, ask: Ask) -> None:
-        self.queue(frm, self.told_for(ask.gid, frm, ask.topic))
+        self.queue(frm, self.told_for(ask.gid, frm, ask.topic, ask.stamp))
 
-    def told_for(self, gid: bytes, asker: str, topic: str) -> Told:
+    def told_for(self, gid: bytes, asker: str, topic: str, stamp: int) -> Told:
         """What we know of ``gid``'s group members; from now on, copies of it from another
         root than ``asker`` are not delivered to our members (``Destination.fenced``).
 
@@ -274,7 +357,8 @@ class Inquiry:
         processed it, its router died, and it resumed with it in its map after the new
         root had chosen another)."""
         me = self.router_id
-        self.dest.fence(gid, asker)
+        if not self.dest.fence(gid, asker, stamp):
+            return Told(gid, (), False, True)
         subs = self.topics.get(topic) or {}
         if any(s.group is not None and s.suspended_until is not None for s in subs.values()):
             return Told(gid, (), True)

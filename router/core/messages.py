@@ -72,17 +72,20 @@ class Ask(NamedTuple):
 
     gid: bytes
     topic: str
+    stamp: int = 0  # when the root first asked (its wall clock, microseconds): the newest asker chooses
 
 
 class Told(NamedTuple):
     """The answer to ``Ask``: members this router knows were chosen for the message, as
     (key, group, router, had): ``had`` when the member had it here (it was queued, it
     answered, or it said so when it resumed); otherwise a root's choice a copy named.
-    ``unsure``: this router may not know yet (asked again later)."""
+    ``unsure``: this router may not know yet (asked again later). ``taken``: a root that
+    asked later chooses (its publisher resumed there since): not the one asking."""
 
     gid: bytes
     members: tuple[tuple[Key, GroupId, str, bool], ...]
     unsure: bool = False
+    taken: bool = False
 
 
 Control = Answer | Settle | Ask | Told

@@ -1,6 +1,7 @@
 """Consumer group members that give messages back, leave or join, in the in-process
-network (``schedules.py --groups --releases``, ``--leaves``, ``--joins``): each seed that
-failed, replayed exactly as a named test.
+network (``schedules.py --groups --releases``, ``--leaves``, ``--joins``), and the plain
+group seeds found while building what a root asks before it chooses a member again
+(``router/core/inquiry.py``): each seed that failed, replayed exactly as a named test.
 
 The schedules replay in one subprocess under the sweeps' hash seed (``PYTHONHASHSEED=0``,
 as ``--seed N`` replays them): a few of them take another course under another one."""
@@ -18,16 +19,21 @@ import pytest
 TESTS = Path(__file__).resolve().parent.parent
 
 # (seed, option): every schedule a test below names
-CASES = [(224, "releases"), (225, "releases"), (282, "releases"), (465368340928, "releases"),
-         (158, "leaves"), (173, "leaves"), (245, "leaves"), (404, "leaves"), (449, "leaves"), (475, "leaves"),
-         (405, "joins")]
+ASKED_LEAVES = [475, 278, 394, 114, 1048, 262, 220, 2647, 1355]
+ASKED_JOINS = [405, 419, 200, 367, 394, 4700]
+ORDER_LEAVES = [4316, 841, 3689]
+CASES = [(224, "releases"), (225, "releases"), (282, "releases"), (465368340928, "releases"), (1274, "releases"),
+         (158, "leaves"), (173, "leaves"), (245, "leaves"), (404, "leaves"), (449, "leaves"), (217, "leaves"),
+         (4226, "leaves"), (1647, "leaves"), (1353, "leaves"), (3228, "leaves"), (2347, "leaves"), (213, "joins"),
+         (1152, "joins"), (3919, ""), (1624, ""), (4337, "")]
+CASES += [(s, "leaves") for s in ASKED_LEAVES + ORDER_LEAVES] + [(s, "joins") for s in ASKED_JOINS]
 
 REPLAY = """
 import json, sys
 from simnet.schedules import plan, run, with_churn
 out = {}
 for seed, option in json.loads(sys.argv[1]):
-    p = with_churn(plan(seed, groups=True), **{option: True})
+    p = with_churn(plan(seed, groups=True), **({option: True} if option else {}))
     out[f"{seed}/{option}"] = run(p)[1].violations
 print(json.dumps(out))
 """
@@ -96,20 +102,54 @@ def test_leaves_seed_449_a_copy_that_comes_after_the_router_forgot_the_member_cl
     assert _run(verdicts, 449, "leaves") == []
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 24): a new root that never saw the first choice")
-def test_leaves_seed_475_a_new_root_chooses_again_after_the_chosen_member_left(verdicts: dict[str, list[str]]):
-    """diamond: the root A chose g1 (on A) for p0:15-18 and g1 accepted them, then closed
-    its link; the publisher dropped and resumed at B, which had never had those messages.
-    B chose again by the gid among the members left (g0, g2) and g2 processed them too.
-    Only A (and g1, gone) knew the first choice: a member that leaves has to stay in the
-    group's table, leaving, until what it accepted is settled, so that every root's choice
-    is the same and its router is asked. Not built yet."""
-    assert _run(verdicts, 475, "leaves") == []
+@pytest.mark.parametrize("seed, option", [(s, "leaves") for s in ASKED_LEAVES] + [(s, "joins") for s in ASKED_JOINS])
+def test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses(
+        verdicts: dict[str, list[str]], seed: int, option: str):
+    """475 (diamond): the root A chose g1 for p0:15-18 and g1 accepted them, then closed its
+    link; the publisher resumed at B, which had never had those messages and chose again
+    by the gid among the members left: g2 processed them too. 405: the same with a member
+    that joined in between. The root a publisher resumes at (or that adopts a copy whose
+    choice is stale) now asks every router whom the members were and fences the message
+    (``inquiry.py``). The others are what building it found: a copy adopted while its root
+    still asked (278), a member named by hearsay that had left (394), a leaving member
+    whose acceptance only its router knew (114: it now waits for settlement), a choice
+    that moved on after the copy (1048), a member that left while its record waited its
+    turn (262, 220), a root choosing while it asks (2647), a choice dropped and still owed
+    (1355), a suspended member that resumed with the message in its map after its router
+    answered (419: rounds until every router is sure), an old root passing the message on
+    to its own member (200), a refusal kept as the member's answer (367), a refused root
+    that passed on (394 of --joins), and a fresh message chosen at an old root after a
+    newer one asked (4700)."""
+    assert _run(verdicts, seed, option) == []
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 24): a new root that never saw the first choice")
-def test_joins_seed_405_a_new_root_chooses_again_after_a_member_joined(verdicts: dict[str, list[str]]):
-    """The same as seed 475 of --leaves, the table changed the other way: a member joined
-    between the first root's choice and the choice of the router the publisher resumed
-    at, which named another member (10 processed twice). Not built yet."""
-    assert _run(verdicts, 405, "joins") == []
+@pytest.mark.parametrize("seed", ORDER_LEAVES)
+def test_a_member_chosen_after_asking_gets_the_message_marked(verdicts: dict[str, list[str]], seed: int):
+    """What a root chooses after asking may come after newer messages: it goes marked, as a
+    passed-on message does (4316, 841), and a message a resuming publisher sends again is
+    resent even if this root held a copy that was freed since (3689)."""
+    assert _run(verdicts, seed, "leaves") == []
+
+
+def test_leaves_seed_217_a_router_restarted_after_a_member_closed_remembers_what_it_had(
+        verdicts: dict[str, list[str]]):
+    """217: a member accepted, closed its link, and its router died; the new root gave the
+    message to another member. A member's end is journaled with what it had answered."""
+    assert _run(verdicts, 217, "leaves") == []
+
+
+@pytest.mark.parametrize("seed, option, what", [
+    (4226, "leaves", "one gap of the chain per resend: 15 s, past the close"),
+    (1353, "leaves", "a tombstone answered moved for a key that had come back"),
+    (1647, "leaves", "an old root settled without its publisher chose again"),
+    (3228, "leaves", "a member that had it was replaced when it left"),
+    (2347, "leaves", "a member that had it was replaced when it left"),
+    (213, "joins", "newer messages went to a member ahead of one asked about"),
+    (1152, "joins", "the old root forgot what its own member had"),
+    (3919, "", "a publisher that attached again lost its place in the queue"),
+    (1624, "", "a taken answer fenced out the root that was asking"),
+    (4337, "", "two roots asking at once both gave way (the newest asker chooses)"),
+    (1274, "releases", "two roots asking at once both gave way"),
+])
+def test_seed_found_while_building_the_question(verdicts: dict[str, list[str]], seed: int, option: str, what: str):
+    assert _run(verdicts, seed, option) == []

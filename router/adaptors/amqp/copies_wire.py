@@ -221,10 +221,10 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
                     parts += [_long(error.condition if error else ""), _long(error.description if error else "")]
             i += 1
         elif type(item) is Ask:  # (rare: a root that took a resent message over asks)
-            parts += [b"Q", _short(item.gid), _long(item.topic)]
+            parts += [b"Q", _short(item.gid), _long(item.topic), _Q.pack(item.stamp)]
             i += 1
         elif type(item) is Told:
-            parts += [b"K", _short(item.gid), _B.pack(item.unsure), _H.pack(len(item.members))]
+            parts += [b"K", _short(item.gid), _B.pack(item.unsure | item.taken << 1), _H.pack(len(item.members))]
             for (c, nm), group, router, had in item.members:
                 parts += [_long(f"{c}\x00{nm}"), _long(group.name), _long(group.scope), _short(router),
                           _B.pack(had)]
@@ -291,13 +291,15 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
         elif kind == 0x51:  # Q: a root asks whom a message's group members were
             r = _Reader(blob)
             r.p = p
-            out.append(Ask(r.short(), r.long()))
+            gid, topic = r.short(), r.long()
+            (stamp,) = r.unpack(_Q)
+            out.append(Ask(gid, topic, stamp))
             p = r.p
         elif kind == 0x4B:  # K: what a router knows of them
             r = _Reader(blob)
             r.p = p
             gid = r.short()
-            (unsure,) = r.unpack(_B)
+            (flags,) = r.unpack(_B)
             members = []
             for _ in range(r.unpack(_H)[0]):
                 c, nm = r.long().split("\x00", 1)
@@ -305,7 +307,7 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
                 router = r.short().decode()
                 (had,) = r.unpack(_B)
                 members.append(((c, nm), GroupId(name, scope), router, bool(had)))
-            out.append(Told(gid, tuple(members), bool(unsure)))
+            out.append(Told(gid, tuple(members), bool(flags & 1), bool(flags & 2)))
             p = r.p
         else:
             raise ValueError(kind)
