@@ -51,7 +51,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes", "send_to",
-                 "hops", "upstreams", "outboxes", "dest", "inquiry", "outgoing", "plans", "only_me",
+                 "hops", "upstreams", "outboxes", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
                  "streams", "dirty", "parked", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
@@ -69,7 +69,8 @@ class Copies:
         self.upstreams: dict[str, Upstream] = {}
         self.outboxes: dict[tuple[bytes, str], Outbox] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
-        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe)  # a resent message's members, asked
+        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe)
+        self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
         self.only_me = frozenset({self.router_id})
@@ -306,12 +307,14 @@ class Copies:
                     # another root may have had it processed: no new member is chosen, at
                     # most once (--groups --leaves seed 1647, 12 s after its publisher went).
                     said = Said.CLOSED
-                elif (gone and record.states.get(ASKING) is not IN_DOUBT
+                elif ((gone or said is Said.UNKNOWN) and record.states.get(ASKING) is not IN_DOUBT
                         and not self.inquiry.fenced_out(record.gid)):
                     # Our publisher went: it may have resumed at a router that took the
-                    # message over and chose there. We ask before choosing again (--groups
-                    # --leaves seed 1647: both roots' members processed it).
-                    self.inquiry.ask(record)
+                    # message over and chose there (--groups --leaves seed 1647: both roots'
+                    # members processed it). Or ``unknown``, which is no evidence: the member
+                    # may have had it at a router it resumed at since (fresh seed
+                    # 91512003450). We ask before choosing again.
+                    self.inquiry.ask(record, hold=False)
                     said = Said.CLOSED
                 elif self.groups.pass_on(record, chosen[key][0], key):
                     now_chosen = record.chosen or {}
@@ -615,6 +618,9 @@ class Copies:
                 self.resend(record, far)
         if self.inquiry.asking:
             self.inquiry.expire(now)
+        if self.dest.left_had and now - self.told_at >= retry:
+            self.told_at = now
+            self.inquiry.tell_again()
         return self.dest.expire(now)
 
     # ------------------------------------ the destination's, for the other parts

@@ -15,6 +15,7 @@ from typing import Any
 
 from once.records.chain import Arrival, Chain
 from once.records.far import Far, Take
+from once.records.membership import GroupId
 from once.records.owed import Said
 from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
@@ -31,7 +32,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "departed", "closed",
-                 "fenced", "refused", "delivery")
+                 "fenced", "refused", "left_had", "delivery")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -64,7 +65,10 @@ class Destination:
         # gid -> (the root that asked us whom its group members were, until when): copies
         # from any other root are not delivered to our members (``inquiry.py``)
         self.fenced: dict[bytes, tuple[str, float, int]] = {}  # gid -> (root, until, its stamp)
-        self.refused: dict[tuple[bytes, str], frozenset[Key]] = {}  # (gid, other root) -> its members here
+        self.refused: dict[tuple[bytes, str], frozenset[Key]] = {}
+        # group members that ended here -> (group, the gids they had answered, until): what
+        # they had is answered ``accepted`` for them (``inquiry.py``; our journal keeps it)
+        self.left_had: dict[Key, tuple[GroupId, frozenset[bytes], float]] = {}  # (gid, other root) -> its members here
         self.delivery: DeliveryPart
 
     def connect(self, delivery: DeliveryPart) -> None:
@@ -123,8 +127,10 @@ class Destination:
                     # --leaves seed 1353 lost one: answered ``moved`` from the tombstone)
                     states = {k: v for k, v in states.items() if v[0] is not Said.MOVED or k not in here}
                 if not any(k not in states and k in here for k in t.keys):
+                    left = self.left_had
                     self.queue(copy.root, Answer(copy.gid, copy.stream, t.position, tuple(
-                        (k, *states.get(k, (Said.UNKNOWN, None))) for k in t.keys)))
+                        (k, *states.get(k, (Said.ACCEPTED, None) if k in left and copy.gid in left[k][1]
+                                        else (Said.UNKNOWN, None))) for k in t.keys)))
                     return
                 # For a key that came here since we forgot the message (it moved here, or
                 # resumed here): it is delivered to that key, never again to those that had
@@ -192,6 +198,9 @@ class Destination:
         had = far.earlier if far is not None else None
         if had and key in had:
             return had[key]  # what it said in this message's earlier stay here (a tombstone's)
+        left = self.left_had.get(key) if self.left_had else None
+        if left is not None and record.gid in left[1]:
+            return Said.ACCEPTED, None  # it had it, here or where it was before, and then ended here
         departed = self.departed.get(key)
         if departed is not None:
             return Said.MOVED, None
@@ -349,6 +358,8 @@ class Destination:
             del self.departed[key]
         for key in [k for k, until in self.closed.items() if until <= now]:
             del self.closed[key]
+        for key in [k for k, (_, _, until) in self.left_had.items() if until <= now]:
+            del self.left_had[key]
         for gid in [g for g, (_, until, _) in self.fenced.items() if until <= now]:
             del self.fenced[gid]
         for gr in [gr for gr in self.refused if gr[0] not in self.fenced]:

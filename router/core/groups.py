@@ -200,7 +200,9 @@ class Groups:
         behind them. False if neither (its choice stands, and goes now)."""
         if self.inquiry is None or not self.group_view(record.topic):
             return False
-        if self.stale_choice(record):
+        if self.stale_choice(record) or self.inquiry.fenced_out(record.gid):
+            # (fenced: a root asked about it before, and may have died asking: we ask, and
+            # our question, newer, fences it for us: --leaves fresh seed 475546850697)
             self.inquiry.ask(record)
             return True
         return self.inquiry.holding(record)

@@ -33,7 +33,7 @@ items that come; it calls the other parts through ``parts.py``.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from once.records.membership import GroupId
 from once.records.owed import KeyState, Said
@@ -41,7 +41,7 @@ from once.records.placeholders import Placeholders
 from once.records.table import IN_DOUBT
 
 from .destination import Destination
-from .messages import Ask, Control, Told
+from .messages import Answer, Ask, Control, Told
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, CoreRecord, CoreRecords, Subscriber
 from .ports import RoutesPort
@@ -68,7 +68,7 @@ class Asking:
 
 class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
-                 "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "left_had", "placeholders", "delivery", "failover", "groups")
+                 "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None]) -> None:
@@ -92,7 +92,6 @@ class Inquiry:
         self.taken_over: dict[bytes, float] = {}  # gids another root chooses for now -> until
         self.member_groups: dict[Key, GroupId] = {}  # our members' groups, kept after they leave
         # members that ended here before we restarted (our journal): group, what they had, until
-        self.left_had: dict[Key, tuple[GroupId, frozenset[bytes], float]] = {}
         self.placeholders = Placeholders()
         self.delivery: DeliveryPart
         self.failover: FailoverPart
@@ -116,7 +115,7 @@ class Inquiry:
         """Member ``key`` ended here before we restarted, having answered ``gids`` (our
         journal): answered as had here (--groups --leaves seed 217: a member accepted, closed,
         and its router died; the new root gave the message to another member)."""
-        self.left_had[key] = (group, frozenset(gids), until)
+        self.dest.left_had[key] = (group, frozenset(gids), until)
         self.member_groups[key] = group
 
     def member_had(self, key: Key) -> tuple[GroupId, tuple[bytes, ...]] | None:
@@ -139,7 +138,27 @@ class Inquiry:
             if key in said and said[key][0] in _HAD:
                 gids.append(gid)
         gids += self.placeholders.gids_of(key)  # (what it said it had when it resumed here)
+        if gids:  # kept here too, as long as its end is (``Destination.closed``)
+            s = self.settings
+            self.dest.left_had[key] = (group, frozenset(gids),
+                                       self.clock() + max(s.router_dead_after, s.publisher_grace))
+            self._tell(key, gids)
         return group, tuple(gids)
+
+    def _tell(self, key: Key, gids: Iterable[bytes]) -> None:
+        """What a member that ended here had, told to every router as its answer: we may
+        not know the roots (it had some where it was before it resumed here), and a root
+        may ask us only after we forgot (fresh --leaves seed 91512003450: 13 s later).
+        Told again every ``router_dead_after`` while we keep it (a router we could not
+        reach then: fresh seed 91512003343). Routers that are not its root answer Settle."""
+        said = ((key, Said.ACCEPTED, None),)
+        for router in self.routes.all_routers() - {self.router_id}:
+            for gid in gids:
+                self.queue(router, Answer(gid, b"", 0, said))
+
+    def tell_again(self) -> None:
+        for key, (_, gids, _) in list(self.dest.left_had.items()):
+            self._tell(key, gids)
 
     def fenced_out(self, gid: bytes) -> bool:
         """Whether another root asked us about ``gid``, or a router answered ``taken`` for
@@ -161,12 +180,17 @@ class Inquiry:
 
     # ------------------------------------------------------------- the root
 
-    def ask(self, record: CoreRecord) -> None:
+    def ask(self, record: CoreRecord, hold: bool = True) -> None:
         """``record`` was resent to us and we knew nothing of it: its group members are
-        chosen once every router said what it knows (until then the record waits)."""
-        self._hold(record)
+        chosen once every router said what it knows (until then the record waits; with
+        ``hold``, its publisher's later messages wait behind it)."""
+        if hold:
+            self._hold(record)
+        else:
+            record.add_waiter(ASKING)
         self._start(record)
-        self._stash(record)
+        if hold:
+            self._stash(record)
 
     def _start(self, record: CoreRecord) -> None:
         waiting = self.routes.all_routers() | {self.router_id}  # (we answer ourselves too)
@@ -228,7 +252,10 @@ class Inquiry:
             if had or key in members:
                 known.setdefault(group, (key, router, had))
         self.decided[record.gid] = known
-        self._release(record)
+        if record.gid in self.stashed or self._queued(record):
+            self._release(record)
+        elif record.states.get(ASKING) is IN_DOUBT:
+            self._choose(record)  # (asked about on its own: nothing waits behind it)
 
     def _release(self, record: CoreRecord) -> None:
         """Choose and send, in the publisher's order, what is ready at the head of the queue
@@ -265,53 +292,62 @@ class Inquiry:
                 self._stash(record)
                 return
             queue.popleft()
-            if self.fenced_out(record.gid):
-                # Another root asked about it since (its publisher resumed there): that root
-                # chooses, we do not (--groups --joins seed 4700: a fresh message waiting here
-                # went to a second member when its turn came).
-                self.decided.pop(record.gid, None)
-                self.stashed.pop(record.gid, None)
-                self.delivery.answered(record, record.drop_waiter(ASKING))
-                continue
-            known = self.decided.pop(record.gid, None)
-            stashed = self.stashed.pop(record.gid, None) or record.chosen or {}
-            before = set(stashed)
-            if known is not None:
-                given = {g: (k, r) for g, (k, r, _) in known.items()}
-            else:  # held behind: a fresh one is chosen for now, an adopted one keeps its choice
-                given = {g: (k, r) for k, (g, r) in stashed.items()}
-            routers = self.groups.choose_members(record, given)
-            had: set[Key] = set()
-            if known:
-                had = {k for k, _, it_had in known.values() if it_had}
-            dropped = before - set(record.chosen or ())
-            if dropped:  # chosen before (a copy named them) and not now: no longer owed it
-                self.unowe(record, dropped)
-            if known is None and not stashed:  # a fresh one, held in order: chosen now
-                self.delivery.fan_out(record, routers, None, local=True)
-                self.delivery.answered(record, record.drop_waiter(ASKING))
-                continue
-            # Chosen after asking (or before, by the root we took it over from): it may come
-            # after newer messages, so it goes marked (as a passed-on message does), to where
-            # each member lives now. A member that is nowhere, or whose router said it
-            # closed, is replaced (--groups --leaves seed 262 lost 2: the member it was
-            # queued for left while the record waited its turn).
-            record.drop_waiter(ASKING)
-            here = self.topics.get(record.topic) or {}
-            far = record.far
-            owed = far.owed if far is not None else None
-            for member, (group, _) in list((record.chosen or {}).items()):
-                home = {self.router_id: {member}} if member in here else self.routes.homes((member,))
-                said = owed.states.get(member) if owed is not None else None
-                if home and said in (None, KeyState.PENDING):
-                    self.failover.send_owed(record, home)  # (one that had it answers from its record)
-                elif member not in had and said not in (KeyState.ACCEPTED, KeyState.REJECTED):
-                    self.groups.pass_on(record, group, member)
-                # (a member that had it and is gone now is sent nothing: it answered; --groups
-                # --leaves seed 220 passed it on when it left while the record waited its turn)
-            self.delivery.answered(record, record.pending == 0)
+            self._choose(record)
         if queue is not None and self.held.get(key) is queue:
             del self.held[key]
+
+    def _choose(self, record: CoreRecord) -> None:
+        """Choose ``record``'s members (with what the answers said, if it was asked about) and send."""
+        if self.fenced_out(record.gid):
+            # Another root asked about it since (its publisher resumed there): that root
+            # chooses, we do not (--groups --joins seed 4700: a fresh message waiting here
+            # went to a second member when its turn came).
+            self.decided.pop(record.gid, None)
+            self.stashed.pop(record.gid, None)
+            self.delivery.answered(record, record.drop_waiter(ASKING))
+            return
+        known = self.decided.pop(record.gid, None)
+        stashed = self.stashed.pop(record.gid, None) or record.chosen or {}
+        before = set(stashed)
+        if known is not None:
+            given = {g: (k, r) for g, (k, r, _) in known.items()}
+        else:  # held behind: a fresh one is chosen for now, an adopted one keeps its choice
+            given = {g: (k, r) for k, (g, r) in stashed.items()}
+        routers = self.groups.choose_members(record, given)
+        had: set[Key] = set()
+        if known:
+            had = {k for k, _, it_had in known.values() if it_had}
+        dropped = before - set(record.chosen or ())
+        if dropped:  # chosen before (a copy named them) and not now: no longer owed it
+            self.unowe(record, dropped)
+        if known is None and not stashed:  # a fresh one, held in order: chosen now
+            self.delivery.fan_out(record, routers, None, local=True)
+            self.delivery.answered(record, record.drop_waiter(ASKING))
+            return
+        # Chosen after asking (or before, by the root we took it over from): it may come
+        # after newer messages, so it goes marked (as a passed-on message does), to where
+        # each member lives now. A member that is nowhere, or whose router said it
+        # closed, is replaced (--groups --leaves seed 262 lost 2: the member it was
+        # queued for left while the record waited its turn).
+        record.drop_waiter(ASKING)
+        here = self.topics.get(record.topic) or {}
+        far = record.far
+        owed = far.owed if far is not None else None
+        for member, (group, _) in list((record.chosen or {}).items()):
+            home = {self.router_id: {member}} if member in here else self.routes.homes((member,))
+            said = owed.states.get(member) if owed is not None else None
+            if home and said in (None, KeyState.PENDING):
+                self.failover.send_owed(record, home)  # (one that had it answers from its record)
+            elif member not in had and said not in (KeyState.ACCEPTED, KeyState.REJECTED):
+                self.groups.pass_on(record, group, member)
+            # (a member that had it and is gone now is sent nothing: it answered; --groups
+            # --leaves seed 220 passed it on when it left while the record waited its turn)
+        self.delivery.answered(record, record.pending == 0)
+
+    def _queued(self, record: CoreRecord) -> bool:
+        pub = record.publisher
+        queue = self.held.get((pub.container_id, pub.link_name)) if pub is not None else None
+        return queue is not None and record in queue
 
     def _gone(self, record: CoreRecord) -> bool:
         """Whether a member of ``record``'s put-aside choice is attached nowhere now."""
@@ -383,11 +419,7 @@ class Inquiry:
             for key, group in groups.items():
                 if self.placeholders.has(key, gid):
                     members.append((key, group, me, True))
-        if self.left_had:
-            now = self.clock()
-            for key, (group, gids, until) in list(self.left_had.items()):
-                if until <= now:
-                    del self.left_had[key]
-                elif gid in gids:
-                    members.append((key, group, me, True))
+        for key, (group, gids, _) in self.dest.left_had.items():
+            if gid in gids:
+                members.append((key, group, me, True))
         return Told(gid, tuple(members))
