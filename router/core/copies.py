@@ -290,7 +290,10 @@ class Copies:
                     if sent == position and owed.accepted_at(keys, frm):
                         done = True
         for key, said, error in said_all:
-            if said is Said.TAKEN:  # another root chooses now: nor do we pass it on (inquiry.py)
+            if said is Said.TAKEN and record.states.get(ASKING) is not IN_DOUBT:
+                # another root chooses now: nor do we pass it on (inquiry.py). (Unless we ask
+                # ourselves: the newest question decides, and a fence an older one left may
+                # refuse our copy before ours comes: --groups --releases seed 55 lost 2.)
                 self.inquiry.taken(answer.gid)
             if (chosen and key in chosen and owed.where.get(key) == frm and owed.states.get(key) is PENDING
                     and (said in _MEMBER_GONE or said is Said.UNKNOWN and self._gone_member(record, key))):

@@ -23,6 +23,7 @@ ASKED_LEAVES = [475, 278, 394, 114, 1048, 262, 220, 2647, 1355]
 ASKED_JOINS = [405, 419, 200, 367, 394, 4700]
 ORDER_LEAVES = [4316, 841, 3689]
 CASES = [(224, "releases"), (225, "releases"), (282, "releases"), (465368340928, "releases"), (1274, "releases"),
+         (55, "releases"),
          (158, "leaves"), (173, "leaves"), (245, "leaves"), (404, "leaves"), (449, "leaves"), (217, "leaves"),
          (4226, "leaves"), (1647, "leaves"), (1353, "leaves"), (3228, "leaves"), (2347, "leaves"), (213, "joins"),
          (1152, "joins"), (3919, ""), (1624, ""), (4337, "")]
@@ -155,6 +156,7 @@ def test_leaves_seed_217_a_router_restarted_after_a_member_closed_remembers_what
     (1624, "", "a taken answer fenced out the root that was asking"),
     (4337, "", "two roots asking at once both gave way (the newest asker chooses)"),
     (1274, "releases", "two roots asking at once both gave way"),
+    (55, "releases", "the newest asker's copy, refused by an older asker's fence, fenced it out"),
 ])
 def test_seed_found_while_building_the_question(verdicts: dict[str, list[str]], seed: int, option: str, what: str):
     assert _run(verdicts, seed, option) == []

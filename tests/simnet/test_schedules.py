@@ -7,9 +7,9 @@ seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.sched
 hypothesis draws schedules of its own (a group among them) and shrinks what fails.
 
 Zero is asserted in every category (lost, reordered, never answered, state left behind,
-expired, hangs, processed twice) over both, over a thousand group schedules each whose members release
-messages (``--releases``), leave for good (``--leaves``) or join (``--joins``), and over a thousand
-``--hard`` schedules. Fresh seeds run outside the suite (``--fresh
+expired, hangs, processed twice) over both, over a thousand group schedules whose members release
+messages (``--releases``), five hundred each where they leave for good (``--leaves``) or one joins
+(``--joins``; 5,000 of each run clean outside the suite), and over a thousand ``--hard`` schedules. Fresh seeds run outside the suite (``--fresh
 N``); a failure there is a fix and a named regression test (``test_protocol3.py``).
 """
 
@@ -68,18 +68,18 @@ def test_a_thousand_group_schedules_whose_members_release_messages_fail_none(tmp
     assert not failed, dict(list(failed.items())[:10])
 
 
-def test_a_thousand_group_schedules_whose_members_leave_fail_none(tmp_path: Path):
+def test_five_hundred_group_schedules_whose_members_leave_fail_none(tmp_path: Path):
     """``--groups --leaves``: a member closes its link for good. Before a root that takes a
     message over chose a member again by asking every router whom it went to
     (``router/core/inquiry.py``), 12 of the first 500 had a message processed twice."""
-    failed = _sweep(tmp_path, 1000, "--groups", "--leaves")
+    failed = _sweep(tmp_path, 500, "--groups", "--leaves")
     assert not failed, dict(list(failed.items())[:10])
 
 
-def test_a_thousand_group_schedules_where_a_member_joins_fail_none(tmp_path: Path):
+def test_five_hundred_group_schedules_where_a_member_joins_fail_none(tmp_path: Path):
     """``--groups --joins``: one more member joins during the run (20 of the first 500
     failed the same way before the roots asked)."""
-    failed = _sweep(tmp_path, 1000, "--groups", "--joins")
+    failed = _sweep(tmp_path, 500, "--groups", "--joins")
     assert not failed, dict(list(failed.items())[:10])
 
 
