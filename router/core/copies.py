@@ -250,19 +250,21 @@ class Copies:
     def answered_from(self, frm: str, answer: Answer) -> None:
         """A destination's answer for a copy we sent it."""
         box = self.outboxes.get((answer.stream, frm))
-        low = 0
-        if box is not None:
-            low = box.low()
-            box.unanswered.pop(answer.position, None)
+        if box is None:
+            self._answered(frm, answer)
+            return
+        unanswered = box.unanswered
+        low = next(iter(unanswered), 0)
+        unanswered.pop(answer.position, None)
         self._answered(frm, answer)
-        if box is not None and box.unanswered:
-            new = box.low()
-            if new > low + 1:
+        if unanswered:
+            new = next(iter(unanswered))
+            if new > low + 1 and low:
                 # ``low`` jumped a gap (positions no longer needed there): the copy now
                 # lowest may be held behind it at ``frm``, until our next re-send tells it
                 # the new ``low``. Sent now: one gap per round trip, not per
                 # ``router_dead_after`` (--groups --leaves seed 4226 took 15 s past ten gaps).
-                gid = box.unanswered[new]
+                gid = unanswered[new]
                 record = self.records.get(gid) if gid is not None else None
                 if record is not None and record.far is not None and record.local:
                     self.resend(record, record.far)
