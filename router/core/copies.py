@@ -460,11 +460,15 @@ class Copies:
         # answer is not lost (--groups --leaves seed 1647: a member's acceptance was lost on
         # a cut link, the router settled and stopped answering, and the root passed the
         # message on to another member when the member's stale subscription expired).
-        waiting = frozenset(owed.pending_at()) if owed is not None and owed.pending else frozenset()
-        far.settle_later = waiting
+        if owed is not None and owed.pending:
+            far.settle_later = waiting = frozenset(owed.pending_at())
+            for router in far.sends:
+                if router not in waiting:
+                    self._queue(router, Settle(record.gid))
+            return
+        settle = Settle(record.gid)
         for router in far.sends:
-            if router not in waiting:
-                self._queue(router, Settle(record.gid))
+            self._queue(router, settle)
 
     def table_changed(self, reachable: set[str]) -> None:
         """The graph or the table changed: re-target keys that live elsewhere now, in publish
