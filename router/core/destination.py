@@ -62,13 +62,13 @@ class Destination:
                               dict[Key, tuple[Said, Outcome | None]]] = {}
         self.departed: dict[Key, tuple[str, float]] = {}  # keys that moved away from here -> (where, until)
         self.closed: dict[Key, float] = {}  # keys whose subscription here ended -> until
-        # gid -> (the root that asked us whom its group members were, until when): copies
-        # from any other root are not delivered to our members (``inquiry.py``)
-        self.fenced: dict[bytes, tuple[str, float, int]] = {}  # gid -> (root, until, its stamp)
-        self.refused: dict[tuple[bytes, str], frozenset[Key]] = {}
+        # gid -> (the root that asked us whom its group members were, until when, when it
+        # asked): copies from any other root are not delivered to our members (``inquiry.py``)
+        self.fenced: dict[bytes, tuple[str, float, int]] = {}
+        self.refused: dict[tuple[bytes, str], frozenset[Key]] = {}  # (gid, other root) -> its members here
         # group members that ended here -> (group, the gids they had answered, until): what
         # they had is answered ``accepted`` for them (``inquiry.py``; our journal keeps it)
-        self.left_had: dict[Key, tuple[GroupId, frozenset[bytes], float]] = {}  # (gid, other root) -> its members here
+        self.left_had: dict[Key, tuple[GroupId, frozenset[bytes], float]] = {}
         self.delivery: DeliveryPart
 
     def connect(self, delivery: DeliveryPart) -> None:

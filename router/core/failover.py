@@ -53,6 +53,7 @@ class Failover:
         publisher from now on, and send it wherever the old root had not.
         """
         delivery = self.delivery
+        pub.resent.discard(record.tag)  # (taken over: the tag is no longer one sent before)
         delivery.take_over(pub, record, resumed)
         if self.settings.protocol >= 3:
             self.forwarding.adopted(record)
