@@ -68,7 +68,8 @@ class Asking:
 
 class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
-                 "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders", "delivery", "failover", "groups")
+                 "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
+                 "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None]) -> None:
@@ -91,8 +92,7 @@ class Inquiry:
         self.stashed: dict[bytes, dict[Key, tuple[GroupId, str]]] = {}  # held records' choices
         self.taken_over: dict[bytes, float] = {}  # gids another root chooses for now -> until
         self.member_groups: dict[Key, GroupId] = {}  # our members' groups, kept after they leave
-        # members that ended here before we restarted (our journal): group, what they had, until
-        self.placeholders = Placeholders()
+        self.placeholders = Placeholders()  # (the core's, given in ``connect``)
         self.delivery: DeliveryPart
         self.failover: FailoverPart
         self.groups: GroupsPart
@@ -119,7 +119,8 @@ class Inquiry:
         self.member_groups[key] = group
 
     def member_had(self, key: Key) -> tuple[GroupId, tuple[bytes, ...]] | None:
-        """If ``key`` is a member of ours: its group, and the held messages it answered."""
+        """``key`` ends here: if it is a member of ours, its group and the messages it had
+        answered that we still know of (for our journal); kept here, and told to every router."""
         group = self.member_groups.get(key)
         if group is None:
             return None
