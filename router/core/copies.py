@@ -36,7 +36,7 @@ from ..journal import Event
 from .credit import CreditWindow
 from .destination import Destination
 from .inquiry import Inquiry
-from .messages import Answer, Ask, Control, Copy, Settle, Target
+from .messages import Answer, Ask, Control, Copy, Ended, Settle, Target
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
 from .plans import Plans
@@ -514,9 +514,11 @@ class Copies:
             if kind is Answer:
                 self.answered_from(frm, item)  # type: ignore[arg-type]
             elif kind is Settle:
-                self.dest.settle_from(item.gid, frm)
+                self.dest.settle_from(item.gid, frm)  # type: ignore[union-attr]
             elif kind is Ask:
                 self.inquiry.asked(frm, item)  # type: ignore[arg-type]
+            elif kind is Ended:
+                self.inquiry.ended(item)  # type: ignore[arg-type]
             else:
                 self.inquiry.told(frm, item)  # type: ignore[arg-type]
 
@@ -625,9 +627,9 @@ class Copies:
             if (far is not None and record.local and far.owed is not None and far.owed.pending
                     and now - far.sent_at >= retry):
                 self.resend(record, far)
-        if self.inquiry.asking:
+        if self.inquiry.asking or self.inquiry.early:
             self.inquiry.expire(now)
-        if self.dest.left_had and now - self.told_at >= retry:
+        if (self.dest.left_had or self.inquiry.gone) and now - self.told_at >= retry:
             self.told_at = now
             self.inquiry.tell_again()
         return self.dest.expire(now)

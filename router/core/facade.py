@@ -78,7 +78,7 @@ class Core:
                  "publish", "pump", "subscriber_update", "publisher_settled", "publisher_credit_changed",
                  "after_batch", "replenish", "forwarded", "hop_update", "upstream_settled", "pump_hop", "add_hop",
                  "add_upstream", "hop_lost", "upstream_lost", "retry_parked", "expire", "marker_hops", "queue_marker",
-                 "hold_marker", "publisher_resume_map", "resume_subscriber", "attach_completed", "follow_moved",
+                 "hold_marker", "resume_subscriber", "attach_completed", "follow_moved",
                  "membership_changed", "last_member", "is_active", "group_view", "copies", "copy_arrived", "control")
 
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic,
@@ -151,7 +151,6 @@ class Core:
         self.marker_hops = forwarding.marker_hops
         self.queue_marker = forwarding.queue_marker
         self.hold_marker = forwarding.hold_marker
-        self.publisher_resume_map = failover.publisher_resume_map
         self.resume_subscriber = failover.resume_subscriber
         self.attach_completed = failover.attach_completed
         self.membership_changed = groups.membership_changed
@@ -303,9 +302,19 @@ class Core:
         self.suspended_publishers[pub.key] = pub
         self.replenish()
 
+    def publisher_resume_map(self, pub: Publisher, theirs: dict[bytes, Any]) -> dict[bytes, Any]:
+        """Our side of a resuming publisher's unsettled map (``Failover.publisher_resume_map``);
+        what it will send again that we know nothing of is asked about now (``Inquiry.ask_early``)."""
+        ours = self.failover.publisher_resume_map(pub, theirs)
+        if self.copies is not None and pub.resent:
+            self.copies.inquiry.ask_early(pub)
+        return ours
+
     def _release_publisher(self, pub: Publisher) -> None:
         # Nobody is left to answer: the records live on until their subscribers finish.
         pub.suspended_until = None
+        if self.copies is not None:
+            self.copies.inquiry.forget_early(pub)
         delivery = self.delivery
         for record in list(pub.live.values()):
             record.publisher_handle = None

@@ -70,7 +70,7 @@ class Groups:
             sub.key, self.router_id, since, sub.exclusive)
         self._local_version += 1
         if self.inquiry is not None:
-            self.inquiry.member_joined(sub.key, sub.group)
+            self.inquiry.member_joined(sub, since)
         self.membership_changed()
 
     def leave(self, sub: Subscriber) -> None:

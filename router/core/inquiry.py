@@ -41,9 +41,9 @@ from once.records.placeholders import Placeholders
 from once.records.table import IN_DOUBT
 
 from .destination import Destination
-from .messages import Answer, Ask, Control, Told
+from .messages import Answer, Ask, Control, Ended, Told
 from .parts import DeliveryPart, FailoverPart, GroupsPart
-from .peers import ASKING, CoreRecord, CoreRecords, Subscriber
+from .peers import ASKING, CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import RoutesPort
 from .tables import CoreTables, Key
 
@@ -66,10 +66,24 @@ class Asking:
         self.asked_at = now
 
 
+class Early:
+    """A question asked when the publisher resumed, before its message came: who has not
+    told yet, what they told."""
+
+    __slots__ = ("topic", "stamp", "waiting", "heard", "asked_at")
+
+    def __init__(self, topic: str, stamp: int, waiting: set[str], now: float) -> None:
+        self.topic = topic
+        self.stamp = stamp
+        self.waiting = waiting
+        self.heard: list[Member] = []
+        self.asked_at = now
+
+
 class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
-                 "delivery", "failover", "groups")
+                 "member_since", "restored", "gone", "early", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None]) -> None:
@@ -92,6 +106,10 @@ class Inquiry:
         self.stashed: dict[bytes, dict[Key, tuple[GroupId, str]]] = {}  # held records' choices
         self.taken_over: dict[bytes, float] = {}  # gids another root chooses for now -> until
         self.member_groups: dict[Key, GroupId] = {}  # our members' groups, kept after they leave
+        self.member_since: dict[Key, int] = {}  # and when they attached here
+        self.restored: dict[Key, int] = {}  # members from our journal, suspended -> when they attached
+        self.gone: dict[Key, tuple[int, float]] = {}  # members that closed here -> (since, told until)
+        self.early: dict[bytes, Early] = {}  # asked when their publisher resumed, before they came
         self.placeholders = Placeholders()  # (the core's, given in ``connect``)
         self.delivery: DeliveryPart
         self.failover: FailoverPart
@@ -104,12 +122,36 @@ class Inquiry:
         self.groups = groups
         self.placeholders = placeholders
 
-    def member_joined(self, key: Key, group: GroupId) -> None:
+    def member_joined(self, sub: Subscriber, since: int) -> None:
         """A member of ours: what it had is answered with its group, even once it left."""
-        groups = self.member_groups
+        key, groups = sub.key, self.member_groups
+        assert sub.group is not None
         if len(groups) > 65536 and key not in groups:
             groups.clear()  # (a bound: members that left long ago, whose messages are settled)
-        groups[key] = group
+            self.member_since.clear()
+        groups[key] = sub.group
+        self.member_since[key] = since
+        if sub.suspended_until is not None:
+            self.restored[key] = since  # (taken back from our journal: ``Core.adopt_subscriber``)
+        else:
+            self.restored.pop(key, None)
+
+    def ended(self, ended: Ended) -> None:
+        """A router says member ``ended.key`` closed there. If it is one we took back from
+        our journal, suspended, and it attached there after it attached here, it resumed
+        there and will not resume here: it ends here now, rather than when its grace does
+        (fresh --groups --leaves seeds 91512000579, 475546850952: while it waited here, we
+        answered every question about the group's messages unsure, for 10 s; by then the
+        router where another member had one had forgotten it, and the root gave it to a
+        third). A member that attached here later than it attached there stays."""
+        since = self.restored.get(ended.key)
+        if since is None or since >= ended.since:
+            return
+        del self.restored[ended.key]
+        for subs in self.topics.values():
+            sub = subs.get(ended.key)
+            if sub is not None and sub.suspended_until is not None:
+                sub.suspended_until = self.clock()  # (``Core.expire_suspended`` ends it)
 
     def left(self, key: Key, group: GroupId, gids: tuple[bytes, ...], until: float) -> None:
         """Member ``key`` ended here before we restarted, having answered ``gids`` (our
@@ -124,6 +166,12 @@ class Inquiry:
         group = self.member_groups.get(key)
         if group is None:
             return None
+        self.restored.pop(key, None)
+        since = self.member_since.get(key)
+        if since is not None:
+            s = self.settings
+            self.gone[key] = (since, self.clock() + max(s.router_dead_after, s.publisher_grace, s.subscriber_grace))
+            self._tell_gone(key, since)
         gids = []
         for record in self.records.records.values():
             earlier = record.far.earlier if record.far is not None else None
@@ -157,9 +205,21 @@ class Inquiry:
             for gid in gids:
                 self.queue(router, Answer(gid, b"", 0, said))
 
+    def _tell_gone(self, key: Key, since: int) -> None:
+        item = Ended(key, since)
+        for router in self.routes.all_routers() - {self.router_id}:
+            self.queue(router, item)
+
     def tell_again(self) -> None:
         for key, (_, gids, _) in list(self.dest.left_had.items()):
             self._tell(key, gids)
+        if self.gone:
+            now = self.clock()
+            for key, (since, until) in list(self.gone.items()):
+                if until <= now:
+                    del self.gone[key]
+                else:
+                    self._tell_gone(key, since)
 
     def fenced_out(self, gid: bytes) -> bool:
         """Whether another root asked us about ``gid``, or a router answered ``taken`` for
@@ -193,10 +253,41 @@ class Inquiry:
         if hold:
             self._stash(record)
 
+    def ask_early(self, pub: Publisher) -> None:
+        """``pub`` resumed here naming messages we hold nothing of: it sends them again, as
+        its credit allows, maybe long after (while earlier ones wait for answers, it has
+        none). We ask about them now: what routers know now, they may have forgotten by
+        then (fresh --groups --leaves seed 475546854939: a member that resumed with one in
+        its map was forgotten when that message came, 12 s later, and another member got
+        it too). What they tell is kept for the question asked when it comes; until it
+        comes we ask again every ``router_dead_after`` (a member may resume with it in its
+        map after the first round, and be forgotten before it comes)."""
+        if not self.groups.group_view(pub.topic):
+            return
+        waiting = self.routes.all_routers() | {self.router_id}
+        for tag in pub.resent:
+            gid = pub.gids.gid(tag)
+            if gid in self.early or gid in self.asking or self.records.get(gid) is not None:
+                continue
+            stamp = self.delivery.stamp()
+            self.early[gid] = Early(pub.topic, stamp, set(waiting), self.clock())
+            item = Ask(gid, pub.topic, stamp)
+            for router in sorted(waiting, key=lambda r: r != self.router_id):
+                self.queue(router, item)
+
+    def forget_early(self, pub: Publisher) -> None:
+        """``pub`` will not send what it named again (it closed, or its grace ended)."""
+        if self.early:
+            for tag in pub.resent:
+                self.early.pop(pub.gids.gid(tag), None)
+
     def _start(self, record: CoreRecord) -> None:
         waiting = self.routes.all_routers() | {self.router_id}  # (we answer ourselves too)
-        stamp = self.delivery.stamp()
-        self.asking[record.gid] = Asking(record, waiting, self.clock(), stamp)
+        early = self.early.pop(record.gid, None) if self.early else None
+        stamp = early.stamp if early is not None else self.delivery.stamp()
+        asking = self.asking[record.gid] = Asking(record, waiting, self.clock(), stamp)
+        if early is not None:
+            asking.heard = early.heard  # (what was told then holds now: a member that had it, had it)
         item = Ask(record.gid, record.topic, stamp)
         for router in sorted(waiting, key=lambda r: r != self.router_id):
             self.queue(router, item)
@@ -229,7 +320,15 @@ class Inquiry:
 
     def told(self, frm: str, told: Told) -> None:
         asking = self.asking.get(told.gid)
-        if asking is None or frm not in asking.waiting:
+        if asking is None:
+            early = self.early.get(told.gid) if self.early else None
+            if early is not None and frm in early.waiting:
+                early.waiting.discard(frm)
+                early.heard.extend(told.members)
+                if told.taken:
+                    self.taken(told.gid)
+            return
+        if frm not in asking.waiting:
             return
         asking.waiting.discard(frm)
         asking.heard.extend(told.members)
@@ -363,6 +462,13 @@ class Inquiry:
         of every router: what a router did not know then (a member that resumed there with
         the message in its map since) it may know now (--groups --joins seed 419)."""
         retry = self.settings.router_dead_after
+        for gid, early in self.early.items():
+            if now - early.asked_at >= retry:
+                early.asked_at = now
+                early.waiting = self.routes.all_routers() | {self.router_id}
+                item = Ask(gid, early.topic, early.stamp)
+                for router in sorted(early.waiting, key=lambda r: r != self.router_id):
+                    self.queue(router, item)
         for asking in list(self.asking.values()):
             if now - asking.asked_at >= retry:
                 asking.asked_at = now
@@ -374,6 +480,8 @@ class Inquiry:
 
     def freed(self, record: CoreRecord) -> None:
         self.asking.pop(record.gid, None)
+        if self.early:
+            self.early.pop(record.gid, None)
         self.decided.pop(record.gid, None)
         self.stashed.pop(record.gid, None)
         pub = record.publisher

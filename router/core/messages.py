@@ -88,7 +88,18 @@ class Told(NamedTuple):
     taken: bool = False
 
 
-Control = Answer | Settle | Ask | Told
+class Ended(NamedTuple):
+    """From a router where a group member's subscription ended (it closed there): told to
+    every router, again every ``router_dead_after`` while that router keeps what it had.
+    A router that restarted and took the member back from its journal, suspended, with an
+    older attach (``since``) learns it will not resume: it would keep every question about
+    the group's messages unsure until the member's grace ended (``docs/protocol.md`` §8)."""
+
+    key: Key
+    since: int  # when the member attached where it ended (that router's wall clock, microseconds)
+
+
+Control = Answer | Settle | Ask | Told | Ended
 
 
 class Routed(NamedTuple):

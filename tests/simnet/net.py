@@ -457,6 +457,9 @@ class SimNet:
             c = r.core
             left = {"records": len(c.records), "pins": len(c.pins), "held": len(c.held), "parked": len(c.parked),
                     "placeholders": len(c.placeholders)}
+            if c.copies is not None:  # (questions about group members: asked, asked early, held behind)
+                inq = c.copies.inquiry
+                left["questions"] = len(inq.asking) + len(inq.early) + len(inq.held)
             if c.copies is not None and self.tombstones_checked:  # (kept for ``publisher_grace``, then gone)
                 left["tombstones"] = len(c.copies.dest.tombstones)
             left = {k: n for k, n in left.items() if n}

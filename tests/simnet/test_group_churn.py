@@ -30,8 +30,9 @@ CASES = [(224, "releases"), (225, "releases"), (282, "releases"), (465368340928,
 # fresh --leaves seeds (``--fresh``): found after the question was built
 FRESH_LEAVES = [91512003450, 91512003343, 475546850697, 475546850810, 91512002345, 91512002603, 91512002769,
                 91512004641, 91512000306, 91512000453]
-OPEN_LEAVES = [91512000579, 475546850952, 475546854079, 475546854939]
-CASES += [(s, "leaves") for s in ASKED_LEAVES + ORDER_LEAVES + FRESH_LEAVES + OPEN_LEAVES]
+ENDED_ELSEWHERE = [91512000579, 475546850952, 475546854079]
+ASKED_EARLY = [475546854939]
+CASES += [(s, "leaves") for s in ASKED_LEAVES + ORDER_LEAVES + FRESH_LEAVES + ENDED_ELSEWHERE + ASKED_EARLY]
 CASES += [(s, "joins") for s in ASKED_JOINS]
 
 REPLAY = """
@@ -175,13 +176,24 @@ def test_fresh_leaves_seed_what_a_member_that_ended_had_reaches_every_root(verdi
     assert _run(verdicts, seed, "leaves") == []
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 24): what a member that is still attached had is forgotten "
-                                       "(its placeholder's deadline) before the root asks")
-@pytest.mark.parametrize("seed", OPEN_LEAVES)
-def test_fresh_leaves_seed_still_open(verdicts: dict[str, list[str]], seed: int):
-    """91512000579: a member processed a message at the root, which died; it resumed at
-    another router with it in its map; the publisher's resend came 12 s later (a restarted
-    router with a restored member stayed unsure for that member's grace, and held the
-    publisher's earlier messages), after the placeholder's deadline, and another member
-    was chosen. The other three are not traced yet."""
+@pytest.mark.parametrize("seed", ENDED_ELSEWHERE)
+def test_a_restored_member_that_closed_elsewhere_keeps_no_question_unsure(verdicts: dict[str, list[str]], seed: int):
+    """A member's router died; it resumed at another router and closed there; its router
+    restarted and took it back from its journal, suspended. Every question about the
+    group's messages was answered unsure there for the member's whole grace (10 s), and
+    the router where another member had the message forgot it meanwhile: the new root gave
+    it to a third (91512000579, 475546850952 duplicated). The router where a member closes
+    now tells every router (``Ended``, with when it attached there); a router that took an
+    older attach of it back from its journal ends it at once."""
+    assert _run(verdicts, seed, "leaves") == []
+
+
+@pytest.mark.parametrize("seed", ASKED_EARLY)
+def test_a_root_asks_about_a_resuming_publishers_messages_when_it_resumes(verdicts: dict[str, list[str]], seed: int):
+    """A member resumed with a message in its map at a router where another member was
+    suspended (so every question was unsure for 10 s); the publisher's resend of that
+    message came only when its earlier ones were answered, 12 s later, after the
+    placeholder's deadline, and another member got it too (475546854939). A root now asks
+    about every message a resuming publisher names that it knows nothing of at once, and
+    keeps what it is told for when the message comes."""
     assert _run(verdicts, seed, "leaves") == []

@@ -25,7 +25,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 
 from ...amqp.errors import DecodeError
-from ...core.messages import Answer, Ask, Control, Copy, Routed, Settle, Target, Told
+from ...core.messages import Answer, Ask, Control, Copy, Ended, Routed, Settle, Target, Told
 
 T = TypeVar("T")
 COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
@@ -229,6 +229,10 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
                 parts += [_long(f"{c}\x00{nm}"), _long(group.name), _long(group.scope), _short(router),
                           _B.pack(had)]
             i += 1
+        elif type(item) is Ended:  # (rare: a group member closed)
+            c, nm = item.key
+            parts += [b"E", _long(f"{c}\x00{nm}"), _Q.pack(item.since)]
+            i += 1
         else:
             j = i + 1
             while j < n and type(items[j]) is Settle and j - i < 0xFFFF:
@@ -308,6 +312,13 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
                 (had,) = r.unpack(_B)
                 members.append(((c, nm), GroupId(name, scope), router, bool(had)))
             out.append(Told(gid, tuple(members), bool(flags & 1), bool(flags & 2)))
+            p = r.p
+        elif kind == 0x45:  # E: a group member's subscription ended at the sender
+            r = _Reader(blob)
+            r.p = p
+            c, nm = r.long().split("\x00", 1)
+            (since,) = r.unpack(_Q)
+            out.append(Ended((c, nm), since))
             p = r.p
         else:
             raise ValueError(kind)
