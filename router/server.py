@@ -128,6 +128,11 @@ class Router:
             now = self.core.clock()
             changed = self.core.expire(now, self.settings.subscriber_grace)
             changed += self.core.reclaim_idle(now)
+            for sub in self.core.ended_elsewhere():
+                changed += 1
+                self.network.end(sub)
+                log.info("router %s: consumer group %s: member %s/%s from before the restart closed at another "
+                         "router", self.id, sub.group, sub.container_id, sub.link_name)
             for sub in self.core.expire_suspended(now):
                 changed += 1
                 self.network.end(sub, expired=True)

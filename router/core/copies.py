@@ -518,7 +518,7 @@ class Copies:
             elif kind is Ask:
                 self.inquiry.asked(frm, item)  # type: ignore[arg-type]
             elif kind is Ended:
-                self.inquiry.ended(item)  # type: ignore[arg-type]
+                self.inquiry.ended(frm, item)  # type: ignore[arg-type]
             else:
                 self.inquiry.told(frm, item)  # type: ignore[arg-type]
 

@@ -464,6 +464,21 @@ class Core:
         go to it, marked) or the subscription is closed."""
         self.suspend_subscriber(sub, math.inf)
 
+    def ended_elsewhere(self) -> list[Subscriber]:
+        """Subscribers of ours from before we restarted that another router said closed
+        there after they attached here (``Inquiry.ended``): moved there, their deliveries
+        handed over (``subscriber_moved``). The network ends them here, as moved."""
+        if self.copies is None or not self.copies.inquiry.moved_on:
+            return []
+        out = []
+        for key, where in self.copies.inquiry.take_moved_on().items():
+            for subs in list(self.tables.topics.values()):  # (moving it may drop its topic)
+                sub = subs.get(key)
+                if sub is not None and sub.suspended_until is not None:
+                    self.subscriber_moved(sub, where)
+                    out.append(sub)
+        return out
+
     def subscriber_moved(self, sub: Subscriber, where: str) -> None:
         """A suspended subscriber's key attached at router ``where``: hand its deliveries over."""
         if self.copies is not None:

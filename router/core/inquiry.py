@@ -83,7 +83,7 @@ class Early:
 class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
-                 "member_since", "restored", "gone", "early", "delivery", "failover", "groups")
+                 "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None]) -> None:
@@ -109,6 +109,7 @@ class Inquiry:
         self.member_since: dict[Key, int] = {}  # and when they attached here
         self.restored: dict[Key, int] = {}  # members from our journal, suspended -> when they attached
         self.gone: dict[Key, tuple[int, float]] = {}  # members that closed here -> (since, told until)
+        self.moved_on: dict[Key, str] = {}  # restored members that closed elsewhere since -> there
         self.early: dict[bytes, Early] = {}  # asked when their publisher resumed, before they came
         self.placeholders = Placeholders()  # (the core's, given in ``connect``)
         self.delivery: DeliveryPart
@@ -136,22 +137,26 @@ class Inquiry:
         else:
             self.restored.pop(key, None)
 
-    def ended(self, ended: Ended) -> None:
-        """A router says member ``ended.key`` closed there. If it is one we took back from
-        our journal, suspended, and it attached there after it attached here, it resumed
-        there and will not resume here: it ends here now, rather than when its grace does
-        (fresh --groups --leaves seeds 91512000579, 475546850952: while it waited here, we
-        answered every question about the group's messages unsure, for 10 s; by then the
-        router where another member had one had forgotten it, and the root gave it to a
-        third). A member that attached here later than it attached there stays."""
+    def ended(self, frm: str, ended: Ended) -> None:
+        """Router ``frm`` says member ``ended.key`` closed there. If it is one we took back
+        from our journal, suspended, and it attached there after it attached here, it
+        resumed there and will not resume here: it moved there (``Core.ended_elsewhere``),
+        now rather than when its grace ends (fresh --groups --leaves seeds 91512000579,
+        475546850952: while it waited here, we answered every question about the group's
+        messages unsure, for 10 s; by then the router where another member had one had
+        forgotten it, and the root gave it to a third). Moved, not closed: a copy for it
+        here is answered ``moved``, and ``frm`` answers what it had (answered ``closed``
+        here, a message it had accepted there went to another member: fresh seed
+        863476110810). A member that attached here later than there stays."""
         since = self.restored.get(ended.key)
         if since is None or since >= ended.since:
             return
         del self.restored[ended.key]
-        for subs in self.topics.values():
-            sub = subs.get(ended.key)
-            if sub is not None and sub.suspended_until is not None:
-                sub.suspended_until = self.clock()  # (``Core.expire_suspended`` ends it)
+        self.moved_on[ended.key] = frm
+
+    def take_moved_on(self) -> dict[Key, str]:
+        moved, self.moved_on = self.moved_on, {}
+        return moved
 
     def left(self, key: Key, group: GroupId, gids: tuple[bytes, ...], until: float) -> None:
         """Member ``key`` ended here before we restarted, having answered ``gids`` (our

@@ -91,6 +91,8 @@ class SimRouter:
         now = core.clock()
         core.expire(now, self.settings.subscriber_grace)
         core.reclaim_idle(now)
+        for sub in core.ended_elsewhere():
+            self.network.end(sub)
         for sub in core.expire_suspended(now):
             self.net.expired.append((self.id, sub.container_id))
             self.network.end(sub, expired=True)

@@ -30,7 +30,7 @@ CASES = [(224, "releases"), (225, "releases"), (282, "releases"), (465368340928,
 # fresh --leaves seeds (``--fresh``): found after the question was built
 FRESH_LEAVES = [91512003450, 91512003343, 475546850697, 475546850810, 91512002345, 91512002603, 91512002769,
                 91512004641, 91512000306, 91512000453]
-ENDED_ELSEWHERE = [91512000579, 475546850952, 475546854079]
+ENDED_ELSEWHERE = [91512000579, 475546850952, 475546854079, 863476110810]
 ASKED_EARLY = [475546854939]
 CASES += [(s, "leaves") for s in ASKED_LEAVES + ORDER_LEAVES + FRESH_LEAVES + ENDED_ELSEWHERE + ASKED_EARLY]
 CASES += [(s, "joins") for s in ASKED_JOINS]
@@ -184,7 +184,9 @@ def test_a_restored_member_that_closed_elsewhere_keeps_no_question_unsure(verdic
     the router where another member had the message forgot it meanwhile: the new root gave
     it to a third (91512000579, 475546850952 duplicated). The router where a member closes
     now tells every router (``Ended``, with when it attached there); a router that took an
-    older attach of it back from its journal ends it at once."""
+    older attach of it back from its journal takes it as moved there, at once. Moved, not
+    closed: answered ``closed`` there, a message the member had accepted where it closed
+    went to another member too (863476110810)."""
     assert _run(verdicts, seed, "leaves") == []
 
 
