@@ -11,9 +11,9 @@ Three roles, one router may play all of them for one message:
   every remote key is final. It sends again what has no answer when the graph changes
   and every ``router_dead_after``; it re-targets a key only on what its subscriber table
   shows. Never on a lost neighbour: that is no evidence about the routers behind it.
-* **Relay**: passes a copy on towards its other destinations, never back to a router it
-  visited, and keeps nothing. A destination it cannot reach is left out (the root sends
-  it again).
+* **Relay** (``relay.py``, the data links, a part this one holds): passes a copy on
+  towards its other destinations, never back to a router it visited, and keeps nothing.
+  A destination it cannot reach is left out (the root sends it again).
 * **Destination** (``destination.py``, a part this one holds): takes copies in their
   sequence (``records/chain.py``), queues them for the keys they are owed to, and once
   those keys are final answers the root, routed by router id over the control links. It
@@ -32,7 +32,6 @@ from once.records.far import Far, Outbox
 from once.records.owed import KeyState, Owed, Said
 from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED
 
-from ..journal import Event
 from .credit import CreditWindow
 from .destination import Destination
 from .inquiry import Inquiry
@@ -40,7 +39,8 @@ from .messages import Answer, Ask, Control, Copy, Ended, Settle, Target
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
 from .plans import Plans
-from .ports import HopPort, PublisherPort, RoutesPort
+from .ports import RoutesPort
+from .relay import Relay
 from .tables import CoreTables, Key
 
 PENDING = KeyState.PENDING
@@ -50,9 +50,9 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 
 class Copies:
-    __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "credit", "routes", "send_to",
-                 "hops", "upstreams", "outboxes", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
-                 "streams", "dirty", "parked", "delivery", "failover", "groups")
+    __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
+                 "relay", "hops", "upstreams", "outboxes", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
+                 "streams", "_dispatch", "parked", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
                  send_to: Callable[[str, tuple[Control, ...]], None]) -> None:
@@ -60,22 +60,21 @@ class Copies:
         self.settings = tables.settings
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
-        self.journal = tables.journal
         self.clock = tables.clock
         self.credit = credit
         self.routes = routes
         self.send_to = send_to  # control items to a router, relayed by the network
-        self.hops: dict[str, Hop] = {}
-        self.upstreams: dict[str, Upstream] = {}
         self.outboxes: dict[tuple[bytes, str], Outbox] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
         self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe)
         self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
-        self.plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
+        self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
+        self.relay = relay = Relay(tables, credit, plans, self._held)  # the data links (``relay.py``)
+        self.hops, self.upstreams = relay.hops, relay.upstreams
+        self._dispatch = relay.dispatch
         self.only_me = frozenset({self.router_id})
         self.streams = 0
-        self.dirty = False  # a hop went or came: what was queued or on the wire is sent again
         self.parked: dict[CoreRecord, float] = {}  # (version 2's; nothing parks here: the root sends again)
         self.delivery: DeliveryPart
         self.failover: FailoverPart
@@ -191,44 +190,6 @@ class Copies:
             far.numbered = True
         far.sent_at = self.clock()
         self._dispatch(record, far.stream, targets, self.only_me)
-
-    def _dispatch(self, record: CoreRecord | Copy, stream: bytes, targets: list[Target],
-                  visited: frozenset[str]) -> None:
-        """Queue copies of ``record`` for ``targets`` on the next hops towards them."""
-        if not targets:
-            return
-        by_router: dict[str, list[Target]]
-        if len(targets) == 1:  # the usual send: one router
-            by_router = {targets[0].router: targets}
-        else:
-            by_router = {}
-            for t in targets:
-                ts = by_router.get(t.router)
-                if ts is None:
-                    by_router[t.router] = [t]
-                else:
-                    ts.append(t)
-        by_hop = self.plans.next_hops(frozenset(by_router))
-        if isinstance(record, Copy):
-            c = record
-            gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
-                                                                 c.message_format, c.root, c.born)
-            chosen = c.chosen
-        else:
-            gid, topic, payload, presettled, fmt, root, born = (record.gid, record.topic, record.payload,
-                                                                 record.presettled, record.message_format,
-                                                                 self.router_id, record.born)
-            chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
-        onward = self.plans.onward(visited)
-        for peer, routers in by_hop.items():
-            hop = self.hops.get(peer)
-            if hop is None or peer in visited:
-                continue  # no way on that does not go back: the root sends it again
-            carried = (tuple(targets) if len(by_router) == 1
-                       else tuple(t for r in sorted(routers) for t in by_router[r]))
-            hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,  # type: ignore[arg-type]
-                                  chosen))
-            self.pump_hop(hop)
 
     def resend(self, record: CoreRecord, far: Far) -> None:
         """Send again every copy that still has a key with no answer."""
@@ -474,7 +435,7 @@ class Copies:
         """The graph or the table changed: re-target keys that live elsewhere now, in publish
         order, before anything newer goes to them; send again what a lost link may have had."""
         self.plans.table_changed()
-        resend, self.dirty = self.dirty, False
+        resend, self.relay.dirty = self.relay.dirty, False
         for record in list(self.records.records.values()):  # publish order
             far = record.far
             if far is None or far.owed is None or not record.local or not far.owed.pending:
@@ -562,59 +523,12 @@ class Copies:
             else:
                 delivery.maybe_free(record)
 
-    # ------------------------------------------------------------ links
-
-    def add_hop(self, peer: str, port: HopPort) -> Hop:
-        hop = Hop(peer, port)
-        self.hops[peer] = hop
-        self.dirty = True
-        self.plans.graph_changed()
-        return hop
-
-    def add_upstream(self, peer: str, port: PublisherPort) -> Upstream:
-        up = Upstream(peer, port)
-        self.upstreams[peer] = up
-        self.replenish_transit()
-        return up
-
-    def hop_lost(self, peer: str) -> None:
-        hop = self.hops.pop(peer, None)
-        if hop is not None:
-            hop.attached = False
-            hop.queue.clear()
-            self.dirty = True
-            self.plans.graph_changed()
-
-    def upstream_lost(self, peer: str) -> None:
-        up = self.upstreams.pop(peer, None)
-        if up is not None:
-            up.attached = False
-            self.credit.upstream_gone(up)
-
-    def pump_hop(self, hop: Hop) -> None:
-        queue = hop.queue
-        if not queue:
-            return
-        port = hop.port
-        credit = port.credit()
-        sent = 0
-        while credit > 0 and queue:
-            copy = queue.popleft()
-            port.copy(copy)  # type: ignore[attr-defined]
-            credit -= 1
-            sent += 1
-            if self.journal is not None:
-                self.journal.add(Event.FORWARDED, copy.gid, copy.topic, hop.peer)  # type: ignore[union-attr]
-        if sent:
-            self.credit.want_pass()
-
     def replenish_transit(self) -> None:
-        """Credit for neighbours passing copies to us: what we hold for other roots, held in
-        chains and queued onwards counts against the transit window."""
-        ups = [u for u in self.upstreams.values() if u.attached]
-        queued = sum(len(h.queue) for h in self.hops.values())
-        self.credit.grant_transit(ups, len(self.records) - self.delivery.root_records() + self.dest.held + queued,
-                                  self.records.bytes)
+        self.relay.replenish_transit()
+
+    def _held(self) -> tuple[int, int]:
+        """What we hold for other roots (copies taken, held in chains), and all records' bytes."""
+        return len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes
 
     # ------------------------------------------------------------ timers
 

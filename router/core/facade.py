@@ -99,8 +99,8 @@ class Core:
         self.groups = groups = Groups(tables, routes, message_key)
         self.delivery = delivery = LocalDelivery(tables, credit, placeholders, routes,
                                                  TopicTreatment(treatment, groups.local_groups), unsynced)
-        # Protocol version 3 (``copies.py``, the simulator only so far) takes the forwarding
-        # part's place: copies to destinations, answers to the root.
+        # Protocol version 3 (``copies.py``, the default) takes the forwarding part's place:
+        # copies to destinations, answers to the root.
         self.copies = copies = Copies(tables, credit, routes, routes.send_to) if settings.protocol >= 3 else None
         forwarding: Forwarding | Copies = copies or Forwarding(tables, credit, routes)
         self.forwarding = forwarding
@@ -141,11 +141,12 @@ class Core:
                 delivery_after_batch()
                 flush()
             self.after_batch = after_batch
-        self.pump_hop = forwarding.pump_hop
-        self.add_hop = forwarding.add_hop
-        self.add_upstream = forwarding.add_upstream
-        self.hop_lost = forwarding.hop_lost
-        self.upstream_lost = forwarding.upstream_lost
+        links = forwarding if isinstance(forwarding, Forwarding) else forwarding.relay
+        self.pump_hop = links.pump_hop
+        self.add_hop = links.add_hop
+        self.add_upstream = links.add_upstream
+        self.hop_lost = links.hop_lost
+        self.upstream_lost = links.upstream_lost
         self.retry_parked = forwarding.retry_parked
         self.expire = forwarding.expire
         self.marker_hops = forwarding.marker_hops
