@@ -253,10 +253,20 @@ class Copies:
                     if sent == position and owed.accepted_at(keys, frm):
                         done = True
         for key, said, error in said_all:
-            if said is Said.TAKEN and record.states.get(ASKING) is not IN_DOUBT:
-                # another root chooses now: nor do we pass it on (inquiry.py). (Unless we ask
+            if said is Said.TAKEN:
+                # Another root chooses now: nor do we pass it on (inquiry.py). Unless we ask
                 # ourselves: the newest question decides, and a fence an older one left may
-                # refuse our copy before ours comes: --groups --releases seed 55 lost 2.)
+                # refuse our copy before ours comes (--groups --releases seed 55 lost 2).
+                # With our publisher here, that root asked when it was there, before it came
+                # back to us: we ask now, the newest (fresh --groups seed 935772898464 lost 4:
+                # that root never got the message, and nobody chose). Either way the key is
+                # still owed there, sent again with our fence in place (--leaves seed 976).
+                pub = record.publisher
+                if record.states.get(ASKING) is IN_DOUBT:
+                    continue
+                if pub is not None and pub.attached:
+                    self.inquiry.ask(record, hold=False)
+                    continue
                 self.inquiry.taken(answer.gid)
             if (chosen and key in chosen and owed.where.get(key) == frm and owed.states.get(key) is PENDING
                     and (said in _MEMBER_GONE or said is Said.UNKNOWN and self._gone_member(record, key))):

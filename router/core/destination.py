@@ -103,6 +103,8 @@ class Destination:
         if held is not None and (held[2], held[0]) > (stamp, root):
             return False
         self.fenced[gid] = (root, self.clock() + s.publisher_grace + s.router_dead_after, stamp)
+        if self.refused:
+            self.refused.pop((gid, root), None)  # (its copies are delivered now: no more ``taken``)
         return True
 
     def _take(self, copy: Copy, t: Target) -> None:

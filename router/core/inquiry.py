@@ -272,13 +272,45 @@ class Inquiry:
         waiting = self.routes.all_routers() | {self.router_id}
         for tag in pub.resent:
             gid = pub.gids.gid(tag)
-            if gid in self.early or gid in self.asking or self.records.get(gid) is not None:
-                continue
-            stamp = self.delivery.stamp()
-            self.early[gid] = Early(pub.topic, stamp, set(waiting), self.clock())
-            item = Ask(gid, pub.topic, stamp)
-            for router in sorted(waiting, key=lambda r: r != self.router_id):
-                self.queue(router, item)
+            record = self.records.get(gid)
+            early = self.early.get(gid) if self.early else None
+            if record is not None:
+                if record.root == self.router_id and self._fenced_by_another(gid):
+                    self._ask_anew(record)
+            elif early is not None:
+                if self._fenced_by_another(gid):
+                    self.taken_over.pop(gid, None)
+                    early.stamp, early.asked_at = self.delivery.stamp(), self.clock()
+                    early.waiting = set(waiting)
+                    self._ask_all(gid, pub.topic, early.stamp, waiting)
+            else:
+                stamp = self.delivery.stamp()
+                self.early[gid] = Early(pub.topic, stamp, set(waiting), self.clock())
+                self._ask_all(gid, pub.topic, stamp, waiting)
+
+    def _fenced_by_another(self, gid: bytes) -> bool:
+        fence = self.dest.fenced.get(gid) if self.dest.fenced else None
+        return gid in self.taken_over or (fence is not None and fence[0] != self.router_id)
+
+    def _ask_anew(self, record: CoreRecord) -> None:
+        """Our publisher is back (it resumed at another root, which asked, then here again):
+        what that root fenced and we still wait to choose for, we ask about again, now the
+        newest asker (fresh --groups seed 935772921207 lost 32: the other root died, and
+        its fence kept every root from choosing)."""
+        gid = record.gid
+        self.taken_over.pop(gid, None)
+        asking = self.asking.get(gid)
+        if asking is not None:
+            asking.stamp, asking.asked_at, asking.unsure = self.delivery.stamp(), self.clock(), False
+            asking.waiting = self.routes.all_routers() | {self.router_id}
+            self._ask_all(gid, record.topic, asking.stamp, asking.waiting)
+        elif record.states.get(ASKING) is IN_DOUBT:
+            self._start(record)  # (held behind another: its turn comes with the answers)
+
+    def _ask_all(self, gid: bytes, topic: str, stamp: int, routers: set[str]) -> None:
+        item = Ask(gid, topic, stamp)
+        for router in sorted(routers, key=lambda r: r != self.router_id):  # (ourselves first)
+            self.queue(router, item)
 
     def forget_early(self, pub: Publisher) -> None:
         """``pub`` will not send what it named again (it closed, or its grace ended)."""
