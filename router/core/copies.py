@@ -52,7 +52,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
                  "relay", "hops", "upstreams", "outboxes", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
-                 "streams", "_dispatch", "parked", "delivery", "failover", "groups")
+                 "streams", "_dispatch", "replenish_transit", "parked", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
                  send_to: Callable[[str, tuple[Control, ...]], None]) -> None:
@@ -70,9 +70,11 @@ class Copies:
         self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
-        self.relay = relay = Relay(tables, credit, plans, self._held)  # the data links (``relay.py``)
+        # the data links (``relay.py``); transit credit counts what we hold for other roots
+        self.relay = relay = Relay(tables, credit, plans, lambda: (
+            len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes))
         self.hops, self.upstreams = relay.hops, relay.upstreams
-        self._dispatch = relay.dispatch
+        self._dispatch, self.replenish_transit = relay.dispatch, relay.replenish_transit
         self.only_me = frozenset({self.router_id})
         self.streams = 0
         self.parked: dict[CoreRecord, float] = {}  # (version 2's; nothing parks here: the root sends again)
@@ -254,13 +256,11 @@ class Copies:
                         done = True
         for key, said, error in said_all:
             if said is Said.TAKEN:
-                # Another root chooses now: nor do we pass it on (inquiry.py). Unless we ask
-                # ourselves: the newest question decides, and a fence an older one left may
-                # refuse our copy before ours comes (--groups --releases seed 55 lost 2).
-                # With our publisher here, that root asked when it was there, before it came
-                # back to us: we ask now, the newest (fresh --groups seed 935772898464 lost 4:
-                # that root never got the message, and nobody chose). Either way the key is
-                # still owed there, sent again with our fence in place (--leaves seed 976).
+                # Another root chooses now (inquiry.py), unless we ask (the newest question
+                # decides; an older fence may refuse our copy first: --releases seed 55) or
+                # our publisher is back here (it asked when the publisher was there: we ask
+                # again, the newest; fresh --groups seed 935772898464). Then the key stays
+                # owed, sent again under our fence (--leaves seed 976).
                 pub = record.publisher
                 if record.states.get(ASKING) is IN_DOUBT:
                     continue
@@ -532,13 +532,6 @@ class Copies:
                 delivery.answered(record, done)
             else:
                 delivery.maybe_free(record)
-
-    def replenish_transit(self) -> None:
-        self.relay.replenish_transit()
-
-    def _held(self) -> tuple[int, int]:
-        """What we hold for other roots (copies taken, held in chains), and all records' bytes."""
-        return len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes
 
     # ------------------------------------------------------------ timers
 
