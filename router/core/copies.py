@@ -260,12 +260,13 @@ class Copies:
                 # decides; an older fence may refuse our copy first: --releases seed 55) or
                 # our publisher is back here (it asked when the publisher was there: we ask
                 # again, the newest; fresh --groups seed 935772898464). Then the key stays
-                # owed, sent again under our fence (--leaves seed 976).
+                # owed, sent again under our fence, marked: it may come after newer ones
+                # (--leaves seed 976; fresh --groups seed 118169299 was reordered unmarked).
                 pub = record.publisher
-                if record.states.get(ASKING) is IN_DOUBT:
-                    continue
-                if pub is not None and pub.attached:
-                    self.inquiry.ask(record, hold=False)
+                if record.states.get(ASKING) is IN_DOUBT or pub is not None and pub.attached:
+                    if record.states.get(ASKING) is not IN_DOUBT:
+                        self.inquiry.ask(record, hold=False)
+                    far.sends[frm] = [(p, ks, r or key in ks) for p, ks, r in far.sends.get(frm, ())]
                     continue
                 self.inquiry.taken(answer.gid)
             if (chosen and key in chosen and owed.where.get(key) == frm and owed.states.get(key) is PENDING
