@@ -54,13 +54,18 @@ class Failover:
         """
         delivery = self.delivery
         pub.resent.discard(record.tag)  # (taken over: the tag is no longer one sent before)
+        ours = record.local
         delivery.take_over(pub, record, resumed)
         if self.settings.protocol >= 3:
             self.forwarding.adopted(record)
-            # Our records in the order they came is the order a resuming subscriber here
-            # gets them again (``take_over``): as root we have it now, after what came before.
-            records = self.records.records
-            records[record.gid] = records.pop(record.gid)
+            if not ours:
+                # Our records in the order they came is the order a resuming subscriber
+                # here gets them again (``take_over``): as root we have it now, after what
+                # came before. (Not one that was ours already: it is in its place, and
+                # moved, a subscriber resuming here before the publisher resent the next
+                # got it after them: fresh --groups seed 935772827090.)
+                records = self.records.records
+                records[record.gid] = records.pop(record.gid)
         if settled:  # the publisher adopted the outcome we told it, and settles
             record.publisher_handle = None
             if not record.presettled:
@@ -242,8 +247,11 @@ class Failover:
         return retarget
 
     def send_owed(self, record: CoreRecord, retarget: Mapping[str, set[Key]]) -> None:
-        if record.chosen is not None or self.groups.has_local_groups():
-            retarget = self.groups.members_not_chosen_out(record, retarget)
+        # (Whether or not we have members of its groups: A, re-rooting a copy that named
+        # only plain subscribers, sent the old root's moved member the message while it
+        # asked, and the member another root had chosen processed it too: fresh --groups
+        # seed 318366496938.)
+        retarget = self.groups.members_not_chosen_out(record, retarget)
         for where, keys in retarget.items():
             if where == self.router_id:
                 self._enqueue_owed(record, frozenset(keys))

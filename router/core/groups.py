@@ -205,6 +205,7 @@ class Groups:
             # our question, newer, fences it for us: --leaves fresh seed 475546850697)
             self.inquiry.ask(record)
             return True
+        self.inquiry.drop_early(record.gid)
         return self.inquiry.holding(record)
 
     @staticmethod

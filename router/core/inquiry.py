@@ -147,11 +147,19 @@ class Inquiry:
         forgotten it, and the root gave it to a third). Moved, not closed: a copy for it
         here is answered ``moved``, and ``frm`` answers what it had (answered ``closed``
         here, a message it had accepted there went to another member: fresh seed
-        863476110810). A member that attached here later than there stays."""
+        863476110810). A member that attached here later than there stays.
+
+        Not only one from our journal: one whose client went from here while we could not
+        hear where it resumed (its attach there came to us as this, after it closed there:
+        fresh --groups --leaves seed 654941108743; its grace here ended, and what it had
+        accepted there went to another member). ``Core.ended_elsewhere`` moves it only if
+        it is suspended here."""
         since = self.restored.get(ended.key)
+        if since is None:
+            since = self.member_since.get(ended.key)
         if since is None or since >= ended.since:
             return
-        del self.restored[ended.key]
+        self.restored.pop(ended.key, None)
         self.moved_on[ended.key] = frm
 
     def take_moved_on(self) -> dict[Key, str]:
@@ -277,6 +285,14 @@ class Inquiry:
             if record is not None:
                 if record.root == self.router_id and self._fenced_by_another(gid):
                     self._ask_anew(record)
+                elif not record.local and early is None:
+                    # A copy we hold: its root may settle it with us (it restarted and
+                    # knows it no more) before the publisher sends it here again, and
+                    # what our members had of it goes with it (fresh --groups --leaves
+                    # seed 654941110994: 14 s later, another member got it too).
+                    stamp = self.delivery.stamp()
+                    self.early[gid] = Early(pub.topic, stamp, set(waiting), self.clock())
+                    self._ask_all(gid, pub.topic, stamp, waiting)
             elif early is not None:
                 if self._fenced_by_another(gid):
                     self.taken_over.pop(gid, None)
@@ -311,6 +327,11 @@ class Inquiry:
         item = Ask(gid, topic, stamp)
         for router in sorted(routers, key=lambda r: r != self.router_id):  # (ourselves first)
             self.queue(router, item)
+
+    def drop_early(self, gid: bytes) -> None:
+        """The message came and its choice stands (``Groups.ask``): nothing to ask."""
+        if self.early:
+            self.early.pop(gid, None)
 
     def forget_early(self, pub: Publisher) -> None:
         """``pub`` will not send what it named again (it closed, or its grace ended)."""
@@ -475,6 +496,9 @@ class Inquiry:
             said = owed.states.get(member) if owed is not None else None
             if home and said in (None, KeyState.PENDING):
                 self.failover.send_owed(record, home)  # (one that had it answers from its record)
+            elif said is KeyState.HERE and member in here:
+                pass  # it came here since, and is waited for here (fresh --groups seed
+                # 935772831126: passed on, and the member it had been sent to processed it too)
             elif member not in had and said not in (KeyState.ACCEPTED, KeyState.REJECTED):
                 self.groups.pass_on(record, group, member)
             # (a member that had it and is gone now is sent nothing: it answered; --groups

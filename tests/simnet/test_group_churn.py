@@ -34,16 +34,16 @@ ENDED_ELSEWHERE = [91512000579, 475546850952, 475546854079, 863476110810]
 ASKED_EARLY = [475546854939]
 # the publisher came back to a root after another root asked: 976 (--leaves), fresh groups seeds
 FENCED_BACK = [(976, "leaves"), (935772921207, ""), (935772898464, ""), (118169299, "")]
-# fresh groups seeds (935772826966:935772926966) that fail on the commit before the question
-# was asked early too: not traced yet
-OPEN_GROUPS = [935772827090, 935772831126, 935772839709, 935772842251, 935772849850,
-               318366490714, 318366512894]
-# fresh seeds found at the session's last commit that passed before it (what it changed is at fault)
-OPEN_NEW = [(318366496938, ""), (654941109996, "leaves")]
-# fresh --leaves seeds (654941104770:654941112770) that fail before this session's changes too
-OPEN_LEAVES = [654941105425, 654941108743, 654941110994]
+# fresh seeds of session 15 (groups 935772826966:935772926966 and 318366484927:318366514927,
+# --leaves 654941104770:654941112770), each with the change that fixed it
+MEMBERS_NOT_OWED = [(318366496938, ""), (654941109996, "leaves"), (935772839709, ""), (318366512894, "")]
+MEMBER_HERE = [935772831126, 935772842251, 935772849850, 318366490714]
+ADOPTED_IN_PLACE = [935772827090]
+ENDED_WHILE_CUT_OFF = [654941108743, 654941105425]
+HELD_COPY_ASKED_EARLY = [654941110994]
 CASES += [(s, "leaves") for s in ASKED_LEAVES + ORDER_LEAVES + FRESH_LEAVES + ENDED_ELSEWHERE + ASKED_EARLY]
-CASES += FENCED_BACK + [(s, "") for s in OPEN_GROUPS] + OPEN_NEW + [(s, "leaves") for s in OPEN_LEAVES]
+CASES += FENCED_BACK + MEMBERS_NOT_OWED + [(s, "") for s in MEMBER_HERE + ADOPTED_IN_PLACE]
+CASES += [(s, "leaves") for s in ENDED_WHILE_CUT_OFF + HELD_COPY_ASKED_EARLY]
 CASES += [(s, "joins") for s in ASKED_JOINS]
 
 REPLAY = """
@@ -226,28 +226,53 @@ def test_a_root_the_publisher_came_back_to_asks_again_as_the_newest(verdicts: di
     assert _run(verdicts, seed, option) == []
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 24): fresh groups seeds not traced yet (they fail on 215ff83 too)")
-@pytest.mark.parametrize("seed", OPEN_GROUPS)
-def test_fresh_groups_seed_still_open(verdicts: dict[str, list[str]], seed: int):
-    """Five of 100,000 fresh group schedules (935772826966:935772926966) and two of 30,000
-    more (318366484927:318366514927): one reorder at a plain subscriber (935772827090),
-    the rest duplicates in the group. They fail the same way on 215ff83."""
+@pytest.mark.parametrize("seed, option", MEMBERS_NOT_OWED)
+def test_a_new_root_sends_the_old_roots_moved_members_nothing_before_it_chose(verdicts: dict[str, list[str]],
+                                                                           seed: int, option: str):
+    """A router that held a copy naming only plain subscribers became its root and sent it
+    to every subscriber of the old root that had moved, group members too, while it asked
+    whom the group had given it: 318366496938 duplicated 12, as the member another root
+    chose had processed them; 654941109996 left 15 records. What follows moved subscribers
+    now leaves out the members not chosen, whether or not the root has members itself."""
+    assert _run(verdicts, seed, option) == []
+
+
+@pytest.mark.parametrize("seed", MEMBER_HERE)
+def test_a_member_that_came_to_the_root_is_waited_for_there_not_passed_on(verdicts: dict[str, list[str]],
+                                                                       seed: int):
+    """The member a held message had been chosen for resumed at its root while the message
+    waited its turn; when its turn came the root saw the key as here, not pending, took it
+    for gone and gave the message to another member (935772831126 and three more
+    duplicated 1-4)."""
     assert _run(verdicts, seed, "") == []
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 24): fresh --leaves seeds not traced yet (they fail on 215ff83 too)")
-@pytest.mark.parametrize("seed", OPEN_LEAVES)
-def test_fresh_leaves_seed_still_open(verdicts: dict[str, list[str]], seed: int):
-    """Three of 8,000 fresh --leaves schedules (654941104770:654941112770), a duplicate in
-    the group each; they fail the same way on 215ff83."""
+@pytest.mark.parametrize("seed", ADOPTED_IN_PLACE)
+def test_a_message_the_root_held_already_keeps_its_place_when_it_is_resent(verdicts: dict[str, list[str]],
+                                                                        seed: int):
+    """The publisher resumed at its own root and resent p0:2; the root moved that record to
+    the end of its records, and a subscriber resuming there before the publisher resent the
+    rest got 3-32 first (reordered at a plain subscriber). Only a copy from another root
+    moves to the end when it is adopted."""
+    assert _run(verdicts, seed, "") == []
+
+
+@pytest.mark.parametrize("seed", ENDED_WHILE_CUT_OFF)
+def test_a_member_that_closed_elsewhere_while_we_were_cut_off_is_moved_not_expired(
+        verdicts: dict[str, list[str]], seed: int):
+    """A member's client went from A, resumed at C while A and C could not hear each other,
+    accepted there what it had from A, and closed. A heard only the member's end (``Ended``),
+    which it took only for members from its journal; it kept the member suspended until its
+    grace ended and gave the message to another member (654941108743 duplicated 1). A
+    suspended member that closed elsewhere after it attached here is moved there now."""
     assert _run(verdicts, seed, "leaves") == []
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 24): fresh seeds that passed on 215ff83 and fail since "
-                                       "the early question and the re-asking root")
-@pytest.mark.parametrize("seed, option", OPEN_NEW)
-def test_fresh_seed_broken_by_the_early_question_still_open(verdicts: dict[str, list[str]], seed: int, option: str):
-    """318366496938 (groups) duplicates 12; 654941109996 (--leaves) leaves 15 records and
-    14 questions at C, never answered: C's question waits behind a publisher that went.
-    Both pass on 215ff83: this session's changes are at fault, not traced yet."""
-    assert _run(verdicts, seed, option) == []
+@pytest.mark.parametrize("seed", HELD_COPY_ASKED_EARLY)
+def test_a_root_asks_early_about_copies_it_holds_for_its_resuming_publisher(verdicts: dict[str, list[str]],
+                                                                          seed: int):
+    """The publisher resumed at C, which held a copy of p0:44 (its member had it) that the
+    publisher would resend only after earlier ones. The old root restarted and settled the
+    copy with C; the resend came 14 s later, when C had forgotten, and another member got
+    it too. C now asks early about the copies it holds too, and keeps what it hears."""
+    assert _run(verdicts, seed, "leaves") == []
