@@ -5,11 +5,12 @@ hypervisor); the core's own cost per message, measured in one process with nothi
 else running, moves by about 1 %. So a change to the core is judged here first, and on
 the whole router with ``once bench --compare``.
 
-Four loops, each a message and its answers through ``Core`` with ports that do nothing:
+Five loops, each a message and its answers through ``Core`` with ports that do nothing:
 ``local-1to1`` and ``local-1to3`` (a publish and its subscribers' acceptances on one
 router), ``root-hop`` (a publish forwarded to a neighbour and its answer), ``transit``
 (a copy from one neighbour forwarded to another: under protocol version 2 answered and
-settled, under version 3 relayed and forgotten). Best of five runs, microseconds per
+settled, under version 3 relayed and forgotten), ``destination`` (a copy taken for a
+subscriber here, accepted, answered and settled). Best of five runs, microseconds per
 message.
 
 The loops run in a subprocess from the source text below, so ``--compare REF`` runs
@@ -130,9 +131,42 @@ def transit(n):
             core.after_batch()
     return time.perf_counter() - t
 
+class FromA(Alone):
+    def remote_routers(self, topic): return set()
+    def route(self, dests, exclude): return {}, set()
+
+def destination(n):
+    """A copy taken for a subscriber here, accepted, answered to the root and settled by it
+    (version 2: forwarded, accepted, the upstream's disposition and settlement)."""
+    core = Core("C", Settings(**BIG), routes=FromA())
+    port = Port()
+    port.deliver = lambda record, settled, redelivery: setattr(port, "got", record) or record
+    sub = core.add_subscriber(port, "t", "cs", "s", False)[0]
+    up = core.add_upstream("A", Port())
+    dests, body = frozenset({"C"}), b"x" * 100
+    if v3(core):
+        from once.router.core.messages import Copy, Settle, Target
+        keys, visited = frozenset({("cs", "s")}), frozenset({"A"})
+    t = time.perf_counter()
+    for i in range(n):
+        gid = i.to_bytes(16, "big")
+        if v3(core):
+            core.copy_arrived(up, Copy(gid, "t", body, False, 0, "A", b"A/1", i,
+                                       (Target("C", keys, i + 1, i + 1),), visited))
+            rec = port.got
+            core.subscriber_update(sub, rec, rec, ACCEPTED, True)
+            core.control("A", (Settle(gid),))
+        else:
+            rec = core.forwarded(up, gid, gid, "t", body, dests, False, 0)
+            core.subscriber_update(sub, rec, rec, ACCEPTED, True)
+            core.upstream_settled(up, rec)
+        if not i % 200:
+            core.after_batch()
+    return time.perf_counter() - t
+
 n = int(sys.argv[1])
 loops = {"local-1to1": lambda: local(n, 1), "local-1to3": lambda: local(n, 3), "root-hop": lambda: root_hop(n),
-         "transit": lambda: transit(n)}
+         "transit": lambda: transit(n), "destination": lambda: destination(n)}
 print(json.dumps({name: round(min(f() for _ in range(5)) / n * 1e6, 3) for name, f in loops.items()}))
 '''
 
