@@ -27,11 +27,12 @@ from .ports import Outcome
 from .tables import CoreTables, Key
 
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
+_ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 
 
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
-                 "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "departed", "closed",
+                 "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
                  "fenced", "refused", "left_had", "delivery")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
@@ -60,6 +61,7 @@ class Destination:
         # "this key accepted", recurs for every message, and a tombstone lives 30 s or more
         self.said_cache: dict[tuple[tuple[Key, tuple[Said, Outcome | None]], ...],
                               dict[Key, tuple[Said, Outcome | None]]] = {}
+        self.accepted_cache: dict[frozenset[Key], dict[Key, tuple[Said, Outcome | None]]] = {}  # (keys all accepted)
         self.departed: dict[Key, tuple[str, float]] = {}  # keys that moved away from here -> (where, until)
         self.closed: dict[Key, float] = {}  # keys whose subscription here ended -> until
         # gid -> (the root that asked us whom its group members were, until when, when it
@@ -214,15 +216,14 @@ class Destination:
         """Answer one copy we took, if its keys are all final here; True if it was."""
         root, stream, position, keys = take
         subs = self.topics.get(record.topic) or {}
-        said = []
-        every = True
         refused = self.refused.get((record.gid, root)) if self.refused else None
-        for key in keys:
-            s = (Said.TAKEN, None) if refused and key in refused else self._said(record, key, subs)
-            if s is None:
+        rs = record.states
+        said: list[tuple[Key, Said, Outcome | None]] = []
+        every: bool | None = True
+        if refused or not all(rs.get(subs.get(k)) is SUB_ACCEPTED for k in keys):  # type: ignore[arg-type]
+            said, every = self._said_all(record, keys, subs, refused)  # (else the usual: every key accepted)
+            if every is None:
                 return False
-            said.append((key, s[0], s[1]))
-            every = every and s[0] is Said.ACCEPTED
         # (the usual answer, every key of the copy accepted, names no key: the root knows them)
         self.queue(root, Answer(record.gid, stream, position, () if every else tuple(said)))
         now = self.clock()
@@ -230,6 +231,19 @@ class Destination:
         if far.first_answer is None:
             far.first_answer = now
         return True
+
+    def _said_all(self, record: CoreRecord, keys: frozenset[Key], subs: dict[Key, Subscriber],
+                  refused: frozenset[Key] | None) -> tuple[list[tuple[Key, Said, Outcome | None]], bool | None]:
+        """What every key of a copy did here, and whether each accepted (None: one is in doubt)."""
+        said: list[tuple[Key, Said, Outcome | None]] = []
+        every = True
+        for key in keys:
+            s = (Said.TAKEN, None) if refused and key in refused else self._said(record, key, subs)
+            if s is None:
+                return said, None
+            said.append((key, s[0], s[1]))
+            every = every and s[0] is Said.ACCEPTED
+        return said, every
 
     def answer_ready(self, record: CoreRecord) -> None:
         """Every local waiter of ``record`` is final: answer the copies we took of it."""
@@ -272,7 +286,21 @@ class Destination:
         far = record.far
         subs = self.topics.get(record.topic) or {}
         states: dict[Key, tuple[Said, Outcome | None]] = {}
-        if far is not None:
+        shared = None
+        if far is not None and len(far.takes) == 1 and not record.local and not far.earlier:
+            # The usual one: one copy taken, every key accepted here. One mapping per key set
+            # (the set is the copy's, shared: its hash is kept), without a word per key.
+            keys = far.takes[0][3]
+            rs = record.states
+            if all(rs.get(subs.get(k)) is SUB_ACCEPTED for k in keys):  # type: ignore[arg-type]
+                shared = self.accepted_cache.get(keys)
+                if shared is None:
+                    if len(self.accepted_cache) > 1024:
+                        self.accepted_cache.clear()
+                    shared = self.accepted_cache[keys] = {k: _ACCEPTED for k in keys}
+        if shared is not None:
+            pass
+        elif far is not None:
             for _, _, _, keys in far.takes:
                 for key in keys:
                     s = self._said(record, key, subs)
@@ -284,14 +312,15 @@ class Destination:
                     states[waiter.key] = (_SAID_OF[state], record.rejection if state is SUB_REJECTED else None)
             if far is not None and far.earlier:
                 states.update((k, said) for k, said in far.earlier.items() if k in record.chosen)
-        if not states and (far is None or not far.takes):
-            return
-        items = tuple(states.items())
-        shared = self.said_cache.get(items)
         if shared is None:
-            if len(self.said_cache) > 1024:
-                self.said_cache.clear()
-            shared = self.said_cache[items] = states
+            if not states and (far is None or not far.takes):
+                return
+            items = tuple(states.items())
+            shared = self.said_cache.get(items)
+            if shared is None:
+                if len(self.said_cache) > 1024:
+                    self.said_cache.clear()
+                shared = self.said_cache[items] = states
         gid = record.gid
         if gid in self.tombstones:  # kept again: its entry in an older bucket is stale now
             self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
