@@ -298,9 +298,7 @@ class Destination:
                     if len(self.accepted_cache) > 1024:
                         self.accepted_cache.clear()
                     shared = self.accepted_cache[keys] = {k: _ACCEPTED for k in keys}
-        if shared is not None:
-            pass
-        elif far is not None:
+        if shared is None and far is not None:
             for _, _, _, keys in far.takes:
                 for key in keys:
                     s = self._said(record, key, subs)

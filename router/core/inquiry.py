@@ -497,8 +497,9 @@ class Inquiry:
             if home and said in (None, KeyState.PENDING):
                 self.failover.send_owed(record, home)  # (one that had it answers from its record)
             elif said is KeyState.HERE and member in here:
-                pass  # it came here since, and is waited for here (fresh --groups seed
-                # 935772831126: passed on, and the member it had been sent to processed it too)
+                # It came here since: waited for here, as a local subscriber (fresh --groups
+                # seed 935772831126 passed it on, and the member processed it too).
+                continue
             elif member not in had and said not in (KeyState.ACCEPTED, KeyState.REJECTED):
                 self.groups.pass_on(record, group, member)
             # (a member that had it and is gone now is sent nothing: it answered; --groups
