@@ -577,7 +577,8 @@ class Copies:
                 self._queue(router, Settle(record.gid))
         if far.owed is not None and far.numbered:
             self._unnumber(far)
-        self.dest.freed(record)
+        if far.takes or record.chosen:  # (a root's own plain record leaves no tombstone)
+            self.dest.freed(record)
 
     # ------------------------------------------- the forwarding part's rest
 

@@ -85,6 +85,11 @@ class Destination:
         if chain is None:
             self.chains[copy.stream] = chain = Chain()
         self.chain_seen[copy.stream] = self.clock()
+        position = t.position
+        if position == chain.next and t.low <= position and not chain.held and chain.epoch == 0:
+            chain.next = position + 1  # the usual one, next in order: what ``Chain.arrive`` does
+            self._take(copy, t)
+            return
         before = len(chain.held)
         taken_before = chain.next
         outcome = chain.arrive(0, t.position, t.low, (copy, t))
@@ -184,9 +189,13 @@ class Destination:
             delivery.pump(sub)
         if record.pending == 0 and not record.outcome_sent:
             delivery.complete(record)  # (calls ``answer_ready``)
-        elif not copy.presettled and not any(record.states.get(sub) is IN_DOUBT for sub in fresh):
+        elif not copy.presettled:
             # Answered now if every key of the copy is final here. (A key whose delivery
             # just went out is in doubt: no need to ask ``_answer``, the usual case.)
+            answers = record.states
+            for sub in fresh:
+                if answers.get(sub) is IN_DOUBT:
+                    return
             self._answer(record, far, take)
 
     def _said(self, record: CoreRecord, key: Key, subs: dict[Key, Subscriber]) -> tuple[Said, Outcome | None] | None:

@@ -18,7 +18,7 @@ Plan = tuple[frozenset[str], dict[Key, str], dict[str, frozenset[Key]]]
 
 
 class Plans:
-    __slots__ = ("router_id", "topics", "routes", "owed", "plans", "hops", "onward_of", "only_me")
+    __slots__ = ("router_id", "topics", "routes", "owed", "plans", "hops", "hop_of", "onward_of", "only_me")
 
     def __init__(self, router_id: str, topics: Mapping[str, Mapping[Key, object]], routes: RoutesPort) -> None:
         self.router_id = router_id
@@ -27,6 +27,7 @@ class Plans:
         self.owed: dict[str, dict[Key, str]] = {}  # topic -> remote key -> its router
         self.plans: dict[str, Plan] = {}  # topic -> (the routers it was made for, key -> router, router -> keys)
         self.hops: dict[frozenset[str], dict[str, set[str]]] = {}  # destinations -> next hop -> destinations
+        self.hop_of: dict[str, str | None] = {}  # one destination -> its next hop (None: no way)
         self.onward_of: dict[frozenset[str], frozenset[str]] = {}  # routers visited -> with us too
         self.only_me = frozenset({router_id})
 
@@ -70,6 +71,15 @@ class Plans:
             by_hop = self.hops[wanted] = self.routes.route(set(wanted), None)[0]
         return by_hop
 
+    def next_hop(self, router: str) -> str | None:
+        """The next hop towards one router (a copy's usual case), None if there is none."""
+        try:
+            return self.hop_of[router]
+        except KeyError:
+            by_hop = self.next_hops(frozenset((router,)))
+            hop = self.hop_of[router] = next(iter(by_hop), None)
+            return hop
+
     def onward(self, visited: frozenset[str]) -> frozenset[str]:
         """The routers a copy passed, with us: the same few recur, so one object each (its
         hash computed once)."""
@@ -84,6 +94,8 @@ class Plans:
         self.owed.clear()
         self.plans.clear()
         self.hops.clear()
+        self.hop_of.clear()
 
     def graph_changed(self) -> None:
         self.hops.clear()
+        self.hop_of.clear()

@@ -35,18 +35,22 @@ class Relay:
         """Queue copies of ``record`` for ``targets`` on the next hops towards them."""
         if not targets:
             return
-        by_router: dict[str, list[Target]]
-        if len(targets) == 1:  # the usual send: one router
-            by_router = {targets[0].router: targets}
+        by_router: dict[str, list[Target]] = {}
+        by_hop: dict[str, set[str]] = {}
+        one: Hop | None = None
+        if len(targets) == 1:  # the usual send: one router, one next hop
+            peer = self.plans.next_hop(targets[0].router)
+            one = self.hops.get(peer) if peer is not None and peer not in visited else None
+            if one is None:
+                return  # no way on that does not go back: the root sends it again
         else:
-            by_router = {}
             for t in targets:
                 ts = by_router.get(t.router)
                 if ts is None:
                     by_router[t.router] = [t]
                 else:
                     ts.append(t)
-        by_hop = self.plans.next_hops(frozenset(by_router))
+            by_hop = self.plans.next_hops(frozenset(by_router))
         if isinstance(record, Copy):
             c = record
             gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
@@ -58,6 +62,11 @@ class Relay:
                                                                  self.router_id, record.born)
             chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
         onward = self.plans.onward(visited)
+        if one is not None:
+            one.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, tuple(targets),
+                                  onward, chosen))  # type: ignore[arg-type]
+            self.pump_hop(one)
+            return
         for peer, routers in by_hop.items():
             hop = self.hops.get(peer)
             if hop is None or peer in visited:
