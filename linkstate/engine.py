@@ -94,6 +94,9 @@ class ControlPlane:
             return self._reissue(Result())
         if isinstance(msg, SubEvent):
             out = self.table.on_event(msg, sender, set(self.neighbours))
+            if self.table.renumbered and self.synced:  # (an earlier life's event of ours came back)
+                self.table.renumbered = False
+                out += [(n, self.sync_message()) for n in sorted(self.neighbours)]
             return Result(out=out, table_changed=True)
         if isinstance(msg, SubAck):
             out, done = self.table.on_ack(msg, sender)
@@ -124,9 +127,10 @@ class ControlPlane:
         self.synced = True
         if sync.complete and not self.complete:
             self.complete = first = True  # (our neighbours hear that we are complete now)
-        if self.table.adopted:
+        if self.table.adopted or self.table.renumbered:
             # The sender, too, must learn that our numbering moved past our earlier life.
             r.adopted, self.table.adopted = self.table.adopted, []
+            self.table.renumbered = False
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]
         elif first:
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]  # now with our own state

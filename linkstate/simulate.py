@@ -38,12 +38,14 @@ class Network:
         if r.adopted:
             self.adopted.setdefault(src, []).extend(r.adopted)
 
-    def restart(self, name: str) -> None:
-        """The router loses everything (a process restart); its links come back later."""
+    def restart(self, name: str, behind: int = 0) -> None:
+        """The router loses everything (a process restart); its links come back later.
+        ``behind``: its clock stepped back that far (the new life's numbers start below the
+        old life's last)."""
         for link in [tuple(x) for x in self.links if name in x]:
             self.link_down(*link)
         # A new life numbers its events past the old one (the router uses its clock).
-        self.planes[name] = ControlPlane(name, base=self.planes[name].table.seq + 1_000_000)
+        self.planes[name] = ControlPlane(name, base=self.planes[name].table.seq + 1_000_000 - behind)
 
     def link_up(self, a: str, b: str, cost: int = 1) -> None:
         self.links.add(frozenset((a, b)))

@@ -60,6 +60,7 @@ class SubscriberTable:
         self.messages_sent = 0
         self.by_key: dict[tuple[str, str], set[str]] = defaultdict(set)  # subscriber key -> origins holding it
         self.adopted: list[Subscription] = []  # our subscriptions from an earlier life, for the router to take up
+        self.renumbered = False  # an earlier life's numbering of ours came back, past ours: say our state again
 
     # ---------------------------------------------------------------- views
 
@@ -154,6 +155,8 @@ class SubscriberTable:
 
     def on_event(self, ev: SubEvent, sender: str, neighbours: set[str]) -> Out:
         origin = self.origins[ev.origin]
+        if ev.origin == self.me and ev.seq > self.seq:
+            self._past(ev.seq)  # (an earlier life's event, numbered past this life: see ``_adopt``)
         if ev.origin == self.me or origin.seen(ev.seq):
             return self._send({sender}, SubAck(ev.origin, ev.seq))
         self._apply(ev)
@@ -247,12 +250,21 @@ class SubscriberTable:
         This life is numbered from ``base``, past that one, so the state we send wins
         everywhere: also when this life numbered as many events as that one before the
         links came up (counting from the same start, the two were once taken for one).
+
+        A state numbered past anything this life numbered is an earlier life's too, though
+        past ``base``: our clock stepped back across the restart (``--hard --groups`` fresh
+        seed 396129154652: C restarted 2 s behind, its new attaches were numbered below what
+        its neighbours had of its earlier life, and they ignored them; a member that resumed
+        at C stayed at its old router until its grace ended). We number past it, and say
+        our state again.
         """
-        if st.sub_seq >= self.base:
+        if self.base <= st.sub_seq <= self.seq:
             return False  # this life, as a neighbour saw it
         mine = self.origins[self.me]
         taken = [s for s in st.subscriptions if s.key not in mine.keys]
-        if not taken:
+        if st.sub_seq > self.seq:
+            self._past(st.sub_seq)
+        elif not taken:
             return False
         self.seq += 1
         for sub in taken:
@@ -260,6 +272,15 @@ class SubscriberTable:
         mine.watermark, mine.above = self.seq, set()
         self.adopted += taken
         return True
+
+    def _past(self, seq: int) -> None:
+        """Number our events past ``seq`` (an earlier life's), with what we hold now."""
+        mine = self.origins[self.me]
+        self.seq = seq + 1
+        for key, (_, sub) in list(mine.keys.items()):
+            mine.keys[key] = (self.seq, sub)
+        mine.watermark, mine.above = self.seq, set()
+        self.renumbered = True
 
     def restore(self, subs: list[Subscription]) -> list[Subscription]:
         """Our subscriptions from the journal of an earlier life (we restarted): ours again,

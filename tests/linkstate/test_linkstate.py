@@ -228,3 +228,25 @@ def test_a_restarted_router_with_more_events_than_its_earlier_life_still_takes_i
     assert [s.key for s in net.adopted["C"]] == [("client", "old")]
     keys = {s.key for s in net.planes["A"].table.subscriptions("C")}
     assert keys == {("client", "old"), ("client", "new0"), ("client", "new1"), ("client", "new2")}
+
+
+def test_a_router_restarted_with_its_clock_behind_numbers_its_events_past_its_earlier_life():
+    """Its new life's numbers start below its earlier life's last (the clock stepped back
+    across the restart): its neighbours would take its new attaches for old news. It
+    numbers past what they hold of it, and says its state again (``--hard --groups`` fresh
+    seed 396129154652: a member resumed there stayed at its old router until its grace
+    ended)."""
+    net = _net([("A", "B"), ("B", "C")])
+    for i in range(5):
+        net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", f"old{i}", since=1)))
+    old_last = net.planes["C"].table.seq
+    net.restart("C", behind=1_000_003)
+    assert net.planes["C"].table.seq < old_last
+    net.link_up("B", "C")
+    net.run()
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "member", "g", since=2)))
+    assert net.planes["C"].table.seq > old_last
+    for router in "AB":
+        keys = {s.key for s in net.planes[router].table.subscriptions("C")}
+        assert ("member", "g") in keys
+        assert net.planes[router].table.home(("member", "g")) == "C"

@@ -115,3 +115,31 @@ def test_fresh_group_seed_an_adopted_message_goes_to_its_member_where_it_lives_n
     named, while p1:19 and on went to g1 at C directly. They reached g1 after p1:73
     (reordered 3). The root sends a chosen member's copy where the member lives now."""
     _clean(659399398833, groups=True)
+
+
+def test_hard_group_seed_a_router_restarted_with_its_clock_behind_is_heard():
+    """Fresh ``--hard --groups`` seed 396129154652 (line3): C restarted while its clock was
+    2 s behind, so its new life numbered its subscription events below what B held of its
+    earlier life, and B ignored them: member g2 resumed at C, A never heard of it, kept it
+    suspended and expired it 30 s later. A restarted router now numbers past an earlier
+    life's numbers that come back, and says its state again (``linkstate/subscriptions.py``)."""
+    from simnet.schedules import hard_plan
+
+    _, verdict = run(hard_plan(396129154652, True))
+    assert verdict.ok, verdict.violations
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 24): two attaches of one key on both sides of a partition, "
+                                       "one router's clock behind; the suspended one's stamp is the newer")
+def test_hard_group_seed_an_attach_behind_a_partition_on_a_slow_clock_still_open():
+    """Fresh ``--hard --groups`` seed 396129155360 (line3): member g0 resumed at B (1.58 s),
+    dropped, and resumed at A (2.06 s) while A was cut off from B and A's clock was 3 s
+    behind. A could not stamp past B's attach it had not heard of, so its attach, the live
+    one, is the older: every router takes B's suspended one for the member's home, and B
+    expires it when its grace ends. Stamps cannot order attaches made on both sides of a
+    partition on clocks that disagree; the way out is to say which attaches are live (a
+    suspended one loses to a live one), not yet built. It fails the same way at 6ed935a."""
+    from simnet.schedules import hard_plan
+
+    _, verdict = run(hard_plan(396129155360, True))
+    assert verdict.ok, verdict.violations
