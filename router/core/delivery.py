@@ -137,6 +137,11 @@ class LocalDelivery:
         self.fan_out(record, remote, None, local=True)
         return record
 
+    def past(self, stamp: int) -> None:
+        """Our next stamp goes past ``stamp`` (another router's, on a clock ahead of ours)."""
+        if stamp > self.born:
+            self.born = stamp
+
     def stamp(self) -> int:
         """Strictly increasing here even if the wall clock steps back."""
         t = self.wall()

@@ -381,13 +381,21 @@ class Inquiry:
         if asking is None:
             early = self.early.get(told.gid) if self.early else None
             if early is not None and frm in early.waiting:
+                if told.taken and told.stamp >= early.stamp:
+                    self._outbid(told.gid, early, early.topic, told.stamp)  # (our publisher is here)
+                    return
                 early.waiting.discard(frm)
                 early.heard.extend(told.members)
-                if told.taken:
-                    self.taken(told.gid)
             return
         if frm not in asking.waiting:
             return
+        if told.taken:
+            if told.stamp < asking.stamp:
+                return  # (refused an earlier round of ours: we asked again since, past that fence)
+            pub = asking.record.publisher
+            if pub is not None and pub.attached:
+                self._outbid(told.gid, asking, asking.record.topic, told.stamp)
+                return
         asking.waiting.discard(frm)
         asking.heard.extend(told.members)
         if told.taken:
@@ -395,6 +403,20 @@ class Inquiry:
         asking.unsure = asking.unsure or told.unsure
         if not asking.waiting and not asking.unsure:
             self._decide(asking)
+
+    def _outbid(self, gid: bytes, question: Asking | Early, topic: str, fence: int) -> None:
+        """A root that asked after us by its stamp fenced the message, but our publisher is
+        attached here: we are its root now, and ask again past that stamp. (Stamps come
+        from each root's clock: fresh ``--hard --groups`` seed 957146179704 lost 244, as D,
+        its clock ahead, asked first and died; every round of the new root A was refused
+        for D's fence, and A chose no member.) What it heard stays: a member that had the
+        message, had it."""
+        self.delivery.past(fence)
+        question.stamp, question.asked_at = self.delivery.stamp(), self.clock()
+        if isinstance(question, Asking):
+            question.unsure = False
+        question.waiting = self.routes.all_routers() | {self.router_id}
+        self._ask_all(gid, topic, question.stamp, question.waiting)
 
     def _decide(self, asking: Asking) -> None:
         record = asking.record
@@ -565,7 +587,7 @@ class Inquiry:
         root had chosen another)."""
         me = self.router_id
         if not self.dest.fence(gid, asker, stamp):
-            return Told(gid, (), False, True)
+            return Told(gid, (), False, True, self.dest.fenced[gid][2])
         subs = self.topics.get(topic) or {}
         if any(s.group is not None and s.suspended_until is not None for s in subs.values()):
             return Told(gid, (), True)

@@ -80,12 +80,14 @@ class Told(NamedTuple):
     (key, group, router, had): ``had`` when the member had it here (it was queued, it
     answered, or it said so when it resumed); otherwise a root's choice a copy named.
     ``unsure``: this router may not know yet (asked again later). ``taken``: a root that
-    asked later chooses (its publisher resumed there since): not the one asking."""
+    asked later chooses (its publisher resumed there since): not the one asking; ``stamp``
+    is that root's question's (a root whose publisher is attached asks again past it)."""
 
     gid: bytes
     members: tuple[tuple[Key, GroupId, str, bool], ...]
     unsure: bool = False
     taken: bool = False
+    stamp: int = 0
 
 
 class Ended(NamedTuple):

@@ -96,7 +96,7 @@ def test_questions_about_group_members_and_their_answers_read_back_between_other
     or fewer items."""
     told = Told(b"g2", ((("c", "g|m1"), GroupId("g"), "B", True), (("c", "g|m2"), GroupId("h", "x"), "C", False)))
     items = (Answer(b"g1", b"A/1", 7, ()), Ask(b"g2", "orders", 1_700_000_000_000_001), told,
-             Told(b"g3", (), True), Told(b"g4", (), False, True), Ended(("c", "g|m1"), 1_700_000_000_000_002),
+             Told(b"g3", (), True), Told(b"g4", (), False, True, 1_700_000_000_000_001), Ended(("c", "g|m1"), 1_700_000_000_000_002),
              Settle(b"s1"))
     wire = routed_to_bytes(Routed("A", "C", items, 5))
     assert routed_from_bytes(wire, "A").items == items

@@ -143,3 +143,16 @@ def test_hard_group_seed_an_attach_behind_a_partition_on_a_slow_clock_still_open
 
     _, verdict = run(hard_plan(396129155360, True))
     assert verdict.ok, verdict.violations
+
+
+def test_hard_group_seed_a_root_whose_publisher_is_attached_asks_past_a_fence_on_a_clock_ahead():
+    """Fresh ``--hard --groups`` seed 957146179704 (ring6c): the publisher resumed at D,
+    whose clock was ahead; D asked whom the group had given its messages and died. The
+    publisher resumed at A, whose questions were older by their stamps: every router
+    refused them for D's fence (``taken``), and A chose no member: 244 messages accepted
+    that no member got. ``Told`` now carries the fence's stamp, and a root whose publisher
+    is attached asks again past it."""
+    from simnet.schedules import hard_plan
+
+    _, verdict = run(hard_plan(957146179704, True))
+    assert verdict.ok, verdict.violations

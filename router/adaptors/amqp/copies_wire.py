@@ -225,6 +225,8 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
             i += 1
         elif type(item) is Told:
             parts += [b"K", _short(item.gid), _B.pack(item.unsure | item.taken << 1), _H.pack(len(item.members))]
+            if item.taken:
+                parts.append(_Q.pack(item.stamp))
             for (c, nm), group, router, had in item.members:
                 parts += [_long(f"{c}\x00{nm}"), _long(group.name), _long(group.scope), _short(router),
                           _B.pack(had)]
@@ -304,14 +306,16 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
             r.p = p
             gid = r.short()
             (flags,) = r.unpack(_B)
+            (count,) = r.unpack(_H)
+            (held,) = r.unpack(_Q) if flags & 2 else (0,)
             members = []
-            for _ in range(r.unpack(_H)[0]):
+            for _ in range(count):
                 c, nm = r.long().split("\x00", 1)
                 name, scope = r.long(), r.long()
                 router = r.short().decode()
                 (had,) = r.unpack(_B)
                 members.append(((c, nm), GroupId(name, scope), router, bool(had)))
-            out.append(Told(gid, tuple(members), bool(flags & 1), bool(flags & 2)))
+            out.append(Told(gid, tuple(members), bool(flags & 1), bool(flags & 2), held))
             p = r.p
         elif kind == 0x45:  # E: a group member's subscription ended at the sender
             r = _Reader(blob)
