@@ -67,11 +67,11 @@ def test_compare_names_a_bad_ref_in_one_line():
 
 
 def test_the_core_loops_run_against_another_checkout():
-    """``once bench core --compare HEAD``: the same four loops over this tree's core and a
+    """``once bench core --compare HEAD``: the same five loops over this tree's core and a
     checkout's (the committed one), each with a figure and a ratio."""
     r = _once("bench", "core", "--compare", "HEAD", "--rounds", "1", "--messages", "2000")
     assert r.returncode == 0, r.stderr[-2000:]
     rows = _rows(r.stdout.split("\n", 1)[1])
-    assert set(rows) == {"local-1to1", "local-1to3", "root-hop", "transit"}, r.stdout
+    assert set(rows) == {"local-1to1", "local-1to3", "root-hop", "transit", "destination"}, r.stdout
     for name, (_, new, old, ratio) in rows.items():
         assert float(new) > 0 and float(old) > 0 and float(ratio) > 0, name
