@@ -147,13 +147,9 @@ class Inquiry:
         forgotten it, and the root gave it to a third). Moved, not closed: a copy for it
         here is answered ``moved``, and ``frm`` answers what it had (answered ``closed``
         here, a message it had accepted there went to another member: fresh seed
-        863476110810). A member that attached here later than there stays.
-
-        Not only one from our journal: one whose client went from here while we could not
-        hear where it resumed (its attach there came to us as this, after it closed there:
-        fresh --groups --leaves seed 654941108743; its grace here ended, and what it had
-        accepted there went to another member). ``Core.ended_elsewhere`` moves it only if
-        it is suspended here."""
+        863476110810). A member that attached here later than there stays. So does one
+        suspended here that we could not hear resume there (fresh --leaves seed
+        654941108743: expired here, what it had accepted there went to another member)."""
         since = self.restored.get(ended.key)
         if since is None:
             since = self.member_since.get(ended.key)
@@ -286,10 +282,8 @@ class Inquiry:
                 if record.root == self.router_id and self._fenced_by_another(gid):
                     self._ask_anew(record)
                 elif not record.local and early is None:
-                    # A copy we hold: its root may settle it with us (it restarted and
-                    # knows it no more) before the publisher sends it here again, and
-                    # what our members had of it goes with it (fresh --groups --leaves
-                    # seed 654941110994: 14 s later, another member got it too).
+                    # A copy we hold: its root may settle it with us before the resend
+                    # comes (fresh --leaves seed 654941110994: 14 s later, a second member).
                     stamp = self.delivery.stamp()
                     self.early[gid] = Early(pub.topic, stamp, set(waiting), self.clock())
                     self._ask_all(gid, pub.topic, stamp, waiting)
@@ -406,11 +400,8 @@ class Inquiry:
 
     def _outbid(self, gid: bytes, question: Asking | Early, topic: str, fence: int) -> None:
         """A root that asked after us by its stamp fenced the message, but our publisher is
-        attached here: we are its root now, and ask again past that stamp. (Stamps come
-        from each root's clock: fresh ``--hard --groups`` seed 957146179704 lost 244, as D,
-        its clock ahead, asked first and died; every round of the new root A was refused
-        for D's fence, and A chose no member.) What it heard stays: a member that had the
-        message, had it."""
+        attached here: we are its root, and ask again past that stamp, keeping what we heard
+        (stamps are each root's clock: fresh --hard --groups seed 957146179704 lost 244)."""
         self.delivery.past(fence)
         question.stamp, question.asked_at = self.delivery.stamp(), self.clock()
         if isinstance(question, Asking):
