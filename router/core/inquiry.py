@@ -70,10 +70,11 @@ class Early:
     """A question asked when the publisher resumed, before its message came: who has not
     told yet, what they told."""
 
-    __slots__ = ("topic", "stamp", "waiting", "heard", "asked_at")
+    __slots__ = ("publisher", "topic", "stamp", "waiting", "heard", "asked_at")
 
-    def __init__(self, topic: str, stamp: int, waiting: set[str], now: float) -> None:
-        self.topic = topic
+    def __init__(self, publisher: Publisher, stamp: int, waiting: set[str], now: float) -> None:
+        self.publisher = publisher
+        self.topic = publisher.topic
         self.stamp = stamp
         self.waiting = waiting
         self.heard: list[Member] = []
@@ -285,7 +286,7 @@ class Inquiry:
                     # A copy we hold: its root may settle it with us before the resend
                     # comes (fresh --leaves seed 654941110994: 14 s later, a second member).
                     stamp = self.delivery.stamp()
-                    self.early[gid] = Early(pub.topic, stamp, set(waiting), self.clock())
+                    self.early[gid] = Early(pub, stamp, set(waiting), self.clock())
                     self._ask_all(gid, pub.topic, stamp, waiting)
             elif early is not None:
                 if self._fenced_by_another(gid):
@@ -295,7 +296,7 @@ class Inquiry:
                     self._ask_all(gid, pub.topic, early.stamp, waiting)
             else:
                 stamp = self.delivery.stamp()
-                self.early[gid] = Early(pub.topic, stamp, set(waiting), self.clock())
+                self.early[gid] = Early(pub, stamp, set(waiting), self.clock())
                 self._ask_all(gid, pub.topic, stamp, waiting)
 
     def _fenced_by_another(self, gid: bytes) -> bool:
@@ -375,11 +376,15 @@ class Inquiry:
         if asking is None:
             early = self.early.get(told.gid) if self.early else None
             if early is not None and frm in early.waiting:
-                if told.taken and told.stamp >= early.stamp:
-                    self._outbid(told.gid, early, early.topic, told.stamp)  # (our publisher is here)
+                if told.taken and told.stamp >= early.stamp and early.publisher.attached:
+                    self._outbid(told.gid, early, early.topic, told.stamp)
                     return
                 early.waiting.discard(frm)
                 early.heard.extend(told.members)
+                if told.taken:
+                    # (its publisher not attached here: not asked past; two roots asking
+                    # past each other lost 6, fresh --groups seed 265264293348)
+                    self.taken(told.gid)
             return
         if frm not in asking.waiting:
             return

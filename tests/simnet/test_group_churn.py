@@ -41,9 +41,12 @@ MEMBER_HERE = [935772831126, 935772842251, 935772849850, 318366490714]
 ADOPTED_IN_PLACE = [935772827090]
 ENDED_WHILE_CUT_OFF = [654941108743, 654941105425]
 HELD_COPY_ASKED_EARLY = [654941110994]
+# a fresh groups seed broken by a root asking past a fence for a publisher that was suspended there
+NOT_PAST_A_FENCE = [265264293348]
 CASES += [(s, "leaves") for s in ASKED_LEAVES + ORDER_LEAVES + FRESH_LEAVES + ENDED_ELSEWHERE + ASKED_EARLY]
 CASES += FENCED_BACK + MEMBERS_NOT_OWED + [(s, "") for s in MEMBER_HERE + ADOPTED_IN_PLACE]
 CASES += [(s, "leaves") for s in ENDED_WHILE_CUT_OFF + HELD_COPY_ASKED_EARLY]
+CASES += [(s, "") for s in NOT_PAST_A_FENCE]
 CASES += [(s, "joins") for s in ASKED_JOINS]
 
 REPLAY = """
@@ -276,3 +279,14 @@ def test_a_root_asks_early_about_copies_it_holds_for_its_resuming_publisher(verd
     copy with C; the resend came 14 s later, when C had forgotten, and another member got
     it too. C now asks early about the copies it holds too, and keeps what it hears."""
     assert _run(verdicts, seed, "leaves") == []
+
+
+@pytest.mark.parametrize("seed", NOT_PAST_A_FENCE)
+def test_a_root_whose_publisher_is_suspended_there_does_not_ask_past_a_fence(verdicts: dict[str, list[str]],
+                                                                          seed: int):
+    """Fresh groups seed 265264293348 (found at 6de42cf): the publisher resumed at B, which
+    asked early about its messages, then at A. B's publisher was suspended, not gone, so
+    B kept asking; with every ``taken`` both roots asked past each other's fence, and 6
+    messages went to no member. Only a root whose publisher is attached asks past a
+    fence (an early question knows its publisher now)."""
+    assert _run(verdicts, seed, "") == []
