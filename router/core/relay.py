@@ -35,8 +35,8 @@ class Relay:
         """Queue copies of ``record`` for ``targets`` on the next hops towards them."""
         if not targets:
             return
-        by_router: dict[str, list[Target]] = {}
-        by_hop: dict[str, set[str]] = {}
+        by_router: dict[str, list[Target]]  # (only for several routers: none made per usual copy)
+        by_hop: dict[str, set[str]]
         one: Hop | None = None
         if len(targets) == 1:  # the usual send: one router, one next hop
             peer = self.plans.next_hop(targets[0].router)
@@ -44,6 +44,7 @@ class Relay:
             if one is None:
                 return  # no way on that does not go back: the root sends it again
         else:
+            by_router = {}
             for t in targets:
                 ts = by_router.get(t.router)
                 if ts is None:
