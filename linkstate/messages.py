@@ -38,6 +38,11 @@ class Subscription:
     group: str = ""
     scope: str = ""
     exclusive: bool = False
+    # Its link went without closing, and it waits here for its grace (flooded as an event of
+    # its own). Stamps from clocks that disagree cannot order attaches made on both sides of
+    # a partition: a router whose client is attached, hearing of a suspended attach stamped
+    # newer than its own, stamps its own again past it (``Network._outrank``).
+    suspended: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -134,4 +139,4 @@ def from_dict(d: dict[str, Any]) -> Message:
 def _sub(d: dict[str, Any]) -> Subscription:
     return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]),
                         int(d.get("since", 0)), str(d.get("owner") or ""), str(d.get("group") or ""),
-                        str(d.get("scope") or ""), bool(d.get("exclusive", False)))
+                        str(d.get("scope") or ""), bool(d.get("exclusive", False)), bool(d.get("suspended", False)))

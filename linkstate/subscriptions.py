@@ -16,7 +16,7 @@ per live link per event.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .messages import OriginState, SubAck, SubEvent, Subscription
 
@@ -261,7 +261,7 @@ class SubscriberTable:
         if self.base <= st.sub_seq <= self.seq:
             return False  # this life, as a neighbour saw it
         mine = self.origins[self.me]
-        taken = [s for s in st.subscriptions if s.key not in mine.keys]
+        taken = [replace(s, suspended=True) for s in st.subscriptions if s.key not in mine.keys]
         if st.sub_seq > self.seq:
             self._past(st.sub_seq)
         elif not taken:
@@ -290,7 +290,7 @@ class SubscriberTable:
         are announced with our state once a neighbour has synced with us. Keys this life
         already has stay as they are. Returns those taken."""
         mine = self.origins[self.me]
-        taken = [s for s in subs if s.key not in mine.keys]
+        taken = [replace(s, suspended=True) for s in subs if s.key not in mine.keys]
         if not taken:
             return []
         self.seq += 1

@@ -194,11 +194,17 @@ class Network:
                 self._complete(msg.seq)
             return
         self._apply(self.plane.receive(peer, msg))
+        if type(msg) is SubEvent:
+            if msg.subscription.suspended:
+                self._outrank((msg.subscription,))
+        elif type(msg) is Sync:
+            self._outrank([s for st in msg.states for s in st.subscriptions if s.suspended])
         if type(msg) is Sync and self.plane.complete:
             # A neighbour's full view: from now on we know the subscribers (a restarted
             # router, or one that came up alone, took no publishes before this).
             self.core.synced()
-        if type(msg) is SubEvent and msg.attached and msg.origin != self.me and self.markers:
+        if (type(msg) is SubEvent and msg.attached and not msg.subscription.suspended and msg.origin != self.me
+                and self.markers):
             # What we hold for that subscriber was sent towards it just now (``_apply``):
             # the marker goes behind it, once per attach however often the flood brings it.
             mark = (msg.origin, msg.seq)
@@ -292,8 +298,42 @@ class Network:
         self.subscribe(sub, False)
 
     def suspended(self, key: tuple[str, str], until_us: float) -> None:
-        """A subscription of ours is suspended until then (wall clock, microseconds)."""
+        """A subscription of ours is suspended until then (wall clock, microseconds).
+
+        The network learns it too: where the client attached again meanwhile, its live
+        attach there is the key's home even when the clocks stamped it older than ours
+        (``--hard --groups`` fresh seeds 396129155360, 840217628598, 840217628795: a member
+        resumed behind a partition on a clock seconds behind, every router took our
+        suspended attach for its home, and we expired it while it was attached there)."""
         self.store.suspend(key, until_us)
+        held = self.plane.table.origins[self.me].keys.get(key)
+        if held is not None and held[1] is not None and not held[1].suspended:
+            _, result = self.plane.subscribe(replace(held[1], suspended=True), True)
+            self._apply(result)
+
+    def _outrank(self, suspended: Iterable[Subscription]) -> None:
+        """Attaches suspended elsewhere, as a neighbour told us: where ours of the same key
+        is live and stamped older, the client came back here after it left there, on a
+        clock behind that router's, or behind a partition that hid its attach there from
+        us. Ours is stamped again past it, so that the key lives here everywhere (and that
+        router hands over what it holds for it) rather than there until its grace ends
+        (``--hard --groups`` fresh seeds 396129155360, 840217628598, 840217628795).
+
+        Only for a live attach of ours, and past a suspended one only: two live attaches
+        never outbid each other, and a key's stamps at each router only grow, so two
+        routers can never each take the other for the key's home."""
+        table = self.plane.table
+        mine = table.origins[self.me].keys
+        for other in suspended:
+            held = mine.get(other.key)
+            ours = held[1] if held is not None else None
+            if (ours is None or ours.suspended or other.router == self.me
+                    or (other.since, other.router) < (ours.since, self.me) or not self.core.live_here(other.key)):
+                continue
+            stamped = replace(ours, since=max(self.core.wall(), table.newest_attach(other.key) + 1))
+            self.store.put(Kept(stamped))
+            _, result = self.plane.subscribe(stamped, True)
+            self._apply(result)
 
     def restore(self) -> int:
         """We start: our subscriptions from the journal become ours again, suspended for

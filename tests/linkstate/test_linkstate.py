@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from once.linkstate.graph import LinkStateDB
 from once.linkstate.messages import LinkStateAd, SubEvent, Subscription, Sync, from_dict, to_dict
 from once.linkstate.simulate import Network, simulate
@@ -107,6 +109,8 @@ def test_messages_round_trip_through_dicts():
     assert from_dict(to_dict(sync)) == sync
     ev = SubEvent("A", 3, True, Subscription("A", "t", "c", "l", True, 2.5))
     assert from_dict(to_dict(ev)) == ev
+    held = SubEvent("A", 4, True, Subscription("A", "t", "c", "l", since=7, suspended=True))
+    assert from_dict(to_dict(held)) == held
     assert isinstance(sync, Sync)
 
 
@@ -215,6 +219,46 @@ def test_a_restarted_router_whose_subscriber_came_back_before_its_links_is_heard
         assert plane.table.home(("client", "sub")) == "C"
         assert plane.routers_for("t") == {"C"}
     assert net.planes["A"].moved("t", "A") == {"C": frozenset({("client", "sub")})}
+
+
+def test_a_suspension_floods_and_a_stamp_past_it_moves_the_key():
+    """Attaches made on both sides of a partition, on clocks that disagree: the client
+    left C and resumed at A, whose clock stamped it older. C's suspension reaches every
+    router; A, whose client is attached, stamps its attach again past C's (the router's
+    part, ``Network._outrank``), and the key lives at A everywhere: C's is a
+    left-over that moved there (``--hard --groups`` fresh seeds 396129155360,
+    840217628598, 840217628795)."""
+    net = _net([("A", "B"), ("B", "C")])
+    at_c = Subscription("C", "t", "client", "sub", since=5)
+    net.until_complete("C", net.subscribe("C", at_c))
+    net.link_down("B", "C")
+    net.run()
+    at_a = Subscription("A", "t", "client", "sub", since=2)
+    net.until_complete("A", net.subscribe("A", at_a))
+    net.link_up("B", "C")
+    net.run()
+    net.subscribe("C", replace(at_c, suspended=True))
+    net.run()
+    for plane in net.planes.values():
+        assert [s.suspended for s in plane.table.subscriptions("C")] == [True]
+        assert plane.table.home(("client", "sub")) == "C"  # the newer stamp, until A's is stamped again
+    net.until_complete("A", net.subscribe("A", replace(at_a, since=6)))
+    for plane in net.planes.values():
+        assert plane.table.home(("client", "sub")) == "A"
+        assert plane.routers_for("t") == {"A"}
+    assert net.planes["C"].moved("t", "C") == {"A": frozenset({("client", "sub")})}
+
+
+def test_a_restarted_routers_taken_back_subscribers_are_suspended():
+    net = _net([("A", "B"), ("B", "C")])
+    net.until_complete("C", net.subscribe("C", Subscription("C", "t", "client", "old", since=1)))
+    net.restart("C")
+    net.link_up("B", "C")
+    net.run()
+    assert [s.suspended for s in net.adopted["C"]] == [True]
+    assert [s.suspended for s in net.planes["A"].table.subscriptions("C")] == [True]
+    restored = SubscriberTable("D").restore([Subscription("D", "t", "client", "kept", since=1)])
+    assert [s.suspended for s in restored] == [True]
 
 
 def test_a_restarted_router_with_more_events_than_its_earlier_life_still_takes_its_subscribers_back():

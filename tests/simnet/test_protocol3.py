@@ -125,19 +125,17 @@ def test_hard_group_seed_a_router_restarted_with_its_clock_behind_is_heard():
     assert verdict.ok, verdict.violations
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 24): two attaches of one key on both sides of a partition, "
-                                       "one router's clock behind; the suspended one's stamp is the newer")
 @pytest.mark.parametrize("seed", [396129155360, 840217628598, 840217628795])
-def test_hard_group_seed_an_attach_behind_a_partition_on_a_slow_clock_still_open(seed: int):
+def test_hard_group_seed_a_live_attach_behind_a_partition_on_a_slow_clock_outranks_a_suspended_one(seed: int):
     """Fresh ``--hard --groups`` seed 396129155360 (line3): member g0 resumed at B (1.58 s),
     dropped, and resumed at A (2.06 s) while A was cut off from B and A's clock was 3 s
     behind. A could not stamp past B's attach it had not heard of, so its attach, the live
-    one, is the older: every router takes B's suspended one for the member's home, and B
-    expires it when its grace ends. Stamps cannot order attaches made on both sides of a
-    partition on clocks that disagree; the way out is to say which attaches are live (a
-    suspended one loses to a live one), not yet built. It fails the same way at 6ed935a.
-    840217628598 (triangle, A 4.4 s behind, B-A cut) and 840217628795 (line3, C behind,
-    B-C silent then cut) are the same: a member expired at B while attached elsewhere."""
+    one, was the older: every router took B's suspended one for the member's home, and B
+    expired it when its grace ended. Stamps cannot order attaches made on both sides of a
+    partition on clocks that disagree; a router now floods its subscriber's suspension, and
+    a live attach outranks a suspended one (``SubscriberTable.home``). 840217628598
+    (triangle, A 4.4 s behind, B-A cut) and 840217628795 (line3, C behind, B-C silent then
+    cut) are the same: a member expired at B while attached elsewhere."""
     from simnet.schedules import hard_plan
 
     _, verdict = run(hard_plan(seed, True))
