@@ -15,16 +15,23 @@ class Outbox:
     """A root's sequence of copies to one router in one stream: the next position, and the
     positions it has no answer for (in order: the first is ``low``)."""
 
-    __slots__ = ("next", "unanswered")
+    __slots__ = ("next", "unanswered", "floor")
 
     def __init__(self) -> None:
         self.next = 1
         self.unanswered: dict[int, bytes | None] = {}  # position -> the gid sent there
+        self.floor = 1  # no position below it is unanswered
 
     def low(self) -> int:
-        for p in self.unanswered:
-            return p
-        return self.next
+        """The first unanswered position (``next`` if none). Positions are added in order
+        and only ever removed, so the first one only grows: found from ``floor`` on, not
+        as the dict's first key, which costs a scan past every entry removed since the
+        dict last resized (0.4 us a call with 1,000 copies in flight, three per answer)."""
+        floor, unanswered, end = self.floor, self.unanswered, self.next
+        while floor < end and floor not in unanswered:
+            floor += 1
+        self.floor = floor
+        return floor
 
 
 class Far:

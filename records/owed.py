@@ -52,13 +52,26 @@ _FINAL_FROM_ITS_ROUTER = {Said.CLOSED: KeyState.CLOSED, Said.EXPIRED: KeyState.E
 
 
 class Owed:
-    __slots__ = ("where", "states", "pending", "rejection")
+    __slots__ = ("_where", "shared", "states", "pending", "rejection")
 
-    def __init__(self, owed: Mapping[Key, str]) -> None:
-        self.where: dict[Key, str] = dict(owed)  # key -> the router its copy went to last
+    def __init__(self, owed: Mapping[Key, str], shared: bool = False) -> None:
+        """``shared``: ``owed`` is the topic's plan, one mapping for every message (it is
+        read here until a key moves, then copied: most messages never need their own)."""
+        self._where: Mapping[Key, str] = owed if shared else dict(owed)
+        self.shared = shared
         self.states: dict[Key, KeyState] = dict.fromkeys(owed, KeyState.PENDING)
         self.pending = len(self.states)
         self.rejection: Outcome | None = None  # the first rejection: the publisher hears it
+
+    @property
+    def where(self) -> Mapping[Key, str]:
+        """key -> the router its copy went to last."""
+        return self._where
+
+    def _set_where(self, key: Key, router: str) -> None:
+        if self.shared:
+            self._where, self.shared = dict(self._where), False
+        self._where[key] = router  # type: ignore[index]  # (our own copy now)
 
     @property
     def complete(self) -> bool:
@@ -75,7 +88,7 @@ class Owed:
         if self.states.get(key) is not KeyState.PENDING:
             return False
         state = _FINAL_FROM_ANYWHERE.get(said)
-        if state is None and self.where[key] == router:
+        if state is None and self._where[key] == router:
             state = _FINAL_FROM_ITS_ROUTER.get(said)
         if state is None:
             return False  # moved, unknown, or a router it left: the table decides where it is
@@ -86,7 +99,7 @@ class Owed:
     def accepted_at(self, keys: Iterable[Key], router: str) -> bool:
         """Every key of ``keys`` still owed at ``router`` accepted (a destination's usual
         answer names no key: all of its copy's); True when this completed the message."""
-        states, where = self.states, self.where
+        states, where = self.states, self._where
         done = False
         for key in keys:
             if states.get(key) is KeyState.PENDING and where[key] == router and self._final(key, KeyState.ACCEPTED):
@@ -96,9 +109,9 @@ class Owed:
     def moved(self, key: Key, router: str) -> bool:
         """The subscriber table shows ``key`` at ``router`` now. Returns True if a copy must
         go there for it: it is still owed and its copy went elsewhere."""
-        if self.states.get(key) is not KeyState.PENDING or self.where[key] == router:
+        if self.states.get(key) is not KeyState.PENDING or self._where[key] == router:
             return False
-        self.where[key] = router
+        self._set_where(key, router)
         return True
 
     def add(self, key: Key, router: str) -> None:
@@ -106,7 +119,7 @@ class Owed:
         the root's moved away: the root waits for it there now). A key that had come to the
         root (``here``) and leaves again is owed again."""
         if self.states.get(key, KeyState.HERE) is KeyState.HERE:
-            self.where[key] = router
+            self._set_where(key, router)
             self.states[key] = KeyState.PENDING
             self.pending += 1
 
@@ -131,7 +144,7 @@ class Owed:
             self.states[key] = KeyState.REPLACED
             self.pending -= 1
         if by not in self.states:
-            self.where[by] = router
+            self._set_where(by, router)
             self.states[by] = KeyState.PENDING
             self.pending += 1
 
@@ -141,7 +154,7 @@ class Owed:
         out: dict[str, set[Key]] = {}
         for key, state in self.states.items():
             if state is KeyState.PENDING:
-                router = self.where[key]
+                router = self._where[key]
                 if only is None or router in only:
                     out.setdefault(router, set()).add(key)
         return out

@@ -115,7 +115,7 @@ class Copies:
                 far = Far()
                 record.far = far
                 far.stream = self._stream(record)
-                far.owed = Owed(owed_map if not record.presettled else {})
+                far.owed = Owed(owed_map, shared=True) if not record.presettled else Owed({})
                 self._number(record, far, by_router, record.resent)
             return []
         if keys is None:
@@ -217,11 +217,11 @@ class Copies:
             self._answered(frm, answer)
             return
         unanswered = box.unanswered
-        low = next(iter(unanswered), 0)
+        low = box.low() if unanswered else 0
         unanswered.pop(answer.position, None)
         self._answered(frm, answer)
         if unanswered:
-            new = next(iter(unanswered))
+            new = box.low()
             if new > low + 1 and low:
                 # ``low`` jumped a gap (positions no longer needed there): the copy now
                 # lowest may be held behind it at ``frm``, until our next re-send tells it

@@ -305,7 +305,8 @@ class LocalDelivery:
                 sub.attempts.pop(record.gid, None)
         if record.chosen is not None and record.local:
             self.groups.answered_at_root(record)
-        if record.far is not None:
+        far = record.far
+        if far is not None and far.takes:  # (copies we took: answered to their roots)
             self.forwarding.answer_ready(record)
         if record.upstreams and not record.presettled:
             outcome = self.outcome(record)

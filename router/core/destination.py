@@ -229,7 +229,13 @@ class Destination:
         rs = record.states
         said: list[tuple[Key, Said, Outcome | None]] = []
         every: bool | None = True
-        if refused or not all(rs.get(subs.get(k)) is SUB_ACCEPTED for k in keys):  # type: ignore[arg-type]
+        usual = not refused
+        if usual:
+            for k in keys:  # (a loop, not ``all``: this runs per copy)
+                if rs.get(subs.get(k)) is not SUB_ACCEPTED:  # type: ignore[arg-type]
+                    usual = False
+                    break
+        if not usual:
             said, every = self._said_all(record, keys, subs, refused)  # (else the usual: every key accepted)
             if every is None:
                 return False
@@ -283,8 +289,9 @@ class Destination:
         # The root has its answer (a key that moved accepted it where it was before), or
         # its publisher is gone: a local delivery still in doubt is not waited for. Its
         # answer could not come anyway: the delivery is settled now.
-        for waiter in [w for w, st in record.states.items() if st is IN_DOUBT]:
-            record.drop_waiter(waiter)
+        if record.pending:
+            for waiter in [w for w, st in record.states.items() if st is IN_DOUBT]:
+                record.drop_waiter(waiter)
         self.delivery.maybe_free(record)
 
     def freed(self, record: CoreRecord) -> None:
@@ -301,7 +308,12 @@ class Destination:
             # (the set is the copy's, shared: its hash is kept), without a word per key.
             keys = far.takes[0][3]
             rs = record.states
-            if all(rs.get(subs.get(k)) is SUB_ACCEPTED for k in keys):  # type: ignore[arg-type]
+            every = True
+            for k in keys:
+                if rs.get(subs.get(k)) is not SUB_ACCEPTED:  # type: ignore[arg-type]
+                    every = False
+                    break
+            if every:
                 shared = self.accepted_cache.get(keys)
                 if shared is None:
                     if len(self.accepted_cache) > 1024:

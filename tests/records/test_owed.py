@@ -89,3 +89,12 @@ def test_add_leaves_a_key_with_evidence_alone():
     o.answer(A, "D", Said.ACCEPTED)
     o.add(A, "E")
     assert o.states[A].value == "accepted" and o.pending == 1
+
+
+def test_a_shared_plan_is_copied_before_a_key_moves_never_changed():
+    plan = {A: "C", B: "C"}
+    first, second = Owed(plan, shared=True), Owed(plan, shared=True)
+    assert first.moved(A, "E")
+    first.add(("c", "new"), "D")
+    assert plan == {A: "C", B: "C"} and second.where == plan
+    assert first.where == {A: "E", B: "C", ("c", "new"): "D"} and first.pending_at() == {"E": {A}, "C": {B}, "D": {("c", "new")}}
