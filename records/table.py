@@ -62,7 +62,7 @@ class Record(Generic[P, W, U]):
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
                  "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
-                 "keyed_only", "parked_keys", "earlier", "chosen", "far", "resent")
+                 "keyed_only", "parked_keys", "earlier", "chosen", "far", "resent", "arrived")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: P | None, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0) -> None:
@@ -111,6 +111,9 @@ class Record(Generic[P, W, U]):
         # publish order across routers, for a subscriber whose deliveries come by
         # several paths after it moved.
         self.born = 0
+        # When it came to us from its publisher (the root's monotonic clock, seconds): what
+        # the router's publish-to-accepted and time-held measures count from.
+        self.arrived = 0.0
         self.root = ""  # the router its publisher published it on
         # Consumer groups (``records/membership.py``): the member each group's copy goes
         # to, chosen by the root, and the router it was sent to for it: member key ->

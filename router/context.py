@@ -59,6 +59,7 @@ class RouterContext(Protocol):
     guard_log: RateLimitedLog
     neighbour_ids: set[str]
     connections: set[Any]
+    serials: int  # the last client connection number given
     inter_connections: set[Any]
     dirty: set[Any]  # connections with something to write at the end of this batch
     stopping: bool

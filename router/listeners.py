@@ -17,6 +17,7 @@ from typing import Any
 class Kind(Enum):
     AMQP = "amqp"  # clients (the topology's ``listen``)
     INTER_ROUTER = "inter-router"  # neighbour routers (``inter_router``)
+    HTTP = "http"  # metrics, health, the management API and the console (``http``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,7 @@ class ListenerKind:
 KINDS: dict[Kind, ListenerKind] = {
     Kind.AMQP: ListenerKind(Kind.AMQP),
     Kind.INTER_ROUTER: ListenerKind(Kind.INTER_ROUTER),
+    Kind.HTTP: ListenerKind(Kind.HTTP),
 }
 
 

@@ -6,8 +6,9 @@ import asyncio
 import gc
 import logging
 import signal
+from dataclasses import replace
 
-from .config import Address, RouterSpec, Topology, TopologyError, load_topology
+from .config import Address, Topology, TopologyError, load_topology
 from .logs import configure
 from .loop import run
 from .server import Router
@@ -55,26 +56,33 @@ def settle_heap() -> None:
     gc.set_threshold(GC_YOUNG, 20, 50)
 
 
-def with_listen(topology: Topology, router_id: str, listen: str | None) -> Topology:
-    if listen is None:
-        return topology
-    host, _, port = listen.rpartition(":")
+def _address(option: str, value: str) -> Address:
+    host, _, port = value.rpartition(":")
     if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise TopologyError(f"--listen {listen}: expected HOST:PORT with a port from 0 to 65535")
+        raise TopologyError(f"{option} {value}: expected HOST:PORT with a port from 0 to 65535")
+    return Address(host or "127.0.0.1", int(port))
+
+
+def with_listen(topology: Topology, router_id: str, listen: str | None, http: str | None = None) -> Topology:
+    """The topology with this router's ``--listen`` and ``--http`` in place of its own addresses."""
+    if listen is None and http is None:
+        return topology
     spec = topology.routers[router_id]
-    routers = dict(topology.routers)
-    routers[router_id] = RouterSpec(spec.id, Address(host or "127.0.0.1", int(port)), spec.inter_router)
-    return Topology(topology.path, routers, topology.links, topology.settings, topology.auth, topology.groups)
+    if listen is not None:
+        spec = replace(spec, listen=_address("--listen", listen))
+    if http is not None:
+        spec = replace(spec, http=_address("--http", http))
+    return replace(topology, routers={**topology.routers, router_id: spec})
 
 
 def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None,
-         log_level: str = "info", log_format: str = "text", state: str | None = None) -> int:
+         log_level: str = "info", log_format: str = "text", state: str | None = None, http: str | None = None) -> int:
     """Run one router until SIGTERM/SIGINT. Raises ``TopologyError`` (bad file, unknown id,
     bad --listen) and ``ListenError`` (cannot bind), each a one-line message."""
     topology = load_topology(topology_path)
     if router_id not in topology.routers:
         raise TopologyError(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
-    topology = with_listen(topology, router_id, listen)
+    topology = with_listen(topology, router_id, listen, http)
     configure(router_id, log_level, log_format)
     run(serve(topology, router_id, journal, state))
     return 0

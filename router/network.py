@@ -55,6 +55,10 @@ class Network:
         # Our own subscriptions where a restart finds them (``substore.py``)
         self.store: MemoryStore = getattr(router, "subscription_store", None) or MemoryStore()
         self.links: dict[str, NeighbourLink] = {}
+        # For an operator (``/metrics``, ``once stat -n``): per neighbour, when its link last
+        # came up or went down (monotonic seconds) and how often it went down.
+        self.link_changed: dict[str, float] = {}
+        self.flaps: dict[str, int] = {}
         self.costs = {}
         for link in router.topology.links:
             if router.id in (link.a, link.b):
@@ -160,6 +164,7 @@ class Network:
             old.close()  # a newer connection replaces a stale one
             self.link_down(peer, old)
         self.links[peer] = conn
+        self.link_changed[peer] = time.monotonic()
         core = self.core
         conn.hop = core.add_hop(peer, conn.hop_port())
         conn.upstream = core.add_upstream(peer, conn.upstream_port())
@@ -172,6 +177,8 @@ class Network:
         if self.links.get(peer) is not conn:
             return
         del self.links[peer]
+        self.link_changed[peer] = time.monotonic()
+        self.flaps[peer] = self.flaps.get(peer, 0) + 1
         log.info("router %s: link to %s down", self.me, peer)
         result = self.plane.neighbour_down(peer)  # routes change before the core re-routes
         core = self.core

@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from .adaptors.amqp.edge import EdgeConnection
@@ -18,6 +19,8 @@ from .config import Address, Auth, Topology, TopologyError, load_topology
 from .core import Core
 from .core.lifecycle import LinkLifecycle
 from .heap import pin_mmap_threshold, trim
+from .http.endpoint import routes
+from .http.server import HttpConnection
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .listeners import Kind
@@ -39,10 +42,12 @@ class Ready:
     amqp: Address
     inter_router: Address | None = None
     neighbours: tuple[str, ...] = ()
+    http: Address | None = None
 
     def line(self) -> str:
+        web = f" http://{self.http}" if self.http is not None else ""
         extra = f" neighbours {','.join(self.neighbours)}" if self.neighbours else ""
-        return f"router {self.router_id} ready amqp://{self.amqp}{extra}"
+        return f"router {self.router_id} ready amqp://{self.amqp}{web}{extra}"
 
 
 class Router:
@@ -83,6 +88,10 @@ class Router:
         self._tasks: list[asyncio.Task] = []
         self.stopping = False
         self.ready: Ready | None = None
+        self.version = _version()
+        self.started = time.monotonic()
+        self.serials = 0  # client connections numbered from 1, for the management API and the logs
+        self.http_connections: set[HttpConnection] = set()  # (event streams: closed at stop)
         self._sync_note = time.monotonic() + SYNC_NOTE_EVERY
 
     async def start(self, neighbour_timeout: float | None = None) -> Ready:
@@ -103,6 +112,13 @@ class Router:
             for peer in sorted(self.neighbour_ids):
                 if self.id < peer:
                     self._tasks.append(loop.create_task(dial(self, peer)))
+        web = None
+        if self.spec.http is not None:
+            table = routes(self)
+            hserver, whost, wport = await listen_on(Kind.HTTP, lambda: HttpConnection(table, self.http_connections),
+                                                    self.spec.http.host, self.spec.http.port)
+            self._servers.append(hserver)
+            web = Address(whost, wport)
         self._tasks.append(loop.create_task(self._housekeeping()))
         if neighbour_timeout is None:
             await self.network.all_up.wait()
@@ -111,7 +127,7 @@ class Router:
                 await asyncio.wait_for(self.network.all_up.wait(), neighbour_timeout)
             except TimeoutError:
                 pass
-        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)))
+        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web)
         return self.ready
 
     def _accept_router(self) -> InterRouterConnection:
@@ -209,6 +225,8 @@ class Router:
             server.close()
         for conn in list(self.connections) + list(self.inter_connections):
             conn.close()
+        for web in list(self.http_connections):
+            web.close()
         self.flush()
         deadline = asyncio.get_running_loop().time() + grace
         while (self.connections or self.inter_connections) and asyncio.get_running_loop().time() < deadline:
@@ -220,6 +238,13 @@ class Router:
             await server.wait_closed()
         if self.journal is not None:
             self.journal.close()
+
+
+def _version() -> str:
+    try:
+        return version("once")
+    except PackageNotFoundError:  # (run from a checkout that was never installed)
+        return "unknown"
 
 
 def _sasl(auth: Auth) -> SaslServerConfig:

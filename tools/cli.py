@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("topology", help="a topology file, or the name of a shipped one (single, line3, mesh3, ring5, ring7c)")
     r.add_argument("--id", required=True, help="the router id in the topology")
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
+    r.add_argument("--http", metavar="HOST:PORT", help="serve /metrics, /healthz, /readyz, the management API and "
+                   "the console there (overrides the topology's routers.ID.http; port 0 picks a free one)")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
     r.add_argument("--state", metavar="DIR", help="keep this router's subscriptions under DIR, so a restart (of this "
                    "router or of every router) keeps the suspended ones waited for (off by default: memory only)")
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             from once.router.main import main as router_main
 
             return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format,
-                               args.state)
+                               args.state, args.http)
         if args.command == "launch":
             from once.router.logs import parse_levels
 

@@ -43,7 +43,7 @@ def free_port(taken: set[int] | None = None) -> int:
 
 
 def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None = None) -> Path:
-    """Copy topology ``src`` to ``dst`` with every listen/inter_router port replaced by a free one."""
+    """Copy topology ``src`` to ``dst`` with every listen/inter_router/http port replaced by a free one."""
     doc = yaml.safe_load(Path(src).read_text())
     taken: set[int] = set()
 
@@ -54,8 +54,9 @@ def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None 
 
     for spec in doc["routers"].values():
         spec["listen"] = f"127.0.0.1:{pick()}"
-        if "inter_router" in spec:
-            spec["inter_router"] = f"127.0.0.1:{pick()}"
+        for key in ("inter_router", "http"):
+            if key in spec:
+                spec[key] = f"127.0.0.1:{pick()}"
     if settings:
         doc.setdefault("settings", {}).update(settings)
     dst.write_text(yaml.safe_dump(doc))

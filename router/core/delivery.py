@@ -34,7 +34,7 @@ from .treatments import TopicTreatment
 
 
 class LocalDelivery:
-    __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "journal", "credit", "placeholders",
+    __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "measures", "clock", "journal", "credit", "placeholders",
                  "treatment", "remote_routers", "group_members", "local_count", "born", "unsynced", "forwarding",
                  "failover", "groups", "moved_away")
 
@@ -47,6 +47,8 @@ class LocalDelivery:
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
         self.stats = tables.stats
+        self.measures = tables.measures
+        self.clock = tables.clock
         self.journal = tables.journal
         self.credit = credit
         # (subscriber key, gid) -> expiry: a resuming subscriber said it already accepted
@@ -100,6 +102,7 @@ class LocalDelivery:
             return None
         record: CoreRecord = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
         record.born = self.stamp()
+        record.arrived = self.clock()
         record.root = self.router_id
         if resumed or pub.resent and tag in pub.resent:
             # Sent before, maybe delivered by the router it was first published on: every
@@ -115,6 +118,7 @@ class LocalDelivery:
         records.enter(record)
         size = len(payload)
         self.stats["published"] += 1
+        pub.counts.received += 1
         if self.journal is not None:
             self.journal.add(Event.RECEIVED, gid, record.topic, "client")
         if not settled:
@@ -165,6 +169,7 @@ class LocalDelivery:
                 pub.bytes += size
         else:
             record.local = True
+            record.arrived = self.clock()  # (our measures count from here: the time held before is another router's)
             record.orphan_since = None
             self.local_count += 1
             pub.in_flight += 1
@@ -175,6 +180,7 @@ class LocalDelivery:
         """Make ``sub`` a waiter of ``record`` and queue it, unless a placeholder says it
         already accepted it (it told us when it resumed)."""
         if self.placeholders and self.placeholders.take(sub.key, record.gid):
+            self.stats["placeholder_hits"] += 1
             if sub not in record.states:
                 record.states[sub] = SUB_ACCEPTED
             return False
@@ -232,6 +238,9 @@ class LocalDelivery:
             handle = port.deliver(record, settled, redelivery)
             credit -= 1
             self.stats["delivered"] += 1
+            sub.counts.delivered += 1
+            if redelivery:
+                self.stats["marked"] += 1
             if settled:
                 self.sent_settled(record, sub)
             else:
@@ -255,10 +264,13 @@ class LocalDelivery:
         if kind is ACCEPTED_KIND:
             done = record.resolve(sub, SUB_ACCEPTED)
             self.stats["accepted"] += 1
+            sub.counts.accepted += 1
         elif kind is REJECTED_KIND:
             done = record.resolve(sub, SUB_REJECTED, rejection(state))  # type: ignore[arg-type]
             self.stats["rejected"] += 1
+            sub.counts.rejected += 1
         elif kind is RELEASED_KIND or kind is MODIFIED_KIND:
+            self.stats["released"] += 1
             if kind is MODIFIED_KIND and state.undeliverable_here:  # type: ignore[union-attr]
                 done = record.resolve(sub, SUB_REJECTED, rejected(
                     Conditions.UNDELIVERABLE_HERE,
@@ -318,6 +330,7 @@ class LocalDelivery:
             return
         pub = record.publisher
         if pub is not None and not record.presettled and record.publisher_handle is not None and pub.attached:
+            self.measures.accept_latency.observe(self.clock() - record.arrived)
             outcome = self.outcome(record)
             settle = not pub.settle_second
             pub.port.outcome(record.publisher_handle, outcome, settle)
@@ -372,6 +385,7 @@ class LocalDelivery:
             record.publisher_handle = None  # (it points back at the record: no cycle left behind)
             if record.local:
                 self.local_count -= 1
+                self.measures.held_time.observe(self.clock() - record.arrived)
                 pub = record.publisher
                 if pub is not None:  # (a record of ours always has its publisher)
                     pub.in_flight -= 1

@@ -255,7 +255,8 @@ class Core:
             incarnation = secrets.randbits(63) or 1
         now = self.clock()
         ceiling = Ceiling(FIRST_CEILING, 2 * self.settings.initial_credit, self.settings.link_credit, now)
-        pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second, ceiling)
+        pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second, ceiling,
+                        self.tables.measures.topic(topic))
         pub.resumable = resumable
         if group is not None:
             pub.group = group
@@ -346,7 +347,7 @@ class Core:
                 old = other[key]
                 if other_topic != topic:
                     self.remove_subscriber(old)  # a different subscription under the same name
-        sub = Subscriber(port, topic, container_id, link_name, presettled)
+        sub = Subscriber(port, topic, container_id, link_name, presettled, self.tables.measures.topic(topic))
         sub.group = group
         sub.resumable = resumable
         sub.exclusive = exclusive
@@ -367,7 +368,7 @@ class Core:
         key = (container_id, link_name)
         if key in subs:
             return
-        sub = Subscriber(SUSPENDED, topic, container_id, link_name, False)  # type: ignore[arg-type]
+        sub = Subscriber(SUSPENDED, topic, container_id, link_name, False, self.tables.measures.topic(topic))  # type: ignore[arg-type]
         sub.suspended_until = until
         sub.owner = owner
         sub.group = group
@@ -411,7 +412,11 @@ class Core:
         for s in gone:
             # (an operator must see it: the publisher heard accepted for these without it)
             s.owed = sum(1 for r in tables.records.records.values() if r.states.get(s) is SubState.IN_DOUBT)
-            tables.stats["expired_owed"] += s.owed
+            stats = tables.stats
+            stats["expired_subscribers"] += 1
+            if s.owed:
+                stats["expired_with_owed"] += 1
+                stats["expired_owed"] += s.owed
             self.remove_subscriber(s)
         return gone
 

@@ -24,7 +24,7 @@ from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
 
 class Failover:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "placeholders",
-                 "moved_away", "delivery", "forwarding", "groups")
+                 "moved_away", "delivery", "forwarding", "groups", "stats")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, placeholders: Placeholders) -> None:
         self.router_id = tables.router_id
@@ -32,6 +32,7 @@ class Failover:
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
         self.clock = tables.clock
+        self.stats = tables.stats
         self.routes = routes
         self.placeholders = placeholders
         # topic -> {subscriber key: (the router it moved to, until when late copies follow it)}
@@ -53,6 +54,7 @@ class Failover:
         publisher from now on, and send it wherever the old root had not.
         """
         delivery = self.delivery
+        self.stats["duplicates"] += 1
         pub.resent.discard(record.tag)  # (taken over: the tag is no longer one sent before)
         ours = record.local
         delivery.take_over(pub, record, resumed)

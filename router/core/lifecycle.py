@@ -99,6 +99,8 @@ class LinkLifecycle:
         pub = core.add_publisher(port, topic, container_id, link_name, settle_second,
                                  incarnation if resuming else None, grant=False, group=group)
         ours = core.publisher_resume_map(pub, unsettled or {}) if resuming else None
+        if resuming:
+            core.tables.stats["resumed_publishers"] += 1
         log.debug("router %s: %s/%s publishes to %r%s", self.router_id, container_id, link_name, topic,
                   ", resuming" if unsettled is not None else "")
         return pub, ours
@@ -147,6 +149,7 @@ class LinkLifecycle:
         ours = None
         if a.unsettled is not None:  # resuming: what it accepted is never sent again
             ours = core.resume_subscriber(sub, a.unsettled, core.clock() + self.settings.publisher_grace)
+            core.tables.stats["resumed_subscribers"] += 1
 
         def effective() -> None:
             answer(ours, core.is_active(sub))

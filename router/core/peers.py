@@ -13,6 +13,7 @@ from once.records.membership import GroupId, Key
 from once.records.table import Record, RecordTable
 
 from .ceiling import Ceiling
+from .measures import TopicCounts
 from .ports import HopPort, PublisherPort, SubscriberPort
 
 
@@ -24,12 +25,13 @@ class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream",
-                 "resent")
+                 "resent", "counts")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
-                 settle_second: bool, ceiling: Ceiling) -> None:
+                 settle_second: bool, ceiling: Ceiling, counts: TopicCounts | None = None) -> None:
         self.port = port
         self.topic = topic
+        self.counts = counts or TopicCounts()  # its topic's (``measures.py``), added to per message
         self.container_id = container_id
         self.link_name = link_name
         self.incarnation = incarnation
@@ -96,11 +98,13 @@ SUSPENDED = Suspended()
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "sent", "sent_limit")
+                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "sent", "sent_limit", "counts")
 
-    def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool) -> None:
+    def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool,
+                 counts: TopicCounts | None = None) -> None:
         self.port = port
         self.topic = topic
+        self.counts = counts or TopicCounts()  # its topic's (``measures.py``), added to per message
         self.container_id = container_id
         self.link_name = link_name
         self.presettled = presettled  # the subscriber asked for at-most-once (snd-settle-mode settled)

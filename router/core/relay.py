@@ -18,11 +18,12 @@ from .tables import CoreTables
 
 
 class Relay:
-    __slots__ = ("router_id", "journal", "credit", "plans", "hops", "upstreams", "dirty", "held")
+    __slots__ = ("router_id", "journal", "stats", "credit", "plans", "hops", "upstreams", "dirty", "held")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, plans: Plans, held: Callable[[], tuple[int, int]]) -> None:
         self.router_id = tables.router_id
         self.journal = tables.journal
+        self.stats = tables.stats
         self.credit = credit
         self.plans = plans
         self.hops: dict[str, Hop] = {}
@@ -120,6 +121,7 @@ class Relay:
             if self.journal is not None:
                 self.journal.add(Event.FORWARDED, copy.gid, copy.topic, hop.peer)  # type: ignore[union-attr]
         if sent:
+            self.stats["forwarded"] += sent
             self.credit.want_pass()
 
     def replenish_transit(self) -> None:

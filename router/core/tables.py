@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from once.records.table import RecordTable
 
+from .measures import Measures
 from .ports import Conditions, Outcome, OutcomeKind, rejected
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def rejection(state: Outcome) -> Outcome:
 
 
 class CoreTables:
-    __slots__ = ("router_id", "settings", "clock", "wall", "records", "topics", "stats", "journal")
+    __slots__ = ("router_id", "settings", "clock", "wall", "records", "topics", "stats", "measures", "journal")
 
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float], wall: Callable[[], int],
                  journal: Journal | None) -> None:
@@ -48,6 +49,16 @@ class CoreTables:
         self.records: CoreRecords = RecordTable()
         # topic -> {subscriber key: its local subscriber (attached or suspended)}
         self.topics: dict[str, dict[Key, Subscriber]] = {}
-        self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "redelivered": 0,
-                      "expired_owed": 0}
+        # The router's counters (what ``/metrics`` shows: ``router/http/metrics.py``), plain
+        # integers: ``published`` from our publishers, ``delivered``/``accepted``/... by our
+        # subscribers, ``forwarded`` copies sent to neighbours; ``duplicates`` resent
+        # deliveries merged with the record we held (a gid that arrived again);
+        # ``placeholder_hits`` deliveries a resuming subscriber had already accepted (never
+        # sent again); ``marked`` deliveries sent marked as possibly seen before;
+        # ``expired_subscribers``/``expired_with_owed``/``expired_owed``: subscribers whose
+        # grace ran out, those of them still owed deliveries, and how many (a loss made visible).
+        self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "released": 0, "redelivered": 0,
+                      "forwarded": 0, "duplicates": 0, "placeholder_hits": 0, "marked": 0, "resumed_publishers": 0,
+                      "resumed_subscribers": 0, "expired_subscribers": 0, "expired_with_owed": 0, "expired_owed": 0}
+        self.measures = Measures()
         self.journal = journal  # delivery events, when the operator asked for them

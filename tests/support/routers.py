@@ -48,6 +48,8 @@ class RouterProcess:
             self.proc.kill()
             raise AssertionError(f"router did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
         self.url = line.split()[3]
+        # its HTTP endpoint, when it has one (``router A ready amqp://... http://...``)
+        self.http = next((w for w in line.split()[4:] if w.startswith("http://")), None)
         self.host, port = self.url.removeprefix("amqp://").rsplit(":", 1)
         self.port = int(port)
         # Drain its log as it runs: a full stderr pipe would block the router on its next

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from once.records.table import Record
@@ -119,11 +120,16 @@ class EdgeConnection(EngineProtocol):
         )
         self._deferred: bytearray | None = None
         self.peer = "?"
+        self.serial = 0  # this router's number for it (management API, logs), from 1
+        self.mechanism = ""  # the SASL mechanism it authenticated with ("" without SASL)
+        self.opened_at: float | None = None  # (monotonic) when its open came
 
     # -------------------------------------------------------------- asyncio
 
     def on_admitted(self) -> None:
         self.peer = self.remote
+        self.router.serials += 1
+        self.serial = self.router.serials
         self.router.connections.add(self)
 
     def on_bytes(self, data: bytes) -> None:
@@ -185,6 +191,7 @@ class EdgeConnection(EngineProtocol):
 
     def _on_sasl(self, event: SaslDone) -> None:
         if event.ok:
+            self.mechanism = event.mechanism
             return
         router = self.router
         now = asyncio.get_running_loop().time()
@@ -198,9 +205,13 @@ class EdgeConnection(EngineProtocol):
     def _on_opened(self, event: ConnectionOpened) -> None:
         self._handshake_done()
         self._rearm()  # the peer's idle timeout is known only now: its heartbeats are due
+        self.opened_at = time.monotonic()
         user = self.engine.user
         log.info("router %s: connection from %s opened (container %s%s)", self.router.id, self.peer,
                  self._container(), f", user {user}" if user else "")
+
+    def container(self) -> str:
+        return self._container()
 
     def _container(self) -> str:
         return self.engine.remote_open.container_id if self.engine.remote_open else "?"

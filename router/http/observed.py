@@ -1,0 +1,24 @@
+"""What the HTTP endpoint reads of its router: a narrow interface, so that the endpoint
+depends on no server module (``server.Router`` provides it)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..config import Settings, Topology
+    from ..core import Core
+    from ..network import Network
+
+
+class Observed(Protocol):
+    id: str
+    version: str
+    started: float  # monotonic seconds
+    settings: Settings
+    topology: Topology
+    core: Core
+    network: Network
+    connections: set[Any]  # client connections (``adaptors/amqp/edge.py``)
+    neighbour_ids: set[str]
+    ready: Any  # None until the router is listening

@@ -1,0 +1,177 @@
+"""The router's HTTP endpoint: metrics, health, the management API and the console.
+
+Served from the router's own event loop, like its AMQP listeners. HTTP/1.1 is parsed by
+``h11`` (sans-IO, as our AMQP engine: bytes in, events out), so this module is only the
+asyncio glue and the routing. Read-only: every route is a GET (or HEAD); there are no
+management writes in this version (``docs/operating.md``).
+
+A request is answered whole, except ``/api/events``: a server-sent event stream that the
+console keeps open and that gets one summary a second (``Stream``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import h11
+
+log = logging.getLogger("once.http")
+
+MAX_REQUEST = 16 * 1024  # a request's head: enough for any browser or scraper, small for a hostile one
+IDLE_TIMEOUT = 60.0  # a keep-alive connection with no request for this long is closed
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+
+    @classmethod
+    def json(cls, value: Any, status: int = 200) -> Reply:
+        return cls(status, json.dumps(value, separators=(",", ":")).encode() + b"\n")
+
+    @classmethod
+    def text(cls, text: str, status: int = 200) -> Reply:
+        return cls(status, text.encode(), "text/plain; charset=utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """A server-sent event stream: ``next_event`` gives each event's data, every ``every`` seconds."""
+
+    next_event: Callable[[], Any]
+    every: float = 1.0
+
+
+Handler = Callable[[dict[str, list[str]]], "Reply | Stream"]
+
+
+class HttpConnection(asyncio.Protocol):
+    def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection]) -> None:
+        self.routes = routes
+        self.streams = streams  # connections serving an event stream (closed at stop)
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.stream_task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._arm()
+
+    def _arm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        self.timer = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self.close)
+
+    def data_received(self, data: bytes) -> None:
+        self.h11.receive_data(data)
+        self._arm()
+        while self.transport is not None and not self.transport.is_closing():
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as e:
+                self._send_error(e.error_status_hint, f"bad request: {e}")
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                # (h11 bounds a head that comes in pieces; one that came whole is bounded here)
+                if len(event.target) + sum(len(k) + len(v) for k, v in event.headers) > MAX_REQUEST:
+                    self._send_error(431, "request head too large")
+                    return
+                self._answer(event)
+            elif isinstance(event, h11.ConnectionClosed):
+                self.close()
+                return
+
+    def _answer(self, request: h11.Request) -> None:
+        method = request.method.decode("ascii", "replace")
+        url = urlsplit(request.target.decode("ascii", "replace"))
+        handler = self.routes.get(url.path)
+        if handler is None:
+            self._send(Reply.json({"error": f"no such path: {url.path}", "paths": sorted(self.routes)}, 404), method)
+            return
+        if method not in ("GET", "HEAD"):
+            self._send(Reply.json({"error": "read-only: only GET and HEAD"}, 405), method, [(b"allow", b"GET, HEAD")])
+            return
+        try:
+            reply = handler(parse_qs(url.query))
+        except Exception as e:  # noqa: BLE001 - a view's bug must not take the router down: say it, keep serving
+            log.exception("http: %s %s failed", method, url.path)
+            reply = Reply.json({"error": f"{type(e).__name__}: {e}"}, 500)
+        if isinstance(reply, Stream):
+            self._start_stream(reply)
+        else:
+            self._send(reply, method)
+
+    def _send(self, reply: Reply, method: str = "GET", extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        headers = [(b"content-type", reply.content_type.encode()), (b"content-length", str(len(reply.body)).encode()),
+                   (b"cache-control", b"no-store"), *(extra or [])]
+        self._write(h11.Response(status_code=reply.status, headers=headers))
+        if method != "HEAD":
+            self._write(h11.Data(data=reply.body))
+        self._write(h11.EndOfMessage())
+        if self.h11.our_state is h11.MUST_CLOSE:
+            self.close()
+            return
+        try:
+            self.h11.start_next_cycle()
+        except h11.LocalProtocolError:  # (the client's side is not done: it sent a body we did not read)
+            self.close()
+
+    def _send_error(self, status: int, text: str) -> None:
+        if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            try:
+                self._write(h11.Response(status_code=status, headers=[(b"content-type", b"text/plain"),
+                                                                     (b"content-length", str(len(text)).encode()),
+                                                                     (b"connection", b"close")]))
+                self._write(h11.Data(data=text.encode()))
+                self._write(h11.EndOfMessage())
+            except h11.LocalProtocolError:
+                pass
+        self.close()
+
+    def _write(self, event: Any) -> None:
+        data = self.h11.send(event)
+        if data and self.transport is not None:
+            self.transport.write(data)
+
+    def _start_stream(self, stream: Stream) -> None:
+        self._write(h11.Response(status_code=200, headers=[(b"content-type", b"text/event-stream"),
+                                                           (b"cache-control", b"no-store")]))
+        if self.timer is not None:  # (an event stream is never idle: it closes when the client goes)
+            self.timer.cancel()
+            self.timer = None
+        self.streams.add(self)
+        self.stream_task = asyncio.get_running_loop().create_task(self._stream(stream))
+
+    async def _stream(self, stream: Stream) -> None:
+        while self.transport is not None and not self.transport.is_closing():
+            try:
+                payload = json.dumps(stream.next_event(), separators=(",", ":"))
+            except Exception:  # noqa: BLE001 - as in _answer: the stream ends, the router serves on
+                log.exception("http: event stream failed")
+                self.close()
+                return
+            self._write(h11.Data(data=f"data: {payload}\n\n".encode()))
+            await asyncio.sleep(stream.every)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        self.streams.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.stream_task is not None:
+            self.stream_task.cancel()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()

@@ -1,0 +1,227 @@
+"""The management API's views: what a router shows of itself, as JSON-ready dicts.
+
+Each view reads the router's live state once and copies what it shows; none changes
+anything (the API is read-only). ``once stat`` and the console render these, and the
+field names are documented in ``docs/operating.md``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from once.records.table import IN_DOUBT
+
+from ..core import Publisher, Subscriber
+
+if TYPE_CHECKING:
+    from .observed import Observed as Router
+
+PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def rss_bytes() -> int:
+    """The router process's resident memory (Linux: /proc/self/statm; elsewhere 0)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _ago(t: float | None, now: float) -> float | None:
+    return None if t is None else round(now - t, 3)
+
+
+def _left(t: float | None, now: float) -> float | None:
+    return None if t is None else round(max(0.0, t - now), 3)
+
+
+def ready(router: Router) -> dict[str, Any]:
+    """Ready: listening, and the network's subscriptions known (the first sync came in,
+    so a publish is not accepted for want of subscribers it does not know of yet)."""
+    network = router.network
+    up = sorted(network.links)
+    waiting = sorted(router.neighbour_ids - set(up))
+    synced = not router.core.unsynced
+    return {"ready": router.ready is not None and synced, "listening": router.ready is not None, "synced": synced,
+            "neighbours_up": up, "neighbours_down": waiting}
+
+
+def general(router: Router) -> dict[str, Any]:
+    core = router.core
+    now = time.monotonic()
+    subs = [s for by_key in core.tables.topics.values() for s in by_key.values()]
+    suspended = sum(1 for s in subs if s.suspended_until is not None)
+    return {
+        "router": router.id, "version": router.version, "protocol": router.settings.protocol,
+        "uptime_s": round(now - router.started, 3), **ready(router),
+        "connections": len(router.connections), "inter_router_links": len(router.network.links),
+        "neighbours": len(router.neighbour_ids), "publishers": len(core.publishers),
+        "publishers_suspended": len(core.suspended_publishers), "subscribers": len(subs) - suspended,
+        "subscribers_suspended": suspended, "topics": len(set(core.tables.topics) | {p.topic for p in core.publishers}),
+        "records": len(core.records), "records_own": core.local_count, "records_bytes": core.records.bytes,
+        "rss_bytes": rss_bytes(), "totals": dict(core.tables.stats),
+    }
+
+
+def memory(router: Router) -> dict[str, Any]:
+    core = router.core
+    s = router.settings
+    return {
+        "router": router.id, "rss_bytes": rss_bytes(), "records": len(core.records), "records_own": core.local_count,
+        "records_bytes": core.records.bytes, "max_in_flight": s.max_in_flight, "max_in_flight_bytes": s.max_in_flight_bytes,
+        "link_in_flight_bytes": s.link_in_flight_bytes, "publisher_credit_outstanding": core.credit.outstanding,
+        "placeholders": len(core.placeholders), "parked": len(core.parked),
+        "held": sum(len(q) for q in core.held.values()),
+        "gc_counts": list(gc.get_count()),
+    }
+
+
+def _edge_links(conn: Any) -> Iterator[Any]:
+    for session in list(conn.engine.sessions.values()):
+        yield from list(session.links.values())
+
+
+def connections(router: Router) -> list[dict[str, Any]]:
+    now = time.monotonic()
+    out = []
+    for conn in sorted(router.connections, key=lambda c: c.serial):
+        links = [lk for lk in _edge_links(conn) if lk.context is not None]
+        out.append({
+            "id": conn.serial, "peer": conn.peer, "container": conn.container(), "user": conn.engine.user or "",
+            "mechanism": conn.mechanism, "open_s": _ago(conn.opened_at, now),
+            "sessions": len(conn.engine.sessions), "links": len(links),
+            "publishers": sum(1 for lk in links if isinstance(lk.context, Publisher)),
+            "subscribers": sum(1 for lk in links if isinstance(lk.context, Subscriber)),
+        })
+    return out
+
+
+def links(router: Router) -> list[dict[str, Any]]:
+    """Every client link (publishers and subscribers, suspended ones too) and every inter-router link."""
+    now = router.core.clock()
+    out: list[dict[str, Any]] = []
+    for conn in sorted(router.connections, key=lambda c: c.serial):
+        for lk in _edge_links(conn):
+            ctx = lk.context
+            if isinstance(ctx, Publisher):
+                out.append(_publisher(ctx, now, conn.serial))
+            elif isinstance(ctx, Subscriber):
+                out.append(_subscriber(router, ctx, now, conn.serial))
+    core = router.core
+    out += [_publisher(p, now, None) for p in core.suspended_publishers.values()]
+    out += [_subscriber(router, s, now, None) for by_key in core.tables.topics.values() for s in by_key.values()
+            if s.suspended_until is not None]
+    for peer in sorted(router.network.links):
+        hop = core.hops.get(peer)
+        up = core.upstreams.get(peer)
+        out.append({"role": "inter-router", "peer": peer, "connection": None, "state": "up",
+                    "queued": len(hop.queue) if hop is not None else 0,
+                    "credit_out": hop.port.credit() if hop is not None else 0,
+                    "credit_in": up.credit if up is not None else 0})
+    return out
+
+
+def _publisher(p: Publisher, now: float, conn: int | None) -> dict[str, Any]:
+    return {"role": "publisher", "topic": p.topic, "container": p.container_id, "name": p.link_name,
+            "connection": conn, "state": "suspended" if p.suspended_until is not None else "attached",
+            "deadline_s": _left(p.suspended_until, now), "credit": p.credit, "in_flight": p.in_flight,
+            "unsettled": len(p.live), "sent": p.sent, "settle": "second" if p.settle_second else "first",
+            "resumable": p.resumable}
+
+
+def _subscriber(router: Router, s: Subscriber, now: float, conn: int | None) -> dict[str, Any]:
+    active = router.core.is_active(s) if s.group is not None else None
+    return {"role": "subscriber", "topic": s.topic, "container": s.container_id, "name": s.link_name,
+            "connection": conn, "state": "suspended" if s.suspended_until is not None else "attached",
+            "deadline_s": _left(s.suspended_until, now), "credit": s.port.credit(), "queued": len(s.queue),
+            "unsettled": len(s.sent), "group": str(s.group.name) if s.group is not None else None,
+            "exclusive": s.exclusive, "active": active, "owner": s.owner, "presettled": s.presettled}
+
+
+def in_flight_by_topic(router: Router) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in list(router.core.records.records.values()):
+        counts[r.topic] = counts.get(r.topic, 0) + 1
+    return counts
+
+
+def topics(router: Router) -> list[dict[str, Any]]:
+    core = router.core
+    table = router.network.plane.table
+    names = set(core.tables.topics) | {p.topic for p in core.publishers} | set(table.by_topic)
+    flying = in_flight_by_topic(router)
+    measures = core.tables.measures
+    out = []
+    for name in sorted(names):
+        local = list(core.tables.topics.get(name, {}).values())
+        counts = measures.topics.get(name)
+        remote = sorted(table.routers_for(name) - {router.id})
+        out.append({
+            "topic": name, "subscribers": sum(1 for s in local if s.suspended_until is None),
+            "subscribers_suspended": sum(1 for s in local if s.suspended_until is not None),
+            "publishers": sum(1 for p in core.publishers if p.topic == name), "routers": remote,
+            "in_flight": flying.get(name, 0),
+            "received": counts.received if counts else None, "delivered": counts.delivered if counts else None,
+            "accepted": counts.accepted if counts else None, "rejected": counts.rejected if counts else None,
+        })
+    return out
+
+
+def network(router: Router) -> dict[str, Any]:
+    """The network as this router sees it: its neighbours, and the link-state graph."""
+    net = router.network
+    now = time.monotonic()
+    graph = net.plane.lsdb.graph()
+    reachable = net.reachable()
+    neighbours = [{"router": peer, "up": peer in net.links, "cost": net.costs.get(peer, 1),
+                   "since_s": _ago(net.link_changed.get(peer), now), "flaps": net.flaps.get(peer, 0)}
+                  for peer in sorted(router.neighbour_ids)]
+    routers = sorted(set(graph.nodes) | set(router.neighbour_ids) | {router.id} |
+                     {r for lk in router.topology.links for r in (lk.a, lk.b)})
+    edges = sorted(({"a": min(a, b), "b": max(a, b), "cost": d.get("weight", 1)} for a, b, d in graph.edges(data=True)),
+                   key=lambda e: (e["a"], e["b"]))
+    return {"router": router.id, "routers": [{"router": r, "reachable": r == router.id or r in reachable}
+                                             for r in routers],
+            "edges": edges, "neighbours": neighbours}
+
+
+def subscribers(router: Router) -> dict[str, Any]:
+    """Local subscribers (suspended ones with their deadlines), every subscription the
+    network told us of, and the consumer groups with their members."""
+    core = router.core
+    now = core.clock()
+    local = [_subscriber(router, s, now, None) for by_key in core.tables.topics.values() for s in by_key.values()]
+    remote = [{"router": s.router, "topic": s.topic, "container": s.container_id, "name": s.link_name,
+               "group": s.group or None, "exclusive": s.exclusive, "suspended": s.suspended}
+              for s in router.network.plane.table.all_subscriptions() if s.router != router.id]
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for s in local:
+        if s["group"] is not None:
+            g = groups.setdefault((s["topic"], s["group"]), {"topic": s["topic"], "group": s["group"], "members": []})
+            g["members"].append({"router": router.id, "container": s["container"], "name": s["name"],
+                                 "active": s["active"], "suspended": s["state"] == "suspended"})
+    for s in remote:
+        if s["group"] is not None:
+            g = groups.setdefault((s["topic"], s["group"]), {"topic": s["topic"], "group": s["group"], "members": []})
+            g["members"].append({"router": s["router"], "container": s["container"], "name": s["name"],
+                                 "active": None, "suspended": s["suspended"]})
+    return {"router": router.id, "local": local, "remote": remote, "groups": [groups[k] for k in sorted(groups)]}
+
+
+def waiting_on_suspended(router: Router) -> dict[tuple[str, str], int]:
+    """Deliveries each suspended local subscriber holds back (its publishers wait for it)."""
+    suspended = {s for by_key in router.core.tables.topics.values() for s in by_key.values()
+                 if s.suspended_until is not None}
+    counts: dict[tuple[str, str], int] = {}
+    if not suspended:
+        return counts
+    for r in list(router.core.records.records.values()):
+        for w, state in r.states.items():
+            if state is IN_DOUBT and w in suspended:
+                counts[w.key] = counts.get(w.key, 0) + 1
+    return counts
