@@ -76,6 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--exclusive", action="store_true",
                     help="with --group: one active member gets everything, the others stand by")
 
+    st = sub.add_parser("stat", help="a running router's state, from its http endpoint (like qdstat)")
+    for flag, what in (("g", "general (the default)"), ("c", "connections"), ("l", "links"), ("a", "topics"),
+                       ("n", "the network as the router sees it"), ("s", "subscribers and consumer groups"),
+                       ("m", "memory and the in-flight window")):
+        st.add_argument(f"-{flag}", dest="views", action="append_const", const=flag, help=what)
+    st.add_argument("--router", default="http://127.0.0.1:8672",
+                    help="the router's http endpoint (default: router A of the shipped topologies)")
+    st.add_argument("--json", action="store_true", help="the API's JSON instead of tables (for scripts)")
+    st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
+
     h = sub.add_parser("harness", help="run a failover scenario and check that nothing was lost or duplicated")
     h.add_argument("scenario", nargs="?", help="a scenario file (see topologies/scenarios/)")
     h.add_argument("--out", help="directory for the run's records (default: runs/NAME-TIME)")
@@ -164,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("--exclusive needs --group")
             return recv(args.url, args.topic, args.count, args.name, args.timeout, args.group, args.exclusive,
                         args.reconnect)
+        if args.command == "stat":
+            from .stat_view import stat
+
+            return stat(args.router, args.views or [], args.json, args.timeout)
         if args.command == "harness":
             from .harness.main import harness
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from once.records.table import IN_DOUBT
 
 from ..core import Publisher, Subscriber
+from ..core.measures import TopicCounts
 
 if TYPE_CHECKING:
     from .observed import Observed as Router
@@ -160,6 +161,8 @@ def topics(router: Router) -> list[dict[str, Any]]:
     for name in sorted(names):
         local = list(core.tables.topics.get(name, {}).values())
         counts = measures.topics.get(name)
+        if counts is None and len(measures.topics) < measures.topic_limit:
+            counts = TopicCounts()  # (nothing published or delivered here: zeros; past the cap: unknown)
         remote = sorted(table.routers_for(name) - {router.id})
         out.append({
             "topic": name, "subscribers": sum(1 for s in local if s.suspended_until is None),

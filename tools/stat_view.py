@@ -1,0 +1,181 @@
+"""``once stat``: a router's state from its HTTP endpoint, as tables for people or JSON.
+
+Like Qpid Dispatch's ``qdstat``: ``-g`` general, ``-c`` connections, ``-l`` links, ``-a``
+topics (addresses), ``-n`` the network, ``-s`` subscribers and groups, ``-m`` memory and
+window. It reads the router's management API (``/api/...``, ``docs/operating.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from .exits import CommandError, Exit
+
+DEFAULT_ROUTER = "http://127.0.0.1:8672"  # router A's endpoint in the shipped topologies
+
+# option -> (API path, title)
+VIEWS = {"g": ("/api/router", "general"), "c": ("/api/connections", "connections"), "l": ("/api/links", "links"),
+         "a": ("/api/topics", "topics"), "n": ("/api/network", "network"), "s": ("/api/subscribers", "subscribers"),
+         "m": ("/api/memory", "memory")}
+
+
+def fetch(base: str, path: str, timeout: float) -> Any:
+    """The API's answer, or a one-line ``CommandError``."""
+    url = base.rstrip("/") + path
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise CommandError(Exit.FAILED, f"{url}: HTTP {e.code}: {e.read()[:200].decode(errors='replace')}") from None
+    except TimeoutError:
+        raise CommandError(Exit.TIMEOUT, f"{url} did not answer within {timeout:g} s") from None
+    except urllib.error.URLError as e:
+        reason = e.reason.strerror if isinstance(e.reason, OSError) and e.reason.strerror else e.reason
+        raise CommandError(Exit.UNREACHABLE, f"cannot reach {base}: {reason} (is the router's http endpoint on? "
+                                             "topology key routers.ID.http, or once router --http)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise CommandError(Exit.FAILED, f"{url}: not the once management API (no JSON came back)") from None
+
+
+def check_base(router: str) -> str:
+    parts = urlsplit(router if "://" in router else f"http://{router}")
+    if parts.scheme != "http" or not parts.hostname:
+        raise CommandError(Exit.USAGE, f"--router {router}: expected the router's http endpoint, such as "
+                                       f"{DEFAULT_ROUTER} (https is not served yet)")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise CommandError(Exit.USAGE, f"--router {router}: the port is not a number from 0 to 65535") from None
+    return f"http://{parts.netloc}"
+
+
+def table(rows: Sequence[Sequence[Any]], header: Sequence[str]) -> str:
+    """Columns aligned, numbers to the right; an empty table says so."""
+    if not rows:
+        return "  (none)"
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    numeric = [all(isinstance(row[i], (int, float)) and not isinstance(row[i], bool) or row[i] is None for row in rows)
+               for i in range(len(header))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3f}".rstrip("0").rstrip(".")
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v)) or "-"
+    return str(v)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _pairs(d: dict[str, Any], keys: Sequence[tuple[str, str]]) -> str:
+    return table([(label, _cell(d.get(k))) for k, label in keys], ("attribute", "value"))
+
+
+def general(d: dict[str, Any]) -> str:
+    rows = _pairs(d, [("router", "router"), ("version", "version"), ("protocol", "acceptance protocol"),
+                      ("uptime_s", "uptime (s)"), ("ready", "ready"), ("synced", "synced"),
+                      ("neighbours_up", "neighbours up"), ("neighbours_down", "neighbours down"),
+                      ("connections", "connections"), ("publishers", "publishers"),
+                      ("publishers_suspended", "publishers suspended"), ("subscribers", "subscribers"),
+                      ("subscribers_suspended", "subscribers suspended"), ("topics", "topics"),
+                      ("records", "records in flight"), ("records_own", "of them published here")])
+    totals = table(sorted(d.get("totals", {}).items()), ("counter", "total"))
+    return f"{rows}\n  memory: {_size(d.get('rss_bytes', 0))} resident, {_size(d.get('records_bytes', 0))} of messages" \
+           f"\n\n{totals}"
+
+
+def connections(d: list[dict[str, Any]]) -> str:
+    return table([(c["id"], c["peer"], c["container"], c["user"] or "-", c["mechanism"] or "-", c["open_s"], c["links"],
+                   c["publishers"], c["subscribers"]) for c in d],
+                 ("id", "peer", "container", "user", "sasl", "open (s)", "links", "pubs", "subs"))
+
+
+def links(d: list[dict[str, Any]]) -> str:
+    rows = []
+    for lk in d:
+        if lk["role"] == "inter-router":
+            rows.append(("router", lk["peer"], "-", "-", lk["state"], lk["credit_out"], lk["queued"], None, None))
+        else:
+            rows.append((lk["role"][:3], lk["topic"], f"{lk['container']}/{lk['name']}", lk["connection"],
+                         lk["state"] + (f" {lk['deadline_s']:g}s" if lk.get("deadline_s") is not None else ""),
+                         lk["credit"], lk.get("queued", lk.get("in_flight")), lk["unsettled"], lk.get("group")))
+    return table(rows, ("role", "topic/peer", "link", "conn", "state", "credit", "queued", "unsettled", "group"))
+
+
+def topics(d: list[dict[str, Any]]) -> str:
+    return table([(t["topic"], t["publishers"], t["subscribers"], t["subscribers_suspended"], t["routers"],
+                   t["in_flight"], t["received"], t["delivered"], t["accepted"], t["rejected"]) for t in d],
+                 ("topic", "pubs", "subs", "suspended", "other routers", "in flight", "received", "delivered",
+                  "accepted", "rejected"))
+
+
+def network(d: dict[str, Any]) -> str:
+    routers = table([(r["router"], "this one" if r["router"] == d["router"] else "yes" if r["reachable"] else "NO")
+                     for r in d["routers"]], ("router", "reachable"))
+    edges = table([(e["a"], e["b"], e["cost"]) for e in d["edges"]], ("from", "to", "cost"))
+    neighbours = table([(n["router"], "up" if n["up"] else "DOWN", n["cost"], n["since_s"], n["flaps"])
+                        for n in d["neighbours"]], ("neighbour", "link", "cost", "since (s)", "flaps"))
+    return f"router {d['router']} sees:\n{routers}\n\nlinks:\n{edges}\n\nits neighbours:\n{neighbours}"
+
+
+def subscribers(d: dict[str, Any]) -> str:
+    local = table([(s["topic"], f"{s['container']}/{s['name']}", s["state"], s["deadline_s"], s["credit"], s["queued"],
+                    s["unsettled"], s["group"], s["active"]) for s in d["local"]],
+                  ("topic", "subscriber", "state", "deadline (s)", "credit", "queued", "unsettled", "group", "active"))
+    remote = table([(s["router"], s["topic"], f"{s['container']}/{s['name']}", s["group"],
+                     "suspended" if s["suspended"] else "attached") for s in d["remote"]],
+                   ("router", "topic", "subscriber", "group", "state"))
+    groups = table([(g["topic"], g["group"], len(g["members"]),
+                     ", ".join(f"{m['router']}:{m['container']}/{m['name']}{'*' if m['active'] else ''}"
+                               f"{' (suspended)' if m['suspended'] else ''}" for m in g["members"]))
+                    for g in d["groups"]], ("topic", "group", "members", "who (* active here)"))
+    return f"here:\n{local}\n\nat other routers:\n{remote}\n\nconsumer groups:\n{groups}"
+
+
+def memory(d: dict[str, Any]) -> str:
+    return _pairs({**d, "rss": _size(d["rss_bytes"]), "held_b": _size(d["records_bytes"]),
+                   "max_b": _size(d["max_in_flight_bytes"])},
+                  [("rss", "resident memory"), ("records", "records in flight"), ("max_in_flight", "max_in_flight"),
+                   ("held_b", "message bytes held"), ("max_b", "max_in_flight_bytes"),
+                   ("publisher_credit_outstanding", "publisher credit outstanding"), ("parked", "parked"),
+                   ("held", "held behind older"), ("placeholders", "placeholders open"), ("gc_counts", "gc counts")])
+
+
+RENDER: dict[str, Callable[[Any], str]] = {"g": general, "c": connections, "l": links, "a": topics, "n": network,
+                                           "s": subscribers, "m": memory}
+
+
+def stat(router: str, chosen: Sequence[str], as_json: bool, timeout: float = 10.0) -> int:
+    base = check_base(router)
+    chosen = list(chosen) or ["g"]
+    answers = {k: fetch(base, VIEWS[k][0], timeout) for k in chosen}
+    if as_json:
+        out = answers[chosen[0]] if len(chosen) == 1 else {VIEWS[k][1]: answers[k] for k in chosen}
+        json.dump(out, sys.stdout, indent=2)
+        print()
+        return Exit.OK
+    print("\n\n".join(f"{VIEWS[k][1]} ({base})\n{RENDER[k](answers[k])}" for k in chosen))
+    return Exit.OK
