@@ -150,11 +150,12 @@ HopEntry = Forward | QueuedMarker
 class Hop:
     """Our data link towards one neighbour router: a waiter, like a subscriber."""
 
-    __slots__ = ("peer", "port", "queue", "attached")
+    __slots__ = ("peer", "port", "queue", "attached", "sent")
 
     def __init__(self, peer: str, port: HopPort) -> None:
         self.peer = peer
         self.port = port
+        self.sent = 0  # copies sent on it (an operator's rate per link)
         # what goes out on it, in order: copies of records, and hand-over markers behind
         # what they vouch for
         self.queue: deque[HopEntry] = deque()

@@ -121,6 +121,7 @@ class Relay:
             if self.journal is not None:
                 self.journal.add(Event.FORWARDED, copy.gid, copy.topic, hop.peer)  # type: ignore[union-attr]
         if sent:
+            hop.sent += sent
             self.stats["forwarded"] += sent
             self.credit.want_pass()
 

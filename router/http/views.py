@@ -181,13 +181,18 @@ def network(router: Router) -> dict[str, Any]:
     now = time.monotonic()
     graph = net.plane.lsdb.graph()
     reachable = net.reachable()
+    hops = router.core.hops
     neighbours = [{"router": peer, "up": peer in net.links, "cost": net.costs.get(peer, 1),
-                   "since_s": _ago(net.link_changed.get(peer), now), "flaps": net.flaps.get(peer, 0)}
+                   "since_s": _ago(net.link_changed.get(peer), now), "flaps": net.flaps.get(peer, 0),
+                   "sent": hops[peer].sent if peer in hops else 0}
                   for peer in sorted(router.neighbour_ids)]
     routers = sorted(set(graph.nodes) | set(router.neighbour_ids) | {router.id} |
                      {r for lk in router.topology.links for r in (lk.a, lk.b)})
-    edges = sorted(({"a": min(a, b), "b": max(a, b), "cost": d.get("weight", 1)} for a, b, d in graph.edges(data=True)),
-                   key=lambda e: (e["a"], e["b"]))
+    # The link-state graph's edges are the links up; the topology's others are down (as far as we know).
+    up = {(min(a, b), max(a, b)): d.get("weight", 1) for a, b, d in graph.edges(data=True)}
+    named = {(min(lk.a, lk.b), max(lk.a, lk.b)): lk.cost for lk in router.topology.links}
+    edges = [{"a": a, "b": b, "cost": up.get((a, b), named.get((a, b))), "up": (a, b) in up}
+             for a, b in sorted(up.keys() | named.keys())]
     return {"router": router.id, "routers": [{"router": r, "reachable": r == router.id or r in reachable}
                                              for r in routers],
             "edges": edges, "neighbours": neighbours}

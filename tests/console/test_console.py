@@ -1,0 +1,88 @@
+"""The web console in a real headless Chromium (issue 25), driven by Playwright with the
+system's browser, against a running line of three routers (OS processes).
+
+Debian's ``chromium`` is installed here when missing (as root, like the C bench's
+Proton-C); the screenshot is kept in ``tests/artifacts/console.png`` for a person to look at.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.routers import Network
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ACCEPTED = 36
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def chromium() -> str:
+    """The system's Chromium, installed from Debian's packages when it is not there."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.fail("the console test needs Chromium: sudo apt-get install chromium")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for update in (False, True):
+        if update:
+            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
+        r = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], env=env, capture_output=True, text=True)
+        if r.returncode == 0:
+            break
+    found = shutil.which("chromium")
+    if not found:
+        pytest.fail(f"apt-get install chromium failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return found
+
+
+@pytest.fixture
+def line3(tmp_path):
+    net = Network("line3.yaml", tmp_path, settings={"router_dead_after": "2s"})
+    yield net
+    net.stop()
+
+
+def test_console_shows_the_network_a_rate_and_a_router_dying(line3, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    executable = chromium()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(line3["A"].http + "/")
+            for r in "ABC":
+                expect(page.locator(f'[data-router="{r}"]')).to_have_attribute("data-state", "up", timeout=15_000)
+            sub = ProtonSubscriber(line3["C"].url, "prices", name="board")
+            pub = ProtonPublisher(line3["A"].url, "prices")
+            received = page.locator('[data-topic="prices"] [data-rate="received"]')
+            expect(page.locator('[data-topic="prices"]')).to_be_visible(timeout=15_000)
+            # A steady stream, in batches each answered before the next, until a frame (one a
+            # second) shows its rate; then the rest of the frames keep moving it.
+            sent = 0
+            while received.text_content() in ("0", None):
+                batch = [pub.send(f"p{sent + i}") for i in range(20)]
+                assert [o.get(timeout=30) for o in batch] == [ACCEPTED] * 20
+                sent += 20
+                assert sent < 100_000, "the console's rate never moved"
+            assert [m.body for m in sub.take(sent)] == [f"p{i}" for i in range(sent)]
+            expect(page.locator('[data-edge="A-B"]')).to_have_attribute("data-state", "up")
+            line3["C"].proc.send_signal(signal.SIGKILL)
+            # Within the dead-after time (2 s here; the frame comes a second later at most):
+            expect(page.locator('[data-router="C"]')).to_have_attribute("data-state", "down", timeout=6_000)
+            expect(page.locator('[data-edge="B-C"]')).to_have_attribute("data-state", "down")
+            expect(page.locator('[data-router="B"]')).to_have_attribute("data-state", "up")
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "console.png"), full_page=True)
+            sub.close()
+            pub.close()
+        finally:
+            browser.close()
