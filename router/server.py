@@ -21,6 +21,7 @@ from .core.lifecycle import LinkLifecycle
 from .heap import pin_mmap_threshold, trim
 from .http.endpoint import routes
 from .http.server import HttpConnection
+from .http.views import waiting_on_suspended
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .listeners import Kind
@@ -92,6 +93,7 @@ class Router:
         self.started = time.monotonic()
         self.serials = 0  # client connections numbered from 1, for the management API and the logs
         self.http_connections: set[HttpConnection] = set()  # (event streams: closed at stop)
+        self._waits_noted: dict[tuple[str, str], float] = {}  # suspended subscriber -> the suspension logged
         self._sync_note = time.monotonic() + SYNC_NOTE_EVERY
 
     async def start(self, neighbour_timeout: float | None = None) -> Ready:
@@ -163,6 +165,7 @@ class Router:
                 else:
                     log.info("router %s: subscription %s/%s on %r expired after its grace", self.id,
                              sub.container_id, sub.link_name, sub.topic)
+            self._note_waits(now)
             if self.core.unsynced and now >= self._sync_note:
                 self._sync_note = now + SYNC_NOTE_EVERY
                 up = sorted(self.network.links)
@@ -173,6 +176,24 @@ class Router:
                 self.core.after_batch()
                 self.flush()
             self._give_back_memory()
+
+    def _note_waits(self, now: float) -> None:
+        """Say once per suspension that publishes wait for a suspended subscriber, and until when:
+        a publisher otherwise only sees its outcomes slow down (by the grace, 30 s)."""
+        noted = self._waits_noted
+        suspended = {s.key: s for subs in self.core.tables.topics.values() for s in subs.values()
+                     if s.suspended_until is not None}
+        for key in [k for k in noted if k not in suspended]:
+            del noted[key]
+        if not suspended or all(noted.get(k) == s.suspended_until for k, s in suspended.items()):
+            return
+        for key, n in waiting_on_suspended(self).items():
+            sub = suspended[key]
+            if noted.get(key) != sub.suspended_until and sub.suspended_until is not None:
+                noted[key] = sub.suspended_until
+                log.warning("router %s: %d deliveries on %r wait for suspended subscriber %s/%s: it has %.1f s of "
+                            "its grace left to resume (or detach), then its publishers hear accepted without it",
+                            self.id, n, sub.topic, key[0], key[1], max(0.0, sub.suspended_until - now))
 
     def _give_back_memory(self) -> None:
         """After a burst of large messages has gone, return their memory (see ``heap``)."""

@@ -55,13 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--no-restart", action="store_true",
                     help="a router that dies stops them all (default: it is started again, with back-off)")
 
-    s = sub.add_parser("send", help="publish messages to a topic")
+    s = sub.add_parser("send", help="publish messages to a topic", usage="once send TOPIC [BODY ...] [options]")
     s.add_argument("topic")
-    s.add_argument("messages", nargs="*", help="message bodies (default: read lines from stdin)")
+    s.add_argument("messages", nargs="*", metavar="BODY", help="message bodies (default: read lines from stdin)")
     s.add_argument("--url", default="amqp://127.0.0.1:5672", help="the router to talk to (default: the one `once launch` starts)")
     s.add_argument("--count", type=int, default=None, help="send COUNT messages: the bodies given, repeated, or numbered ones")
     s.add_argument("--timeout", type=float, default=30.0,
                    help="seconds to wait for the router, and for each message's outcome (default 30)")
+    s.add_argument("--verbose", action="store_true", help="every 2 s while outcomes are still to come, say whom "
+                   "they wait for (asks the router's http endpoint: --http)")
+    s.add_argument("--http", default=None, help="with --verbose: the router's http endpoint (default: "
+                   "http://HOST:8672 when --url is the default)")
 
     rc = sub.add_parser("recv", help="subscribe to a topic and print what arrives")
     rc.add_argument("topic")
@@ -87,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
 
     h = sub.add_parser("harness", help="run a failover scenario and check that nothing was lost or duplicated")
-    h.add_argument("scenario", nargs="?", help="a scenario file (see topologies/scenarios/)")
+    h.add_argument("scenario", nargs="?", help="a scenario file, or the name of a shipped one (publisher-router-dies, "
+                   "subscriber-crash, ...: see topologies/scenarios/)")
     h.add_argument("--out", help="directory for the run's records (default: runs/NAME-TIME)")
     h.add_argument("--random", action="store_true", help="a random fault schedule instead of a file")
     h.add_argument("--seed", type=int, default=1, help="seed of --random (repeat a run with the same seed)")
@@ -140,7 +145,13 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     at = next((i for i, a in enumerate(argv) if a in subs.choices), None)
     if at is None or at > 0:
         return parser.parse_args(argv)  # --help, --version, or a usage error
-    args = subs.choices[argv[at]].parse_intermixed_args(argv[at + 1:])
+    command = subs.choices[argv[at]]
+    rest = argv[at + 1:]
+    if argv[at] == "send" and all(a.startswith("-") for a in rest) and not {"-h", "--help"} & set(rest):
+        # (intermixed parsing calls the optional bodies required too)
+        command.error("the following argument is required: TOPIC (the bodies are optional: lines from stdin "
+                      "by default)")
+    args = command.parse_intermixed_args(argv[at + 1:])
     args.command = argv[at]
     return args
 
@@ -166,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "send":
             from .clients import send
 
-            return send(args.url, args.topic, args.messages, args.count, args.timeout)
+            http = args.http or ("http://127.0.0.1:8672" if args.url == "amqp://127.0.0.1:5672" else None)
+            return send(args.url, args.topic, args.messages, args.count, args.timeout, args.verbose, http)
         if args.command == "recv":
             from .clients import recv
 

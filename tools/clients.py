@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import signal
+import socket
 import sys
 import time
+import urllib.request
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import urlsplit
 
 from proton import ConnectionException, Data, Delivery, LinkException, Message, Timeout
 from proton.reactor import ReceiverOption
@@ -16,8 +21,31 @@ from proton.utils import BlockingConnection
 from .exits import CommandError, Exit
 
 
+def check_url(url: str) -> tuple[str, int]:
+    """``amqp://HOST:PORT`` (or ``HOST:PORT``): its host and port, or a one-line
+    ``CommandError`` (exit 2 for a URL that is not one, 4 for a host that does not resolve)."""
+    parts = urlsplit(url if "://" in url else f"amqp://{url}")
+    if parts.scheme == "amqps":
+        raise CommandError(Exit.USAGE, f"--url {url}: amqps:// (TLS) is not served by once routers yet: use amqp://")
+    if parts.scheme != "amqp":
+        raise CommandError(Exit.USAGE, f"--url {url}: expected amqp://HOST:PORT, not a {parts.scheme}:// URL")
+    try:
+        port = parts.port or 5672
+    except ValueError:
+        raise CommandError(Exit.USAGE, f"--url {url}: the port is not a number from 0 to 65535") from None
+    if not parts.hostname:
+        raise CommandError(Exit.USAGE, f"--url {url}: no host (expected amqp://HOST:PORT)")
+    try:
+        socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise CommandError(Exit.UNREACHABLE, f"cannot connect to {url}: no such host {parts.hostname!r} "
+                                             f"({e.strerror})") from None
+    return parts.hostname, port
+
+
 def _connect(url: str, timeout: float | None, container: str | None = None) -> BlockingConnection:
     """A connection, or a one-line ``CommandError`` saying why there is none."""
+    check_url(url)
     try:
         return BlockingConnection(url, timeout=timeout, **({"container_id": container} if container else {}))
     except ConnectionException as e:
@@ -28,11 +56,36 @@ def _connect(url: str, timeout: float | None, container: str | None = None) -> B
         raise CommandError(Exit.TIMEOUT, f"{url} did not answer within {timeout:g} s") from None
 
 
+VERBOSE_EVERY = 2.0  # seconds between --verbose's notes on outcomes still to come
+
+
+def waiting_for(http: str | None, topic: str) -> str:
+    """Whom a topic's outcomes wait for, from the router's management API (``--http``)."""
+    if http is None:
+        return "give --http URL (the router's http endpoint) to see whom they wait for"
+    try:
+        with urllib.request.urlopen(http.rstrip("/") + "/api/subscribers", timeout=5) as r:
+            subs = json.loads(r.read())
+    except (OSError, ValueError) as e:
+        return f"the router's http endpoint {http} did not say ({e})"
+    waits = [f"{s['container']}/{s['name']} at router {subs['router']}, suspended: its grace ends in "
+             f"{s['deadline_s']:g} s unless it resumes" for s in subs["local"]
+             if s["topic"] == topic and s["state"] == "suspended"]
+    waits += [f"{s['container']}/{s['name']} at router {s['router']}, suspended" for s in subs["remote"]
+              if s["topic"] == topic and s["suspended"]]
+    slow = [f"{s['container']}/{s['name']} at router {subs['router']} ({s['unsettled']} unanswered)"
+            for s in subs["local"] if s["topic"] == topic and s["state"] != "suspended" and s["unsettled"]]
+    if waits or slow:
+        return "waiting for " + "; ".join(waits + slow)
+    return "no suspended subscriber of it there: they wait for subscribers that have not answered yet"
+
+
 _OUTCOMES = {Delivery.REJECTED: "rejected", Delivery.RELEASED: "released", Delivery.MODIFIED: "modified"}
 WINDOW = 1000  # messages `once send` has out at once
 
 
-def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: float) -> int:
+def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: float, verbose: bool = False,
+         http: str | None = None) -> int:
     items: Iterable[str]
     if count is not None and bodies:
         items = itertools.islice(itertools.cycle(bodies), count)  # the bodies, over and over, COUNT in all
@@ -70,7 +123,18 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
                       msg="credit from the router")
             pending[link.send(Message(body=body))] = body
             sent += 1
-        conn.wait(lambda: reap() and not pending, timeout=timeout, msg="the last outcomes")
+        waited = 0.0
+        while True:  # (in steps, so that --verbose can say what the outcomes wait for)
+            step = min(VERBOSE_EVERY, timeout - waited) if verbose else timeout
+            try:
+                conn.wait(lambda: reap() and not pending, timeout=step, msg="the last outcomes")
+                break
+            except Timeout:
+                waited += step
+                if waited >= timeout:
+                    raise
+                print(f"once send: {len(pending)} outcome(s) still to come after {waited:g} s: "
+                      f"{waiting_for(http, topic)}", file=sys.stderr, flush=True)
     except Timeout:
         raise CommandError(Exit.TIMEOUT, f"{url}: no outcome within {timeout:g} s after {sent} message(s) sent, "
                            f"{answered} answered (a subscriber that does not accept holds them: --timeout waits "
@@ -112,6 +176,9 @@ def recv(url: str, topic: str, count: int, name: str | None, timeout: float | No
     marked, since this is a standard client."""
     got = 0
     container = f"once-recv-{os.getpid()}"  # the same subscriber key on every reconnect
+    # SIGTERM (systemd, docker, kill) stops it as Ctrl-C does: the link is closed, so no
+    # publisher waits out a grace for a subscriber that is not coming back.
+    signal.signal(signal.SIGTERM, _interrupt)
     while True:
         try:
             got += _recv_once(url, topic, count - got if count else 0, name, timeout, group, exclusive, container)
@@ -122,6 +189,10 @@ def recv(url: str, topic: str, count: int, name: str | None, timeout: float | No
             got += getattr(e, "got", 0)
             print(f"once recv: {e.line}; trying again in 1 s (--reconnect)", file=sys.stderr, flush=True)
             time.sleep(1.0)  # (a retry pace, not synchronisation)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: float | None, group: str | None,

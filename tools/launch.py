@@ -19,6 +19,8 @@ from pathlib import Path
 from once.router.config import load_topology
 from once.tools.procs import stop_all
 
+from .exits import Exit
+
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 15.0
 STEADY = 60.0  # up this long: its next death starts the back-off over
@@ -49,7 +51,13 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
            restart: bool = True, logs: list[str] | None = None, state: str | None = None) -> int:
     topology = load_topology(topology_path)  # validate before starting anything
     stop = stop or threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    got: list[int] = []  # the signal that stopped it: Ctrl-C ends with 130 (README's exit codes), SIGTERM with 0
+
+    def on_signal(signum: int, frame: object) -> None:
+        got.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     routers = {rid: _Router(rid, [sys.executable, "-m", "once.tools.cli", "router", topology_path, "--id", rid,
                                   *(["--journal", journal] if journal else []),
                                   *(["--state", str(Path(state) / rid)] if state else []), *(logs or [])])
@@ -61,9 +69,11 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
             assert r.proc is not None and r.proc.stdout is not None
             line = r.proc.stdout.readline().strip()
             if not line.startswith(f"router {r.rid} ready"):
-                print(f"once launch: router {r.rid} failed to start (exit {r.proc.wait()}; its error is above)",
+                code = r.proc.wait()
+                print(f"once launch: router {r.rid} failed to start (exit {code}; its error is above)",
                       file=sys.stderr)
-                return 1
+                # Its own code when it is one of ours (2 bad file, 3 cannot listen), else 1.
+                return code if code in (Exit.USAGE, Exit.ADDRESS) else Exit.FAILED
             print(line, flush=True)
             r.echo()
         print(f"{len(routers)} router(s) ready; Ctrl-C stops them", flush=True)
@@ -86,7 +96,7 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
                     r.due = None
                     r.start()
                     r.echo()
-        return 0
+        return Exit.INTERRUPTED if signal.SIGINT in got else Exit.OK
     finally:
         stop_all(r.proc for r in routers.values() if r.proc is not None)
         print("all routers stopped", flush=True)

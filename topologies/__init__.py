@@ -16,3 +16,14 @@ def resolve(name: str) -> str:
         return str(shipped)
     return name  # (loading it says it cannot be read, in one line)
 
+
+def resolve_scenario(name: str) -> str:
+    """A failover scenario: ``name`` itself if it is a file, else the shipped one of that name
+    (``once harness publisher-router-dies`` from any directory, checkout or installed copy)."""
+    if Path(name).is_file():
+        return name
+    shipped = files("once.topologies") / "scenarios" / (name if name.endswith(".yaml") else f"{name}.yaml")
+    if shipped.is_file():
+        return str(shipped)
+    return name
+

@@ -302,6 +302,15 @@ def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tm
                                 "print(sorted(p.name for p in (files('once.topologies') / 'scenarios').iterdir()))"],
                                cwd=elsewhere, capture_output=True, text=True, timeout=60, env=clean)
     assert "group-member-killed.yaml" in scenarios.stdout and "link-flap.yaml" in scenarios.stdout
+    console = subprocess.run([py, "-c", "from importlib.resources import files; "
+                              "print(len((files('once.router.http') / 'console.html').read_bytes()))"],
+                             cwd=elsewhere, capture_output=True, text=True, timeout=60, env=clean)
+    assert console.returncode == 0 and int(console.stdout) > 1000, console
+    # A shipped scenario by its name, from the installed copy, with a relative --out (issue 25)
+    scenario = subprocess.run([once, "harness", "publisher-router-dies", "--messages", "300", "--out", "rel", "--quiet"],
+                              cwd=elsewhere, capture_output=True, text=True, timeout=300, env=clean)
+    assert scenario.returncode == 0 and scenario.stdout.rstrip().endswith("PASS"), scenario
+    assert (elsewhere / "rel" / "report.json").is_file()
     from once.tools.topology_ports import with_free_ports
 
     topo = with_free_ports(ROOT / "topologies" / "line3.yaml", elsewhere / "line3.yaml")

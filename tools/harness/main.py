@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from once.topologies import resolve_scenario
+
 from .run import run
 from .scenario import ScenarioError, load, randomized
 
@@ -30,7 +32,7 @@ def harness(args: argparse.Namespace) -> int:
             return 2
     elif args.scenario:
         try:
-            scenario = load(args.scenario)
+            scenario = load(resolve_scenario(args.scenario))
         except ScenarioError as e:
             print(str(e), file=sys.stderr)
             return 2
@@ -38,7 +40,10 @@ def harness(args: argparse.Namespace) -> int:
     else:
         print("once harness: give a scenario file or --random", file=sys.stderr)
         return 2
-    base = Path(args.out) if args.out else Path("runs") / f"{scenarios[0].name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # Absolute: the routers it starts run in another directory (a relative --out named
+    # a topology they could not read).
+    base = (Path(args.out) if args.out else Path("runs") / f"{scenarios[0].name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            ).resolve()
     failed = 0
     summary = []
     outs = []
