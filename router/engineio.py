@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from .amqp.connection import Connection
 from .amqp.errors import AMQPError, Condition, condition_value
 from .amqp.performatives import Error
+from .logs import fields
 
 if TYPE_CHECKING:
     from .context import RouterContext
@@ -214,7 +215,9 @@ class EngineProtocol(EngineShell):
                 # each for an instant, and never the service of the clients already here.
                 router.guard_log.warning(("refused", type(self).__name__, self.host, refusal.limit),
                                          asyncio.get_running_loop().time(), "router %s: refused %s: %s", router.id,
-                                         self.describe(), refusal.line())
+                                         self.describe(), refusal.line(),
+                                         extra=fields("connection.refused", peer=self.remote, host=self.host,
+                                                      limit=refusal.limit))
                 self.refused = self._gone = True
                 transport.abort()
                 return
@@ -237,7 +240,9 @@ class EngineProtocol(EngineShell):
                 if handler is not None:
                     handler(self, event)
         except AMQPError as e:  # the peer sent something we cannot take (the engine's own are events)
-            log.warning("router %s: %s: %s (closed it)", self.router.id, self.describe(), e)
+            log.warning("router %s: %s: %s (closed it)", self.router.id, self.describe(), e,
+                        extra=fields("connection.protocol_error", peer=self.remote, condition=str(e.condition),
+                                     description=e.description))
             self.engine.close(Error(condition=condition_value(e.condition), description=e.description))
             self.on_batch_failed()
         except Exception:  # a bug of ours
@@ -289,7 +294,8 @@ class EngineProtocol(EngineShell):
         self.router.guard_log.warning(
             ("handshake", self.host), asyncio.get_running_loop().time(),
             "router %s: closed connection from %s: no AMQP open within %gs of connecting (handshake timeout)",
-            self.router.id, self.remote, self.router.settings.handshake_timeout)
+            self.router.id, self.remote, self.router.settings.handshake_timeout,
+            extra=fields("connection.handshake_timeout", peer=self.remote, host=self.host))
         self.on_handshake_timeout()
         self._gone = True
         self.transport.abort()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import resource
 from dataclasses import dataclass
+from typing import Any
 
 # Descriptors kept for everything that is not a client connection: listeners,
 # inter-router links, the journal, log files, Python's own.
@@ -45,7 +46,7 @@ class RateLimitedLog:
         self._last: dict[object, float] = {}
         self._held: dict[object, int] = {}
 
-    def warning(self, key: object, now: float, msg: str, *args: object) -> bool:
+    def warning(self, key: object, now: float, msg: str, *args: object, extra: dict[str, Any] | None = None) -> bool:
         """Log ``msg`` unless ``key`` was logged less than ``interval`` ago; True if logged."""
         last = self._last.get(key)
         if last is not None and now - last < self.interval:
@@ -53,7 +54,7 @@ class RateLimitedLog:
             return False
         held = self._held.pop(key, 0)
         suffix = f" (and {held} more like it in the last {now - last:.0f}s)" if held and last is not None else ""
-        self.logger.warning(msg + suffix, *args)
+        self.logger.warning(msg + suffix, *args, extra=extra)
         self._last[key] = now
         if len(self._last) > 10_000:  # many hosts: forget the oldest keys, never grow without bound
             for k in sorted(self._last, key=self._last.__getitem__)[:5_000]:

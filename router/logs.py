@@ -1,9 +1,11 @@
 """How a router logs: levels per module and the line format, set from the command line.
 
 ``--log-level info,edge=debug``: a level for everything, and levels for modules (the
-part after ``once.`` of a logger's name, ``MODULES``; the core logs nothing itself: what
-it decides, the adaptors and the network log). ``--log-format json``: one JSON object per line (time, router, level,
-module, message) for a log shipper; ``text`` (the default) for people.
+part after ``once.`` of a logger's name, ``MODULES``). ``--log-format text`` (the
+default) is for people; ``json`` writes one object per line for a log shipper: time,
+router, level, module, the ``event`` a call names and its fields as fields of their own
+(connection, peer, container, user, link, topic, counts, ...: ``fields()``), and the
+message for people last. The events are listed in ``docs/operating.md``.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import json
 import logging
 import sys
 import time
+from typing import Any
 
 LEVELS = ("debug", "info", "warning", "error")
-# client connections and links; the control plane; neighbour links; the router's life;
-# refusals and limits (rate-limited)
-MODULES = ("edge", "network", "interrouter", "router", "guard")
+# client connections (AMQP); any connection's protocol errors; links attached, suspended and
+# detached (the link lifecycle); the control plane; neighbour links; the router's life;
+# refusals and limits (rate-limited); one line per authenticated connection; the http endpoint
+MODULES = ("edge", "connections", "links", "network", "interrouter", "router", "guard", "access", "http")
 
 
 class LogSpecError(ValueError):
@@ -37,16 +41,28 @@ def parse_levels(spec: str) -> dict[str, int]:
     return out
 
 
+def fields(event: str, **values: Any) -> dict[str, Any]:
+    """``extra=`` of a log call: its event's name and values, each a field of its own in
+    ``--log-format json`` (the text format shows only the message)."""
+    return {"event": event, "fields": values}
+
+
 class _Json(logging.Formatter):
     def __init__(self, router_id: str) -> None:
         super().__init__()
         self.router_id = router_id
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps({"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-                           + f".{int(record.msecs):03d}Z", "router": self.router_id,
-                           "level": record.levelname.lower(), "module": record.name.removeprefix("once."),
-                           "message": record.getMessage()})
+        out: dict[str, Any] = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+                               + f".{int(record.msecs):03d}Z", "router": self.router_id,
+                               "level": record.levelname.lower(), "module": record.name.removeprefix("once.")}
+        event = getattr(record, "event", None)
+        if event is not None:
+            out["event"] = event
+        for key, value in (getattr(record, "fields", None) or {}).items():
+            out.setdefault(key, value)  # (never over time, router, level, module or event)
+        out["message"] = record.getMessage()
+        return json.dumps(out, default=str)
 
 
 def configure(router_id: str, levels: str = "info", fmt: str = "text") -> None:

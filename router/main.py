@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import logging
 import signal
 from dataclasses import replace
 
@@ -31,7 +30,7 @@ async def serve(topology: Topology, router_id: str, journal: str | None = None, 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    loop.add_signal_handler(signal.SIGUSR1, lambda: logging.getLogger("once.router").info(router.describe()))
+    loop.add_signal_handler(signal.SIGUSR1, router.log_snapshot)
     # SIGHUP reloads what can change without a restart (the users file); it never stops a router.
     loop.add_signal_handler(signal.SIGHUP, router.reload)
     await stop.wait()

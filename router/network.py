@@ -29,6 +29,7 @@ from once.records.membership import GroupId, Member, Table
 
 from .core.messages import Routed
 from .core.ports import NO_GROUPS, NetworkEvents
+from .logs import fields
 from .substore import Had, Kept, MemoryStore, remaining
 
 if TYPE_CHECKING:
@@ -168,7 +169,7 @@ class Network:
         core = self.core
         conn.hop = core.add_hop(peer, conn.hop_port())
         conn.upstream = core.add_upstream(peer, conn.upstream_port())
-        log.info("router %s: link to %s up", self.me, peer)
+        log.info("router %s: link to %s up", self.me, peer, extra=fields("neighbour.up", neighbour=peer))
         self._apply(self.plane.neighbour_up(peer, self.costs.get(peer, 1)))
         if set(self.links) >= set(self.costs):
             self.all_up.set()
@@ -179,7 +180,8 @@ class Network:
         del self.links[peer]
         self.link_changed[peer] = time.monotonic()
         self.flaps[peer] = self.flaps.get(peer, 0) + 1
-        log.info("router %s: link to %s down", self.me, peer)
+        log.info("router %s: link to %s down", self.me, peer,
+                 extra=fields("neighbour.down", neighbour=peer, flaps=self.flaps[peer]))
         result = self.plane.neighbour_down(peer)  # routes change before the core re-routes
         core = self.core
         core.hop_lost(peer)

@@ -21,11 +21,12 @@ from .core.lifecycle import LinkLifecycle
 from .heap import pin_mmap_threshold, trim
 from .http.endpoint import routes
 from .http.server import HttpConnection
-from .http.views import waiting_on_suspended
+from .http.views import general, memory, waiting_on_suspended
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .listeners import Kind
 from .listeners import listen as listen_on
+from .logs import fields
 from .network import Network
 from .observe import line, snapshot
 from .substore import FileStore, MemoryStore
@@ -154,24 +155,27 @@ class Router:
             for sub in self.core.expire_suspended(now):
                 changed += 1
                 self.network.end(sub, expired=True)
+                expired = fields("subscriber.expired", container=sub.container_id, link=sub.link_name,
+                                 topic=sub.topic, group=sub.group.name if sub.group is not None else None, owed=sub.owed)
                 if sub.group is not None:
                     log.info("router %s: consumer group %s: member %s/%s gave way%s", self.id, sub.group,
                              sub.container_id, sub.link_name,
-                             f", its {sub.owed} deliveries go to the others" if sub.owed else "")
+                             f", its {sub.owed} deliveries go to the others" if sub.owed else "", extra=expired)
                 elif sub.owed:
                     log.warning("router %s: subscription %s/%s on %r expired after its grace with %d deliveries "
                                 "it had not accepted: their publishers heard accepted without it", self.id,
-                                sub.container_id, sub.link_name, sub.topic, sub.owed)
+                                sub.container_id, sub.link_name, sub.topic, sub.owed, extra=expired)
                 else:
                     log.info("router %s: subscription %s/%s on %r expired after its grace", self.id,
-                             sub.container_id, sub.link_name, sub.topic)
+                             sub.container_id, sub.link_name, sub.topic, extra=expired)
             self._note_waits(now)
             if self.core.unsynced and now >= self._sync_note:
                 self._sync_note = now + SYNC_NOTE_EVERY
                 up = sorted(self.network.links)
+                down = sorted(self.neighbour_ids - set(up))
                 log.warning("router %s: no publisher credit yet: waiting for the first sync from a neighbour "
-                            "(links up: %s; down: %s)", self.id, ", ".join(up) or "none",
-                            ", ".join(sorted(self.neighbour_ids - set(up))) or "none")
+                            "(links up: %s; down: %s)", self.id, ", ".join(up) or "none", ", ".join(down) or "none",
+                            extra=fields("sync.waiting", neighbours_up=up, neighbours_down=down))
             if changed:
                 self.core.after_batch()
                 self.flush()
@@ -191,9 +195,12 @@ class Router:
             sub = suspended[key]
             if noted.get(key) != sub.suspended_until and sub.suspended_until is not None:
                 noted[key] = sub.suspended_until
+                left = max(0.0, sub.suspended_until - now)
                 log.warning("router %s: %d deliveries on %r wait for suspended subscriber %s/%s: it has %.1f s of "
                             "its grace left to resume (or detach), then its publishers hear accepted without it",
-                            self.id, n, sub.topic, key[0], key[1], max(0.0, sub.suspended_until - now))
+                            self.id, n, sub.topic, key[0], key[1], left,
+                            extra=fields("subscriber.waited_for", container=key[0], link=key[1], topic=sub.topic,
+                                         deliveries=n, grace_left=round(left, 3)))
 
     def _give_back_memory(self) -> None:
         """After a burst of large messages has gone, return their memory (see ``heap``)."""
@@ -223,6 +230,11 @@ class Router:
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""
         return line(snapshot(self.core), len(self.connections))
+
+    def log_snapshot(self) -> None:
+        """SIGUSR1: the line for people; in ``--log-format json`` also the management API's
+        general and memory views as fields (one object, not a repr inside the message)."""
+        log.info(self.describe(), extra=fields("snapshot", **{**general(self), "memory": memory(self)}))
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
         return asyncio.get_running_loop().call_later(delay, callback, *args)

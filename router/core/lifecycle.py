@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from once.linkstate.messages import Subscription
 from once.records.membership import GroupId
 
+from ..logs import fields
 from .facade import Core
 from .peers import Publisher, Subscriber
 from .ports import Outcome, PublisherPort, SubscriberPort
@@ -116,7 +117,9 @@ class LinkLifecycle:
             grace = self.settings.publisher_grace
             core.suspend_publisher(pub, core.clock() + grace)
             log.info("router %s: publisher %s/%s suspended: %d unanswered deliveries wait %gs for it to resume",
-                     self.router_id, pub.container_id, pub.link_name, len(pub.live), grace)
+                     self.router_id, pub.container_id, pub.link_name, len(pub.live), grace,
+                     extra=fields("publisher.suspended", container=pub.container_id, link=pub.link_name, topic=pub.topic,
+                                  unanswered=len(pub.live), grace=grace))
         else:
             core.remove_publisher(pub)
             log.debug("router %s: publisher %s/%s detached", self.router_id, pub.container_id, pub.link_name)
@@ -156,7 +159,10 @@ class LinkLifecycle:
             core.attach_completed(sub)
             log.info("router %s: %s/%s subscribed to %r%s%s", self.router_id, a.container_id, a.link_name, a.topic,
                      f" as a member of consumer group {sub.group}" + (" (exclusive)" if sub.exclusive else "")
-                     if sub.group is not None else "", ", resuming" if a.unsettled is not None else "")
+                     if sub.group is not None else "", ", resuming" if a.unsettled is not None else "",
+                     extra=fields("subscriber.attached", container=a.container_id, link=a.link_name, topic=a.topic,
+                                  group=sub.group.name if sub.group is not None else None, exclusive=sub.exclusive,
+                                  resumed=a.unsettled is not None, user=a.owner))
 
         self.network.subscribe(self._subscription(sub, since), True, effective)
         return sub
@@ -186,7 +192,9 @@ class LinkLifecycle:
             core.suspend_subscriber(sub, core.clock() + grace)
             self.network.suspended(sub.key, core.wall() + grace * 1e6)  # (kept across a restart of ours)
             log.info("router %s: subscriber %s/%s suspended: what it has not accepted waits %gs for it to resume",
-                     self.router_id, sub.container_id, sub.link_name, grace)
+                     self.router_id, sub.container_id, sub.link_name, grace,
+                     extra=fields("subscriber.suspended", container=sub.container_id, link=sub.link_name,
+                                  topic=sub.topic, grace=grace))
             # Its key may have attached elsewhere already (the client was quicker to come
             # back than we were to see it go): hand over now, not at the next change.
             self.network.follow_moved_subscribers()
@@ -194,7 +202,8 @@ class LinkLifecycle:
             core.remove_subscriber(sub)
             self.network.finished(self._subscription(sub))
             log.info("router %s: subscriber %s/%s unsubscribed from %r", self.router_id, sub.container_id,
-                     sub.link_name, sub.topic)
+                     sub.link_name, sub.topic, extra=fields("subscriber.detached", container=sub.container_id,
+                                                             link=sub.link_name, topic=sub.topic))
 
     # ---------------------------------------------------------------- credit
 

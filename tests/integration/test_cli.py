@@ -235,8 +235,24 @@ def test_router_logs_what_an_operator_needs_and_survives_sighup(tmp_path):
     proc.send_signal(signal.SIGHUP)  # reloads, never stops
     pub.close()
     assert router.alive()
+    proc.send_signal(signal.SIGUSR1)  # the live state, one JSON object
+    from support.routers import wait_for
+
+    wait_for(lambda: any('"event": "snapshot"' in line for line in router._log), what="the snapshot")
     records = [jsonlib.loads(line) for line in router.stderr_lines()]
     assert all({"time", "router", "level", "module", "message"} <= set(r) for r in records)
+    # Fields of their own, not a sentence to parse (issue 25)
+    events = {r.get("event"): r for r in records}
+    opened = events["connection.opened"]
+    assert opened["container"] in ("ops", opened["container"]) and opened["peer"].startswith("127.0.0.1:")
+    access = next(r for r in records if r.get("event") == "access" and r["container"] == "ops")
+    assert access["module"] == "access" and access["host"] == "127.0.0.1" and access["mechanism"] == "ANONYMOUS"
+    attached = events["subscriber.attached"]
+    assert (attached["topic"], attached["container"], attached["link"]) == ("logged", "ops", "watcher")
+    gone = events.get("subscriber.expired") or events["subscriber.detached"]
+    assert gone["topic"] == "logged" and gone.get("owed", 1) == 1
+    snap = events["snapshot"]
+    assert snap["totals"]["published"] == 1 and snap["records"] == 0 and snap["memory"]["rss_bytes"] > 0
     text = "\n".join(r["message"] for r in records)
     for needle in ("connection from", "opened (container ops", "ops/watcher subscribed to 'logged'",
                    "SIGHUP: reloaded the users"):
@@ -370,4 +386,4 @@ def test_recv_reconnect_comes_back_when_its_router_does(tmp_path):
 
 def test_a_log_level_for_a_module_that_does_not_log_is_refused(tmp_path):
     r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--log-level", "info,core=debug")
-    _one_line(r, 2, "--log-level info,core=debug: no module 'core'", "edge, network")
+    _one_line(r, 2, "--log-level info,core=debug: no module 'core'", "edge, connections, links, network")

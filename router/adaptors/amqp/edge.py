@@ -35,6 +35,7 @@ from ...amqp.types import symbol, ulong
 from ...core import Outcome, Publisher, Subscriber, TagInUse
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
+from ...logs import fields
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
 from .message import check, mark_redelivered
 from .shared_subscriptions import ACTIVE, OFFERED, can_resume, group_of
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from ...context import RouterContext
 
 log = logging.getLogger("once.edge")
+access = logging.getLogger("once.access")
 PRE_AUTH = (State.START, State.SASL)
 
 
@@ -166,7 +168,10 @@ class EdgeConnection(EngineProtocol):
         clean = self.engine.state is State.CLOSED
         log.info("router %s: connection from %s (container %s) %s", self.router.id, self.peer, self._container(),
                  "closed" if clean else f"lost without a close ({exc or 'the peer went away'}): its links are "
-                 "suspended for their grace")
+                 "suspended for their grace",
+                 extra=fields("connection.closed" if clean else "connection.lost", connection=self.serial,
+                              peer=self.peer, container=self._container(), user=self.engine.user or "",
+                              error=None if clean else str(exc or "the peer went away")))
         self._drop_all_links(suspend=True)  # no close frame came: the client may come back
 
     def on_writable(self) -> None:
@@ -183,7 +188,9 @@ class EdgeConnection(EngineProtocol):
 
     def _log_failure(self, condition: Any, description: str) -> None:
         cond = condition.value if isinstance(condition, Condition) else condition
-        log.warning("router %s: closed connection from %s: %s: %s", self.router.id, self.peer, cond, description)
+        log.warning("router %s: closed connection from %s: %s: %s", self.router.id, self.peer, cond, description,
+                    extra=fields("connection.failed", connection=self.serial, peer=self.peer, condition=cond,
+                                 description=description))
 
     def _on_failed(self, event: ConnectionFailed) -> None:
         self._log_failure(event.condition, event.description)
@@ -200,7 +207,9 @@ class EdgeConnection(EngineProtocol):
         router.guard_log.warning(("auth", self.host), now,
                                  "router %s: SASL %s authentication failed%s from %s (%d failures from that host "
                                  "in %gs)", router.id, event.mechanism, who, self.peer, failures,
-                                 router.auth_failures.window)
+                                 router.auth_failures.window,
+                                 extra=fields("auth.failed", peer=self.peer, host=self.host, mechanism=event.mechanism,
+                                              user=event.requested or "", failures=failures))
 
     def _on_opened(self, event: ConnectionOpened) -> None:
         self._handshake_done()
@@ -208,7 +217,14 @@ class EdgeConnection(EngineProtocol):
         self.opened_at = time.monotonic()
         user = self.engine.user
         log.info("router %s: connection from %s opened (container %s%s)", self.router.id, self.peer,
-                 self._container(), f", user {user}" if user else "")
+                 self._container(), f", user {user}" if user else "",
+                 extra=fields("connection.opened", connection=self.serial, peer=self.peer, container=self._container(),
+                              user=user or ""))
+        # The access log: who came in, from where, how (``--log-level access=warning`` silences it).
+        access.info("router %s: access: user %s from %s by %s (connection %d, container %s)", self.router.id,
+                    user or "(none)", self.host, self.mechanism or "no SASL", self.serial, self._container(),
+                    extra=fields("access", user=user or "", host=self.host, peer=self.peer,
+                                 mechanism=self.mechanism or "", connection=self.serial, container=self._container()))
 
     def container(self) -> str:
         return self._container()
@@ -240,7 +256,9 @@ class EdgeConnection(EngineProtocol):
                 self._refuse(link, Condition.UNAUTHORIZED_ACCESS,
                              f"subscriber {container_id}/{link.name} belongs to another user")
                 log.warning("router %s: refused %r from %s the subscriber %s/%s of another user", self.router.id,
-                            owner, self.peer, container_id, link.name)
+                            owner, self.peer, container_id, link.name,
+                            extra=fields("link.refused", connection=self.serial, peer=self.peer, user=owner,
+                                         container=container_id, link=link.name, topic=address))
                 return
             group, exclusive = group_of(attach.source, link.name, container_id, self.router.topology.group_mode)
             their_map = attach.unsettled
@@ -343,7 +361,9 @@ class EdgeConnection(EngineProtocol):
         """A message the router could not carry safely: nobody sees it, the publisher hears why."""
         error = Error(condition=_value(e.condition), description=f"message refused: {e.description}")
         log.warning("router %s: refused a message from %s (%s/%s on %r): %s", self.router.id, self.peer,
-                    pub.container_id, pub.link_name, pub.topic, e)
+                    pub.container_id, pub.link_name, pub.topic, e,
+                    extra=fields("message.refused", connection=self.serial, peer=self.peer, container=pub.container_id,
+                                 link=pub.link_name, topic=pub.topic, error=str(e)))
         if d.settled:  # nothing to reject: the publisher learns it from the link
             self.engine.detach(d.link, closed=True, error=error)
             self._drop_link(d.link)

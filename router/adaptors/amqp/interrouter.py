@@ -41,6 +41,7 @@ from ...core.messages import Copy, Routed
 from ...engineio import EngineProtocol
 from ...listeners import Kind
 from ...listeners import dial as connect
+from ...logs import fields
 from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 from .dispositions import to_amqp, to_outcome
 from .wire import ONCE_FORMAT, pack, unpack
@@ -239,7 +240,9 @@ class InterRouterConnection(EngineProtocol):
             self.dirty()
         elif t is ConnectionFailed:
             log.warning("router %s: inter-router link to %s failed: %s: %s", self.router.id, self.peer or "?",
-                        ev.condition, ev.description)
+                        ev.condition, ev.description, extra=fields("neighbour.failed", neighbour=self.peer or "?",
+                                                                   condition=str(ev.condition),
+                                                                   description=ev.description))
 
     HANDLERS = dict.fromkeys((DeliveryReceived, DeliveryUpdated, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached,
                               LinkDetached, SessionEnded, ConnectionClosed, ConnectionFailed), on_event)
