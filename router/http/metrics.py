@@ -169,10 +169,15 @@ class RouterCollector(Collector):
         cost = GaugeMetricFamily("once_inter_router_link_cost", "The link's cost in the topology.", labels=["neighbour"])
         flaps = CounterMetricFamily("once_inter_router_link_flaps", "Times the link to the neighbour went down.",
                                     labels=["neighbour"])
-        for peer in sorted(router.neighbour_ids)[:NEIGHBOUR_LIMIT]:
+        peers = sorted(router.neighbour_ids)
+        for peer in peers[:NEIGHBOUR_LIMIT]:
             up.add_metric([peer], int(peer in net.links))
             cost.add_metric([peer], net.costs.get(peer, 1))
             flaps.add_metric([peer], net.flaps.get(peer, 0))
+        rest = peers[NEIGHBOUR_LIMIT:]
+        if rest:  # (the links up, and their flaps, of every neighbour past the cap)
+            up.add_metric([OTHER], sum(1 for p in rest if p in net.links))
+            flaps.add_metric([OTHER], sum(net.flaps.get(p, 0) for p in rest))
         yield from (up, cost, flaps)
         yield GaugeMetricFamily("once_routers_reachable", "Other routers this router reaches.",
                                 value=len(net.reachable() - {router.id}))

@@ -7,7 +7,9 @@ import os
 import platform
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,13 +26,41 @@ def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
 
 
+class Scraper:
+    """``--http``: every router serves its endpoint and this scrapes each one's /metrics
+    once a second while the scenario runs (what a Prometheus server does), from a thread
+    of the bench process: its cost lands on the routers, not on the C clients' processes."""
+
+    def __init__(self, urls: list[str], every: float = 1.0) -> None:
+        self.urls = urls
+        self.every = every
+        self.done = threading.Event()
+        self.scrapes = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.every):
+            for url in self.urls:
+                with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+                    r.read()
+                self.scrapes += 1
+
+    def stop(self) -> int:
+        self.done.set()
+        self.thread.join(10)
+        return self.scrapes
+
+
 def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str, journal: bool,
-         tmp: Path, root: Path | None) -> Result:
+         tmp: Path, root: Path | None, http: bool = False) -> Result:
     scenario = SCENARIOS[name]
     if scenario.max_messages:
         messages = min(messages, scenario.max_messages)
     unpin()  # children inherit affinity: never start routers from a pinned process
-    procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT)
+    urls: dict[str, str] | None = {} if http else None
+    procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT, http=urls)
+    scraper = Scraper(list(urls.values())) if urls else None
     meter = Meter([p.pid for p in procs])
     tty = sys.stderr.isatty()
     bar = None
@@ -53,6 +83,9 @@ def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str
     finally:
         if bar is not None:
             bar.close()
+        if scraper is not None:
+            scrapes = scraper.stop()
+            print(f"bench {name}: {scrapes} scrapes of /metrics", file=sys.stderr, flush=True)
         stop(procs)
     print(f"bench {name}: {result.msgs_per_s} msg/s, p50 {result.p50_ms} ms, router {result.router_cpu_us} us/msg",
           file=sys.stderr, flush=True)
@@ -73,16 +106,16 @@ def table(results: list[Result]) -> str:
 
 
 def measure(names: list[str], messages: int, credit: int, clients: str = "python", journal: bool = False,
-            root: Path | None = None) -> list[Result]:
+            root: Path | None = None, http: bool = False) -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(names, 1):
-            results.append(_one(name, i, len(names), messages, credit, clients, journal, Path(tmp), root))
+            results.append(_one(name, i, len(names), messages, credit, clients, journal, Path(tmp), root, http))
     return results
 
 
 def bench(names: list[str], json_path: str | None, messages: int, credit: int, no_router: bool,
-          journal: bool = False, clients: str = "python") -> int:
+          journal: bool = False, clients: str = "python", http: bool = False) -> int:
     names = names or list(DEFAULT_SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
@@ -93,7 +126,7 @@ def bench(names: list[str], json_path: str | None, messages: int, credit: int, n
     else:
         if clients == "c":
             cclients.build()  # (before any router starts: the first build may install Proton-C)
-        results = measure(names, messages, credit, clients, journal)
+        results = measure(names, messages, credit, clients, journal, http=http)
     print(table(results))
     if json_path:
         doc = [dict(asdict(r), date=time.strftime("%Y-%m-%d"), machine=machine()) for r in results]

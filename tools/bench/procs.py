@@ -78,10 +78,12 @@ def checkout_cli(root: Path, tmp: Path) -> tuple[str, dict[str, str] | None]:
 
 
 def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any] | None = None,
-                  journal: bool = False, root: Path = ROOT) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
+                  journal: bool = False, root: Path = ROOT,
+                  http: dict[str, str] | None = None) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
     """Every router of the scenario's topology as OS processes on free ports; a single router
     is pinned to core 0 (the load clients then take core 1). ``root``: the checkout whose
-    router code runs (``--compare`` points it at another git ref's)."""
+    router code runs (``--compare`` points it at another git ref's). ``http``: a dict to
+    fill with each router's http endpoint (they serve one on a free port)."""
     from once.tools.topology_ports import with_free_ports
 
     # The routers run with the topology's own settings: --credit is the clients' credit.
@@ -92,7 +94,8 @@ def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any]
     cli, env = checkout_cli(root, tmp)
     for rid in ids:
         cmd = [sys.executable, "-m", cli, "router", str(topo), "--id", rid,
-               *(["--journal", str(tmp / "journal")] if journal else [])]
+               *(["--journal", str(tmp / "journal")] if journal else []),
+               *(["--http", "127.0.0.1:0"] if http is not None else [])]
         if single:
             cmd = ["taskset", "-c", "0", *cmd]  # one router, one core; the clients get the other
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=root,
@@ -106,6 +109,8 @@ def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any]
             raise RuntimeError(f"router {rid} failed to start: {line!r}")
         host, port = line.split()[3].removeprefix("amqp://").rsplit(":", 1)
         addrs[rid] = (host, int(port))
+        if http is not None:
+            http[rid] = next(w for w in line.split() if w.startswith("http://"))
     return procs, addrs
 
 
