@@ -55,8 +55,10 @@ def test_line3_metrics_move_with_traffic_and_every_router_is_ready(line3):
     assert before["A"][("once_deliveries_received_total", ())] == 0
     sub = ProtonSubscriber(line3["C"].url, "metered", name="meter")
     pub = ProtonPublisher(line3["A"].url, "metered")
-    n = 25
+    n = 500
     outcomes = [pub.send(f"m{i}") for i in range(n)]
+    during = metrics(urls["A"])  # (scraped while the messages are on their way)
+    assert 0 <= during[("once_deliveries_received_total", ())] <= n
     assert [o.get(timeout=30) for o in outcomes] == [ACCEPTED] * n
     assert [m.body for m in sub.take(n)] == [f"m{i}" for i in range(n)]
     a, b, c = (metrics(urls[r]) for r in "ABC")
