@@ -151,7 +151,7 @@ def subscribers(d: dict[str, Any]) -> str:
     groups = table([(g["topic"], g["group"], len(g["members"]),
                      ", ".join(f"{m['router']}:{m['container']}/{m['name']}{'*' if m['active'] else ''}"
                                f"{' (suspended)' if m['suspended'] else ''}" for m in g["members"]))
-                    for g in d["groups"]], ("topic", "group", "members", "who (* active here)"))
+                    for g in d["groups"]], ("topic", "group", "members", "who (* the active one)"))
     return f"here:\n{local}\n\nat other routers:\n{remote}\n\nconsumer groups:\n{groups}"
 
 

@@ -150,6 +150,11 @@ class RouterCollector(Collector):
         fam.add_metric(["active"], len(subs) - suspended)
         fam.add_metric(["suspended"], suspended)
         yield fam
+        links = GaugeMetricFamily("once_links", "Links attached here.", labels=["role"])
+        links.add_metric(["publisher"], len(core.publishers))
+        links.add_metric(["subscriber"], len(subs) - suspended)
+        links.add_metric(["inter-router"], len(router.network.links))
+        yield links
         fam = GaugeMetricFamily("once_publishers", "Publishers here.", labels=["state"])
         fam.add_metric(["active"], len(core.publishers))
         fam.add_metric(["suspended"], len(core.suspended_publishers))

@@ -154,7 +154,8 @@ def in_flight_by_topic(router: Router) -> dict[str, int]:
 def topics(router: Router) -> list[dict[str, Any]]:
     core = router.core
     table = router.network.plane.table
-    names = set(core.tables.topics) | {p.topic for p in core.publishers} | set(table.by_topic)
+    names = (set(core.tables.topics) | {p.topic for p in core.publishers}
+             | {t for t, per in table.by_topic.items() if any(per.values())})
     flying = in_flight_by_topic(router)
     measures = core.tables.measures
     out = []
@@ -164,10 +165,12 @@ def topics(router: Router) -> list[dict[str, Any]]:
         if counts is None and len(measures.topics) < measures.topic_limit:
             counts = TopicCounts()  # (nothing published or delivered here: zeros; past the cap: unknown)
         remote = sorted(table.routers_for(name) - {router.id})
+        per_router = {r: n for r, n in sorted(table.by_topic.get(name, {}).items()) if n and r != router.id}
         out.append({
             "topic": name, "subscribers": sum(1 for s in local if s.suspended_until is None),
             "subscribers_suspended": sum(1 for s in local if s.suspended_until is not None),
             "publishers": sum(1 for p in core.publishers if p.topic == name), "routers": remote,
+            "subscribers_by_router": per_router,
             "in_flight": flying.get(name, 0),
             "received": counts.received if counts else None, "delivered": counts.delivered if counts else None,
             "accepted": counts.accepted if counts else None, "rejected": counts.rejected if counts else None,
@@ -207,6 +210,9 @@ def subscribers(router: Router) -> dict[str, Any]:
     remote = [{"router": s.router, "topic": s.topic, "container": s.container_id, "name": s.link_name,
                "group": s.group or None, "exclusive": s.exclusive, "suspended": s.suspended}
               for s in router.network.plane.table.all_subscriptions() if s.router != router.id]
+    # The active member of each exclusive group, as the rule every router applies picks it
+    leaders = {(topic, gid.name): table.leader.key for topic in {s["topic"] for s in local + remote}
+               for gid, table in core.groups.group_view(topic).items() if table.leader is not None}
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for s in local:
         if s["group"] is not None:
@@ -216,8 +222,10 @@ def subscribers(router: Router) -> dict[str, Any]:
     for s in remote:
         if s["group"] is not None:
             g = groups.setdefault((s["topic"], s["group"]), {"topic": s["topic"], "group": s["group"], "members": []})
+            leader = leaders.get((s["topic"], s["group"]))
             g["members"].append({"router": s["router"], "container": s["container"], "name": s["name"],
-                                 "active": None, "suspended": s["suspended"]})
+                                 "active": None if leader is None else leader == (s["container"], s["name"]),
+                                 "suspended": s["suspended"]})
     return {"router": router.id, "local": local, "remote": remote, "groups": [groups[k] for k in sorted(groups)]}
 
 

@@ -59,3 +59,27 @@ def test_stat_without_a_router_says_so_in_one_line():
     assert done.returncode == 2 and "port is not a number" in done.stderr
     done = once("stat", "--router", "amqp://127.0.0.1:5672")
     assert done.returncode == 2 and "http endpoint" in done.stderr
+
+
+def test_stat_names_an_exclusive_groups_active_member_from_a_third_router(mesh3):
+    from support.proton_options import SharedSubscription
+
+    first = ProtonSubscriber(mesh3["B"].url, "ledger", name="ledger|global", container_id="app-b",
+                             options=SharedSubscription(exclusive=True))
+    second = ProtonSubscriber(mesh3["C"].url, "ledger", name="ledger|global", container_id="app-c",
+                              options=SharedSubscription(exclusive=True))
+    assert first.attach_properties == {"once:active": True} and second.attach_properties == {"once:active": False}
+    from support.routers import wait_for
+
+    def group() -> dict | None:
+        subs = json.loads(once("stat", "-s", "--json", "--router", mesh3["A"].http).stdout)
+        found = [g for g in subs["groups"] if g["group"] == "ledger"]
+        return found[0] if found and len(found[0]["members"]) == 2 else None
+
+    g = wait_for(group, timeout=15, what="both members seen at A")
+    assert {(m["router"], m["container"], m["active"]) for m in g["members"]} == {("B", "app-b", True),
+                                                                                 ("C", "app-c", False)}
+    table = once("stat", "-s", "--router", mesh3["A"].http).stdout
+    assert "B:app-b/ledger|global*" in table and "C:app-c/ledger|global*" not in table
+    first.close()
+    second.close()
