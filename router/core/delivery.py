@@ -34,9 +34,9 @@ from .treatments import TopicTreatment
 
 
 class LocalDelivery:
-    __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency", "observe_held", "clock", "journal", "credit", "placeholders",
-                 "treatment", "remote_routers", "group_members", "local_count", "born", "unsynced", "forwarding",
-                 "failover", "groups", "moved_away")
+    __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency",
+                 "observe_held", "clock", "journal", "credit", "placeholders", "treatment", "remote_routers",
+                 "group_members", "local_count", "born", "unsynced", "forwarding", "failover", "groups", "moved_away")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, placeholders: Placeholders, routes: RoutesPort,
                  treatment: TopicTreatment, unsynced: bool) -> None:
