@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from once.router.mqtt.codec import MqttError, decode, encode, varint
-from once.router.mqtt.codes import PROPERTIES, REPEATABLE, WILL, Kind, PacketType, Prop, Reason, Version
+from once.router.mqtt.codes import PROPERTIES, REPEATABLE, WILL, Kind, PacketType, Reason, Version
 from once.router.mqtt.framing import PacketReader
 from once.router.mqtt.packets import (
     Ack,

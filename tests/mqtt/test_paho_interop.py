@@ -15,8 +15,18 @@ import pytest
 from once.router.mqtt.codec import decode, encode
 from once.router.mqtt.codes import PacketType, Prop, Reason, Version
 from once.router.mqtt.framing import PacketReader
-from once.router.mqtt.packets import Ack, Connack, Connect, Disconnect, PingResp, Publish, Suback, Subscribe, Unsuback
-from once.router.mqtt.packets import Unsubscribe
+from once.router.mqtt.packets import (
+    Ack,
+    Connack,
+    Connect,
+    Disconnect,
+    PingResp,
+    Publish,
+    Suback,
+    Subscribe,
+    Unsuback,
+    Unsubscribe,
+)
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
