@@ -3,6 +3,7 @@
 ``codes.py`` the numbers (packet types, reason codes, properties); ``packets.py`` the
 packets as frozen dataclasses; ``codec.py`` packets to and from bytes; ``framing.py`` the
 stream cut into packets; ``topics.py`` topic names, filters, shared subscriptions and
-matching. The adaptor that puts MQTT clients on the network goes beside the AMQP one
+matching; ``connection.py`` the server side of one connection (``events.py``: what it
+reports). The adaptor that puts MQTT clients on the network goes beside the AMQP one
 (``router/adaptors/``) and calls the same link lifecycle.
 """
