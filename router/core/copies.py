@@ -42,6 +42,7 @@ from .plans import Plans
 from .ports import RoutesPort
 from .relay import Relay
 from .tables import CoreTables, Key
+from .unparked import WithoutParkingOrMarkers
 
 PENDING = KeyState.PENDING
 _MEMBER_GONE = (Said.CLOSED, Said.EXPIRED)
@@ -49,7 +50,7 @@ _MEMBER_GONE = (Said.CLOSED, Said.EXPIRED)
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 
-class Copies:
+class Copies(WithoutParkingOrMarkers):
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
                  "relay", "hops", "upstreams", "outboxes", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
                  "streams", "_dispatch", "replenish_transit", "parked", "delivery", "failover", "groups")
@@ -579,29 +580,3 @@ class Copies:
             self._unnumber(far)
         if far.takes or record.chosen:  # (a root's own plain record leaves no tombstone)
             self.dest.freed(record)
-
-    # ------------------------------------------- the forwarding part's rest
-
-    def answer_keyed(self, record: CoreRecord) -> None:
-        pass
-
-    def forget_parked(self, record: CoreRecord) -> None:
-        pass
-
-    def parked_given_up(self, record: CoreRecord, keep: frozenset[str]) -> None:
-        pass
-
-    def parked_since(self) -> list[tuple[CoreRecord, float]]:
-        return []
-
-    def retry_parked(self) -> None:
-        pass
-
-    def marker_hops(self, target: str) -> list[Hop]:
-        return []
-
-    def queue_marker(self, hop: Hop, marker: Any) -> None:
-        pass
-
-    def hold_marker(self, target: str, marker: Any) -> bool:
-        return False

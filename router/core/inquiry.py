@@ -45,40 +45,10 @@ from .messages import Answer, Ask, Control, Ended, Told
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import RoutesPort
+from .questions import Asking, Early, Member
 from .tables import CoreTables, Key
 
-Member = tuple[Key, GroupId, str, bool]  # (key, group, router, had)
 _HAD = (Said.ACCEPTED, Said.REJECTED)  # (``closed``, ``moved``: it never had it here)
-
-
-class Asking:
-    """A root's open question about one message: who has not answered in this round,
-    whether one was unsure, what it heard (in every round: a member that had it, had it)."""
-
-    __slots__ = ("record", "waiting", "unsure", "heard", "asked_at", "stamp")
-
-    def __init__(self, record: CoreRecord, waiting: set[str], now: float, stamp: int) -> None:
-        self.record = record
-        self.stamp = stamp  # when we first asked (the newest asker chooses)
-        self.waiting = waiting
-        self.unsure = False
-        self.heard: list[Member] = []
-        self.asked_at = now
-
-
-class Early:
-    """A question asked when the publisher resumed, before its message came: who has not
-    told yet, what they told."""
-
-    __slots__ = ("publisher", "topic", "stamp", "waiting", "heard", "asked_at")
-
-    def __init__(self, publisher: Publisher, stamp: int, waiting: set[str], now: float) -> None:
-        self.publisher = publisher
-        self.topic = publisher.topic
-        self.stamp = stamp
-        self.waiting = waiting
-        self.heard: list[Member] = []
-        self.asked_at = now
 
 
 class Inquiry:
