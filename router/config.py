@@ -32,6 +32,7 @@ class RouterSpec:
     listen: Address
     inter_router: Address | None = None
     http: Address | None = None  # metrics, health, management API, console (off when absent)
+    mqtt: Address | None = None  # MQTT 3.1.1 and 5.0 clients (off when absent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,14 +182,15 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rid):
             raise ctx.fail(key, "a router id of letters, digits, '_', '.', '-'", rid)
         spec = ctx.mapping(spec, key)
-        ctx.keys(spec, key, {"listen", "inter_router", "http"})
+        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt"})
         if "listen" not in spec:
             raise ctx.fail(f"{key}.listen", "HOST:PORT", None)
         ir = spec.get("inter_router")
-        web = spec.get("http")
+        web, mqtt = spec.get("http"), spec.get("mqtt")
         routers[rid] = RouterSpec(rid, ctx.address(spec["listen"], f"{key}.listen"),
                                   ctx.address(ir, f"{key}.inter_router") if ir is not None else None,
-                                  ctx.address(web, f"{key}.http") if web is not None else None)
+                                  ctx.address(web, f"{key}.http") if web is not None else None,
+                                  ctx.address(mqtt, f"{key}.mqtt") if mqtt is not None else None)
     links_raw = top.get("links") or []
     if not isinstance(links_raw, list):
         raise ctx.fail("links", "a list", links_raw)

@@ -18,6 +18,7 @@ class Kind(Enum):
     AMQP = "amqp"  # clients (the topology's ``listen``)
     INTER_ROUTER = "inter-router"  # neighbour routers (``inter_router``)
     HTTP = "http"  # metrics, health, the management API and the console (``http``)
+    MQTT = "mqtt"  # MQTT clients (``mqtt``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ KINDS: dict[Kind, ListenerKind] = {
     Kind.AMQP: ListenerKind(Kind.AMQP),
     Kind.INTER_ROUTER: ListenerKind(Kind.INTER_ROUTER),
     Kind.HTTP: ListenerKind(Kind.HTTP),
+    Kind.MQTT: ListenerKind(Kind.MQTT),
 }
 
 

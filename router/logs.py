@@ -20,7 +20,7 @@ LEVELS = ("debug", "info", "warning", "error")
 # client connections (AMQP); any connection's protocol errors; links attached, suspended and
 # detached (the link lifecycle); the control plane; neighbour links; the router's life;
 # refusals and limits (rate-limited); one line per authenticated connection; the http endpoint
-MODULES = ("edge", "connections", "links", "network", "interrouter", "router", "guard", "access", "http")
+MODULES = ("edge", "mqtt", "connections", "links", "network", "interrouter", "router", "guard", "access", "http")
 
 
 class LogSpecError(ValueError):

@@ -62,26 +62,30 @@ def _address(option: str, value: str) -> Address:
     return Address(host or "127.0.0.1", int(port))
 
 
-def with_listen(topology: Topology, router_id: str, listen: str | None, http: str | None = None) -> Topology:
-    """The topology with this router's ``--listen`` and ``--http`` in place of its own addresses."""
-    if listen is None and http is None:
+def with_listen(topology: Topology, router_id: str, listen: str | None, http: str | None = None,
+                mqtt: str | None = None) -> Topology:
+    """The topology with this router's ``--listen``, ``--http`` and ``--mqtt`` in place of its own addresses."""
+    if listen is None and http is None and mqtt is None:
         return topology
     spec = topology.routers[router_id]
     if listen is not None:
         spec = replace(spec, listen=_address("--listen", listen))
     if http is not None:
         spec = replace(spec, http=_address("--http", http))
+    if mqtt is not None:
+        spec = replace(spec, mqtt=_address("--mqtt", mqtt))
     return replace(topology, routers={**topology.routers, router_id: spec})
 
 
 def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None,
-         log_level: str = "info", log_format: str = "text", state: str | None = None, http: str | None = None) -> int:
+         log_level: str = "info", log_format: str = "text", state: str | None = None, http: str | None = None,
+         mqtt: str | None = None) -> int:
     """Run one router until SIGTERM/SIGINT. Raises ``TopologyError`` (bad file, unknown id,
     bad --listen) and ``ListenError`` (cannot bind), each a one-line message."""
     topology = load_topology(topology_path)
     if router_id not in topology.routers:
         raise TopologyError(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
-    topology = with_listen(topology, router_id, listen, http)
+    topology = with_listen(topology, router_id, listen, http, mqtt)
     configure(router_id, log_level, log_format)
     run(serve(topology, router_id, journal, state))
     return 0

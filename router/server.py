@@ -14,6 +14,7 @@ from typing import Any
 from .adaptors.amqp.edge import EdgeConnection
 from .adaptors.amqp.interrouter import InterRouterConnection, dial
 from .adaptors.amqp.shared_subscriptions import group_id
+from .adaptors.mqtt.edge import MqttEdgeConnection
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Auth, Topology, TopologyError, load_topology
 from .core import Core
@@ -45,9 +46,11 @@ class Ready:
     inter_router: Address | None = None
     neighbours: tuple[str, ...] = ()
     http: Address | None = None
+    mqtt: Address | None = None
 
     def line(self) -> str:
         web = f" http://{self.http}" if self.http is not None else ""
+        web += f" mqtt://{self.mqtt}" if self.mqtt is not None else ""
         extra = f" neighbours {','.join(self.neighbours)}" if self.neighbours else ""
         return f"router {self.router_id} ready amqp://{self.amqp}{web}{extra}"
 
@@ -122,6 +125,12 @@ class Router:
                                                     self.spec.http.host, self.spec.http.port)
             self._servers.append(hserver)
             web = Address(whost, wport)
+        mqtt = None
+        if self.spec.mqtt is not None:
+            mserver, mhost, mport = await listen_on(Kind.MQTT, lambda: MqttEdgeConnection(self), self.spec.mqtt.host,
+                                                    self.spec.mqtt.port)
+            self._servers.append(mserver)
+            mqtt = Address(mhost, mport)
         self._tasks.append(loop.create_task(self._housekeeping()))
         if neighbour_timeout is None:
             await self.network.all_up.wait()
@@ -130,7 +139,7 @@ class Router:
                 await asyncio.wait_for(self.network.all_up.wait(), neighbour_timeout)
             except TimeoutError:
                 pass
-        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web)
+        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web, mqtt)
         return self.ready
 
     def _accept_router(self) -> InterRouterConnection:

@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("topology", help="a topology file, or the name of a shipped one (single, line3, mesh3, ring5, ring7c)")
     r.add_argument("--id", required=True, help="the router id in the topology")
     r.add_argument("--listen", help="override the listen address (HOST:PORT, port 0 picks a free one)")
+    r.add_argument("--mqtt", metavar="HOST:PORT", help="take MQTT 3.1.1 and 5.0 clients there (overrides the "
+                   "topology's routers.ID.mqtt; port 0 picks a free one)")
     r.add_argument("--http", metavar="HOST:PORT", help="serve /metrics, /healthz, /readyz, the management API and "
                    "the console there (overrides the topology's routers.ID.http; port 0 picks a free one)")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
@@ -166,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             from once.router.main import main as router_main
 
             return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format,
-                               args.state, args.http)
+                               args.state, args.http, args.mqtt)
         if args.command == "launch":
             from once.router.logs import parse_levels
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from once.records.table import IN_DOUBT
@@ -82,22 +81,33 @@ def memory(router: Router) -> dict[str, Any]:
     }
 
 
-def _edge_links(conn: Any) -> Iterator[Any]:
-    for session in list(conn.engine.sessions.values()):
-        yield from list(session.links.values())
+def _is_mqtt(conn: Any) -> bool:
+    return hasattr(conn, "client_id")
+
+
+def _client_links(conn: Any) -> list[Any]:
+    """The core's publishers and subscribers of a client connection (AMQP links, or an MQTT
+    client's topics and filters)."""
+    if _is_mqtt(conn):
+        return [*conn.publishers.values(), *conn.subscribers.values()]
+    return [lk.context for session in list(conn.engine.sessions.values()) for lk in list(session.links.values())
+            if lk.context is not None]
 
 
 def connections(router: Router) -> list[dict[str, Any]]:
     now = time.monotonic()
     out = []
     for conn in sorted(router.connections, key=lambda c: c.serial):
-        links = [lk for lk in _edge_links(conn) if lk.context is not None]
+        links = _client_links(conn)
+        mqtt = _is_mqtt(conn)
         out.append({
-            "id": conn.serial, "peer": conn.peer, "container": conn.container(), "user": conn.engine.user or "",
-            "mechanism": conn.mechanism, "open_s": _ago(conn.opened_at, now),
-            "sessions": len(conn.engine.sessions), "links": len(links),
-            "publishers": sum(1 for lk in links if isinstance(lk.context, Publisher)),
-            "subscribers": sum(1 for lk in links if isinstance(lk.context, Subscriber)),
+            "id": conn.serial, "protocol": "mqtt" if mqtt else "amqp", "peer": conn.peer,
+            "container": conn.client_id if mqtt else conn.container(),
+            "user": conn.user if mqtt else conn.engine.user or "",
+            "mechanism": "MQTT" if mqtt else conn.mechanism, "open_s": None if mqtt else _ago(conn.opened_at, now),
+            "sessions": None if mqtt else len(conn.engine.sessions), "links": len(links),
+            "publishers": sum(1 for ctx in links if isinstance(ctx, Publisher)),
+            "subscribers": sum(1 for ctx in links if isinstance(ctx, Subscriber)),
         })
     return out
 
@@ -107,8 +117,7 @@ def links(router: Router) -> list[dict[str, Any]]:
     now = router.core.clock()
     out: list[dict[str, Any]] = []
     for conn in sorted(router.connections, key=lambda c: c.serial):
-        for lk in _edge_links(conn):
-            ctx = lk.context
+        for ctx in _client_links(conn):
             if isinstance(ctx, Publisher):
                 out.append(_publisher(ctx, now, conn.serial))
             elif isinstance(ctx, Subscriber):

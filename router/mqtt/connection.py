@@ -108,6 +108,16 @@ class MqttConnection:
     def closed(self) -> bool:
         return self.state is State.CLOSED
 
+    @property
+    def remote_open(self) -> Connect | None:
+        """The client's CONNECT once read (the connection shell's handshake deadline ends there)."""
+        return self.connect
+
+    def close(self, error: object = None) -> None:
+        """Close from our side: the router stops, or a bug of ours (``error``: any
+        description; MQTT 5.0 says 0x8B server shutting down, or 0x83 for an error)."""
+        self.disconnect(Reason.SERVER_SHUTTING_DOWN if error is None else Reason.IMPLEMENTATION_SPECIFIC_ERROR)
+
     def receive_data(self, data: bytes) -> list[Event]:
         if self.state is State.CLOSED:
             return []
@@ -147,7 +157,9 @@ class MqttConnection:
             self._fail(MqttError(Reason.KEEP_ALIVE_TIMEOUT, f"nothing from the client for {1.5 * self.keep_alive:g} s"),
                        [])
             return None
-        return deadline
+        # (ticked at least every half keep-alive: what came between two ticks counts from the
+        # later one, so a silent client is found between 1.5 and 2 times its keep-alive)
+        return min(deadline, now + self.keep_alive / 2)
 
     def _send(self, packet: Packet) -> None:
         assert self.version is not None

@@ -386,4 +386,4 @@ def test_recv_reconnect_comes_back_when_its_router_does(tmp_path):
 
 def test_a_log_level_for_a_module_that_does_not_log_is_refused(tmp_path):
     r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--log-level", "info,core=debug")
-    _one_line(r, 2, "--log-level info,core=debug: no module 'core'", "edge, connections, links, network")
+    _one_line(r, 2, "--log-level info,core=debug: no module 'core'", "edge, mqtt, connections, links, network")

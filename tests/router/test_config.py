@@ -18,6 +18,8 @@ def test_shipped_single_topology_loads():
     "doc, message",
     [
         ({"routers": {"A": {"listen": "nowhere"}}}, "f.yaml: routers.A.listen: expected HOST:PORT"),
+        ({"routers": {"A": {"listen": "h:1", "mqtt": "1883"}}}, "f.yaml: routers.A.mqtt: expected HOST:PORT"),
+        ({"routers": {"A": {"listen": "h:1", "http": "h:99999"}}}, "f.yaml: routers.A.http: expected HOST:PORT"),
         ({"routers": {}}, "f.yaml: routers: expected at least one router"),
         ({"routers": {"A": {"listen": "h:1"}}, "settings": {"max_in_flight": 0}}, "settings.max_in_flight: expected an integer >= 1"),
         ({"routers": {"A": {"listen": "h:1"}}, "settings": {"subscriber_grace": "soon"}}, "settings.subscriber_grace: expected a duration"),

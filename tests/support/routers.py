@@ -50,6 +50,8 @@ class RouterProcess:
         self.url = line.split()[3]
         # its HTTP endpoint, when it has one (``router A ready amqp://... http://...``)
         self.http = next((w for w in line.split()[4:] if w.startswith("http://")), None)
+        mqtt = next((w for w in line.split()[4:] if w.startswith("mqtt://")), None)  # (its MQTT listener)
+        self.mqtt = None if mqtt is None else (mqtt[7:].rsplit(":", 1)[0], int(mqtt.rsplit(":", 1)[1]))
         self.host, port = self.url.removeprefix("amqp://").rsplit(":", 1)
         self.port = int(port)
         # Drain its log as it runs: a full stderr pipe would block the router on its next

@@ -1,0 +1,151 @@
+"""MQTT clients on real routers (issue 26, first listener): paho-mqtt 2.x (3.1.1 and 5.0),
+Debian's mosquitto clients and Proton on one network of OS processes over TCP."""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import subprocess
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.routers import Network
+
+ACCEPTED = 36
+
+
+class Paho:
+    """A paho client on its own network thread; what it gets lands in ``messages``."""
+
+    def __init__(self, where: tuple[str, int], client_id: str, v5: bool = True) -> None:
+        self.messages: queue.Queue[mqtt.MQTTMessage] = queue.Queue()
+        self.acks: queue.Queue[object] = queue.Queue()
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                                  protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311)
+        self.client.on_message = lambda c, u, m: self.messages.put(m)
+        self.client.on_subscribe = lambda c, u, mid, codes, props: self.acks.put([int(getattr(x, "value", x))
+                                                                                for x in codes])
+        self.client.connect(*where, keepalive=30)
+        self.client.loop_start()
+
+    def subscribe(self, *filters: tuple[str, int]) -> list[int]:
+        self.client.subscribe(list(filters))
+        return self.acks.get(timeout=15)  # (the SUBACK: every filter's subscription is live network-wide)
+
+    def take(self, n: int, timeout: float = 20) -> list[mqtt.MQTTMessage]:
+        return [self.messages.get(timeout=timeout) for _ in range(n)]
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+@pytest.fixture
+def line3(tmp_path):
+    net = Network("line3.yaml", tmp_path)
+    yield net
+    net.stop()
+
+
+def test_mqtt_and_amqp_clients_across_a_line_of_three_byte_exact_and_in_order(line3):
+    v5 = Paho(line3["C"].mqtt, "sub-v5")
+    v311 = Paho(line3["B"].mqtt, "sub-v311", v5=False)
+    assert v5.subscribe(("sensors/1", 2)) == [2]
+    assert v311.subscribe(("sensors/1", 1)) == [1]
+    amqp = ProtonSubscriber(line3["A"].url, "sensors/1", name="amqp-sub")
+    pub = Paho(line3["A"].mqtt, "pub")
+    props = Properties(PacketTypes.PUBLISH)
+    props.ContentType = "application/octet-stream"
+    props.UserProperty = [("unit", "C")]
+    bodies = [bytes([i]) * i + b"\x00\xff" for i in range(1, 41)]
+    infos = [pub.client.publish("sensors/1", body, qos=1 + i % 2, properties=props) for i, body in enumerate(bodies)]
+    for info in infos:
+        info.wait_for_publish(timeout=30)  # PUBACK / PUBREC: every subscriber in the network accepted
+    assert [m.payload for m in v5.take(40)] == bodies
+    assert [m.payload for m in v311.take(40)] == bodies
+    got = amqp.take(40)
+    assert [bytes(m.body) for m in got] == bodies
+    assert got[0].content_type == "application/octet-stream" and got[0].properties == {"unit": "C"}
+    # and the other way: an AMQP publisher to MQTT subscribers
+    proton = ProtonPublisher(line3["B"].url, "sensors/1")
+    assert proton.send_wait(b"\x01amqp\x02") == ACCEPTED
+    assert v5.take(1)[0].payload == v311.take(1)[0].payload == b"\x01amqp\x02"
+    for c in (v5, v311, pub, amqp, proton):
+        c.close()
+
+
+def test_an_mqtt_acknowledgement_waits_for_every_subscriber_to_accept(line3):
+    slow = ProtonSubscriber(line3["C"].url, "orders", name="slow", auto_accept=False)
+    pub = Paho(line3["A"].mqtt, "orders-pub")
+    info = pub.client.publish("orders", b"o1", qos=1)
+    assert bytes(slow.get(timeout=15).body) == b"o1"
+    assert not info.is_published()  # no PUBACK while the AMQP subscriber has not accepted
+    slow.command("accept")
+    info.wait_for_publish(timeout=15)
+    assert info.is_published()
+    pub.close()
+    slow.close()
+
+
+def test_wildcards_are_refused_until_the_network_matches_patterns(line3):
+    v5 = Paho(line3["A"].mqtt, "wild-5")
+    v311 = Paho(line3["A"].mqtt, "wild-311", v5=False)
+    assert v5.subscribe(("a/+", 1), ("a/b", 1)) == [0xA2, 1]  # wildcard subscriptions not supported
+    assert v311.subscribe(("a/#", 1)) == [0x80]
+    v5.close()
+    v311.close()
+
+
+def _mosquitto() -> tuple[str, str]:
+    """Debian's mosquitto clients, installed when missing (as root)."""
+    if not shutil.which("mosquitto_pub"):
+        if os.geteuid() != 0 or not shutil.which("apt-get"):
+            pytest.fail("the MQTT test needs mosquitto_pub and mosquitto_sub: apt-get install mosquitto-clients")
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for update in (False, True):
+            if update:
+                subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
+            if subprocess.run(["apt-get", "install", "-y", "-q", "mosquitto-clients"], env=env,
+                              capture_output=True).returncode == 0:
+                break
+    pub, sub = shutil.which("mosquitto_pub"), shutil.which("mosquitto_sub")
+    assert pub and sub, "apt-get install mosquitto-clients failed"
+    return pub, sub
+
+
+@pytest.mark.parametrize("version", ["mqttv311", "mqttv5"])
+def test_mosquitto_clients_across_the_line(line3, version):
+    mpub, msub = _mosquitto()
+    (ahost, aport), (chost, cport) = line3["A"].mqtt, line3["C"].mqtt
+    # (stdbuf: -d's lines come as they happen, not when the pipe's buffer fills)
+    sub = subprocess.Popen(["stdbuf", "-oL", msub, "-h", chost, "-p", str(cport), "-V", version, "-t", "m/x", "-q", "2", "-C", "3",
+                            "-i", f"msub-{version}", "-d"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = sub.stdout.readline()
+        while "SUBACK" not in line:  # (-d prints the packets: the SUBACK says it is subscribed)
+            assert line, sub.stderr.read()
+            line = sub.stdout.readline()
+        for i in range(3):
+            done = subprocess.run([mpub, "-h", ahost, "-p", str(aport), "-V", version, "-t", "m/x", "-q", str(1 + i % 2),
+                                   "-m", f"hello {i}", "-i", f"mpub-{version}-{i}"], capture_output=True, text=True,
+                                  timeout=30)
+            assert done.returncode == 0, done.stderr
+        out, _ = sub.communicate(timeout=30)
+    finally:
+        sub.kill()
+    assert [line for line in out.splitlines() if line.startswith("hello")] == ["hello 0", "hello 1", "hello 2"]
+
+
+@pytest.mark.xfail(strict=True, reason="found here: a pre-settled publish (AMQP at-most-once, MQTT QoS 0) never reaches "
+                   "a subscriber at another router, also at 7e929dc (before this issue); QoS 0 crosses no router until "
+                   "the core is fixed")
+def test_a_qos_0_message_reaches_a_subscriber_at_another_router(line3):
+    sub = Paho(line3["C"].mqtt, "q0-sub")
+    assert sub.subscribe(("q0", 1)) == [1]
+    pub = Paho(line3["A"].mqtt, "q0-pub")
+    pub.client.publish("q0", b"at most once", qos=0).wait_for_publish(timeout=10)
+    assert sub.take(1, timeout=5)[0].payload == b"at most once"
