@@ -148,4 +148,4 @@ def test_a_qos_0_message_reaches_a_subscriber_at_another_router(line3):
     assert sub.subscribe(("q0", 1)) == [1]
     pub = Paho(line3["A"].mqtt, "q0-pub")
     pub.client.publish("q0", b"at most once", qos=0).wait_for_publish(timeout=10)
-    assert sub.take(1, timeout=5)[0].payload == b"at most once"
+    assert sub.take(1, timeout=2)[0].payload == b"at most once"  # (a fixed router delivers it in ms)

@@ -97,7 +97,7 @@ def _one(raw: bytes, version: Version | None) -> object:
 
 
 @pytest.mark.parametrize("version", list(Version))
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_every_packet_round_trips(version, data):
     packet = data.draw(packets(version))
@@ -169,7 +169,7 @@ def test_a_length_over_four_bytes_or_the_maximum_is_refused_before_its_body():
     assert e.value.reason is Reason.PACKET_TOO_LARGE
 
 
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=60), st.sampled_from([None, *Version]))
 def test_fuzz_random_bytes_are_packets_or_mqtt_errors(raw, version):
     """Whatever a client sends, the codec answers with packets or an MqttError: no other
@@ -181,7 +181,7 @@ def test_fuzz_random_bytes_are_packets_or_mqtt_errors(raw, version):
         assert isinstance(e.reason, Reason)
 
 
-@settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 @given(packets(Version.V5), st.integers(0, 200), st.integers(0, 255))
 def test_fuzz_one_byte_changed_in_a_valid_packet(packet, where, value):
     raw = bytearray(encode(packet, Version.V5))
