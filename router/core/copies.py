@@ -187,7 +187,10 @@ class Copies(WithoutParkingOrMarkers):
                 far.sends[router] = [(position, fk, redelivery)]
             else:
                 sends.append((position, fk, redelivery))
-            targets.append(Target(router, fk, position, box.low(), redelivery))
+            # ``low`` never past the copy itself: a pre-settled copy is never unanswered, and
+            # its own position as "answered below" had the destination drop it as a repeat
+            # (no pre-settled publish crossed a router before: found with MQTT QoS 0).
+            targets.append(Target(router, fk, position, min(box.low(), position), redelivery))
         if not presettled and owed.pending:
             record.reopen(FAR)
             far.numbered = True

@@ -140,12 +140,11 @@ def test_mosquitto_clients_across_the_line(line3, version):
     assert [line for line in out.splitlines() if line.startswith("hello")] == ["hello 0", "hello 1", "hello 2"]
 
 
-@pytest.mark.xfail(strict=True, reason="found here: a pre-settled publish (AMQP at-most-once, MQTT QoS 0) never reaches "
-                   "a subscriber at another router, also at 7e929dc (before this issue); QoS 0 crosses no router until "
-                   "the core is fixed")
 def test_a_qos_0_message_reaches_a_subscriber_at_another_router(line3):
+    """Found with this listener: no pre-settled publish (MQTT QoS 0, AMQP at-most-once)
+    crossed a router (a copy's ``low`` was past its own position: dropped as a repeat)."""
     sub = Paho(line3["C"].mqtt, "q0-sub")
     assert sub.subscribe(("q0", 1)) == [1]
     pub = Paho(line3["A"].mqtt, "q0-pub")
     pub.client.publish("q0", b"at most once", qos=0).wait_for_publish(timeout=10)
-    assert sub.take(1, timeout=2)[0].payload == b"at most once"  # (a fixed router delivers it in ms)
+    assert sub.take(1, timeout=10)[0].payload == b"at most once"
