@@ -44,7 +44,7 @@ class ListenError(OSError):
         return self.strerror or ""
 
 
-_WHY = {errno.EADDRINUSE: "the address is in use (another router, or an AMQP broker on that port?): stop it, "
+_WHY = {errno.EADDRINUSE: "the address is in use (another router, or a broker, AMQP or MQTT, on that port?): stop it, "
                           "or choose another port in the topology or with --listen",
         errno.EADDRNOTAVAIL: "this host has no such address: use one of its own (or 0.0.0.0)",
         errno.EACCES: "not allowed to listen there (ports below 1024 need privileges): choose a port above 1023"}
