@@ -148,3 +148,26 @@ def test_a_qos_0_message_reaches_a_subscriber_at_another_router(line3):
     pub = Paho(line3["A"].mqtt, "q0-pub")
     pub.client.publish("q0", b"at most once", qos=0).wait_for_publish(timeout=10)
     assert sub.take(1, timeout=10)[0].payload == b"at most once"
+
+
+def test_a_message_over_a_subscribers_maximum_packet_size_is_refused_for_it_not_left_waiting(line3):
+    """MQTT 5.0: a client that takes at most N bytes cannot have a larger message; the
+    publisher hears it refused (0x80) at once instead of waiting for an acknowledgement
+    that can never come."""
+    props = Properties(PacketTypes.CONNECT)
+    props.MaximumPacketSize = 200
+    small = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="small", protocol=mqtt.MQTTv5)
+    subscribed: queue.Queue[object] = queue.Queue()
+    small.on_subscribe = lambda c, u, mid, codes, p: subscribed.put(codes)
+    small.connect(*line3["A"].mqtt, properties=props)
+    small.loop_start()
+    small.subscribe([("big", 1)])
+    subscribed.get(timeout=15)
+    pub = Paho(line3["A"].mqtt, "big-pub")
+    acks: queue.Queue[int] = queue.Queue()
+    pub.client.on_publish = lambda c, u, mid, reason, p: acks.put(int(getattr(reason, "value", reason)))
+    pub.client.publish("big", b"x" * 1000, qos=1)
+    assert acks.get(timeout=15) == 0x80
+    small.disconnect()
+    small.loop_stop()
+    pub.close()

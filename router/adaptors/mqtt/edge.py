@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from once.records.membership import GroupId
 from once.records.table import Record
 
+from ...amqp.errors import DecodeError
 from ...core import ACCEPTED, Outcome, OutcomeKind, Publisher, Subscriber
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
@@ -99,14 +100,14 @@ class MqttSubscriberPort:
         conn = self.conn
         try:
             payload, props = from_amqp(record.payload)
-        except MqttError:
-            payload, props = record.payload, ()
-        except Exception:  # noqa: BLE001 - not AMQP sections (another message format): passed as it is
+        except DecodeError:  # not AMQP sections (another message format): passed as it came
             payload, props = record.payload, ()
         qos = 0 if settled else self.qos
         try:
             pid = conn.engine.publish(record.topic, payload, qos, props, dup=bool(redelivery))
-        except PacketTooLarge:
+        except PacketTooLarge as e:
+            if qos:  # (the client can never have it: refused for it, after this pump, not left in doubt)
+                conn.router.call_soon(conn.refuse_delivery, conn.subscribers[self.topic], record, str(e))
             pid = None
         if pid is not None:
             conn.in_flight[pid] = (conn.subscribers[self.topic], record, qos)
@@ -231,12 +232,13 @@ class MqttEdgeConnection(EngineProtocol):
     def _on_subscribe(self, event: SubscribeRequested) -> None:
         s = event.subscribe
         reasons: list[int] = []
-        waiting = {"n": 0}
+        pending = 0  # filters whose attach is not effective yet: the SUBACK waits for all
         engine: MqttConnection = self.engine  # type: ignore[assignment]
 
         def effective(*_: Any) -> None:
-            waiting["n"] -= 1
-            if waiting["n"] == 0 and not engine.closed:
+            nonlocal pending
+            pending -= 1
+            if pending == 0 and not engine.closed:
                 engine.suback(s.packet_id, reasons)
                 self.dirty()
                 self.router.flush()
@@ -254,12 +256,12 @@ class MqttEdgeConnection(EngineProtocol):
             old = self.subscribers.pop(sub.filter, None)
             if old is not None:
                 self.lifecycle.subscriber_gone(old, False)
-            waiting["n"] += 1
+            pending += 1
             request = SubscriberAttach(f.pattern, self.client_id, f"mqtt:{sub.filter}", sub.qos == 0,
                                        GroupId(f.group) if f.group else None, owner=self.user)
             self.subscribers[sub.filter] = self.lifecycle.attach_subscriber(
                 MqttSubscriberPort(self, sub.filter, sub.qos), request, effective)
-        if waiting["n"] == 0:
+        if pending == 0:
             engine.suback(s.packet_id, reasons)
 
     def _on_unsubscribe(self, event: UnsubscribeRequested) -> None:
@@ -290,6 +292,13 @@ class MqttEdgeConnection(EngineProtocol):
         entry = self.in_flight.get(event.packet_id)
         if entry is not None:
             self.core.subscriber_update(entry[0], entry[1], event.packet_id, ACCEPTED, False)
+
+    def refuse_delivery(self, sub: Subscriber, record: Record, why: str) -> None:
+        """A message this client cannot take (over its maximum packet size): rejected for it."""
+        if sub.attached and record.states.get(sub) is not None:
+            self.core.subscriber_update(sub, record, None, Outcome(OutcomeKind.REJECTED, description=why), True)
+            self.core.after_batch()
+            self.router.flush()
 
     def _on_disconnect(self, event: ClientDisconnected) -> None:
         self._drop_all()
