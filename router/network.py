@@ -27,7 +27,7 @@ from once.linkstate.handover import Fences, split
 from once.linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
 from once.records.membership import GroupId, Member, Table
 
-from .core.messages import Routed
+from .core.messages import Note, Routed
 from .core.ports import NO_GROUPS, NetworkEvents
 from .logs import fields
 from .substore import Had, Kept, MemoryStore, remaining
@@ -77,6 +77,8 @@ class Network:
         self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
         self._groups: dict[str, Mapping[GroupId, tuple[Member, ...]]] = {}  # likewise
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
+        # Readers of ``Note`` items (an adaptor's own traffic between routers), by channel
+        self.readers: dict[str, Callable[[str, bytes], None]] = {}
         # Our own subscriptions where a restart finds them (``substore.py``)
         # The routes port (``core/ports.py``), bound for the core's constructor:
         self.route = self.plane.lsdb.route
@@ -149,6 +151,18 @@ class Network:
             if conn is not None:
                 conn.send_control(Routed(router, frm or self.me, items, ttl, blob))
 
+    def listen(self, channel: str, reader: Callable[[str, bytes], None]) -> None:
+        """``reader(frm, body)`` gets the notes routed to us on ``channel``."""
+        self.readers[channel] = reader
+
+    def send_note(self, router: str, channel: str, body: bytes) -> bool:
+        """A note for ``router``'s reader of ``channel``; False when there is no way there now
+        (the sender asks again: notes, like the core's control items, can be lost with a link)."""
+        if router not in self.plane.lsdb.reachable():
+            return False
+        self.send_to(router, (Note(channel, body),))
+        return True
+
     def remote_routers(self, topic: str) -> set[str]:
         routers = self._routers.get(topic)
         if routers is None:
@@ -192,7 +206,16 @@ class Network:
     def receive(self, peer: str, msg: object) -> None:
         if type(msg) is Routed:
             if msg.to == self.me:
-                self.router.core.control(msg.frm, msg.items)
+                items = msg.items
+                if any(type(i) is Note for i in items):
+                    for item in items:
+                        if type(item) is Note:
+                            reader = self.readers.get(item.channel)
+                            if reader is not None:
+                                reader(msg.frm, item.body)
+                    items = tuple(i for i in items if type(i) is not Note)
+                if items:
+                    self.router.core.control(msg.frm, items)
             elif msg.ttl > 1:
                 self.send_to(msg.to, msg.items, msg.frm, msg.ttl - 1, msg.blob)
             return

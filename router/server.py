@@ -15,6 +15,7 @@ from .adaptors.amqp.edge import EdgeConnection
 from .adaptors.amqp.interrouter import InterRouterConnection, dial
 from .adaptors.amqp.shared_subscriptions import group_id
 from .adaptors.mqtt.edge import MqttEdgeConnection
+from .adaptors.mqtt.sessions import SessionStore
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Auth, Topology, TopologyError, load_topology
 from .core import Core
@@ -125,6 +126,9 @@ class Router:
                                                     self.spec.http.host, self.spec.http.port)
             self._servers.append(hserver)
             web = Address(whost, wport)
+        # Every router keeps its replicas of the network's MQTT sessions, listener or not:
+        # a session's changes wait for every router in reach (``adaptors/mqtt/sessions.py``).
+        self.mqtt_sessions = SessionStore(self)
         mqtt = None
         if self.spec.mqtt is not None:
             mserver, mhost, mport = await listen_on(Kind.MQTT, lambda: MqttEdgeConnection(self), self.spec.mqtt.host,

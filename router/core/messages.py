@@ -101,7 +101,16 @@ class Ended(NamedTuple):
     since: int  # when the member attached where it ended (that router's wall clock, microseconds)
 
 
-Control = Answer | Settle | Ask | Told | Ended
+class Note(NamedTuple):
+    """For a component of an adaptor at the router it is routed to (the MQTT session
+    store's replicas, ``adaptors/mqtt/sessions.py``): the network carries it, ``channel``
+    names who reads it, and the core never sees it."""
+
+    channel: str
+    body: bytes
+
+
+Control = Answer | Settle | Ask | Told | Ended | Note
 
 
 class Routed(NamedTuple):

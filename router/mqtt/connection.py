@@ -77,8 +77,12 @@ FROM_CLIENT = frozenset({PacketType.PUBLISH, PacketType.PUBACK, PacketType.PUBRE
 
 class MqttConnection:
     def __init__(self, receive_maximum: int = 1000, topic_alias_maximum: int = 64,
-                 max_packet_size: int = 1024 * 1024) -> None:
+                 max_packet_size: int = 1024 * 1024, release_by_app: bool = False) -> None:
         self.state = State.AWAIT_CONNECT
+        # A PUBREC from the client is answered with PUBREL by the application (``pubrel``),
+        # not here: a persistent session makes the PUBREC known to the network first.
+        self.release_by_app = release_by_app
+        self.session_present = False
         self.version: Version | None = None
         self.connect: Connect | None = None
         self.receive_maximum = receive_maximum
@@ -262,9 +266,9 @@ class MqttConnection:
                 self.awaiting_release.discard(pid)
                 self._send(Ack(PacketType.PUBCOMP, pid))
                 events.append(PublishReleased(pid))
-            else:  # (a PUBREL resent after our PUBCOMP was lost: complete it again)
+            else:  # (a PUBREL resent after our PUBCOMP was lost, or to the router before us: complete it again)
                 self._send(Ack(PacketType.PUBCOMP, pid, Reason.PACKET_IDENTIFIER_NOT_FOUND
-                               if self.version is Version.V5 else Reason.SUCCESS))
+                               if self.version is Version.V5 and not self.session_present else Reason.SUCCESS))
             return
         qos = self.in_flight.get(pid)
         if a.kind is PacketType.PUBACK and qos == 1 or a.kind is PacketType.PUBCOMP and qos == 2:
@@ -275,7 +279,8 @@ class MqttConnection:
                 del self.in_flight[pid]
                 events.append(DeliveryAcked(pid, a.reason))
             else:
-                self._send(Ack(PacketType.PUBREL, pid))
+                if not self.release_by_app:
+                    self._send(Ack(PacketType.PUBREL, pid))
                 events.append(DeliveryReceived(pid, a.reason))
         else:
             raise protocol_error(f"{a.kind.name} for packet id {pid}, which is not in flight at QoS "
@@ -298,7 +303,8 @@ class MqttConnection:
             self.client_max_packet_size = mps if isinstance(mps, int) else 0
             ours = ((Prop.RECEIVE_MAXIMUM, self.receive_maximum), (Prop.TOPIC_ALIAS_MAXIMUM, self.topic_alias_maximum),
                     (Prop.MAXIMUM_PACKET_SIZE, self.max_packet_size), (Prop.RETAIN_AVAILABLE, 0), *props)
-        self._send(Connack(session_present and not c.clean_start, Reason.SUCCESS, ours))
+        self.session_present = session_present and not c.clean_start
+        self._send(Connack(self.session_present, Reason.SUCCESS, ours))
         events: list[Event] = []
         waiting, self.waiting = self.waiting, []
         for frame in waiting:
@@ -363,9 +369,8 @@ class MqttConnection:
         if self.state is not State.CONNECTED:
             raise ValueError("not connected")
         if qos and packet_id is None:
-            if not self.credit():
-                raise ValueError("the client's receive maximum is reached")
-            packet_id = self._free_id()
+            packet_id = self.reserve(qos)
+        elif qos and packet_id is not None:
             self.in_flight[packet_id] = qos
         packet = Publish(topic, payload, qos, False, dup and qos > 0, packet_id if qos else None,
                          props if self.version is Version.V5 else ())
@@ -377,6 +382,22 @@ class MqttConnection:
             raise PacketTooLarge(f"a message of {len(raw)} bytes; the client takes at most {self.client_max_packet_size}")
         self.out += raw
         return packet_id if qos else None
+
+    def reserve(self, qos: int) -> int:
+        """A packet id for a QoS 1 or 2 message we are about to send (``publish`` with it)."""
+        if not self.credit():
+            raise ValueError("the client's receive maximum is reached")
+        packet_id = self._free_id()
+        self.in_flight[packet_id] = qos
+        return packet_id
+
+    def pubrel(self, packet_id: int) -> None:
+        """Release our QoS 2 message ``packet_id`` (its PUBREC came, here or to a router
+        before us: a resumed session sends it again with the PUBREL)."""
+        if self.state is not State.CONNECTED:
+            raise ValueError("not connected")
+        self.in_flight[packet_id] = 2
+        self._send(Ack(PacketType.PUBREL, packet_id))
 
     def _free_id(self) -> int:
         for _ in range(65535):

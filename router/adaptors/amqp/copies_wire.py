@@ -25,7 +25,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 
 from ...amqp.errors import DecodeError
-from ...core.messages import Answer, Ask, Control, Copy, Ended, Routed, Settle, Target, Told
+from ...core.messages import Answer, Ask, Control, Copy, Ended, Note, Routed, Settle, Target, Told
 
 T = TypeVar("T")
 COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
@@ -186,6 +186,7 @@ def unpack_copy(gid: bytes, payload: bytes) -> Copy:
 ROUTED = 0x78  # the control message's descriptor (the link-state messages' is 0x77)
 _RHEAD = struct.Struct(">B")
 _POS = struct.Struct(">Q")
+_I = struct.Struct(">I")
 _QH = struct.Struct(">QH")  # a run's first position and length
 _SAID_CODE = {said: i for i, said in enumerate(Said)}
 _SAID_OF = list(Said)
@@ -230,6 +231,9 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
             for (c, nm), group, router, had in item.members:
                 parts += [_long(f"{c}\x00{nm}"), _long(group.name), _long(group.scope), _short(router),
                           _B.pack(had)]
+            i += 1
+        elif type(item) is Note:  # (an adaptor's: MQTT sessions)
+            parts += [b"N", _short(item.channel), _I.pack(len(item.body)), item.body]
             i += 1
         elif type(item) is Ended:  # (rare: a group member closed)
             c, nm = item.key
@@ -317,6 +321,16 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
                 members.append(((c, nm), GroupId(name, scope), router, bool(had)))
             out.append(Told(gid, tuple(members), bool(flags & 1), bool(flags & 2), held))
             p = r.p
+        elif kind == 0x4E:  # N: a note for an adaptor's component
+            n = blob[p]
+            channel = blob[p + 1:p + 1 + n].decode()
+            p += 1 + n
+            (size,) = _I.unpack_from(blob, p)
+            body = blob[p + 4:p + 4 + size]
+            if len(body) != size:
+                raise IndexError
+            out.append(Note(channel, body))
+            p += 4 + size
         elif kind == 0x45:  # E: a group member's subscription ended at the sender
             r = _Reader(blob)
             r.p = p

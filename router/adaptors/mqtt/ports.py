@@ -1,0 +1,78 @@
+"""The core's ports for an MQTT connection: a publisher per topic it publishes to, a
+subscriber per topic filter (``core/ports.py`` says what a port is)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from once.records.table import Record
+
+from ...core import Outcome, OutcomeKind
+from ...mqtt.codes import Reason
+
+if TYPE_CHECKING:
+    from .edge import MqttEdgeConnection
+
+QOS0_WINDOW = 1000  # pre-settled deliveries a QoS 0 subscriber is given at once
+
+
+class MqttPublisherPort:
+    __slots__ = ("conn", "credit")
+
+    def __init__(self, conn: MqttEdgeConnection) -> None:
+        self.conn = conn
+        self.credit = 0
+
+    def grant(self, credit: int) -> None:
+        self.credit = credit
+        if credit > 0:
+            self.conn.resume()
+
+    def outcome(self, handle: tuple[int, int], outcome: Outcome, settle: bool) -> None:
+        """Every subscriber answered: PUBACK (QoS 1) or PUBREC (QoS 2); MQTT 3.1.1 cannot say
+        "rejected" and hears success all the same, 5.0 hears 0x80."""
+        qos, packet_id = handle
+        conn = self.conn
+        if conn.engine.closed:
+            return
+        reason = Reason.SUCCESS if outcome.kind is OutcomeKind.ACCEPTED else Reason.UNSPECIFIED_ERROR
+        if qos == 1:
+            conn.mqtt.puback(packet_id, reason)
+        else:
+            conn.mqtt.pubrec(packet_id, reason)
+        conn.dirty()
+        conn.answered()
+
+
+class MqttSubscriberPort:
+    __slots__ = ("conn", "filter", "qos")
+
+    def __init__(self, conn: MqttEdgeConnection, filter: str, qos: int) -> None:
+        self.conn = conn
+        self.filter = filter
+        self.qos = qos
+
+    def credit(self) -> int:
+        conn = self.conn
+        if conn.paused or conn.engine.closed:
+            return 0
+        return conn.mqtt.credit() if self.qos else QOS0_WINDOW
+
+    def deliver(self, record: Record, settled: bool, redelivery: int) -> int | None:
+        return self.conn.deliver(self, record, settled, redelivery)
+
+    def settle(self, handle: Any) -> None:
+        pass
+
+    def draining(self) -> bool:
+        return False
+
+    def drained(self) -> None:
+        pass
+
+    def stolen(self) -> None:
+        self.conn.mqtt.disconnect(Reason.SESSION_TAKEN_OVER, "the same client connected again")
+        self.conn.dirty()
+
+    def activated(self) -> None:
+        pass

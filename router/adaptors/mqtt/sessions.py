@@ -1,0 +1,249 @@
+"""MQTT sessions that live in the network: each router keeps a replica of every persistent
+session, so a client that reconnects to any router after its router died finds its session
+there (``docs/mqtt.md``, "Sessions in the network").
+
+A session is small: its subscriptions, the epoch of its QoS 2 messages to us, and our
+QoS 2 messages in flight to it (packet id -> gid, and whether its PUBREC came). The
+router its connection is at (the host) changes it and sends the whole session, stamped
+newer, to every router it reaches (``Note`` items on the inter-router control links);
+each answers with an acknowledgement. What the client may act on waits until every
+router it reached had the change: a PUBLISH to the client waits for its packet id to be
+known, a PUBREL for its PUBREC to be, a PUBCOMP for the epoch that makes the packet id
+new. A router that goes out of reach is no longer waited for (it has no client to tell).
+
+Sessions are sent whole, not as changes: a few dozen entries at most (the client's
+receive maximum bounds what is in flight), and a lost or reordered note cannot leave a
+replica with a hole. Stamps order them: the newest wins, a stale one is answered but not
+taken. A router that comes into reach is sent every session known here.
+
+Why not a library or the core's messages: no store here is replicated (the network keeps
+nothing on disk), and a session must not be a message the network holds for a
+subscriber: a dead router's subscriber is waited for during its grace, a replica is not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ...logs import fields
+
+if TYPE_CHECKING:
+    from ...context import RouterContext
+
+log = logging.getLogger("once.mqtt")
+CHANNEL = "mqtt-sessions"
+TICK = 0.25  # seconds between checks of reach, resends and expiry
+RESEND_AFTER = 1.0  # a change not acknowledged this long is sent again
+TOMBSTONE_FOR = 600.0  # an ended session is remembered this long (a late copy must not revive it)
+
+
+@dataclass(slots=True)
+class Session:
+    client_id: str
+    incarnation: int  # new at each clean start: the gids of its messages to us derive from it
+    stamp: int = 0  # when it last changed (the host's clock in microseconds, past every stamp seen)
+    host: str = ""  # the router its connection is at
+    expiry: int = 0  # seconds it outlives its connection
+    subscriptions: dict[str, int] = field(default_factory=dict)  # filter -> QoS
+    epoch: int = 0  # its QoS 2 messages to us are tagged (epoch, packet id)
+    # our QoS 2 messages in flight to it: packet id -> (gid, PUBREC came, the filter it came by)
+    outbound: dict[int, tuple[bytes, bool, str]] = field(default_factory=dict)
+    gone_at: float | None = None  # wall clock seconds its connection went (its expiry runs)
+    ended: bool = False
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"c": self.client_id, "i": self.incarnation, "s": self.stamp, "h": self.host,
+                           "x": self.expiry, "sub": self.subscriptions, "e": self.epoch,
+                           "o": [[pid, gid.hex(), rec, f] for pid, (gid, rec, f) in self.outbound.items()],
+                           "g": self.gone_at, "end": self.ended}, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Session:
+        return cls(str(d["c"]), int(d["i"]), int(d["s"]), str(d["h"]), int(d["x"]),
+                   {str(k): int(v) for k, v in d["sub"].items()}, int(d["e"]),
+                   {int(pid): (bytes.fromhex(gid), bool(rec), str(f)) for pid, gid, rec, f in d["o"]},
+                   None if d["g"] is None else float(d["g"]), bool(d["end"]))
+
+    def expired(self, now: float) -> bool:
+        return self.ended or self.gone_at is not None and now >= self.gone_at + self.expiry
+
+
+class SessionStore:
+    """One router's replicas of the network's persistent MQTT sessions."""
+
+    def __init__(self, router: RouterContext) -> None:
+        self.router = router
+        self.me = router.id
+        self.network = router.network
+        self.sessions: dict[str, Session] = {}
+        self.tombstones: dict[str, tuple[int, float]] = {}  # client id -> (stamp, until)
+        # Changes of ours not acknowledged by everyone yet: client id -> (stamp, routers, sent at, then)
+        self.waiting: dict[str, tuple[int, set[str], float, list[Callable[[], None]]]] = {}
+        self.dirty: dict[str, list[Callable[[], None]]] = {}
+        self.reach: set[str] = set()
+        self.last_stamp = 0
+        self.on_taken: dict[str, Callable[[], None]] = {}  # client id -> its connection here, to close
+        self.on_expired: Callable[[Session], None] | None = None
+        self.flush_scheduled = False
+        self.network.listen(CHANNEL, self.note)
+        router.call_later(TICK, self.tick)
+
+    # ------------------------------------------------------------------ changes
+
+    def stamp(self) -> int:
+        s = max(time.time_ns() // 1000, self.last_stamp + 1)
+        self.last_stamp = s
+        return s
+
+    def get(self, client_id: str) -> Session | None:
+        s = self.sessions.get(client_id)
+        if s is None or s.expired(time.time()):
+            return None
+        return s
+
+    def changed(self, session: Session, then: Callable[[], None] | None = None) -> None:
+        """``session`` (hosted here) changed: every router we reach gets it; ``then`` runs
+        once they all have it (at once when we reach none)."""
+        self.sessions[session.client_id] = session
+        waiters = self.dirty.setdefault(session.client_id, [])
+        if then is not None:
+            waiters.append(then)
+        if not self.flush_scheduled:
+            self.flush_scheduled = True
+            self.router.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Send this batch's changes: one stamp and one note per session and router."""
+        self.flush_scheduled = False
+        dirty, self.dirty = self.dirty, {}
+        reach = self.network.reachable() - {self.me}
+        now = time.monotonic()
+        ready: list[Callable[[], None]] = []
+        for client_id, then in dirty.items():
+            session = self.sessions.get(client_id)
+            if session is None:
+                ready += then
+                continue
+            session.stamp = self.stamp()
+            earlier = self.waiting.pop(client_id, None)
+            if earlier is not None:
+                then = earlier[3] + then  # (the new stamp covers the earlier change too)
+            body = self._put(session)
+            routers = {r for r in reach if self.network.send_note(r, CHANNEL, body)}
+            if routers:
+                self.waiting[client_id] = (session.stamp, routers, now, then)
+            else:
+                ready += then
+        for f in ready:
+            f()
+        if ready:
+            self.router.flush()
+
+    def end(self, session: Session) -> None:
+        """The session is over (a clean start replaced it, or it expired here)."""
+        session.ended = True
+        self.tombstones[session.client_id] = (session.stamp, time.monotonic() + TOMBSTONE_FOR)
+        self.changed(session)
+
+    def take(self, session: Session) -> None:
+        """Its client connected here: its old host closes the connection it may still have."""
+        if session.host and session.host != self.me:
+            self.network.send_note(session.host, CHANNEL,
+                                   json.dumps({"k": "take", "c": session.client_id}).encode())
+
+    # ------------------------------------------------------------------ notes
+
+    def _put(self, session: Session) -> bytes:
+        return b'{"k":"put","v":' + session.to_bytes() + b"}"
+
+    def note(self, frm: str, body: bytes) -> None:
+        try:
+            d = json.loads(body)
+            kind = d["k"]
+            if kind == "put":
+                self._take_copy(frm, Session.from_dict(d["v"]))
+            elif kind == "ack":
+                self._acked(frm, str(d["c"]), int(d["s"]))
+            elif kind == "take":
+                close = self.on_taken.get(str(d["c"]))
+                if close is not None:
+                    close()
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("router %s: a malformed MQTT session note from %s dropped: %s", self.me, frm, e,
+                        extra=fields("mqtt.session.malformed", peer=frm))
+
+    def _take_copy(self, frm: str, copy: Session) -> None:
+        self.last_stamp = max(self.last_stamp, copy.stamp)
+        known = self.sessions.get(copy.client_id)
+        tomb = self.tombstones.get(copy.client_id)
+        if (known is None or copy.stamp > known.stamp) and (tomb is None or copy.stamp > tomb[0]):
+            if known is not None and known.host == self.me and copy.host != self.me:
+                close = self.on_taken.get(copy.client_id)  # (it connected there since)
+                if close is not None:
+                    close()
+            self.sessions[copy.client_id] = copy
+            if copy.ended:
+                self.tombstones[copy.client_id] = (copy.stamp, time.monotonic() + TOMBSTONE_FOR)
+        self.network.send_note(frm, CHANNEL, json.dumps(
+            {"k": "ack", "c": copy.client_id, "s": copy.stamp}).encode())
+
+    def _acked(self, frm: str, client_id: str, stamp: int) -> None:
+        waiting = self.waiting.get(client_id)
+        if waiting is None or stamp < waiting[0]:
+            return
+        waiting[1].discard(frm)
+        if not waiting[1]:
+            del self.waiting[client_id]
+            for f in waiting[3]:
+                f()
+            self.router.flush()
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self) -> None:
+        try:
+            self._tick()
+        finally:
+            if not getattr(self.router, "stopping", False):
+                self.router.call_later(TICK, self.tick)
+
+    def _tick(self) -> None:
+        reach = self.network.reachable() - {self.me}
+        now, wall = time.monotonic(), time.time()
+        for r in reach - self.reach:  # it came into reach (or back): it gets every session we know
+            for s in list(self.sessions.values()):
+                self.network.send_note(r, CHANNEL, self._put(s))
+        self.reach = reach
+        done: list[Callable[[], None]] = []
+        for client_id, (stamp, routers, sent, then) in list(self.waiting.items()):
+            routers &= reach  # (a router out of reach is not waited for)
+            if not routers:
+                del self.waiting[client_id]
+                done += then
+            elif now - sent > RESEND_AFTER:
+                session = self.sessions.get(client_id)
+                if session is not None:
+                    for r in routers:
+                        self.network.send_note(r, CHANNEL, self._put(session))
+                self.waiting[client_id] = (stamp, routers, now, then)
+        for f in done:
+            f()
+        for client_id, s in list(self.sessions.items()):
+            if s.host and s.host != self.me and s.host not in reach and s.gone_at is None:
+                s.gone_at = wall  # its router is gone: its expiry runs from now, here
+            if s.expired(wall):
+                del self.sessions[client_id]
+                if not s.ended:
+                    self.tombstones[client_id] = (s.stamp, now + TOMBSTONE_FOR)
+                    if self.on_expired is not None:
+                        self.on_expired(s)
+        for client_id, (_, until) in list(self.tombstones.items()):
+            if now > until:
+                del self.tombstones[client_id]
+        if done:
+            self.router.flush()
