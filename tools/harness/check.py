@@ -1,7 +1,7 @@
 """The harness's verdict, from the clients' own records (DESIGN.md "Invariants").
 
 For every message a publisher saw accepted, every subscriber got it: exactly once (our
-client), or at least once with every repeat marked as a redelivery (standard clients);
+client, and MQTT clients at QoS 2), or at least once with every repeat marked as a redelivery (standard clients);
 first arrivals in publish order per publisher; nothing arrives that was never sent.
 A consumer group counts as one subscriber: its members together got every message, once
 (a repeat at any member is a duplicate for our client, allowed marked for a standard
@@ -18,6 +18,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# Clients that promise exactly once: ours, and MQTT at QoS 2 with a persistent session
+EXACTLY_ONCE = frozenset({"once", "mqtt"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +191,7 @@ def _unit_report(label: str, members: dict[str, tuple[str, list[Arrival]]], sent
                 # a standard client had it and may have died before accepting: at-least-once
                 s.marked_repeats += 1
         seen.add(a.id)
-        if client == "once":
+        if client in EXACTLY_ONCE:
             by_once.add(a.id)
     for name, (_, arrivals) in members.items():
         last: dict[str, int] = {}

@@ -16,6 +16,8 @@ Each writes its own records under the run directory; the harness reads them at t
   been accepted (at-least-once), so a subscriber may get such a message twice, once per
   delivery; the checker counts those as publisher retries, not as duplicates.
 
+MQTT clients (``client: mqtt``) are in ``mqtt_clients.py``.
+
 Message ids are ``PUBLISHER:SEQ`` (SEQ = the once publisher's delivery tag, from 0).
 
 Every client also writes its delivery journal (``router/journal.py``) under
@@ -104,7 +106,7 @@ async def run_once_subscriber(spec: dict[str, Any]) -> None:
                    (row[0], row[4], row[1], row[2], row[3]))
 
     async for msg in sub:
-        row = [str(msg.message_id), time.time(), msg.gid, None, int(msg.redelivered)]
+        row = [_message_id(msg), time.time(), msg.gid, None, int(msg.redelivered)]
         rows.append(row)
         accepting.append(asyncio.ensure_future(msg.accept(lambda db, row=row: effect(db, row))))
         if sub.queued == 0 or len(accepting) >= 200:  # accepted together: one transaction
@@ -112,6 +114,15 @@ async def run_once_subscriber(spec: dict[str, Any]) -> None:
             accepting.clear()
             _journal_rows(journal, spec["topic"], [tuple(r) for r in rows])  # type: ignore[misc]
             rows.clear()
+
+
+def _message_id(msg: Any) -> str:
+    """``PUBLISHER:SEQ``: its message-id, or from its body (an MQTT publisher's has no id)."""
+    if msg.message_id is not None:
+        return str(msg.message_id)
+    body = msg.body
+    text = body.decode(errors="replace") if isinstance(body, (bytes, bytearray, memoryview)) else str(body)
+    return text.removeprefix("body of ")
 
 
 def _journal_rows(journal: Journal, topic: str, rows: list[tuple[str, float, bytes, float, int]]) -> None:
@@ -290,7 +301,10 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
 
 def main() -> None:
     kind, spec = sys.argv[1], json.loads(sys.argv[2])
-    if kind == "pub" and spec.get("client") == "proton":
+    if spec.get("client") == "mqtt":
+        from .mqtt_clients import run_mqtt_publisher, run_mqtt_subscriber
+        (run_mqtt_publisher if kind == "pub" else run_mqtt_subscriber)(spec)
+    elif kind == "pub" and spec.get("client") == "proton":
         run_proton_publisher(spec)
     elif kind == "pub":
         import uvloop

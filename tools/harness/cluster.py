@@ -31,6 +31,8 @@ class Cluster:
         doc = yaml.safe_load(base.read_text())
         self.ids = sorted(doc["routers"])
         self.urls = {i: "amqp://" + doc["routers"][i]["listen"] for i in self.ids}
+        # MQTT clients' addresses (routers with a listener): mqtt://HOST:PORT
+        self.mqtt = {i: "mqtt://" + doc["routers"][i]["mqtt"] for i in self.ids if doc["routers"][i].get("mqtt")}
         self.paths = {i: base for i in self.ids}
         self.proxies: dict[tuple[str, str], Proxy] = {}
         for a, b in sorted(proxied):
@@ -115,8 +117,9 @@ class Cluster:
                 proc.send_signal(signal.SIGUSR1)
         time.sleep(0.5)  # not synchronisation of the run: only gives the routers time to log
 
-    def failover_list(self, home: str) -> list[str]:
-        return [self.urls[home]] + [self.urls[i] for i in self.ids if i != home]
+    def failover_list(self, home: str, mqtt: bool = False) -> list[str]:
+        urls = self.mqtt if mqtt else self.urls
+        return [urls[home]] + [urls[i] for i in self.ids if i != home and i in urls]
 
     def stop(self) -> None:
         stop_all(self.procs.values())

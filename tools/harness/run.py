@@ -18,7 +18,7 @@ from typing import Any
 
 from once.tools.procs import stop_all
 
-from .check import Report, check, read_records
+from .check import EXACTLY_ONCE, Report, check, read_records
 from .cluster import ROOT, Cluster
 from .scenario import LINK_FAULTS, ClientSpec, Fault, Scenario
 
@@ -38,7 +38,7 @@ class Clients:
         c = self.specs[name]
         kind = "pub" if c in self.scenario.publishers else "sub"
         spec = {"name": c.name, "client": c.client, "topic": self.scenario.topic, "out": str(self.out),
-                "routers": self.cluster.failover_list(c.router), "messages": self.scenario.messages,
+                "routers": self.cluster.failover_list(c.router, c.client == "mqtt"), "messages": self.scenario.messages,
                 "rate": self.scenario.rate, "group": c.group, "exclusive": c.exclusive}
         n = self.starts.get(name, 0) + 1
         self.starts[name] = n
@@ -177,13 +177,13 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
     (out / "journal" / "faults.json").write_text(json.dumps(fault_log, indent=1))
     (out / "journal" / "clients.json").write_text(json.dumps(
         {c.name: {"role": "publisher" if c in scenario.publishers else "subscriber", "topic": scenario.topic,
-                  "guarantee": "exactly-once" if c.client == "once" else "at-least-once", "router": c.router,
+                  "guarantee": "exactly-once" if c.client in EXACTLY_ONCE else "at-least-once", "router": c.router,
                   "group": c.group}
          for c in scenario.publishers + scenario.subscribers}, indent=1))
     pubs, subs_records = read_records(out, {c.name: c.client for c in scenario.subscribers})
     homes = {c.name: c.router for c in scenario.publishers + scenario.subscribers}
     report = check(scenario.name, pubs, subs_records, fault_log, homes,
-                   retrying={c.name for c in scenario.publishers if c.client != "once"}, groups=scenario.groups)
+                   retrying={c.name for c in scenario.publishers if c.client not in EXACTLY_ONCE}, groups=scenario.groups)
     report.errors += errors
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     return report

@@ -36,7 +36,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGIES = ROOT / "topologies"
-CLIENTS = ("once", "proton")
+CLIENTS = ("once", "proton", "mqtt")  # mqtt: paho, MQTT 5.0, QoS 2, a persistent session
 FAULTS = ("kill", "restart", "cut", "slow", "quiet", "freeze", "kill_client", "restart_client")
 LINK_FAULTS = ("cut", "slow", "quiet")  # through the proxy on that inter-router link
 

@@ -85,6 +85,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.epoch = 0
         self.resumed_epoch = 0  # the epoch when it connected: DUP resends from before are of it
         self.used: set[int] = set()  # packet ids of QoS 2 messages in this epoch (here)
+        self.open: set[int] = set()  # packet ids of QoS 2 messages published and not answered yet
         self.epoch_fresh = True  # ``used`` is all of the epoch's (it began on this connection)
         self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
         self.bumping = False  # a new epoch is on its way to the routers we reach
@@ -105,7 +106,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.serial = self.router.serials
 
     def resume(self) -> None:
-        if self.reading_paused and self.transport is not None and not self.held:
+        if self.reading_paused and self.transport is not None:
             self.reading_paused = False
             self.transport.resume_reading()
 
@@ -278,14 +279,17 @@ class MqttEdgeConnection(EngineProtocol):
                 # A packet id used again (or the first new message of a resumed session): a
                 # new epoch, once this one's messages are answered (a router after us knows
                 # only the latest epoch, so a resent message must be of it).
+                # (Held here, reading on: a paused socket would not read its PINGREQs, and the
+                # client would give the connection up. What it may send meanwhile is bounded by
+                # the receive maximum we advertise.)
                 self.held.insert(0, event)
-                self.pause()
                 if not self._blocked(pid):
                     self._next_epoch()
                 return
             else:
                 tag = _tag(self.epoch, pid)
             self.used.add(pid)
+            self.open.add(pid)
         elif p.qos == 1:
             tag = b"\x01" + self.nonce + next(_ids).to_bytes(8, "big")
         else:
@@ -302,9 +306,8 @@ class MqttEdgeConnection(EngineProtocol):
             self.pause()
 
     def _blocked(self, pid: int) -> bool:
-        """Whether a QoS 2 message other than ``pid`` (and those held) is unanswered."""
-        held = {e.publish.packet_id for e in self.held}
-        return any(q == 2 and other != pid and other not in held for other, q in self.mqtt.unanswered.items())
+        """Whether a QoS 2 message other than ``pid`` is in the network, unanswered."""
+        return bool(self.open) and self.open != {pid}
 
     def _next_epoch(self) -> None:
         """The epoch moves on; the held publishes go once every router we reach knows it."""
@@ -322,8 +325,9 @@ class MqttEdgeConnection(EngineProtocol):
         assert self.sessions is not None
         self.sessions.changed(session, self._release_held)
 
-    def answered(self) -> None:
-        """One of its messages was answered: a publish held for a new epoch may go now."""
+    def answered(self, packet_id: int) -> None:
+        """Its QoS 2 message was answered: a publish held for a new epoch may go now."""
+        self.open.discard(packet_id)
         if self.held and not self.bumping:
             first = self.held[0].publish
             if first.packet_id is not None and not self._blocked(first.packet_id):
@@ -339,8 +343,6 @@ class MqttEdgeConnection(EngineProtocol):
             self._on_publish(event, held=True)
             if self.held and self.held[0] is event:  # (it waits again: the rest stay behind it)
                 break
-        if not self.held:
-            self.resume()
         self.core.after_batch()
         self.router.flush()
 

@@ -40,8 +40,8 @@ class MqttPublisherPort:
             conn.mqtt.puback(packet_id, reason)
         else:
             conn.mqtt.pubrec(packet_id, reason)
+            conn.answered(packet_id)
         conn.dirty()
-        conn.answered()
 
 
 class MqttSubscriberPort:

@@ -1,0 +1,114 @@
+"""Harness MQTT clients (``client: mqtt``): paho-mqtt, MQTT 5.0, QoS 2, a persistent session
+(session expiry 300 s), moving to the next router in its list when its router goes. One
+thread each: paho's network loop and the publishing pace run on it, so no callback races
+the bookkeeping.
+
+* publisher: ``pub-NAME.jsonl`` like the other publishers ("sent" before the PUBLISH,
+  "accepted" at its PUBCOMP, which follows the PUBREC that every subscriber accepted).
+* subscriber: ``sub-NAME.jsonl``: ``{"id", "count", "first", "t"}`` per message the
+  application got (paho hands a QoS 2 message over at its PUBREL, once); ``count`` is 1
+  when it came with DUP.
+
+MQTT clients write no delivery journal: the audit (``once audit``) reads our clients' and
+Proton's, and a message's gid is the router's to compute (the session's incarnation).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+EXPIRY = 300  # seconds the session outlives a connection
+
+
+def _line(f: Any, **kw: Any) -> None:
+    f.write(json.dumps(kw) + "\n")
+    f.flush()
+
+
+class _Failover:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        import paho.mqtt.client as mqtt
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        self.mqtt = mqtt
+        self.routers = [(u.removeprefix("mqtt://").rsplit(":", 1)[0], int(u.rsplit(":", 1)[1])) for u in spec["routers"]]
+        self.at = 0
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"harness-{spec['name']}",
+                                  protocol=mqtt.MQTTv5)
+        self.client.max_inflight_messages_set(min(int(spec.get("window", 100)), 100))
+        self.client.max_queued_messages_set(0)
+        self.props = Properties(PacketTypes.CONNECT)
+        self.props.SessionExpiryInterval = EXPIRY
+
+    def connect(self, first: bool) -> None:
+        """Connect to the router it is at, or the next that answers."""
+        for attempt in range(len(self.routers) * 100):
+            host, port = self.routers[self.at]
+            try:
+                self.client.connect(host, port, keepalive=5, clean_start=first, properties=self.props)
+                return
+            except OSError:
+                self.at = (self.at + 1) % len(self.routers)
+                if attempt % len(self.routers) == len(self.routers) - 1:
+                    time.sleep(0.1)  # (every router refused: a pace for trying again, not a synchronisation)
+        raise SystemExit("no router answers")
+
+    def turn(self) -> None:
+        """One turn of paho's network loop; a lost connection moves on to the next router."""
+        if self.client.loop(0.01) != self.mqtt.MQTT_ERR_SUCCESS:
+            self.at = (self.at + 1) % len(self.routers)
+            self.connect(first=False)
+
+
+def run_mqtt_publisher(spec: dict[str, Any]) -> None:
+    out, name, topic = Path(spec["out"]), spec["name"], spec["topic"]
+    records = open(out / f"pub-{name}.jsonl", "a")
+    total, rate = spec["messages"], spec["rate"]
+    f = _Failover(spec)
+    waiting: dict[int, int] = {}  # paho's mid -> seq
+
+    def published(c: Any, u: Any, mid: int, rc: Any, props: Any) -> None:
+        seq = waiting.pop(mid, None)
+        if seq is not None:
+            accepted = getattr(rc, "value", rc) < 0x80
+            _line(records, e="accepted" if accepted else "rejected", id=f"{name}:{seq}", t=time.time())
+
+    f.client.on_publish = published
+    f.connect(first=True)
+    start = time.monotonic()
+    seq = 0
+    while seq < total or waiting:
+        f.turn()
+        due = total if not rate else min(total, int((time.monotonic() - start) * rate) + 1)
+        while seq < due and len(waiting) < 100:
+            mid = f"{name}:{seq}"
+            _line(records, e="sent", id=mid, t=time.time())
+            waiting[f.client.publish(topic, f"body of {mid}".encode(), qos=2).mid] = seq
+            seq += 1
+    print("done", flush=True)
+    f.client.disconnect()
+
+
+def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
+    out, name, topic = Path(spec["out"]), spec["name"], spec["topic"]
+    records = open(out / f"sub-{name}.jsonl", "a")
+    f = _Failover(spec)
+
+    def message(c: Any, u: Any, m: Any) -> None:
+        mid = m.payload.decode().removeprefix("body of ")
+        _line(records, id=mid, count=int(m.dup), first=True, t=time.time())
+
+    def connected(c: Any, u: Any, flags: Any, rc: Any, props: Any) -> None:
+        if not flags.session_present:
+            f.client.subscribe(topic, qos=2)
+
+    f.client.on_message = message
+    f.client.on_connect = connected
+    f.client.on_subscribe = lambda c, u, mid, codes, props: print("attached", flush=True)
+    f.connect(first=True)
+    while True:
+        f.turn()
