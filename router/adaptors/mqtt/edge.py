@@ -94,6 +94,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.in_flight: dict[int, tuple[Subscriber, Record, int]] = {}  # our QoS 1/2 messages by packet id
         self.resend: dict[bytes, int] = {}  # gid -> packet id: what a router before us sent, sent again so
         self.reading_paused = False
+        self.ready = False  # its CONNACK went: deliveries may go (a resumed session's attach before it)
         self.serial = 0
         self.peer = "?"
 
@@ -156,10 +157,12 @@ class MqttEdgeConnection(EngineProtocol):
         self.client_id, self.user = client_id, user
         present = self._open_session(client_id, c.clean_start, expiry)
         self.router.connections.add(self)
-        for ev in engine.accept(present, props):
-            self._dispatch(ev)
+        events = engine.accept(present, props)
+        self.ready = True
         if present and not engine.closed:
             self._after_connack()
+        for ev in events:
+            self._dispatch(ev)
         self._rearm()  # (its keep-alive is known now)
         access.info("router %s: access: user %s from %s by MQTT %s (connection %d, client %s%s)", self.router.id,
                     user or "(none)", self.host, "5.0" if c.version is Version.V5 else "3.1.1", self.serial, client_id,
@@ -219,6 +222,8 @@ class MqttEdgeConnection(EngineProtocol):
                 if received:
                     self.mqtt.pubrel(pid)
             self.dirty()
+        for sub in list(self.subscribers.values()):  # (what waited for the CONNACK)
+            self.lifecycle.subscriber_credit(sub)
 
     def _end_session(self, old: Session) -> None:
         """A clean start (or a session nobody wants) ends the old one: its subscriptions
@@ -501,23 +506,32 @@ class MqttEdgeConnection(EngineProtocol):
             self.lifecycle.subscriber_credit(s)
 
     def _on_received(self, event: DeliveryReceived) -> None:
+        """Its PUBREC: it has the message. A persistent session's network learns it first;
+        only then does the acceptance leave this router, and the PUBREL go: a router
+        after us that does not know it was received still owes the message, and sends it
+        again under the same packet id, which the client answers without a second delivery."""
         pid = event.packet_id
-        entry = self.in_flight.get(pid)
-        if entry is not None and entry[0].attached and record_waits(entry[0], entry[1]):
-            self.core.subscriber_update(entry[0], entry[1], pid, ACCEPTED, False)
         session = self.session
         if session is None or pid not in session.outbound:
+            self._accept(pid)
             self.mqtt.pubrel(pid)
             return
         gid, _, filter = session.outbound[pid]
         session.outbound[pid] = (gid, True, filter)
         assert self.sessions is not None
 
-        def release() -> None:  # (once every router we reach knows it has the message)
+        def release() -> None:
+            self._accept(pid)
             if not self.engine.closed and pid in self.mqtt.in_flight:
                 self.mqtt.pubrel(pid)
                 self.dirty()
+            self.core.after_batch()
         self.sessions.changed(session, release)
+
+    def _accept(self, pid: int) -> None:
+        entry = self.in_flight.get(pid)
+        if entry is not None and entry[0].attached and record_waits(entry[0], entry[1]):
+            self.core.subscriber_update(entry[0], entry[1], pid, ACCEPTED, False)
 
     def refuse_delivery(self, sub: Subscriber, record: Record, why: str) -> None:
         """A message this client cannot take (over its maximum packet size): rejected for it."""

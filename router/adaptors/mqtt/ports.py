@@ -54,7 +54,7 @@ class MqttSubscriberPort:
 
     def credit(self) -> int:
         conn = self.conn
-        if conn.paused or conn.engine.closed:
+        if conn.paused or conn.engine.closed or not conn.ready:
             return 0
         return conn.mqtt.credit() if self.qos else QOS0_WINDOW
 
