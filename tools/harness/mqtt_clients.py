@@ -84,7 +84,10 @@ def run_mqtt_publisher(spec: dict[str, Any]) -> None:
     while seq < total or waiting:
         f.turn()
         due = total if not rate else min(total, int((time.monotonic() - start) * rate) + 1)
-        while seq < due and len(waiting) < 100:
+        # New messages only once connected: paho writes a publish made between a reconnect's
+        # CONNECT and its CONNACK at once, ahead of the resends the CONNACK triggers, so the
+        # network would take it before older messages (an order the client made).
+        while seq < due and len(waiting) < 100 and f.client.is_connected():
             mid = f"{name}:{seq}"
             _line(records, e="sent", id=mid, t=time.time())
             waiting[f.client.publish(topic, f"body of {mid}".encode(), qos=2).mid] = seq

@@ -47,6 +47,7 @@ from ...mqtt.events import (
     DeliveryAcked,
     DeliveryReceived,
     MessagePublished,
+    PublishReleased,
     SubscribeRequested,
     UnsubscribeRequested,
 )
@@ -86,6 +87,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.resumed_epoch = 0  # the epoch when it connected: DUP resends from before are of it
         self.used: set[int] = set()  # packet ids of QoS 2 messages in this epoch (here)
         self.open: set[int] = set()  # packet ids of QoS 2 messages published and not answered yet
+        self.releasing: dict[int, tuple[str, bytes]] = {}  # PUBREC sent, awaiting PUBREL: packet id -> (topic, tag)
         self.epoch_fresh = True  # ``used`` is all of the epoch's (it began on this connection)
         self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
         self.bumping = False  # a new epoch is on its way to the routers we reach
@@ -302,7 +304,7 @@ class MqttEdgeConnection(EngineProtocol):
         pub = self._publisher(p.topic)
         if p.dup and tag not in pub.live:
             pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
-        self.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0, (p.qos, p.packet_id or 0))
+        self.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0, (p.qos, p.packet_id or 0, tag))
         port = pub.port
         assert isinstance(port, MqttPublisherPort)
         if port.credit <= 0:
@@ -351,12 +353,25 @@ class MqttEdgeConnection(EngineProtocol):
         self.core.after_batch()
         self.router.flush()
 
+    def settled(self, topic: str, tag: bytes) -> None:
+        """Its message is settled (PUBACK sent, or PUBREL came): the network may forget it."""
+        pub = self.publishers.get(topic)
+        record = pub.live.get(tag) if pub is not None else None
+        if pub is not None and record is not None:
+            self.core.publisher_settled(pub, record)
+
+    def _on_released(self, event: PublishReleased) -> None:
+        entry = self.releasing.pop(event.packet_id, None)
+        if entry is not None:
+            self.settled(*entry)
+
     def _publisher(self, topic: str) -> Publisher:
         pub = self.publishers.get(topic)
         if pub is None:
             persistent = self.session is not None
-            pub, _ = self.lifecycle.attach_publisher(MqttPublisherPort(self), topic, self.client_id, f"mqtt:{topic}",
-                                                     False, self.incarnation if persistent else None, None, group=self)
+            pub, _ = self.lifecycle.attach_publisher(MqttPublisherPort(self, topic), topic, self.client_id,
+                                                     f"mqtt:{topic}", True, self.incarnation if persistent else None,
+                                                     None, group=self)
             self.publishers[topic] = pub
             self.lifecycle.publisher_answered(pub)
         return pub
@@ -599,6 +614,7 @@ class MqttEdgeConnection(EngineProtocol):
         UnsubscribeRequested: _on_unsubscribe,
         DeliveryAcked: _on_acked,
         DeliveryReceived: _on_received,
+        PublishReleased: _on_released,
         ClientDisconnected: _on_disconnect,
         ConnectionFailed: _on_failed,
     }

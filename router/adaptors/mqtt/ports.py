@@ -17,10 +17,11 @@ QOS0_WINDOW = 1000  # pre-settled deliveries a QoS 0 subscriber is given at once
 
 
 class MqttPublisherPort:
-    __slots__ = ("conn", "credit")
+    __slots__ = ("conn", "topic", "credit")
 
-    def __init__(self, conn: MqttEdgeConnection) -> None:
+    def __init__(self, conn: MqttEdgeConnection, topic: str) -> None:
         self.conn = conn
+        self.topic = topic
         self.credit = 0
 
     def grant(self, credit: int) -> None:
@@ -28,18 +29,26 @@ class MqttPublisherPort:
         if credit > 0:
             self.conn.resume()
 
-    def outcome(self, handle: tuple[int, int], outcome: Outcome, settle: bool) -> None:
+    def outcome(self, handle: tuple[int, int, bytes], outcome: Outcome, settle: bool) -> None:
         """Every subscriber answered: PUBACK (QoS 1) or PUBREC (QoS 2); MQTT 3.1.1 cannot say
-        "rejected" and hears success all the same, 5.0 hears 0x80."""
-        qos, packet_id = handle
+        "rejected" and hears success all the same, 5.0 hears 0x80. The message is settled
+        with the PUBACK, or the PUBREL that follows a PUBREC: until then a DUP resent to
+        another router (the PUBREC lost with ours) finds the network's record."""
+        qos, packet_id, tag = handle
         conn = self.conn
         if conn.engine.closed:
             return
-        reason = Reason.SUCCESS if outcome.kind is OutcomeKind.ACCEPTED else Reason.UNSPECIFIED_ERROR
+        accepted = outcome.kind is OutcomeKind.ACCEPTED
+        reason = Reason.SUCCESS if accepted else Reason.UNSPECIFIED_ERROR
         if qos == 1:
             conn.mqtt.puback(packet_id, reason)
+            conn.settled(self.topic, tag)
         else:
             conn.mqtt.pubrec(packet_id, reason)
+            if accepted:
+                conn.releasing[packet_id] = (self.topic, tag)
+            else:  # (a refused QoS 2 flow ends at its PUBREC)
+                conn.settled(self.topic, tag)
             conn.answered(packet_id)
         conn.dirty()
 
