@@ -14,7 +14,7 @@ from typing import Any
 from .adaptors.amqp.edge import EdgeConnection
 from .adaptors.amqp.interrouter import InterRouterConnection, dial
 from .adaptors.amqp.shared_subscriptions import group_id
-from .adaptors.mqtt.edge import MqttEdgeConnection
+from .adaptors.mqtt.edge import MqttEdgeConnection, end_suspended
 from .adaptors.mqtt.sessions import SessionStore
 from .amqp.sasl import SaslServerConfig, users_authenticator
 from .config import Address, Auth, Topology, TopologyError, load_topology
@@ -129,6 +129,7 @@ class Router:
         # Every router keeps its replicas of the network's MQTT sessions, listener or not:
         # a session's changes wait for every router in reach (``adaptors/mqtt/sessions.py``).
         self.mqtt_sessions = SessionStore(self)
+        self.mqtt_sessions.on_end = lambda client_id: end_suspended(self, client_id)
         mqtt = None
         if self.spec.mqtt is not None:
             mserver, mhost, mport = await listen_on(Kind.MQTT, lambda: MqttEdgeConnection(self), self.spec.mqtt.host,

@@ -189,10 +189,12 @@ class MqttEdgeConnection(EngineProtocol):
             session = old
             store.take(session)
             session.host, session.gone_at, session.expiry = self.router.id, None, expiry
+            session.moves = store.next_move(client_id)
             self.epoch = self.resumed_epoch = session.epoch
             self.epoch_fresh = False  # (which packet ids the router before us used in it, we do not know)
         else:
-            session = Session(client_id, secrets.randbits(63) or 1, host=self.router.id, expiry=expiry)
+            session = Session(client_id, secrets.randbits(63) or 1, host=self.router.id, expiry=expiry,
+                              moves=store.next_move(client_id))
         self.incarnation = session.incarnation
         store.on_taken[client_id] = self._taken
         if expiry > 0 or old is not None:
@@ -228,26 +230,30 @@ class MqttEdgeConnection(EngineProtocol):
             self.lifecycle.subscriber_credit(sub)
 
     def _end_session(self, old: Session) -> None:
-        """A clean start (or a session nobody wants) ends the old one: its subscriptions
-        end network-wide, whatever router they wait at."""
+        """A clean start (or a session nobody wants) ends the old one and its subscriptions,
+        at the router that holds them: here, its host if we reach it (``end_suspended``
+        there), else (its host died) network-wide from here, by attaching each and ending it."""
         store = self.sessions
         assert store is not None
-        if old.host != self.router.id:
-            store.take(old)
-        for f in old.subscriptions:
-            try:
-                parsed = parse_filter(f)
-            except MqttError:
-                continue
-            request = SubscriberAttach(parsed.pattern, old.client_id, f"mqtt:{f}", False,
-                                       GroupId(parsed.group) if parsed.group else None, resumable=True, owner=self.user)
-            self._end_when_effective(request)
+        if old.host == self.router.id:
+            end_suspended(self.router, old.client_id)
+        elif old.host in self.router.network.reachable():
+            store.end_at(old)
+        else:
+            for f in old.subscriptions:
+                try:
+                    parsed = parse_filter(f)
+                except MqttError:
+                    continue
+                self._end_when_effective(SubscriberAttach(
+                    parsed.pattern, old.client_id, f"mqtt:{f}", False, GroupId(parsed.group) if parsed.group else None,
+                    resumable=True, owner=self.user))
         store.end(old)
 
     def _end_when_effective(self, request: SubscriberAttach) -> None:
         holder: list[Subscriber] = []
         holder.append(self.lifecycle.attach_subscriber(
-            _Ending(), request, lambda *_: self.lifecycle.subscriber_gone(holder[0], False)))
+            _Ending(), request, lambda *_: self.router.call_soon(self.lifecycle.subscriber_gone, holder[0], False)))
 
     def _taken(self) -> None:
         """The client connected again (here or at another router): this connection ends."""
@@ -591,7 +597,9 @@ class MqttEdgeConnection(EngineProtocol):
         store = self.sessions
         if store is not None and self.client_id and store.on_taken.get(self.client_id) == self._taken:
             del store.on_taken[self.client_id]
-            if keep and session is not None and not taken:
+            # (only while the session is still ours: its client may have connected elsewhere
+            # and the newer host's copy come here before this connection's end)
+            if keep and session is not None and not taken and store.sessions.get(self.client_id) is session:
                 session.gone_at = time.time()
                 store.changed(session)
         self.session = None
@@ -618,6 +626,13 @@ class MqttEdgeConnection(EngineProtocol):
         ClientDisconnected: _on_disconnect,
         ConnectionFailed: _on_failed,
     }
+
+
+def end_suspended(router: RouterContext, client_id: str) -> None:
+    """A session that ended: its subscriptions suspended here end (network-wide)."""
+    for sub in router.core.suspended():
+        if sub.container_id == client_id and sub.link_name.startswith("mqtt:"):
+            router.lifecycle.subscriber_gone(sub, False)
 
 
 def record_waits(sub: Subscriber, record: Record) -> bool:

@@ -55,19 +55,26 @@ class Session:
     outbound: dict[int, tuple[bytes, bool, str]] = field(default_factory=dict)
     gone_at: float | None = None  # wall clock seconds its connection went (its expiry runs)
     ended: bool = False
+    # How often its client connected elsewhere (or started it anew): a change by the router
+    # it left, made late, must lose to the newer host's whatever the clocks say.
+    moves: int = 0
+
+    @property
+    def version(self) -> tuple[int, int]:
+        return (self.moves, self.stamp)
 
     def to_bytes(self) -> bytes:
         return json.dumps({"c": self.client_id, "i": self.incarnation, "s": self.stamp, "h": self.host,
                            "x": self.expiry, "sub": self.subscriptions, "e": self.epoch,
                            "o": [[pid, gid.hex(), rec, f] for pid, (gid, rec, f) in self.outbound.items()],
-                           "g": self.gone_at, "end": self.ended}, separators=(",", ":")).encode()
+                           "g": self.gone_at, "end": self.ended, "m": self.moves}, separators=(",", ":")).encode()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Session:
         return cls(str(d["c"]), int(d["i"]), int(d["s"]), str(d["h"]), int(d["x"]),
                    {str(k): int(v) for k, v in d["sub"].items()}, int(d["e"]),
                    {int(pid): (bytes.fromhex(gid), bool(rec), str(f)) for pid, gid, rec, f in d["o"]},
-                   None if d["g"] is None else float(d["g"]), bool(d["end"]))
+                   None if d["g"] is None else float(d["g"]), bool(d["end"]), int(d.get("m", 0)))
 
     def expired(self, now: float) -> bool:
         return self.ended or self.gone_at is not None and now >= self.gone_at + self.expiry
@@ -81,14 +88,14 @@ class SessionStore:
         self.me = router.id
         self.network = router.network
         self.sessions: dict[str, Session] = {}
-        self.tombstones: dict[str, tuple[int, float]] = {}  # client id -> (stamp, until)
+        self.tombstones: dict[str, tuple[tuple[int, int], float]] = {}  # client id -> (version, until)
         # Changes of ours not acknowledged by everyone yet: client id -> (stamp, routers, sent at, then)
         self.waiting: dict[str, tuple[int, set[str], float, list[Callable[[], None]]]] = {}
         self.dirty: dict[str, list[Callable[[], None]]] = {}
         self.reach: set[str] = set()
         self.last_stamp = 0
         self.on_taken: dict[str, Callable[[], None]] = {}  # client id -> its connection here, to close
-        self.on_expired: Callable[[Session], None] | None = None
+        self.on_end: Callable[[str], None] | None = None  # its suspended subscriptions here end
         self.flush_scheduled = False
         self.network.listen(CHANNEL, self.note)
         router.call_later(TICK, self.tick)
@@ -144,11 +151,23 @@ class SessionStore:
         if ready:
             self.router.flush()
 
+    def next_move(self, client_id: str) -> int:
+        """``moves`` for the session its client starts or resumes here: past every one known."""
+        known = self.sessions.get(client_id)
+        tomb = self.tombstones.get(client_id)
+        return max(known.moves if known is not None else 0, tomb[0][0] if tomb is not None else 0) + 1
+
     def end(self, session: Session) -> None:
         """The session is over (a clean start replaced it, or it expired here)."""
         session.ended = True
-        self.tombstones[session.client_id] = (session.stamp, time.monotonic() + TOMBSTONE_FOR)
+        session.moves = self.next_move(session.client_id)
+        session.stamp = self.stamp()
+        self.tombstones[session.client_id] = (session.version, time.monotonic() + TOMBSTONE_FOR)
         self.changed(session)
+
+    def end_at(self, session: Session) -> None:
+        """Its host ends what it holds of it (its client started anew elsewhere)."""
+        self.network.send_note(session.host, CHANNEL, json.dumps({"k": "end", "c": session.client_id}).encode())
 
     def take(self, session: Session) -> None:
         """Its client connected here: its old host closes the connection it may still have."""
@@ -169,10 +188,12 @@ class SessionStore:
                 self._take_copy(frm, Session.from_dict(d["v"]))
             elif kind == "ack":
                 self._acked(frm, str(d["c"]), int(d["s"]))
-            elif kind == "take":
+            elif kind in ("take", "end"):
                 close = self.on_taken.get(str(d["c"]))
                 if close is not None:
                     close()
+                if kind == "end" and self.on_end is not None:
+                    self.on_end(str(d["c"]))
         except (ValueError, KeyError, TypeError) as e:
             log.warning("router %s: a malformed MQTT session note from %s dropped: %s", self.me, frm, e,
                         extra=fields("mqtt.session.malformed", peer=frm))
@@ -181,14 +202,14 @@ class SessionStore:
         self.last_stamp = max(self.last_stamp, copy.stamp)
         known = self.sessions.get(copy.client_id)
         tomb = self.tombstones.get(copy.client_id)
-        if (known is None or copy.stamp > known.stamp) and (tomb is None or copy.stamp > tomb[0]):
+        if (known is None or copy.version > known.version) and (tomb is None or copy.version > tomb[0]):
             if known is not None and known.host == self.me and copy.host != self.me:
                 close = self.on_taken.get(copy.client_id)  # (it connected there since)
                 if close is not None:
                     close()
             self.sessions[copy.client_id] = copy
             if copy.ended:
-                self.tombstones[copy.client_id] = (copy.stamp, time.monotonic() + TOMBSTONE_FOR)
+                self.tombstones[copy.client_id] = (copy.version, time.monotonic() + TOMBSTONE_FOR)
         self.network.send_note(frm, CHANNEL, json.dumps(
             {"k": "ack", "c": copy.client_id, "s": copy.stamp}).encode())
 
@@ -238,10 +259,8 @@ class SessionStore:
                 s.gone_at = wall  # its router is gone: its expiry runs from now, here
             if s.expired(wall):
                 del self.sessions[client_id]
-                if not s.ended:
-                    self.tombstones[client_id] = (s.stamp, now + TOMBSTONE_FOR)
-                    if self.on_expired is not None:
-                        self.on_expired(s)
+                if not s.ended:  # (its subscriptions expire by their own grace, where they are)
+                    self.tombstones[client_id] = (s.version, now + TOMBSTONE_FOR)
         for client_id, (_, until) in list(self.tombstones.items()):
             if now > until:
                 del self.tombstones[client_id]
