@@ -135,7 +135,7 @@ class AuthFailures:
     def delay(self, failures: int) -> float:
         if failures <= self.free:
             return 0.0
-        return min(self.max_delay, self.base_delay * 2 ** min(failures - self.free - 1, 16))
+        return min(self.max_delay, self.base_delay * 2.0 ** min(failures - self.free - 1, 16))
 
     def turn(self, host: str, now: float) -> float:
         """When the next attempt from ``host`` may be read (``now`` if at once); books that turn."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import queue
 import shutil
+import socket
 import subprocess
 
 import paho.mqtt.client as mqtt
@@ -171,3 +172,33 @@ def test_a_message_over_a_subscribers_maximum_packet_size_is_refused_for_it_not_
     small.disconnect()
     small.loop_stop()
     pub.close()
+
+
+def test_a_will_is_published_when_its_clients_connection_dies_and_reaches_amqp_and_mqtt(line3):
+    mqtt_sub = Paho(line3["C"].mqtt, "will-watch")
+    assert mqtt_sub.subscribe(("plant/will", 1)) == [1]
+    amqp = ProtonSubscriber(line3["B"].url, "plant/will", name="will-amqp")
+    dying = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="will-client", protocol=mqtt.MQTTv5)
+    dying.will_set("plant/will", b"client lost", qos=1)
+    dying.connect(*line3["A"].mqtt, keepalive=30)
+    dying.loop_start()
+    pub = dying.publish("plant/will", b"alive", qos=1)
+    pub.wait_for_publish(timeout=15)  # (connected, and every subscriber has it)
+    dying.loop_stop()
+    dying.socket().shutdown(socket.SHUT_RDWR)  # its network dies: no DISCONNECT
+    dying.socket().close()
+    assert [m.payload for m in mqtt_sub.take(2)] == [b"alive", b"client lost"]
+    assert [bytes(m.body) for m in amqp.take(2)] == [b"alive", b"client lost"]
+    mqtt_sub.close()
+    amqp.close()
+
+
+def test_a_will_with_retain_is_refused_at_connect_in_5_0(line3):
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="will-retain", protocol=mqtt.MQTTv5)
+    c.will_set("plant/will", b"x", qos=1, retain=True)
+    codes: queue.Queue[int] = queue.Queue()
+    c.on_connect = lambda client, u, flags, rc, props: codes.put(int(getattr(rc, "value", rc)))
+    c.connect(*line3["A"].mqtt, keepalive=30)
+    c.loop_start()
+    assert codes.get(timeout=15) == 0x9A  # retain not supported
+    c.loop_stop()

@@ -6,9 +6,9 @@
   once); QoS 1 is answered PUBACK, QoS 2 PUBREC, when every subscriber in the network
   accepted (MQTT 3.1.1 cannot say "rejected": it hears PUBACK/PUBREC all the same; 5.0
   hears reason 0x80).
-* A QoS 2 message's delivery tag is (the session's epoch, its packet id): a DUP resent to
-  another router after ours died is the same gid, and merges with the network's record.
-  A packet id used again for a new message moves the epoch on (``_next_epoch``).
+* Its messages to the network are ``inbound.py``'s (a QoS 2 message's tag is the
+  session's epoch and its packet id: a DUP resent to another router is the same gid);
+  the network's messages to it are ``outbound.py``'s.
 * Each topic filter of a SUBSCRIBE is one subscriber of the core (``mqtt:FILTER``), QoS 0
   at most once (pre-settled), QoS 1 and 2 holding acceptance back until the client's
   PUBACK, or PUBREC; the SUBACK goes when every filter's attach is effective network-wide.
@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Any
 from once.records.membership import GroupId
 from once.records.table import Record
 
-from ...amqp.errors import DecodeError
-from ...core import ACCEPTED, Outcome, OutcomeKind, Publisher, Subscriber
+from ...core import Subscriber
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
 from ...logs import fields
 from ...mqtt.codec import MqttError
 from ...mqtt.codes import Prop, Reason, Version
-from ...mqtt.connection import MqttConnection, PacketTooLarge
+from ...mqtt.connection import MqttConnection
 from ...mqtt.events import (
     ClientConnected,
     ClientDisconnected,
@@ -51,11 +50,13 @@ from ...mqtt.events import (
     SubscribeRequested,
     UnsubscribeRequested,
 )
-from ...mqtt.packets import Props, Publish
+from ...mqtt.packets import Props, Will
 from ...mqtt.topics import is_wildcard, parse_filter
-from .message import from_amqp, to_amqp
-from .ports import MqttPublisherPort, MqttSubscriberPort
+from .inbound import Inbound
+from .outbound import Outbound
+from .ports import MqttSubscriberPort
 from .sessions import Session, SessionStore
+from .will import publish_will, will_delay
 
 if TYPE_CHECKING:
     from ...context import RouterContext
@@ -64,10 +65,6 @@ log = logging.getLogger("once.mqtt")
 access = logging.getLogger("once.access")
 _ids = itertools.count(1)
 MAX_SESSION_EXPIRY = 86400  # seconds: a longer one asked for is cut to this (and the client told)
-
-def _tag(epoch: int, packet_id: int) -> bytes:
-    return b"\x02" + epoch.to_bytes(4, "big") + packet_id.to_bytes(2, "big")
-
 
 class MqttEdgeConnection(EngineProtocol):
     def __init__(self, router: RouterContext) -> None:
@@ -82,19 +79,10 @@ class MqttEdgeConnection(EngineProtocol):
         self.user = ""
         self.session: Session | None = None  # persistent: lives in the network
         self.incarnation = 0
-        self.nonce = secrets.token_bytes(8)  # (QoS 0 and 1 tags: unique to this connection)
-        self.epoch = 0
-        self.resumed_epoch = 0  # the epoch when it connected: DUP resends from before are of it
-        self.used: set[int] = set()  # packet ids of QoS 2 messages in this epoch (here)
-        self.open: set[int] = set()  # packet ids of QoS 2 messages published and not answered yet
-        self.releasing: dict[int, tuple[str, bytes]] = {}  # PUBREC sent, awaiting PUBREL: packet id -> (topic, tag)
-        self.epoch_fresh = True  # ``used`` is all of the epoch's (it began on this connection)
-        self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
-        self.bumping = False  # a new epoch is on its way to the routers we reach
-        self.publishers: dict[str, Publisher] = {}
+        self.will: Will | None = None  # (``will.py``)
         self.subscribers: dict[str, Subscriber] = {}
-        self.in_flight: dict[int, tuple[Subscriber, Record, int]] = {}  # our QoS 1/2 messages by packet id
-        self.resend: dict[bytes, int] = {}  # gid -> packet id: what a router before us sent, sent again so
+        self.inbound = Inbound(self)
+        self.outbound = Outbound(self)
         self.reading_paused = False
         self.ready = False  # its CONNACK went: deliveries may go (a resumed session's attach before it)
         self.serial = 0
@@ -136,6 +124,9 @@ class MqttEdgeConnection(EngineProtocol):
                         c.client_id, self.peer, extra=fields("auth.failed", peer=self.peer, host=self.host,
                                                              mechanism="MQTT", user=c.username or ""))
             return
+        if c.will is not None and c.will.retain and c.version is Version.V5:
+            engine.refuse(Reason.RETAIN_NOT_SUPPORTED, "the network keeps no retained messages (the will has retain)")
+            return
         props: Props = ()
         client_id = c.client_id
         if not client_id:
@@ -158,6 +149,7 @@ class MqttEdgeConnection(EngineProtocol):
             props += ((Prop.SESSION_EXPIRY_INTERVAL, expiry),)  # (what we keep, when not what it asked)
         self.client_id, self.user = client_id, user
         present = self._open_session(client_id, c.clean_start, expiry)
+        self.will = c.will
         self.router.connections.add(self)
         events = engine.accept(present, props)
         self.ready = True
@@ -190,8 +182,7 @@ class MqttEdgeConnection(EngineProtocol):
             store.take(session)
             session.host, session.gone_at, session.expiry = self.router.id, None, expiry
             session.moves = store.next_move(client_id)
-            self.epoch = self.resumed_epoch = session.epoch
-            self.epoch_fresh = False  # (which packet ids the router before us used in it, we do not know)
+            self.inbound.resumed(session.epoch)
         else:
             session = Session(client_id, secrets.randbits(63) or 1, host=self.router.id, expiry=expiry,
                               moves=store.next_move(client_id))
@@ -206,26 +197,15 @@ class MqttEdgeConnection(EngineProtocol):
         return True
 
     def _restore(self, session: Session) -> None:
-        """A resumed session: its subscriptions attach again (what it accepted is their
-        unsettled map), and the messages it had in flight keep their packet ids."""
-        accepted: dict[str, dict[bytes, Any]] = {}
-        for pid, (gid, received, filter) in session.outbound.items():
-            if received:
-                accepted.setdefault(filter, {})[gid] = ACCEPTED
-            else:
-                self.resend[gid] = pid
-            self.mqtt.in_flight[pid] = 2  # (not ours to give another message until it completes)
+        """A resumed session: its subscriptions attach again (what it received is their
+        unsettled map: never sent again), the messages in flight keep their packet ids."""
+        accepted = self.outbound.restore(session)
         for f, qos in session.subscriptions.items():
             self._attach(f, qos, lambda *_: None, accepted.get(f, {}))
 
     def _after_connack(self) -> None:
-        """The PUBRELs a router before us owed go now."""
-        session = self.session
-        if session is not None:
-            for pid, (_, received, _) in session.outbound.items():
-                if received:
-                    self.mqtt.pubrel(pid)
-            self.dirty()
+        if self.session is not None:
+            self.outbound.release_owed(self.session)
         for sub in list(self.subscribers.values()):  # (what waited for the CONNACK)
             self.lifecycle.subscriber_credit(sub)
 
@@ -260,7 +240,7 @@ class MqttEdgeConnection(EngineProtocol):
         if not self.engine.closed and self.engine.remote_open is not None:
             self.mqtt.disconnect(Reason.SESSION_TAKEN_OVER, "the same client connected again")
             self.dirty()
-        self._drop_all(taken=True)
+        self.drop_all(taken=True)
 
     def _authenticate(self, username: str | None, password: bytes | None) -> str | None:
         auth = self.router.topology.auth
@@ -271,116 +251,19 @@ class MqttEdgeConnection(EngineProtocol):
         response = b"\x00" + username.encode() + b"\x00" + (password or b"")
         return self.router.sasl.authenticate("PLAIN", response)
 
-    # ------------------------------------------------------------------ its messages
+    # ------------------------------------------------------------------ events
 
-    def _on_publish(self, event: MessagePublished, held: bool = False) -> None:
-        if self.held and not held:  # (an earlier one waits for a new epoch: this one keeps its place)
-            self.held.append(event)
-            return
-        p = event.publish
-        engine = self.mqtt
-        if p.retain and engine.version is Version.V5:
-            engine.disconnect(Reason.RETAIN_NOT_SUPPORTED, "the network keeps no retained messages")
-            self._drop_all()
-            return
-        if p.qos == 2:
-            assert p.packet_id is not None
-            pid = p.packet_id
-            if p.dup and pid not in self.used:
-                tag = _tag(self.resumed_epoch, pid)  # sent before, to us or to a router before us
-            elif not self.epoch_fresh or pid in self.used:
-                # A packet id used again (or the first new message of a resumed session): a
-                # new epoch, once this one's messages are answered (a router after us knows
-                # only the latest epoch, so a resent message must be of it).
-                # (Held here, reading on: a paused socket would not read its PINGREQs, and the
-                # client would give the connection up. What it may send meanwhile is bounded by
-                # the receive maximum we advertise.)
-                self.held.insert(0, event)
-                if not self._blocked(pid):
-                    self._next_epoch()
-                return
-            else:
-                tag = _tag(self.epoch, pid)
-            self.used.add(pid)
-            self.open.add(pid)
-        elif p.qos == 1:
-            tag = b"\x01" + self.nonce + next(_ids).to_bytes(8, "big")
-        else:
-            tag = b"\x00" + self.nonce + next(_ids).to_bytes(8, "big")
-        pub = self._publisher(p.topic)
-        if p.dup and tag not in pub.live:
-            pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
-        self.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0, (p.qos, p.packet_id or 0, tag))
-        port = pub.port
-        assert isinstance(port, MqttPublisherPort)
-        if port.credit <= 0:
-            # No credit on this topic: read no more from the client until the core grants some
-            # (MQTT has no credit of its own for QoS 0; TCP's is the only one).
-            self.pause()
-
-    def _blocked(self, pid: int) -> bool:
-        """Whether a QoS 2 message other than ``pid`` is in the network, unanswered."""
-        return bool(self.open) and self.open != {pid}
-
-    def _next_epoch(self) -> None:
-        """The epoch moves on; the held publishes go once every router we reach knows it."""
-        if self.bumping:
-            return
-        self.bumping = True
-        self.epoch += 1
-        self.used = set()
-        self.epoch_fresh = True
-        session = self.session
-        if session is None:
-            self.router.call_soon(self._release_held)
-            return
-        session.epoch = self.epoch
-        assert self.sessions is not None
-        self.sessions.changed(session, self._release_held)
-
-    def answered(self, packet_id: int) -> None:
-        """Its QoS 2 message was answered: a publish held for a new epoch may go now."""
-        self.open.discard(packet_id)
-        if self.held and not self.bumping:
-            first = self.held[0].publish
-            if first.packet_id is not None and not self._blocked(first.packet_id):
-                self._next_epoch()
-
-    def _release_held(self) -> None:
-        self.bumping = False
-        if self.engine.closed:
-            self.held.clear()
-            return
-        while self.held:
-            event = self.held.pop(0)
-            self._on_publish(event, held=True)
-            if self.held and self.held[0] is event:  # (it waits again: the rest stay behind it)
-                break
-        self.core.after_batch()
-        self.router.flush()
-
-    def settled(self, topic: str, tag: bytes) -> None:
-        """Its message is settled (PUBACK sent, or PUBREL came): the network may forget it."""
-        pub = self.publishers.get(topic)
-        record = pub.live.get(tag) if pub is not None else None
-        if pub is not None and record is not None:
-            self.core.publisher_settled(pub, record)
+    def _on_publish(self, event: MessagePublished) -> None:
+        self.inbound.publish(event)
 
     def _on_released(self, event: PublishReleased) -> None:
-        entry = self.releasing.pop(event.packet_id, None)
-        if entry is not None:
-            self.settled(*entry)
+        self.inbound.released(event)
 
-    def _publisher(self, topic: str) -> Publisher:
-        pub = self.publishers.get(topic)
-        if pub is None:
-            persistent = self.session is not None
-            pub, _ = self.lifecycle.attach_publisher(MqttPublisherPort(self, topic), topic, self.client_id,
-                                                     f"mqtt:{topic}", True, self.incarnation if persistent else None,
-                                                     None, group=self)
-            self.publishers[topic] = pub
-            self.lifecycle.publisher_answered(pub)
-        return pub
+    def _on_acked(self, event: DeliveryAcked) -> None:
+        self.outbound.acked(event)
+
+    def _on_received(self, event: DeliveryReceived) -> None:
+        self.outbound.received(event)
 
     # ------------------------------------------------------------------ its subscriptions
 
@@ -452,148 +335,41 @@ class MqttEdgeConnection(EngineProtocol):
         else:
             answer()
 
-    # ------------------------------------------------------------------ our messages to it
-
-    def deliver(self, port: MqttSubscriberPort, record: Record, settled: bool, redelivery: int) -> int | None:
-        engine = self.mqtt
-        try:
-            payload, props = from_amqp(record.payload)
-        except DecodeError:  # not AMQP sections (another message format): passed as it came
-            payload, props = record.payload, ()
-        qos = 0 if settled else port.qos
-        sub = self.subscribers[port.filter]
-        session = self.session
-        if qos == 2 and session is not None:
-            # Persistent: the packet id is the network's before the client sees it.
-            known = self.resend.pop(record.gid, None)
-            pid = engine.reserve(2) if known is None else known
-            self.in_flight[pid] = (sub, record, qos)
-            packet = Publish(record.topic, payload, 2, False, known is not None or bool(redelivery), pid, props)
-            if known is not None:  # (the network knows its packet id already)
-                self._send_held(packet)
-            else:
-                session.outbound[pid] = (record.gid, False, port.filter)
-                assert self.sessions is not None
-                self.sessions.changed(session, lambda: self._send_held(packet))
-            return pid
-        try:
-            sent = engine.publish(record.topic, payload, qos, props, dup=bool(redelivery))
-        except PacketTooLarge as e:
-            if qos:  # (the client can never have it: refused for it, after this pump, not left in doubt)
-                self.router.call_soon(self.refuse_delivery, sub, record, str(e))
-            return None
-        if sent is not None:
-            self.in_flight[sent] = (sub, record, qos)
-        self.dirty()
-        return sent
-
-    def _send_held(self, packet: Publish) -> None:
-        engine = self.mqtt
-        pid = packet.packet_id
-        assert pid is not None
-        entry = self.in_flight.get(pid)
-        if engine.closed or entry is None:
-            return
-        try:
-            engine.publish(packet.topic, packet.payload, 2, packet.props, packet.dup, packet_id=pid)
-        except PacketTooLarge as e:
-            self.in_flight.pop(pid, None)
-            engine.in_flight.pop(pid, None)
-            self._forget(pid)
-            self.refuse_delivery(entry[0], entry[1], str(e))
-            return
-        self.dirty()
-
-    def _forget(self, pid: int) -> None:
-        session = self.session
-        if session is not None and session.outbound.pop(pid, None) is not None:
-            assert self.sessions is not None
-            self.sessions.changed(session)
-
-    def _on_acked(self, event: DeliveryAcked) -> None:
-        """PUBACK (QoS 1: accepted or refused), PUBCOMP (QoS 2: settled; its PUBREC said
-        accepted), or a refusing PUBREC (QoS 2)."""
-        pid = event.packet_id
-        self._forget(pid)
-        entry = self.in_flight.pop(pid, None)
-        if entry is None:
-            return
-        sub, record, qos = entry
-        refused = event.reason >= 0x80
-        state: Outcome | None = Outcome(OutcomeKind.REJECTED) if refused else None if qos == 2 else ACCEPTED
-        if sub.attached and record.states.get(sub) is not None:
-            self.core.subscriber_update(sub, record, pid, state, True)
-        for s in list(self.subscribers.values()):  # (the client's receive maximum has room again)
-            self.lifecycle.subscriber_credit(s)
-
-    def _on_received(self, event: DeliveryReceived) -> None:
-        """Its PUBREC: it has the message. A persistent session's network learns it first;
-        only then does the acceptance leave this router, and the PUBREL go: a router
-        after us that does not know it was received still owes the message, and sends it
-        again under the same packet id, which the client answers without a second delivery."""
-        pid = event.packet_id
-        session = self.session
-        if session is None or pid not in session.outbound:
-            self._accept(pid)
-            self.mqtt.pubrel(pid)
-            return
-        gid, _, filter = session.outbound[pid]
-        session.outbound[pid] = (gid, True, filter)
-        assert self.sessions is not None
-
-        def release() -> None:
-            self._accept(pid)
-            if not self.engine.closed and pid in self.mqtt.in_flight:
-                self.mqtt.pubrel(pid)
-                self.dirty()
-            self.core.after_batch()
-        self.sessions.changed(session, release)
-
-    def _accept(self, pid: int) -> None:
-        entry = self.in_flight.get(pid)
-        if entry is not None and entry[0].attached and record_waits(entry[0], entry[1]):
-            self.core.subscriber_update(entry[0], entry[1], pid, ACCEPTED, False)
-
-    def refuse_delivery(self, sub: Subscriber, record: Record, why: str) -> None:
-        """A message this client cannot take (over its maximum packet size): rejected for it."""
-        if sub.attached and record.states.get(sub) is not None:
-            self.core.subscriber_update(sub, record, None, Outcome(OutcomeKind.REJECTED, description=why), True)
-            self.core.after_batch()
-            self.router.flush()
-
     # ------------------------------------------------------------------ the end
 
     def _on_disconnect(self, event: ClientDisconnected) -> None:
-        self._drop_all()
+        if not event.will:
+            self.will = None  # (a normal DISCONNECT discards it)
+        self.drop_all()
 
     def _on_failed(self, event: ConnectionFailed) -> None:
         log.warning("router %s: closed MQTT connection from %s: 0x%02x %s", self.router.id, self.peer, event.reason,
                     event.description, extra=fields("connection.failed", connection=self.serial, peer=self.peer,
                                                     condition=event.reason.name, description=event.description))
-        self._drop_all()
+        self.drop_all()
 
     def _dispatch(self, event: object) -> None:
         handler = self.HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
 
-    def _drop_all(self, taken: bool = False) -> None:
+    def drop_all(self, taken: bool = False) -> None:
         """The connection ends: a persistent session's links are suspended (it resumes
         here or elsewhere), the others end. ``taken``: the client connected again (the
         connection there changes the session now, not this one)."""
         session = self.session
         keep = session is not None and session.host == self.router.id
-        for pub in self.publishers.values():
-            self.lifecycle.publisher_gone(pub, keep)
+        will, self.will = self.will, None
+        if will is not None:
+            self._will(will, session)
+        self.inbound.drop(keep)
         for sub in self.subscribers.values():
             if keep and session is not None:
                 self.lifecycle.subscriber_gone(sub, True, True, float(session.expiry))
             else:
                 self.lifecycle.subscriber_gone(sub, False)
-        self.publishers.clear()
         self.subscribers.clear()
-        self.in_flight.clear()
-        self.held.clear()
+        self.outbound.in_flight.clear()
         store = self.sessions
         if store is not None and self.client_id and store.on_taken.get(self.client_id) == self._taken:
             del store.on_taken[self.client_id]
@@ -604,12 +380,28 @@ class MqttEdgeConnection(EngineProtocol):
                 store.changed(session)
         self.session = None
 
+    def _will(self, will: Will, session: Session | None) -> None:
+        """Its will goes now, or after its will delay unless the session resumed by then."""
+        client_id, router = self.client_id, self.router
+        delay = min(will_delay(will), session.expiry if session is not None else 0)
+        if delay <= 0:
+            router.call_soon(publish_will, router, client_id, will)
+            return
+        store, incarnation, moves = self.sessions, session.incarnation if session else 0, session.moves if session else 0
+
+        def due() -> None:
+            now = store.sessions.get(client_id) if store is not None else None
+            if now is not None and now.incarnation == incarnation and now.moves != moves and not now.ended:
+                return  # (its client connected again, here or elsewhere, and the session went on)
+            publish_will(router, client_id, will)
+        router.call_later(delay, due)
+
     def on_batch_failed(self) -> None:
-        self._drop_all()
+        self.drop_all()
 
     def on_lost(self, exc: Exception | None) -> None:
         self.router.connections.discard(self)
-        self._drop_all()
+        self.drop_all()
 
     def on_writable(self) -> None:
         for sub in list(self.subscribers.values()):
@@ -633,10 +425,6 @@ def end_suspended(router: RouterContext, client_id: str) -> None:
     for sub in router.core.suspended():
         if sub.container_id == client_id and sub.link_name.startswith("mqtt:"):
             router.lifecycle.subscriber_gone(sub, False)
-
-
-def record_waits(sub: Subscriber, record: Record) -> bool:
-    return record.states.get(sub) is not None
 
 
 def _prop(props: Props, key: Prop) -> Any:

@@ -42,14 +42,14 @@ class MqttPublisherPort:
         reason = Reason.SUCCESS if accepted else Reason.UNSPECIFIED_ERROR
         if qos == 1:
             conn.mqtt.puback(packet_id, reason)
-            conn.settled(self.topic, tag)
+            conn.inbound.settled(self.topic, tag)
         else:
             conn.mqtt.pubrec(packet_id, reason)
             if accepted:
-                conn.releasing[packet_id] = (self.topic, tag)
+                conn.inbound.releasing[packet_id] = (self.topic, tag)
             else:  # (a refused QoS 2 flow ends at its PUBREC)
-                conn.settled(self.topic, tag)
-            conn.answered(packet_id)
+                conn.inbound.settled(self.topic, tag)
+            conn.inbound.answered(packet_id)
         conn.dirty()
 
 
@@ -68,7 +68,7 @@ class MqttSubscriberPort:
         return conn.mqtt.credit() if self.qos else QOS0_WINDOW
 
     def deliver(self, record: Record, settled: bool, redelivery: int) -> int | None:
-        return self.conn.deliver(self, record, settled, redelivery)
+        return self.conn.outbound.deliver(self, record, settled, redelivery)
 
     def settle(self, handle: Any) -> None:
         pass

@@ -1,0 +1,174 @@
+"""An MQTT client's messages to the network: a publisher of the core per topic, and the
+identity of its QoS 2 messages (``docs/mqtt.md``, "Sessions in the network").
+
+A QoS 2 message's delivery tag is (the session's epoch, its packet id): a DUP resent to
+another router after ours died is the same gid there, and merges with the network's
+record. Within an epoch a packet id is used once; one used again moves the epoch on. A
+router after us knows only the latest epoch, so the epoch moves on only when none of the
+session's QoS 2 messages is in the network unanswered: a new one waits (held, in order,
+with everything after it) until they are answered and every router in reach knows the
+new epoch. A resumed session moves the epoch on before its first new message (the router
+before us may have used any packet id in the old one).
+
+QoS 0 and 1 tags are unique to the connection: a QoS 1 DUP resent elsewhere is a new
+message there (at least once, its deliveries marked).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from typing import TYPE_CHECKING
+
+from ...core import Publisher
+from ...mqtt.codes import Reason, Version
+from ...mqtt.events import MessagePublished, PublishReleased
+from .message import to_amqp
+from .ports import MqttPublisherPort
+
+if TYPE_CHECKING:
+    from .edge import MqttEdgeConnection
+
+_ids = itertools.count(1)
+
+
+def qos2_tag(epoch: int, packet_id: int) -> bytes:
+    return b"\x02" + epoch.to_bytes(4, "big") + packet_id.to_bytes(2, "big")
+
+
+class Inbound:
+    """One connection's side of its client's messages."""
+
+    def __init__(self, conn: MqttEdgeConnection) -> None:
+        self.conn = conn
+        self.nonce = secrets.token_bytes(8)  # (QoS 0 and 1 tags: unique to this connection)
+        self.epoch = 0
+        self.resumed_epoch = 0  # the epoch when it connected: DUP resends from before are of it
+        self.epoch_fresh = True  # ``used`` is all of the epoch's (it began on this connection)
+        self.used: set[int] = set()  # packet ids of QoS 2 messages in this epoch (here)
+        self.open: set[int] = set()  # packet ids of QoS 2 messages published and not answered yet
+        self.releasing: dict[int, tuple[str, bytes]] = {}  # PUBREC sent, awaiting PUBREL: packet id -> (topic, tag)
+        self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
+        self.bumping = False  # a new epoch is on its way to the routers we reach
+        self.publishers: dict[str, Publisher] = {}
+
+    def resumed(self, epoch: int) -> None:
+        """The session resumes here: its messages from before are of ``epoch``."""
+        self.epoch = self.resumed_epoch = epoch
+        self.epoch_fresh = False  # (which packet ids the router before us used in it, we do not know)
+
+    def publish(self, event: MessagePublished, held: bool = False) -> None:
+        if self.held and not held:  # (an earlier one waits for a new epoch: this one keeps its place)
+            self.held.append(event)
+            return
+        conn = self.conn
+        p = event.publish
+        engine = conn.mqtt
+        if p.retain and engine.version is Version.V5:
+            engine.disconnect(Reason.RETAIN_NOT_SUPPORTED, "the network keeps no retained messages")
+            conn.drop_all()
+            return
+        if p.qos == 2:
+            assert p.packet_id is not None
+            pid = p.packet_id
+            if p.dup and pid not in self.used:
+                tag = qos2_tag(self.resumed_epoch, pid)  # sent before, to us or to a router before us
+            elif not self.epoch_fresh or pid in self.used:
+                # A new epoch first. (Held here, reading on: a paused socket would not read
+                # its PINGREQs, and the client would give the connection up. What it may send
+                # meanwhile is bounded by the receive maximum we advertise.)
+                self.held.insert(0, event)
+                if not self._blocked(pid):
+                    self._next_epoch()
+                return
+            else:
+                tag = qos2_tag(self.epoch, pid)
+            self.used.add(pid)
+            self.open.add(pid)
+        else:
+            tag = bytes([p.qos]) + self.nonce + next(_ids).to_bytes(8, "big")
+        pub = self._publisher(p.topic)
+        if p.dup and tag not in pub.live:
+            pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
+        conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0, (p.qos, p.packet_id or 0, tag))
+        port = pub.port
+        assert isinstance(port, MqttPublisherPort)
+        if port.credit <= 0:
+            # No credit on this topic: read no more from the client until the core grants some
+            # (MQTT has no credit of its own for QoS 0; TCP's is the only one).
+            conn.pause()
+
+    def _blocked(self, pid: int) -> bool:
+        """Whether a QoS 2 message other than ``pid`` is in the network, unanswered."""
+        return bool(self.open) and self.open != {pid}
+
+    def _next_epoch(self) -> None:
+        """The epoch moves on; the held publishes go once every router we reach knows it."""
+        if self.bumping:
+            return
+        self.bumping = True
+        self.epoch += 1
+        self.used = set()
+        self.epoch_fresh = True
+        conn = self.conn
+        session = conn.session
+        if session is None:
+            conn.router.call_soon(self._release_held)
+            return
+        session.epoch = self.epoch
+        assert conn.sessions is not None
+        conn.sessions.changed(session, self._release_held)
+
+    def answered(self, packet_id: int) -> None:
+        """Its QoS 2 message was answered: a publish held for a new epoch may go now."""
+        self.open.discard(packet_id)
+        if self.held and not self.bumping:
+            first = self.held[0].publish
+            if first.packet_id is not None and not self._blocked(first.packet_id):
+                self._next_epoch()
+
+    def _release_held(self) -> None:
+        self.bumping = False
+        conn = self.conn
+        if conn.engine.closed:
+            self.held.clear()
+            return
+        while self.held:
+            event = self.held.pop(0)
+            self.publish(event, held=True)
+            if self.held and self.held[0] is event:  # (it waits again: the rest stay behind it)
+                break
+        conn.core.after_batch()
+        conn.router.flush()
+
+    def settled(self, topic: str, tag: bytes) -> None:
+        """Its message is settled (PUBACK sent, or PUBREL came): the network may forget it."""
+        pub = self.publishers.get(topic)
+        record = pub.live.get(tag) if pub is not None else None
+        if pub is not None and record is not None:
+            self.conn.core.publisher_settled(pub, record)
+
+    def released(self, event: PublishReleased) -> None:
+        entry = self.releasing.pop(event.packet_id, None)
+        if entry is not None:
+            self.settled(*entry)
+
+    def _publisher(self, topic: str) -> Publisher:
+        pub = self.publishers.get(topic)
+        if pub is None:
+            conn = self.conn
+            persistent = conn.session is not None
+            pub, _ = conn.lifecycle.attach_publisher(MqttPublisherPort(conn, topic), topic, conn.client_id,
+                                                     f"mqtt:{topic}", True, conn.incarnation if persistent else None,
+                                                     None, group=conn)
+            self.publishers[topic] = pub
+            conn.lifecycle.publisher_answered(pub)
+        return pub
+
+    def drop(self, suspend: bool) -> None:
+        """The connection ends: its publishers are suspended (a persistent session) or end."""
+        for pub in self.publishers.values():
+            self.conn.lifecycle.publisher_gone(pub, suspend)
+        self.publishers.clear()
+        self.held.clear()
+        self.releasing.clear()

@@ -1,0 +1,166 @@
+"""The network's messages to an MQTT client: PUBLISH per delivery, its answers back to
+the core (``docs/mqtt.md``, "Sessions in the network").
+
+For a persistent session at QoS 2, the packet id of a message is in every replica of the
+session before the PUBLISH goes, and its PUBREC before the acceptance leaves this router
+and before the PUBREL goes. The router the session resumes at sends the PUBREL for what
+was received and sends again, under the same packet id (DUP), what the network still
+owes: a client that had it answers PUBREC again without a second delivery.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from once.records.table import Record
+
+from ...amqp.errors import DecodeError
+from ...core import ACCEPTED, Outcome, OutcomeKind, Subscriber
+from ...mqtt.connection import PacketTooLarge
+from ...mqtt.events import DeliveryAcked, DeliveryReceived
+from ...mqtt.packets import Publish
+from .message import from_amqp
+from .ports import MqttSubscriberPort
+from .sessions import Session
+
+if TYPE_CHECKING:
+    from .edge import MqttEdgeConnection
+
+
+class Outbound:
+    """One connection's side of the messages the network sends its client."""
+
+    def __init__(self, conn: MqttEdgeConnection) -> None:
+        self.conn = conn
+        self.in_flight: dict[int, tuple[Subscriber, Record, int]] = {}  # our QoS 1/2 messages by packet id
+        self.resend: dict[bytes, int] = {}  # gid -> packet id: what a router before us sent, sent again so
+
+    def restore(self, session: Session) -> dict[str, dict[bytes, Any]]:
+        """A resumed session: the packet ids it had in flight stay taken; returns, per
+        filter, what it received (its subscription's unsettled map)."""
+        accepted: dict[str, dict[bytes, Any]] = {}
+        for pid, (gid, received, filter) in session.outbound.items():
+            if received:
+                accepted.setdefault(filter, {})[gid] = ACCEPTED
+            else:
+                self.resend[gid] = pid
+            self.conn.mqtt.in_flight[pid] = 2  # (not ours to give another message until it completes)
+        return accepted
+
+    def release_owed(self, session: Session) -> None:
+        """After the CONNACK: the PUBRELs a router before us owed."""
+        for pid, (_, received, _) in session.outbound.items():
+            if received:
+                self.conn.mqtt.pubrel(pid)
+        self.conn.dirty()
+
+    def deliver(self, port: MqttSubscriberPort, record: Record, settled: bool, redelivery: int) -> int | None:
+        conn = self.conn
+        engine = conn.mqtt
+        try:
+            payload, props = from_amqp(record.payload)
+        except DecodeError:  # not AMQP sections (another message format): passed as it came
+            payload, props = record.payload, ()
+        qos = 0 if settled else port.qos
+        sub = conn.subscribers[port.filter]
+        session = conn.session
+        if qos == 2 and session is not None:
+            # Persistent: the packet id is the network's before the client sees it.
+            known = self.resend.pop(record.gid, None)
+            pid = engine.reserve(2) if known is None else known
+            self.in_flight[pid] = (sub, record, qos)
+            packet = Publish(record.topic, payload, 2, False, known is not None or bool(redelivery), pid, props)
+            if known is not None:  # (the network knows its packet id already)
+                self._send(packet)
+            else:
+                session.outbound[pid] = (record.gid, False, port.filter)
+                assert conn.sessions is not None
+                conn.sessions.changed(session, lambda: self._send(packet))
+            return pid
+        try:
+            sent = engine.publish(record.topic, payload, qos, props, dup=bool(redelivery))
+        except PacketTooLarge as e:
+            if qos:  # (the client can never have it: refused for it, after this pump, not left in doubt)
+                conn.router.call_soon(self.refuse, sub, record, str(e))
+            return None
+        if sent is not None:
+            self.in_flight[sent] = (sub, record, qos)
+        conn.dirty()
+        return sent
+
+    def _send(self, packet: Publish) -> None:
+        conn = self.conn
+        engine = conn.mqtt
+        pid = packet.packet_id
+        assert pid is not None
+        entry = self.in_flight.get(pid)
+        if engine.closed or entry is None:
+            return
+        try:
+            engine.publish(packet.topic, packet.payload, 2, packet.props, packet.dup, packet_id=pid)
+        except PacketTooLarge as e:
+            self.in_flight.pop(pid, None)
+            engine.in_flight.pop(pid, None)
+            self._forget(pid)
+            self.refuse(entry[0], entry[1], str(e))
+            return
+        conn.dirty()
+
+    def _forget(self, pid: int) -> None:
+        conn = self.conn
+        session = conn.session
+        if session is not None and session.outbound.pop(pid, None) is not None:
+            assert conn.sessions is not None
+            conn.sessions.changed(session)
+
+    def acked(self, event: DeliveryAcked) -> None:
+        """PUBACK (QoS 1: accepted or refused), PUBCOMP (QoS 2: settled; its PUBREC said
+        accepted), or a refusing PUBREC (QoS 2)."""
+        conn = self.conn
+        pid = event.packet_id
+        self._forget(pid)
+        entry = self.in_flight.pop(pid, None)
+        if entry is None:
+            return
+        sub, record, qos = entry
+        refused = event.reason >= 0x80
+        state: Outcome | None = Outcome(OutcomeKind.REJECTED) if refused else None if qos == 2 else ACCEPTED
+        if sub.attached and record.states.get(sub) is not None:
+            conn.core.subscriber_update(sub, record, pid, state, True)
+        for s in list(conn.subscribers.values()):  # (the client's receive maximum has room again)
+            conn.lifecycle.subscriber_credit(s)
+
+    def received(self, event: DeliveryReceived) -> None:
+        """Its PUBREC: it has the message. A persistent session's network learns it first;
+        only then does the acceptance leave this router, and the PUBREL go."""
+        conn = self.conn
+        pid = event.packet_id
+        session = conn.session
+        if session is None or pid not in session.outbound:
+            self._accept(pid)
+            conn.mqtt.pubrel(pid)
+            return
+        gid, _, filter = session.outbound[pid]
+        session.outbound[pid] = (gid, True, filter)
+        assert conn.sessions is not None
+
+        def release() -> None:
+            self._accept(pid)
+            if not conn.engine.closed and pid in conn.mqtt.in_flight:
+                conn.mqtt.pubrel(pid)
+                conn.dirty()
+            conn.core.after_batch()
+        conn.sessions.changed(session, release)
+
+    def _accept(self, pid: int) -> None:
+        entry = self.in_flight.get(pid)
+        if entry is not None and entry[0].attached and entry[1].states.get(entry[0]) is not None:
+            self.conn.core.subscriber_update(entry[0], entry[1], pid, ACCEPTED, False)
+
+    def refuse(self, sub: Subscriber, record: Record, why: str) -> None:
+        """A message this client cannot take (over its maximum packet size): rejected for it."""
+        if sub.attached and record.states.get(sub) is not None:
+            conn = self.conn
+            conn.core.subscriber_update(sub, record, None, Outcome(OutcomeKind.REJECTED, description=why), True)
+            conn.core.after_batch()
+            conn.router.flush()
