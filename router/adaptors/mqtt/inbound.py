@@ -27,7 +27,7 @@ from .message import to_amqp
 from .ports import MqttPublisherPort
 
 if TYPE_CHECKING:
-    from .edge import MqttEdgeConnection
+    from .view import ConnectionView
 
 _ids = itertools.count(1)
 
@@ -39,7 +39,7 @@ def qos2_tag(epoch: int, packet_id: int) -> bytes:
 class Inbound:
     """One connection's side of its client's messages."""
 
-    def __init__(self, conn: MqttEdgeConnection) -> None:
+    def __init__(self, conn: ConnectionView) -> None:
         self.conn = conn
         self.nonce = secrets.token_bytes(8)  # (QoS 0 and 1 tags: unique to this connection)
         self.epoch = 0

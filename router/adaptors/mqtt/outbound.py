@@ -24,13 +24,13 @@ from .ports import MqttSubscriberPort
 from .sessions import Session
 
 if TYPE_CHECKING:
-    from .edge import MqttEdgeConnection
+    from .view import ConnectionView
 
 
 class Outbound:
     """One connection's side of the messages the network sends its client."""
 
-    def __init__(self, conn: MqttEdgeConnection) -> None:
+    def __init__(self, conn: ConnectionView) -> None:
         self.conn = conn
         self.in_flight: dict[int, tuple[Subscriber, Record, int]] = {}  # our QoS 1/2 messages by packet id
         self.resend: dict[bytes, int] = {}  # gid -> packet id: what a router before us sent, sent again so

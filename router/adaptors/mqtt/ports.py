@@ -11,7 +11,7 @@ from ...core import Outcome, OutcomeKind
 from ...mqtt.codes import Reason
 
 if TYPE_CHECKING:
-    from .edge import MqttEdgeConnection
+    from .view import ConnectionView
 
 QOS0_WINDOW = 1000  # pre-settled deliveries a QoS 0 subscriber is given at once
 
@@ -19,7 +19,7 @@ QOS0_WINDOW = 1000  # pre-settled deliveries a QoS 0 subscriber is given at once
 class MqttPublisherPort:
     __slots__ = ("conn", "topic", "credit")
 
-    def __init__(self, conn: MqttEdgeConnection, topic: str) -> None:
+    def __init__(self, conn: ConnectionView, topic: str) -> None:
         self.conn = conn
         self.topic = topic
         self.credit = 0
@@ -56,7 +56,7 @@ class MqttPublisherPort:
 class MqttSubscriberPort:
     __slots__ = ("conn", "filter", "qos")
 
-    def __init__(self, conn: MqttEdgeConnection, filter: str, qos: int) -> None:
+    def __init__(self, conn: ConnectionView, filter: str, qos: int) -> None:
         self.conn = conn
         self.filter = filter
         self.qos = qos

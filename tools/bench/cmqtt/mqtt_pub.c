@@ -45,6 +45,7 @@ int main(int argc, char **argv) {
     payload = calloc(1, body); lat = calloc(total, sizeof *lat); sent_at = calloc(65536, sizeof *sent_at);
     mosquitto_lib_init();
     struct mosquitto *m = mosquitto_new("once-bench-pub", true, NULL);
+    mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1); /* (a load client: no Nagle delay of its own) */
     mosquitto_max_inflight_messages_set(m, window);
     mosquitto_connect_callback_set(m, on_connect);
     mosquitto_publish_callback_set(m, on_publish);

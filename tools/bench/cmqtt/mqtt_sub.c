@@ -34,6 +34,7 @@ int main(int argc, char **argv) {
     lat = calloc(total, sizeof *lat);
     mosquitto_lib_init();
     struct mosquitto *m = mosquitto_new("once-bench-sub", true, NULL);
+    mosquitto_int_option(m, MOSQ_OPT_TCP_NODELAY, 1);
     mosquitto_connect_callback_set(m, on_connect);
     mosquitto_subscribe_callback_set(m, on_subscribe);
     mosquitto_message_callback_set(m, on_message);
