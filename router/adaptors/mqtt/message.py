@@ -42,8 +42,48 @@ AMQP_SECTIONS = "application/x-amqp-sections"  # the content type of a body MQTT
 _TO, _REPLY_TO, _CORRELATION_ID, _CONTENT_TYPE = 2, 4, 5, 6
 
 
+# The usual message, a PUBLISH without properties, is a properties section naming only
+# ``to`` and one data section: built and read here without the generic codec (the two
+# cost a sixth of the router's time per MQTT message), byte for byte what it makes.
+_TO_ONLY: dict[str, bytes] = {}  # topic -> its properties section (at most 4096 kept)
+_DATA = b"\x00\x53\x75"  # described by the smallulong 0x75
+
+
+def _to_only(topic: str) -> bytes:
+    section = _TO_ONLY.get(topic)
+    if section is None:
+        section = dumps(Described(ulong(PROPERTIES), [None, None, topic]))
+        if len(_TO_ONLY) >= 4096:
+            _TO_ONLY.clear()
+        _TO_ONLY[topic] = section
+    return section
+
+
+def _plain(message: bytes) -> bytes | None:
+    """The payload of a message of the usual shape (``to`` only, one data section), else None."""
+    if message[:4] != b"\x00\x53\x73\xc0" or len(message) < 9 or message[5:9] != b"\x03\x40\x40\xa1":
+        return None
+    end = 5 + message[4]
+    if message[end:end + 3] != _DATA or len(message) < end + 5:
+        return None
+    code = message[end + 3]
+    if code == 0xA0:
+        start = end + 5
+        size = message[end + 4]
+    elif code == 0xB0:
+        start = end + 8
+        size = int.from_bytes(message[end + 4:start], "big")
+    else:
+        return None
+    return message[start:] if start + size == len(message) else None
+
+
 def to_amqp(topic: str, payload: bytes, props: Props = ()) -> bytes:
     """The AMQP message for an MQTT PUBLISH (its topic alias already resolved)."""
+    if not props:
+        n = len(payload)
+        return b"".join((_to_only(topic), _DATA, b"\xa0" + bytes((n,)) if n < 256 else b"\xb0" + n.to_bytes(4, "big"),
+                         payload))
     out = bytearray()
     expiry = prop(props, Prop.MESSAGE_EXPIRY_INTERVAL)
     if isinstance(expiry, int):
@@ -84,6 +124,9 @@ def to_amqp(topic: str, payload: bytes, props: Props = ()) -> bytes:
 def from_amqp(message: bytes) -> tuple[bytes, Props]:
     """An MQTT payload and its MQTT 5.0 properties from an AMQP message (3.1.1 subscribers
     get the payload only). Raises ``DecodeError`` for a message that is not AMQP sections."""
+    plain = _plain(message)
+    if plain is not None:
+        return plain, ()
     sections: list[tuple[int, Any, int, int]] = []
     pos = 0
     while pos < len(message):
