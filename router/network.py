@@ -207,7 +207,7 @@ class Network:
         if type(msg) is Routed:
             if msg.to == self.me:
                 items = msg.items
-                if any(type(i) is Note for i in items):
+                if items and type(items[0]) is Note:  # (notes travel alone: ``send_note``)
                     for item in items:
                         if type(item) is Note:
                             reader = self.readers.get(item.channel)
