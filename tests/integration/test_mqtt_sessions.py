@@ -91,3 +91,64 @@ def test_qos2_is_exactly_once_across_a_sigkill_of_a_router(mesh3, killed):
     assert (pub if killed == "publisher's" else sub).at == 1  # (it did move)
     for c in (pub, sub):
         c.close()
+
+
+
+def _member(where: tuple[str, int], client_id: str, expiry: int, clean: bool = True) -> FailoverPaho:
+    """A shared-subscription member that answers nothing by itself (PUBACK by hand)."""
+    m = FailoverPaho([where], client_id, expiry=expiry, manual_ack=True, clean=clean)
+    if clean:
+        m.client.subscribe([("$share/workers/jobs", 1)])
+        m.wait(lambda s: s.subacks, what="SUBACK")
+    return m
+
+
+def _cut(m: FailoverPaho) -> None:
+    """Its network dies: no DISCONNECT, the job it was sent unanswered."""
+    m.stop = True
+    m.thread.join(5)
+    m.client.socket().close()
+
+
+@pytest.mark.parametrize("expiry", [0, 2])
+def test_a_shared_members_unanswered_message_goes_to_another_member_when_its_session_ends(tmp_path, expiry):
+    """MQTT 5.0 4.8.2: when a member's session ends with a message it never answered (at
+    once without a session expiry, else when it expires), the group's other members get it
+    (the opposite of emqx#12257, which drops it)."""
+    net = Network("line3.yaml", tmp_path, settings={"subscriber_grace": "1s"})
+    try:
+        first = _member(net["B"].mqtt, "member-1", expiry)
+        pub = FailoverPaho([net["A"].mqtt], "jobs-pub")
+        mid = pub.client.publish("jobs", b"job 1", qos=1).mid
+        first.wait(lambda s: s.received, what="the job at the first member")
+        second = _member(net["C"].mqtt, "member-2", 300)
+        _cut(first)
+        second.wait(lambda s: s.received, timeout=30, what="the job handed to the other member")
+        assert second.received == [b"job 1"]
+        second.client.ack(second.messages[0].mid, 1)
+        pub.wait(lambda p: mid in p.acked, what="PUBACK once the other member answered")
+        for c in (pub, second):
+            c.close()
+    finally:
+        net.stop()
+
+
+def test_a_shared_member_that_resumes_its_session_gets_its_unanswered_message_again_not_another(tmp_path):
+    net = Network("line3.yaml", tmp_path, settings={"subscriber_grace": "1s"})
+    try:
+        first = _member(net["B"].mqtt, "member-1", 300)
+        pub = FailoverPaho([net["A"].mqtt], "jobs-pub")
+        mid = pub.client.publish("jobs", b"job 1", qos=1).mid
+        first.wait(lambda s: s.received, what="the job at the first member")
+        second = _member(net["C"].mqtt, "member-2", 300)
+        _cut(first)
+        back = _member(net["C"].mqtt, "member-1", 300, clean=False)  # resumes, at another router
+        back.wait(lambda s: s.received, timeout=30, what="the job again")
+        assert back.messages[0].payload == b"job 1" and back.messages[0].dup
+        back.client.ack(back.messages[0].mid, 1)
+        pub.wait(lambda p: mid in p.acked, what="PUBACK once the resumed member answered")
+        assert second.received == []  # (complete: nobody else can get it now)
+        for c in (pub, second, back):
+            c.close()
+    finally:
+        net.stop()

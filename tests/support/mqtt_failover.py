@@ -14,18 +14,20 @@ from paho.mqtt.properties import Properties
 
 class FailoverPaho:
     def __init__(self, routers: list[tuple[str, int]], client_id: str, expiry: int = 300, v5: bool = True,
-                 clean: bool = True) -> None:
+                 clean: bool = True, manual_ack: bool = False) -> None:
         self.routers = routers
         self.at = 0  # index of the router it is (or was last) connected to
         self.expiry = expiry
         self.v5 = v5
         self.received: list[bytes] = []  # payloads, as the application got them
+        self.messages: list[mqtt.MQTTMessage] = []
         self.acked: set[int] = set()  # mids whose flow completed (PUBACK / PUBCOMP)
         self.present: list[bool] = []  # CONNACK's session present, per connect
         self.subacks: list[list[int]] = []
         self.lock = threading.Lock()
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                                  protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311, clean_session=None if v5 else clean)
+                                  protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311, clean_session=None if v5 else clean,
+                                  manual_ack=manual_ack)
         self.client.max_inflight_messages_set(20)
         self.client.max_queued_messages_set(0)
         self.client.on_message = self._message
@@ -41,6 +43,7 @@ class FailoverPaho:
     def _message(self, c: object, u: object, m: mqtt.MQTTMessage) -> None:
         with self.lock:
             self.received.append(m.payload)
+            self.messages.append(m)
 
     def _published(self, c: object, u: object, mid: int, rc: object, props: object) -> None:
         with self.lock:

@@ -365,7 +365,9 @@ class MqttEdgeConnection(EngineProtocol):
         self.inbound.drop(keep)
         for sub in self.subscribers.values():
             if keep and session is not None:
-                self.lifecycle.subscriber_gone(sub, True, True, float(session.expiry))
+                # (suspended for its session expiry, not durable: a group it was the last of
+                # does not wait for it past its session)
+                self.lifecycle.subscriber_gone(sub, True, False, float(session.expiry))
             else:
                 self.lifecycle.subscriber_gone(sub, False)
         self.subscribers.clear()
