@@ -96,6 +96,7 @@ class MqttConnection:
         # PUBREC awaiting PUBREL (both count against the receive maximum we advertise)
         self.unanswered: dict[int, int] = {}  # packet id -> QoS
         self.awaiting_release: set[int] = set()
+        self.complete_props: dict[int, Props] = {}  # PUBREC's properties, for its PUBCOMP
         self.aliases: dict[int, str] = {}
         # ours to the client: packet id -> QoS of what is in flight (QoS 2: until PUBCOMP)
         self.in_flight: dict[int, int] = {}
@@ -264,7 +265,7 @@ class MqttConnection:
         if a.kind is PacketType.PUBREL:
             if pid in self.awaiting_release:
                 self.awaiting_release.discard(pid)
-                self._send(Ack(PacketType.PUBCOMP, pid))
+                self._send(Ack(PacketType.PUBCOMP, pid, Reason.SUCCESS, self.complete_props.pop(pid, ())))
                 events.append(PublishReleased(pid))
             else:  # (a PUBREL resent after our PUBCOMP was lost, or to the router before us: complete it again)
                 self._send(Ack(PacketType.PUBCOMP, pid, Reason.PACKET_IDENTIFIER_NOT_FOUND
@@ -324,19 +325,24 @@ class MqttConnection:
         self._send(Connack(False, reason, props))
         self.state = State.CLOSED
 
-    def puback(self, packet_id: int, reason: Reason = Reason.SUCCESS) -> None:
-        """Answer the client's QoS 1 message."""
+    def puback(self, packet_id: int, reason: Reason = Reason.SUCCESS, props: Props = ()) -> None:
+        """Answer the client's QoS 1 message (``props``: 5.0 only)."""
         if self.unanswered.pop(packet_id, None) != 1:
             raise ValueError(f"no QoS 1 message {packet_id} to answer")
-        self._send(Ack(PacketType.PUBACK, packet_id, self._v5_reason(reason)))
+        self._send(Ack(PacketType.PUBACK, packet_id, self._v5_reason(reason), self._v5_props(props)))
 
-    def pubrec(self, packet_id: int, reason: Reason = Reason.SUCCESS) -> None:
+    def pubrec(self, packet_id: int, reason: Reason = Reason.SUCCESS, props: Props = ()) -> None:
         """Answer the client's QoS 2 message: it is ours (success), or refused (>= 0x80)."""
         if self.unanswered.pop(packet_id, None) != 2:
             raise ValueError(f"no QoS 2 message {packet_id} to answer")
         if reason < 0x80:
             self.awaiting_release.add(packet_id)
-        self._send(Ack(PacketType.PUBREC, packet_id, self._v5_reason(reason)))
+            if props and self.version is Version.V5:
+                self.complete_props[packet_id] = props  # (the PUBCOMP says it again: clients see that one)
+        self._send(Ack(PacketType.PUBREC, packet_id, self._v5_reason(reason), self._v5_props(props)))
+
+    def _v5_props(self, props: Props) -> Props:
+        return props if self.version is Version.V5 else ()
 
     def suback(self, packet_id: int, reasons: list[int]) -> None:
         """Per filter, the QoS granted or a failure reason (3.1.1: any failure is 0x80)."""

@@ -58,8 +58,11 @@ def test_a_directory_without_journals_is_a_one_line_error(tmp_path, capsys):
     assert "no journal/ directory" in capsys.readouterr().err
 
 
-def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path):
-    scenario = load(ROOT / "topologies" / "scenarios" / "subscriber-crash.yaml").with_messages(1500)
+@pytest.mark.parametrize("name", ["subscriber-crash", "mqtt-subscriber-router-dies"])
+def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path, name):
+    """Our clients, Proton's, and MQTT clients (their journals name the gid the router told
+    them in a user property)."""
+    scenario = load(ROOT / "topologies" / "scenarios" / f"{name}.yaml").with_messages(1500)
     report = run(scenario, tmp_path / "run", progress=False)
     assert report.ok, report.text()
     s = run_audit(spark, str(tmp_path / "run")).summary
@@ -79,7 +82,7 @@ def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path)
             assert mine["resume_seconds"] == pytest.approx(theirs["seconds"], abs=0.01)
     assert s["latency_ms"]["per_hop"] and s["throughput"]["accepted_per_s_peak"] > 0
     page = (tmp_path / "run" / "audit" / "report.html").read_text()
-    assert "<h1>once audit: subscriber-crash</h1>" in page and "routers A, B, C" in page  # the run, named
+    assert f"<h1>once audit: {name}</h1>" in page and "routers A, B, C" in page  # the run, named
     assert "in 0.1 s buckets" in page and "e+0" not in page  # a short run, finer; readable axes
 
 

@@ -9,8 +9,12 @@ the bookkeeping.
   application got (paho hands a QoS 2 message over at its PUBREL, once); ``count`` is 1
   when it came with DUP.
 
-MQTT clients write no delivery journal: the audit (``once audit``) reads our clients' and
-Proton's, and a message's gid is the router's to compute (the session's incarnation).
+Each also writes its delivery journal for ``once audit``. A message's gid is the router's
+to compute, so the clients ask for it (CONNECT user property ``once-gid``): the router names
+it in a user property of its PUBACK/PUBCOMP's PUBREC and of every PUBLISH it sends. The
+publisher writes "sent" (at its send time) and "accepted" rows when the answer comes; the
+subscriber writes "received" rows only: paho sends the PUBREC (its acceptance) by itself,
+and the moment is not the application's to see.
 """
 
 from __future__ import annotations
@@ -20,12 +24,44 @@ import time
 from pathlib import Path
 from typing import Any
 
+from once.router.journal import Event, Journal, Source
+
 EXPIRY = 300  # seconds the session outlives a connection
 
 
 def _line(f: Any, **kw: Any) -> None:
     f.write(json.dumps(kw) + "\n")
     f.flush()
+
+
+def _gid_client() -> Any:
+    import paho.mqtt.client as mqtt
+
+    class GidClient(mqtt.Client):  # type: ignore[misc]
+        """paho's client, keeping the gid a PUBREC names: paho hands its callback the
+        PUBCOMP's properties, and a PUBCOMP from the router after ours (the PUBREL resent
+        there) names nothing. (paho's packet decoder is its own, private API: without it,
+        no gid is kept and the journal lacks those rows.)"""
+
+        gids: dict[int, bytes] = {}
+
+        def _handle_pubrec(self) -> Any:
+            try:
+                r = mqtt._packet.decode_pubrec(self._in_packet["command"], self._in_packet["packet"], self._protocol)
+                gid = _gid(r.properties)
+                if gid:
+                    self.gids[r.mid] = gid
+            except Exception:  # (another paho: no gid from here)
+                pass
+            return super()._handle_pubrec()
+
+    return GidClient
+
+
+def _GidClient(*args: Any, **kw: Any) -> Any:
+    client = _gid_client()(*args, **kw)
+    client.gids = {}
+    return client
 
 
 class _Failover:
@@ -37,12 +73,13 @@ class _Failover:
         self.mqtt = mqtt
         self.routers = [(u.removeprefix("mqtt://").rsplit(":", 1)[0], int(u.rsplit(":", 1)[1])) for u in spec["routers"]]
         self.at = 0
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"harness-{spec['name']}",
-                                  protocol=mqtt.MQTTv5)
+        self.client = _GidClient(mqtt.CallbackAPIVersion.VERSION2, client_id=f"harness-{spec['name']}",
+                                 protocol=mqtt.MQTTv5)
         self.client.max_inflight_messages_set(min(int(spec.get("window", 100)), 100))
         self.client.max_queued_messages_set(0)
         self.props = Properties(PacketTypes.CONNECT)
         self.props.SessionExpiryInterval = EXPIRY
+        self.props.UserProperty = ("once-gid", "1")  # (the router names each message's gid)
 
     def connect(self, first: bool) -> None:
         """Connect to the router it is at, or the next that answers."""
@@ -64,18 +101,33 @@ class _Failover:
             self.connect(first=False)
 
 
+def _gid(props: Any) -> bytes:
+    """The gid the router named in a packet's user properties (b"": none)."""
+    for k, v in getattr(props, "UserProperty", None) or ():
+        if k == "once-gid":
+            return bytes.fromhex(v)
+    return b""
+
+
 def run_mqtt_publisher(spec: dict[str, Any]) -> None:
     out, name, topic = Path(spec["out"]), spec["name"], spec["topic"]
     records = open(out / f"pub-{name}.jsonl", "a")
+    journal = Journal(out / "journal" / f"publisher-{name}.csv", Source.PUBLISHER, name, sync_every_row=True)
     total, rate = spec["messages"], spec["rate"]
     f = _Failover(spec)
     waiting: dict[int, int] = {}  # paho's mid -> seq
+    sent_at: dict[int, float] = {}  # seq -> when it was sent
 
     def published(c: Any, u: Any, mid: int, rc: Any, props: Any) -> None:
         seq = waiting.pop(mid, None)
         if seq is not None:
             accepted = getattr(rc, "value", rc) < 0x80
             _line(records, e="accepted" if accepted else "rejected", id=f"{name}:{seq}", t=time.time())
+            gid = f.client.gids.pop(mid, b"") or _gid(props)
+            if gid:
+                mid_ = f"{name}:{seq}"
+                journal.add_at(int(sent_at.pop(seq) * 1e6), Event.SENT, gid, topic, mid=mid_)
+                journal.add(Event.ACCEPTED if accepted else Event.REJECTED, gid, topic, mid=mid_)
 
     f.client.on_publish = published
     f.connect(first=True)
@@ -89,7 +141,8 @@ def run_mqtt_publisher(spec: dict[str, Any]) -> None:
         # network would take it before older messages (an order the client made).
         while seq < due and len(waiting) < 100 and f.client.is_connected():
             mid = f"{name}:{seq}"
-            _line(records, e="sent", id=mid, t=time.time())
+            sent_at[seq] = time.time()
+            _line(records, e="sent", id=mid, t=sent_at[seq])
             waiting[f.client.publish(topic, f"body of {mid}".encode(), qos=2).mid] = seq
             seq += 1
     print("done", flush=True)
@@ -99,11 +152,15 @@ def run_mqtt_publisher(spec: dict[str, Any]) -> None:
 def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
     out, name, topic = Path(spec["out"]), spec["name"], spec["topic"]
     records = open(out / f"sub-{name}.jsonl", "a")
+    journal = Journal(out / "journal" / f"subscriber-{name}.csv", Source.SUBSCRIBER, name, sync_every_row=True)
     f = _Failover(spec)
 
     def message(c: Any, u: Any, m: Any) -> None:
         mid = m.payload.decode().removeprefix("body of ")
         _line(records, id=mid, count=int(m.dup), first=True, t=time.time())
+        gid = _gid(m.properties)
+        if gid:
+            journal.add(Event.RECEIVED, gid, topic, "redelivery" if m.dup else "", mid=mid)
 
     def connected(c: Any, u: Any, flags: Any, rc: Any, props: Any) -> None:
         if not flags.session_present:

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("once.mqtt")
 access = logging.getLogger("once.access")
 _ids = itertools.count(1)
+GID = "once-gid"
 MAX_SESSION_EXPIRY = 86400  # seconds: a longer one asked for is cut to this (and the client told)
 
 class MqttEdgeConnection(EngineProtocol):
@@ -80,6 +81,10 @@ class MqttEdgeConnection(EngineProtocol):
         self.session: Session | None = None  # persistent: lives in the network
         self.incarnation = 0
         self.will: Will | None = None  # (``will.py``)
+        # It asked to be told each message's gid (CONNECT user property ``once-gid``, 5.0):
+        # in a user property of our PUBACK/PUBREC and of every PUBLISH we send it (for a
+        # delivery journal the audit can join, as our harness's MQTT clients keep).
+        self.tell_gid = False
         self.subscribers: dict[str, Subscriber] = {}
         self.inbound = Inbound(self)
         self.outbound = Outbound(self)
@@ -148,6 +153,7 @@ class MqttEdgeConnection(EngineProtocol):
             expiry = min(expiry, MAX_SESSION_EXPIRY)
             props += ((Prop.SESSION_EXPIRY_INTERVAL, expiry),)  # (what we keep, when not what it asked)
         self.client_id, self.user = client_id, user
+        self.tell_gid = c.version is Version.V5 and (Prop.USER_PROPERTY, (GID, "1")) in c.props
         present = self._open_session(client_id, c.clean_start, expiry)
         self.will = c.will
         self.router.connections.add(self)

@@ -20,6 +20,8 @@ import itertools
 import secrets
 from typing import TYPE_CHECKING
 
+from once.records.table import Record
+
 from ...core import Publisher
 from ...mqtt.codes import Reason, Version
 from ...mqtt.events import MessagePublished, PublishReleased
@@ -51,6 +53,7 @@ class Inbound:
         self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
         self.bumping = False  # a new epoch is on its way to the routers we reach
         self.publishers: dict[str, Publisher] = {}
+        self.unsettled: dict[bytes, Record] = {}  # its QoS 1/2 messages in the network, by our tag
 
     def resumed(self, epoch: int) -> None:
         """The session resumes here: its messages from before are of ``epoch``."""
@@ -90,7 +93,11 @@ class Inbound:
         pub = self._publisher(p.topic)
         if p.dup and tag not in pub.live:
             pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
-        conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0, (p.qos, p.packet_id or 0, tag))
+        record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0,
+                                   (p.qos, p.packet_id or 0, tag))
+        if p.qos and record is not None:
+            # (by our tag: a record taken over from a copy is under the copy's tag in the core)
+            self.unsettled[tag] = record
         port = pub.port
         assert isinstance(port, MqttPublisherPort)
         if port.credit <= 0:
@@ -144,9 +151,14 @@ class Inbound:
     def settled(self, topic: str, tag: bytes) -> None:
         """Its message is settled (PUBACK sent, or PUBREL came): the network may forget it."""
         pub = self.publishers.get(topic)
-        record = pub.live.get(tag) if pub is not None else None
+        record = self.unsettled.pop(tag, None)
         if pub is not None and record is not None:
             self.conn.core.publisher_settled(pub, record)
+
+    def gid(self, tag: bytes) -> bytes:
+        """The gid of its unsettled message ``tag`` (b"": none)."""
+        record = self.unsettled.get(tag)
+        return record.gid if record is not None else b""
 
     def released(self, event: PublishReleased) -> None:
         entry = self.releasing.pop(event.packet_id, None)
@@ -170,5 +182,6 @@ class Inbound:
         for pub in self.publishers.values():
             self.conn.lifecycle.publisher_gone(pub, suspend)
         self.publishers.clear()
+        self.unsettled.clear()
         self.held.clear()
         self.releasing.clear()

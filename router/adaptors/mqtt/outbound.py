@@ -16,6 +16,7 @@ from once.records.table import Record
 
 from ...amqp.errors import DecodeError
 from ...core import ACCEPTED, Outcome, OutcomeKind, Subscriber
+from ...mqtt.codes import Prop
 from ...mqtt.connection import PacketTooLarge
 from ...mqtt.events import DeliveryAcked, DeliveryReceived
 from ...mqtt.packets import Publish
@@ -61,6 +62,8 @@ class Outbound:
             payload, props = from_amqp(record.payload)
         except DecodeError:  # not AMQP sections (another message format): passed as it came
             payload, props = record.payload, ()
+        if conn.tell_gid:
+            props = (*props, (Prop.USER_PROPERTY, ("once-gid", record.gid.hex())))
         qos = 0 if settled else port.qos
         sub = conn.subscribers[port.filter]
         session = conn.session

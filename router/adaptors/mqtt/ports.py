@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from once.records.table import Record
 
 from ...core import Outcome, OutcomeKind
-from ...mqtt.codes import Reason
+from ...mqtt.codes import Prop, Reason
+from ...mqtt.packets import Props
 
 if TYPE_CHECKING:
     from .view import ConnectionView
@@ -40,11 +41,15 @@ class MqttPublisherPort:
             return
         accepted = outcome.kind is OutcomeKind.ACCEPTED
         reason = Reason.SUCCESS if accepted else Reason.UNSPECIFIED_ERROR
+        props: Props = ()
+        if conn.tell_gid:
+            gid = conn.inbound.gid(tag)
+            props = ((Prop.USER_PROPERTY, ("once-gid", gid.hex())),) if gid else ()
         if qos == 1:
-            conn.mqtt.puback(packet_id, reason)
+            conn.mqtt.puback(packet_id, reason, props)
             conn.inbound.settled(self.topic, tag)
         else:
-            conn.mqtt.pubrec(packet_id, reason)
+            conn.mqtt.pubrec(packet_id, reason, props)
             if accepted:
                 conn.inbound.releasing[packet_id] = (self.topic, tag)
             else:  # (a refused QoS 2 flow ends at its PUBREC)

@@ -20,6 +20,7 @@ class InboundSide(Protocol):
     releasing: dict[int, tuple[str, bytes]]
 
     def settled(self, topic: str, tag: bytes) -> None: ...
+    def gid(self, tag: bytes) -> bytes: ...
     def answered(self, packet_id: int) -> None: ...
 
 
@@ -39,6 +40,7 @@ class ConnectionView(Protocol):
     subscribers: dict[str, Subscriber]
     paused: bool
     ready: bool
+    tell_gid: bool
     inbound: InboundSide
     outbound: OutboundSide
 
