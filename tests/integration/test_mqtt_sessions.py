@@ -64,10 +64,13 @@ def test_a_clean_start_ends_the_old_session_and_its_subscriptions(line3):
         c.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("killed", ["publisher's", "subscriber's"])
 def test_qos2_is_exactly_once_across_a_sigkill_of_a_router(mesh3, killed):
     """A publisher at A and a subscriber at B, both QoS 2 with persistent sessions; one of
-    their routers is SIGKILLed under load and the client moves to C."""
+    their routers is SIGKILLed under load and the client moves to C. (slow: the default
+    suite runs the harness scenarios mqtt-publisher-router-dies and
+    mqtt-subscriber-router-dies, which do this with our clients beside.)"""
     sub = FailoverPaho([mesh3["B"].mqtt, mesh3["C"].mqtt], "kill-sub")
     sub.client.subscribe([("plant/kill", 2)])
     sub.wait(lambda s: s.subacks, what="SUBACK")
