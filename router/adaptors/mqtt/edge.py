@@ -50,7 +50,7 @@ from ...mqtt.events import (
     SubscribeRequested,
     UnsubscribeRequested,
 )
-from ...mqtt.packets import Props, Will
+from ...mqtt.packets import Props, Will, prop
 from ...mqtt.topics import is_wildcard, parse_filter
 from .inbound import Inbound
 from .outbound import Outbound
@@ -146,7 +146,8 @@ class MqttEdgeConnection(EngineProtocol):
         if self.sessions is None:
             expiry = 0
         elif c.version is Version.V5:
-            expiry = int(_prop(c.props, Prop.SESSION_EXPIRY_INTERVAL) or 0)
+            asked = prop(c.props, Prop.SESSION_EXPIRY_INTERVAL)
+            expiry = asked if isinstance(asked, int) else 0
         else:
             expiry = 0 if c.clean_start else int(self.router.settings.subscriber_grace)
         if c.version is Version.V5 and expiry > MAX_SESSION_EXPIRY or self.sessions is None:
@@ -433,13 +434,6 @@ def end_suspended(router: RouterContext, client_id: str) -> None:
     for sub in router.core.suspended():
         if sub.container_id == client_id and sub.link_name.startswith("mqtt:"):
             router.lifecycle.subscriber_gone(sub, False)
-
-
-def _prop(props: Props, key: Prop) -> Any:
-    for k, v in props:
-        if k is key:
-            return v
-    return None
 
 
 class _Ending:

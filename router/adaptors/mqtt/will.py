@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ...core import Outcome
 from ...logs import fields
 from ...mqtt.codes import Prop
-from ...mqtt.packets import Will
+from ...mqtt.packets import Will, prop
 from .message import to_amqp
 
 if TYPE_CHECKING:
@@ -42,10 +42,8 @@ class _WillPort:
 
 
 def will_delay(will: Will) -> int:
-    for k, v in will.props:
-        if k is Prop.WILL_DELAY_INTERVAL and isinstance(v, int):
-            return v
-    return 0
+    delay = prop(will.props, Prop.WILL_DELAY_INTERVAL)
+    return delay if isinstance(delay, int) else 0
 
 
 def publish_will(router: RouterContext, client_id: str, will: Will) -> None:
