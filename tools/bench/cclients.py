@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +59,37 @@ def _install_proton() -> None:
 
 def build() -> Path:
     """The directory holding ``once-csend`` and ``once-crecv``, compiled once per source version."""
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(SOURCES.iterdir()))).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "once" / f"bench-c-{digest}"
-    binaries = cache / "once-csend", cache / "once-crecv"
-    if all(b.exists() for b in binaries):
+    def flags() -> list[str]:
+        found = _proton_flags()
+        if found is None:
+            _install_proton()
+            found = _proton_flags() or ["-lqpid-proton"]
+        return found
+    return compile_clients(SOURCES, "bench-c", {"sender.c": "once-csend", "receiver.c": "once-crecv"}, flags,
+                           "or run the bench without --clients c")
+
+
+def compile_clients(sources: Path, name: str, programs: dict[str, str], flags: Callable[[], list[str]],
+                    hint: str = "") -> Path:
+    """The cache directory holding ``programs`` (source file -> binary) built from
+    ``sources``, compiled once per version of the sources; ``flags()`` (the libraries, which
+    it may install) is asked only when something must be built."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(sources.iterdir()))).hexdigest()[:16]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "once" / f"{name}-{digest}"
+    if all((cache / binary).exists() for binary in programs.values()):
         return cache
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise CommandError(Exit.FAILED, "the C clients need a C compiler (apt-get install gcc), "
-                                        "or run the bench without --clients c")
-    flags = _proton_flags()
-    if flags is None:
-        _install_proton()
-        flags = _proton_flags() or ["-lqpid-proton"]
+        raise CommandError(Exit.FAILED, f"the bench's C clients need a C compiler (apt-get install gcc){', ' + hint if hint else ''}")
+    libs = flags()
     cache.mkdir(parents=True, exist_ok=True)
-    for source, binary in zip(("sender.c", "receiver.c"), binaries):
-        tmp = binary.with_suffix(".tmp")
-        r = subprocess.run([cc, "-O2", "-o", str(tmp), str(SOURCES / source), *flags], capture_output=True, text=True)
+    for source, binary in programs.items():
+        tmp = (cache / binary).with_suffix(".tmp")
+        r = subprocess.run([cc, "-O2", "-o", str(tmp), str(sources / source), *libs], capture_output=True, text=True)
         if r.returncode != 0:
             raise CommandError(Exit.FAILED, f"compiling the C client {source} failed: "
                                             f"{' '.join(r.stderr.strip().splitlines()[:2])}")
-        tmp.replace(binary)  # (atomic: a half-written binary is never taken for a built one)
+        tmp.replace(cache / binary)  # (atomic: a half-written binary is never taken for a built one)
     return cache
 
 

@@ -13,7 +13,6 @@ message once it has it, once says PUBACK/PUBREC only when the subscriber accepte
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import socket
@@ -28,7 +27,7 @@ from pathlib import Path
 import yaml
 from once.tools.exits import CommandError, Exit
 
-from .cclients import _client, _report
+from .cclients import _client, _report, compile_clients
 from .procs import Meter, two_cores
 
 SOURCES = Path(__file__).parent / "cmqtt"
@@ -62,26 +61,11 @@ def _apt(packages: tuple[str, ...]) -> None:
 
 def build() -> Path:
     """The directory holding ``once-mqtt-pub`` and ``once-mqtt-sub``, compiled once per source version."""
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(SOURCES.iterdir()))).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "once" / f"bench-mqtt-{digest}"
-    binaries = cache / "once-mqtt-pub", cache / "once-mqtt-sub"
-    if all(b.exists() for b in binaries):
-        return cache
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise CommandError(Exit.FAILED, "the MQTT bench's clients need a C compiler (apt-get install gcc)")
-    if not Path("/usr/include/mosquitto.h").exists() or shutil.which("mosquitto", path="/usr/sbin:/usr/bin") is None:
-        _apt(PACKAGES)
-    cache.mkdir(parents=True, exist_ok=True)
-    for source, binary in zip(("mqtt_pub.c", "mqtt_sub.c"), binaries):
-        tmp = binary.with_suffix(".tmp")
-        r = subprocess.run([cc, "-O2", "-o", str(tmp), str(SOURCES / source), "-lmosquitto"], capture_output=True,
-                           text=True)
-        if r.returncode != 0:
-            raise CommandError(Exit.FAILED, f"compiling the MQTT client {source} failed: "
-                                            f"{' '.join(r.stderr.strip().splitlines()[:2])}")
-        tmp.replace(binary)  # (atomic: a half-written binary is never taken for a built one)
-    return cache
+    def flags() -> list[str]:
+        if not Path("/usr/include/mosquitto.h").exists() or shutil.which("mosquitto", path="/usr/sbin:/usr/bin") is None:
+            _apt(PACKAGES)
+        return ["-lmosquitto"]
+    return compile_clients(SOURCES, "bench-mqtt", {"mqtt_pub.c": "once-mqtt-pub", "mqtt_sub.c": "once-mqtt-sub"}, flags)
 
 
 def _once(topology: str, tmp: Path) -> tuple[list[subprocess.Popen[str]], tuple[str, int], tuple[str, int]]:
@@ -174,6 +158,8 @@ TARGETS = {"once-1": "once, one router", "once-line3": "once, line of three (pub
 
 def main(messages: int, rounds: int, window: int = 100, qos_levels: tuple[int, ...] = (1, 2)) -> int:
     bins = build()
+    if shutil.which("mosquitto", path="/usr/sbin:/usr/bin") is None:  # (the clients were built before)
+        _apt(("mosquitto",))
     samples: dict[tuple[str, int], list[Sample]] = {}
     for r in range(rounds):
         for qos in qos_levels:
