@@ -15,7 +15,8 @@ def test_the_issue_scenarios_are_shipped():
     names = {p.stem for p in SHIPPED}
     assert names == {"publisher-router-dies", "subscriber-router-dies", "intermediate-router-dies",
                      "two-routers-die", "subscriber-crash", "link-flap", "proton-publisher-router-dies",
-                     "mqtt-publisher-router-dies", "mqtt-subscriber-router-dies", "group-member-killed", "exclusive-active-dies", "group-router-dies", "links-slow-and-quiet"}
+                     "mqtt-publisher-router-dies", "mqtt-subscriber-router-dies", "mqtt-group-router-dies",
+                     "group-member-killed", "exclusive-active-dies", "group-router-dies", "links-slow-and-quiet"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

@@ -10,7 +10,7 @@ hypothesis draws schedules of its own (a group among them) and shrinks what fail
 Zero is asserted in every category (lost, reordered, never answered, state left behind,
 expired, hangs, processed twice) over both, over a thousand group schedules whose members release
 messages (``--releases``), five hundred each where they leave for good (``--leaves``) or one joins
-(``--joins``; 5,000 of each run clean outside the suite), and over a thousand ``--hard`` schedules. Fresh seeds run outside the suite (``--fresh
+(``--joins``; 5,000 of each run clean outside the suite), and over eight hundred ``--hard`` schedules. Fresh seeds run outside the suite (``--fresh
 N``); a failure there is a fix and a named regression test (``test_protocol3.py``).
 """
 
@@ -100,10 +100,11 @@ def test_five_hundred_group_schedules_where_a_member_joins_fail_none(tmp_path: P
     assert not failed, dict(list(failed.items())[:10])
 
 
-def test_a_thousand_hard_schedules_fail_none(tmp_path: Path):
+def test_eight_hundred_hard_schedules_fail_none(tmp_path: Path):
     """``--hard``: 6-10 routers with chords, silent and one-way partitions, paused routers,
-    clock steps, crashing publishers, credit that binds."""
-    failed = _sweep(tmp_path, 1000, "--hard")
+    clock steps, crashing publishers, credit that binds. (Eight hundred: the suite's 10
+    minutes; 2,000 fresh ones run clean outside it before each stop.)"""
+    failed = _sweep(tmp_path, 800, "--hard")
     assert not failed, dict(list(failed.items())[:10])
 
 

@@ -162,9 +162,12 @@ def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
         if gid:
             journal.add(Event.RECEIVED, gid, topic, "redelivery" if m.dup else "", mid=mid)
 
+    group = spec.get("group")  # (a member of a shared subscription)
+    name_ = f"$share/{group}/{topic}" if group else topic
+
     def connected(c: Any, u: Any, flags: Any, rc: Any, props: Any) -> None:
         if not flags.session_present:
-            f.client.subscribe(topic, qos=2)
+            f.client.subscribe(name_, qos=2)
 
     f.client.on_message = message
     f.client.on_connect = connected
