@@ -45,9 +45,11 @@ class Paho:
         self.client.loop_stop()
 
 
-@pytest.fixture
-def line3(tmp_path):
-    net = Network("line3.yaml", tmp_path)
+@pytest.fixture(scope="module")
+def line3(tmp_path_factory):
+    """One line of three for the module (each test its own topics and client ids): the
+    suite's 10 minutes hold one network start here, not one per test."""
+    net = Network("line3.yaml", tmp_path_factory.mktemp("line3"))
     yield net
     net.stop()
 
