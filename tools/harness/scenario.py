@@ -7,7 +7,7 @@ A scenario file (``topologies/scenarios/*.yaml``)::
     topic: orders
     messages: 3000                # per publisher
     rate: 1500                    # per publisher, messages/s (0: as fast as credit allows)
-    publishers:  [{name: p1, router: A}]          # client: once (default) or proton
+    publishers:  [{name: p1, router: A}]          # client: once (default), proton or mqtt
     subscribers: [{name: s1, router: C}, {name: s2, router: B, client: proton}]
     # subscribers that name a group are its members: each message to one of them
     #   {name: w1, router: A, group: workers}   (exclusive: true for one active member)
