@@ -174,3 +174,44 @@ def test_subscribe_is_the_applications_to_answer_and_3_1_1_failures_are_0x80():
     assert c.send(sub) == [SubscribeRequested(sub)]
     c.conn.suback(3, [1, Reason.NOT_AUTHORIZED])
     assert c.got() == [Suback(3, (1, 0x80))]
+
+
+def test_a_pubrel_waits_for_the_application_when_it_releases_and_a_resend_keeps_the_packet_id():
+    """``release_by_app``: a persistent session makes a PUBREC known to the network before
+    the PUBREL goes; a message sent again (a router after ours) keeps its packet id."""
+    c = Client(release_by_app=True)
+    c.connected()
+    pid = c.conn.reserve(2)
+    assert c.conn.credit() == 65534  # (reserved: counted against the client's receive maximum)
+    c.conn.publish("t", b"m", 2, packet_id=pid, dup=True)
+    (sent,) = c.got()
+    assert sent.packet_id == pid and sent.dup
+    assert c.send(Ack(PacketType.PUBREC, pid)) == [DeliveryReceived(pid, Reason.SUCCESS)]
+    assert c.got() == []  # no PUBREL until the application says
+    c.conn.pubrel(pid)
+    assert c.got() == [Ack(PacketType.PUBREL, pid)]
+    assert c.send(Ack(PacketType.PUBCOMP, pid)) == [DeliveryAcked(pid, Reason.SUCCESS)]
+
+
+def test_a_resumed_session_completes_a_pubrel_it_never_saw_and_pubcomp_repeats_pubrec_properties():
+    c = Client()
+    assert c.send(Connect(Version.V5, "c1", clean_start=False))
+    c.conn.accept(session_present=True)
+    (ack,) = c.got()
+    assert ack.session_present
+    # a PUBREL for a message the router before us answered: success, not 0x92
+    assert c.send(Ack(PacketType.PUBREL, 9)) == []
+    assert c.got() == [Ack(PacketType.PUBCOMP, 9, Reason.SUCCESS)]
+    c.send(Publish("t", b"m", 2, packet_id=3))
+    named = ((Prop.USER_PROPERTY, ("once-gid", "ab")),)
+    c.conn.pubrec(3, Reason.SUCCESS, named)
+    assert c.got() == [Ack(PacketType.PUBREC, 3, Reason.SUCCESS, named)]
+    assert c.send(Ack(PacketType.PUBREL, 3)) == [PublishReleased(3)]
+    assert c.got() == [Ack(PacketType.PUBCOMP, 3, Reason.SUCCESS, named)]  # (clients see the PUBCOMP's)
+
+
+def test_a_fresh_session_answers_an_unknown_pubrel_with_0x92_in_5_0():
+    c = Client()
+    c.connected()
+    c.send(Ack(PacketType.PUBREL, 9))
+    assert c.got() == [Ack(PacketType.PUBCOMP, 9, Reason.PACKET_IDENTIFIER_NOT_FOUND)]
