@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
+from once.records.names import is_pattern, matches
+
 from .messages import OriginState, SubAck, SubEvent, Subscription
 
 Out = list[tuple[str, object]]  # (neighbour, message) to send
@@ -55,7 +57,9 @@ class SubscriberTable:
         self.seq = base
         self.origins: dict[str, _Origin] = defaultdict(_Origin)
         self.origins[me].watermark = base
+        # name (a topic or a pattern) -> origin -> its subscribers under that name
         self.by_topic: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.patterns: set[str] = set()  # the names in ``by_topic`` that are patterns (``records/names.py``)
         self.echoes: dict[tuple[str, int], _Echo] = {}
         self.messages_sent = 0
         self.by_key: dict[tuple[str, str], set[str]] = defaultdict(set)  # subscriber key -> origins holding it
@@ -65,8 +69,14 @@ class SubscriberTable:
     # ---------------------------------------------------------------- views
 
     def routers_for(self, topic: str) -> set[str]:
+        """Routers with subscribers a message to ``topic`` reaches: of the topic itself, or of
+        a pattern matching it."""
         counts = self.by_topic.get(topic)
-        return {r for r, n in counts.items() if n > 0} if counts else set()
+        out = {r for r, n in counts.items() if n > 0} if counts else set()
+        for name in self.patterns:
+            if name != topic and matches(name, topic):
+                out.update(r for r, n in self.by_topic[name].items() if n > 0)
+        return out
 
     def home(self, key: tuple[str, str]) -> str | None:
         """The router a subscriber key lives at: its newest attach (ties: the larger id,
@@ -127,10 +137,13 @@ class SubscriberTable:
         return frozenset(s.key for s in self._subs_of(origin, topic))
 
     def _subs_of(self, origin: str, topic: str) -> list[Subscription]:
+        """``origin``'s subscribers that a message to ``topic`` reaches (by name or pattern)."""
         o = self.origins.get(origin)
         if o is None:
             return []
-        return [s for _, s in o.keys.values() if s is not None and s.topic == topic]
+        patterns = self.patterns
+        return [s for _, s in o.keys.values() if s is not None and (
+            s.topic == topic or (s.topic in patterns and matches(s.topic, topic)))]
 
     def subscriptions(self, origin: str) -> list[Subscription]:
         o = self.origins.get(origin)
@@ -208,12 +221,20 @@ class SubscriberTable:
         if seq <= old_seq:
             return  # an older event arriving late never overrides a newer one
         if old is not None:
-            self.by_topic[old.topic][origin_id] -= 1
+            self._uncount(old.topic, origin_id)
             self.by_key[key].discard(origin_id)
         if sub is not None:
             self.by_topic[sub.topic][origin_id] += 1
             self.by_key[key].add(origin_id)
+            if is_pattern(sub.topic):
+                self.patterns.add(sub.topic)
         origin.keys[key] = (seq, sub)
+
+    def _uncount(self, name: str, origin_id: str) -> None:
+        counts = self.by_topic[name]
+        counts[origin_id] -= 1
+        if name in self.patterns and not any(counts.values()):
+            self.patterns.discard(name)  # (a message no longer tries it)
 
     # ----------------------------------------------------------- full sync
 
@@ -306,5 +327,5 @@ class SubscriberTable:
             return
         for key, (_, sub) in o.keys.items():
             if sub is not None:
-                self.by_topic[sub.topic][origin_id] -= 1
+                self._uncount(sub.topic, origin_id)
                 self.by_key[key].discard(origin_id)

@@ -58,6 +58,7 @@ from .groups import Groups
 from .peers import SUSPENDED, CoreRecord, CoreRecords, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
 from .tables import CoreTables, Key
+from .topics import TopicIndex
 from .treatments import FAN_OUT, TopicTreatment, Treatment
 
 __all__ = ["Core", "Hop", "Publisher", "Subscriber", "Upstream"]
@@ -166,7 +167,7 @@ class Core:
         return self.tables.records
 
     @property
-    def topics(self) -> dict[str, dict[Key, Subscriber]]:
+    def topics(self) -> TopicIndex:
         return self.tables.topics
 
     @property
@@ -221,15 +222,13 @@ class Core:
 
     def subscribed(self, topic: str, key: Key) -> bool:
         """Whether subscriber ``key`` of ``topic`` is here (attached or suspended)."""
-        return key in self.tables.topics.get(topic, {})
+        subs = self.tables.topics.own.get(topic)
+        return subs is not None and key in subs
 
     def live_here(self, key: Key) -> bool:
         """Whether subscriber ``key`` is attached here, not suspended."""
-        for subs in self.tables.topics.values():
-            sub = subs.get(key)
-            if sub is not None and sub.suspended_until is None:
-                return True
-        return False
+        sub = self.tables.topics.find(key)
+        return sub is not None and sub.suspended_until is None
 
     def reclaim_idle(self, now: float) -> int:
         """Cut back links that hold credit without sending; how many were cut."""
@@ -355,7 +354,7 @@ class Core:
             if old.group != group:
                 self.groups.leave(old)
             self.failover.take_over(old, sub)
-        self.tables.topics.setdefault(topic, {})[sub.key] = sub
+        self.tables.topics.add(sub)
         if group is not None:
             self.groups.join(sub, since)
         return sub, old
@@ -364,9 +363,8 @@ class Core:
                          group: GroupId | None = None, since: int = 0, exclusive: bool = False) -> None:
         """A subscriber of ours from before we restarted: suspended here until it resumes
         (here, or elsewhere and moved) or its grace ends; deliveries for it wait."""
-        subs = self.tables.topics.setdefault(topic, {})
         key = (container_id, link_name)
-        if key in subs:
+        if self.subscribed(topic, key):
             return
         sub = Subscriber(SUSPENDED, topic, container_id, link_name, False, self.tables.measures.topic(topic))  # type: ignore[arg-type]
         sub.suspended_until = until
@@ -374,17 +372,14 @@ class Core:
         sub.group = group
         sub.exclusive = exclusive
         sub.resumable = True  # it was suspended in our earlier life, so it could resume
-        subs[key] = sub
+        self.tables.topics.add(sub)
         if group is not None:
             self.groups.join(sub, since)
 
     def key_owner(self, key: tuple[str, str]) -> str | None:
         """Who made the subscription ``key`` here (attached or suspended); None if there is none."""
-        for subs in self.tables.topics.values():
-            sub = subs.get(key)
-            if sub is not None:
-                return sub.owner
-        return None
+        sub = self.tables.topics.find(key)
+        return sub.owner if sub is not None else None
 
     def suspended(self) -> list[Subscriber]:
         return [s for subs in self.tables.topics.values() for s in subs.values() if s.suspended_until is not None]
@@ -421,12 +416,7 @@ class Core:
         return gone
 
     def _unlink(self, sub: Subscriber) -> None:
-        topics = self.tables.topics
-        subs = topics.get(sub.topic)
-        if subs is not None and subs.get(sub.key) is sub:
-            del subs[sub.key]
-            if not subs:
-                del topics[sub.topic]
+        if self.tables.topics.discard(sub):
             if sub.group is not None:
                 self.groups.leave(sub)
 

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from once.records.names import is_pattern, matches
 from once.records.placeholders import Placeholders
 from once.records.table import SubState
 
@@ -165,18 +166,26 @@ class Failover:
         us by a root that had not heard of the move yet: it follows them there. Answered
         here without them, it would be lost to them. (A copy the root sent there directly
         as well is recognised there by its gid and not delivered twice.)"""
-        moved = self.moved_away.get(record.topic)
-        if not moved:
+        moved_away = self.moved_away
+        if not moved_away:
+            return {}
+        # (moved away by the name they attached under: the topic, or a pattern it matches)
+        names = [n for n in moved_away if n == record.topic or (is_pattern(n) and matches(n, record.topic))]
+        if not names:
             return {}
         now = self.clock()
         out: dict[str, set[Key]] = {}
-        here = self.topics.get(record.topic, ())
-        for key, (where, until) in list(moved.items()):
-            if until <= now:
-                del moved[key]
-                if not moved:
-                    del self.moved_away[record.topic]
-            elif key not in here:
+        here = self.topics.get(record.topic) or {}
+        for name in names:
+            moved = moved_away[name]
+            for key, (where, until) in list(moved.items()):
+                if until <= now:
+                    del moved[key]
+                    if not moved:
+                        del moved_away[name]
+                    continue
+                if key in here:
+                    continue
                 # Where it lives now, not where it went first: it may have moved on (or
                 # come back), and two routers each following it to the other by what
                 # they saw first would hand copies back and forth, each waiting for the

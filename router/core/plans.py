@@ -9,10 +9,9 @@ the subscriber table and a route computation per message."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from .ports import RoutesPort
 from .tables import Key
+from .topics import TopicIndex
 
 Plan = tuple[frozenset[str], dict[Key, str], dict[str, frozenset[Key]]]
 
@@ -20,7 +19,7 @@ Plan = tuple[frozenset[str], dict[Key, str], dict[str, frozenset[Key]]]
 class Plans:
     __slots__ = ("router_id", "topics", "routes", "owed", "plans", "hops", "hop_of", "onward_of", "only_me")
 
-    def __init__(self, router_id: str, topics: Mapping[str, Mapping[Key, object]], routes: RoutesPort) -> None:
+    def __init__(self, router_id: str, topics: TopicIndex, routes: RoutesPort) -> None:
         self.router_id = router_id
         self.topics = topics  # the local subscribers (never owed remotely)
         self.routes = routes

@@ -1,5 +1,5 @@
 """What every part of the core reads: the router's identity, settings and clocks, the
-record table, each topic's local subscribers, the counters and the journal; and the
+record table, the local subscribers by topic and pattern, the counters and the journal; and the
 small rules the parts share.
 
 ``Core`` builds one ``CoreTables`` and hands it to each part (``facade.py``). The
@@ -15,11 +15,12 @@ from once.records.table import RecordTable
 
 from .measures import Measures
 from .ports import Conditions, Outcome, OutcomeKind, rejected
+from .topics import TopicIndex
 
 if TYPE_CHECKING:
     from ..config import Settings
     from ..journal import Journal
-    from .peers import CoreRecords, Subscriber
+    from .peers import CoreRecords
 
 # The kinds as module constants for the per-message code (a global is cheaper than an
 # enum's attribute on Python 3.11).
@@ -47,8 +48,8 @@ class CoreTables:
         self.clock = clock
         self.wall = wall  # microseconds: the stamps of the records we are root for
         self.records: CoreRecords = RecordTable()
-        # topic -> {subscriber key: its local subscriber (attached or suspended)}
-        self.topics: dict[str, dict[Key, Subscriber]] = {}
+        # the local subscribers (attached or suspended) by name, and those a topic reaches
+        self.topics = TopicIndex()
         # The router's counters (what ``/metrics`` shows: ``router/http/metrics.py``), plain
         # integers: ``published`` from our publishers, ``delivered``/``accepted``/... by our
         # subscribers, ``forwarded`` copies sent to neighbours; ``duplicates`` resent

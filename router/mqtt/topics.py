@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from once.records import names
+
 from .codec import MqttError
 from .codes import Reason
 
@@ -64,16 +66,6 @@ def parse_filter(topic_filter: str) -> Filter:
 
 
 def matches(topic_filter: str, topic: str) -> bool:
-    """Whether a valid filter matches a valid topic name."""
-    if topic.startswith("$") and topic_filter[:1] in ("+", "#"):
-        return False
-    f_levels = topic_filter.split("/")
-    t_levels = topic.split("/")
-    for i, level in enumerate(f_levels):
-        if level == "#":
-            return True
-        if i >= len(t_levels):
-            return False
-        if level != "+" and level != t_levels[i]:
-            return False
-    return len(f_levels) == len(t_levels)
+    """Whether a valid filter matches a valid topic name (the network's rule, the same:
+    ``records/names.py``)."""
+    return names.matches(topic_filter, topic)

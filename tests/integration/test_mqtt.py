@@ -13,6 +13,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from proton.utils import BlockingConnection, LinkDetached
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.routers import Network
 
@@ -94,11 +95,45 @@ def test_an_mqtt_acknowledgement_waits_for_every_subscriber_to_accept(line3):
     slow.close()
 
 
-def test_wildcards_are_refused_until_the_network_matches_patterns(line3):
-    v5 = Paho(line3["A"].mqtt, "wild-5")
-    v311 = Paho(line3["A"].mqtt, "wild-311", v5=False)
-    assert v5.subscribe(("a/+", 1), ("a/b", 1)) == [0xA2, 1]  # wildcard subscriptions not supported
-    assert v311.subscribe(("a/#", 1)) == [0x80]
+def test_wildcard_subscribers_across_the_line_mqtt_and_amqp(line3):
+    """A pattern is a subscription across the network: MQTT and AMQP subscribers of
+    ``w/+/t`` and ``w/#`` at each end get every matching message, from MQTT and AMQP
+    publishers at the other end, each publisher's in order, and nothing else."""
+    plus = Paho(line3["C"].mqtt, "wild-plus")
+    hash311 = Paho(line3["B"].mqtt, "wild-hash", v5=False)
+    assert plus.subscribe(("w/+/t", 2)) == [2]
+    assert hash311.subscribe(("w/#", 1)) == [1]
+    amqp = ProtonSubscriber(line3["C"].url, "w/+/t", name="wild-amqp")
+    pub = Paho(line3["A"].mqtt, "wild-pub")
+    sent = [(f"w/{i % 3}/{'tx'[i % 2]}", f"m{i}".encode()) for i in range(30)]
+    for topic, body in sent:
+        pub.client.publish(topic, body, qos=2).wait_for_publish(timeout=30)
+    proton = ProtonPublisher(line3["A"].url, "w/9/t")
+    assert proton.send_wait(b"from amqp") == ACCEPTED
+    plus_want = [b for t, b in sent if t.endswith("/t")] + [b"from amqp"]
+    assert [m.payload for m in plus.take(len(plus_want))] == plus_want
+    assert [bytes(m.body) for m in amqp.take(len(plus_want))] == plus_want
+    hash_want = [b for _, b in sent] + [b"from amqp"]
+    got = hash311.take(len(hash_want))
+    assert [m.payload for m in got] == hash_want and got[0].topic == "w/0/t"  # (the topic it was published to)
+    # nothing more came: a message to a topic no pattern matches, then the last one they get
+    pub.client.publish("x/1/t", b"nobody", qos=1).wait_for_publish(timeout=30)
+    pub.client.publish("w/last/t", b"last", qos=1).wait_for_publish(timeout=30)
+    assert plus.take(1)[0].payload == hash311.take(1)[0].payload == bytes(amqp.get().body) == b"last"
+    for c in (plus, hash311, amqp, pub, proton):
+        c.close()
+
+
+def test_patterns_are_for_subscribers_and_not_for_groups(line3):
+    v5 = Paho(line3["A"].mqtt, "wild-share-5")
+    v311 = Paho(line3["A"].mqtt, "wild-share-311", v5=False)
+    # a shared subscription of a pattern: wildcard subscriptions not supported (0xA2; 3.1.1: 0x80)
+    assert v5.subscribe(("$share/g/a/+", 1), ("a/b", 1)) == [0xA2, 1]
+    assert v311.subscribe(("$share/g/a/#", 1)) == [0x80]
+    # an AMQP publisher to a pattern is refused, naming it
+    with pytest.raises(LinkDetached) as refused:
+        BlockingConnection(line3["A"].url, timeout=30).create_sender("a/+/c")
+    assert "amqp:invalid-field" in str(refused.value) and "'a/+/c' is a pattern" in str(refused.value)
     v5.close()
     v311.close()
 

@@ -294,3 +294,17 @@ def test_a_router_restarted_with_its_clock_behind_numbers_its_events_past_its_ea
         keys = {s.key for s in net.planes[router].table.subscriptions("C")}
         assert ("member", "g") in keys
         assert net.planes[router].table.home(("member", "g")) == "C"
+
+
+def test_a_topic_reaches_the_routers_of_the_patterns_matching_it():
+    t = SubscriberTable("X")
+    t.on_event(SubEvent("B", 1, True, Subscription("B", "a/+", "c", "plus", since=1)), "B", set())
+    t.on_event(SubEvent("C", 1, True, Subscription("C", "a/#", "c", "hash", since=1)), "C", set())
+    t.on_event(SubEvent("D", 1, True, Subscription("D", "a/b", "c", "exact", since=1)), "D", set())
+    assert t.routers_for("a/b") == {"B", "C", "D"}
+    assert t.routers_for("a/b/c") == {"C"} and t.routers_for("x") == set()
+    assert t.effective_routers("a/z", {"B", "C", "D"}) == {"B", "C"}
+    assert t.keys_of("B", "a/b") == {("c", "plus")} and t.keys_of("B", "b/b") == frozenset()
+    # the pattern leaves: a topic no longer reaches its router, and the table forgets it
+    t.on_event(SubEvent("B", 2, False, Subscription("B", "a/+", "c", "plus")), "B", set())
+    assert t.routers_for("a/b") == {"C", "D"} and t.patterns == {"a/#"}

@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from once.records.names import matches
 from once.router.config import LinkSpec, Settings
 from once.router.core import Core
 from once.router.core.lifecycle import LinkLifecycle
@@ -155,6 +156,7 @@ class SimNet:
         self.expired: list[tuple[str, str]] = []
         self.log: list[str] = []
         self.tombstones_checked = False  # set once the run has waited them out
+        self.group_topic = "t"  # consumer group "g"'s topic
 
     # ----------------------------------------------------------- timing
 
@@ -287,7 +289,7 @@ class SimNet:
             if client.conn is not None:
                 client.conn.cut()
         elif f.kind == "join":  # a new member joins the group: (name, its routers in order...)
-            self.add_subscriber(f.target[0], "t", list(f.target[1:]), group="g")
+            self.add_subscriber(f.target[0], self.group_topic, list(f.target[1:]), group="g")
         elif f.kind == "leave":  # a group member closes its link for good
             client = self.client(f.target[0])
             if isinstance(client, Subscriber):
@@ -385,16 +387,19 @@ class SimNet:
         """Every message answered, processed by every subscriber, and no state left."""
         if any(p.unsettled or p.to_send for p in self.publishers):
             return False
-        want = sum(p.next for p in self.publishers)
-        if any(len(s.accepted) < want for s in self.subscribers if not s.group):
+        if any(len(s.accepted) < self.wanted(s.topic) for s in self.subscribers if not s.group):
             return False
-        groups: dict[str, set[bytes]] = {}
+        groups: dict[str, tuple[str, set[bytes]]] = {}
         for s in self.subscribers:
             if s.group:
-                groups.setdefault(s.group, set()).update(s.accepted)
-        if any(len(done) < want for done in groups.values()):
+                groups.setdefault(s.group, (s.topic, set()))[1].update(s.accepted)
+        if any(len(done) < self.wanted(topic) for topic, done in groups.values()):
             return False
         return all(not r.alive or not len(r.core.records) for r in self.routers.values())
+
+    def wanted(self, name: str) -> int:
+        """How many messages a subscriber under ``name`` (a topic or a pattern) is owed."""
+        return sum(p.next for p in self.publishers if matches(name, p.topic))
 
     def run_to_end(self, limit: float, step: float = 0.25) -> bool:
         """Run until ``settled()`` (checked every ``step`` of virtual time) or ``limit``."""
@@ -416,6 +421,7 @@ class SimNet:
             if bad:
                 out.append(f"publisher {p.name}: {len(bad)} not accepted (first {min(bad)}: {p.outcomes[min(bad)]})")
         tags = {p.gid(t): (p.name, t) for p in self.publishers for t in range(p.next)}
+        topic_of = {p.name: p.topic for p in self.publishers}
         # A consumer group is one subscriber: its members' effects together, each gid once;
         # order per member (a message passed on from another member comes late).
         units: dict[str, list[Subscriber]] = {}
@@ -426,6 +432,8 @@ class SimNet:
             dup = reordered = phantom = 0
             first = {}
             grouped = bool(members[0].group)
+            # what its name reaches (every message, on the one topic a schedule without patterns has)
+            owed = {g for g, (name, _) in tags.items() if matches(members[0].topic, topic_of[name])}
             for m in members:
                 last: dict[str, int] = {}
                 firsts: set[bytes] = set()
@@ -445,9 +453,9 @@ class SimNet:
                     first.setdefault("duplicated", tags.get(gid))
                     continue
                 seen.add(gid)
-                if gid not in tags:
+                if gid not in owed:
                     phantom += 1
-            lost = sorted(tags[g] for g in set(tags) - seen)
+            lost = sorted(tags[g] for g in owed - seen)
             if lost:
                 out.append(f"subscriber {unit}: lost {len(lost)} (first {lost[0]})")
             for kind, n in (("duplicated", dup), ("reordered", reordered), ("phantom", phantom)):

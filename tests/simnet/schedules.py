@@ -21,6 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from once.records.names import is_pattern
+
 from .clock import Runaway
 from .net import SETTINGS, Fault, SimNet, Verdict
 
@@ -69,10 +71,12 @@ class Plan:
     hard: bool = False  # drawn by ``hard_plan``: faults may add up to seconds, so graces are longer
     protocol: int | None = None  # the acceptance protocol the routers run (None: the default; ``docs/protocol.md``)
     releases: float = 0.0  # how often a group member releases a message it is given (each at most once)
+    topics: dict[str, str] = field(default_factory=dict)  # client (or group "g") -> its topic or pattern (else "t")
 
     def describe(self) -> str:
         return (f"seed {self.seed}: {self.topology}, publishers {self.publishers}, subscribers {self.subscribers}, "
                 + (f"group members {self.members}, " if self.members else "") +
+                (f"topics {self.topics}, " if self.topics else "") +
                 f"{self.messages} messages every {self.interval * 1000:.1f} ms, faults: "
                 + "; ".join(str(f) for f in self.faults))
 
@@ -215,10 +219,11 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     net.releases = p.releases
     net.start()
     for name, prefs in p.subscribers:
-        net.add_subscriber(name, "t", prefs)
+        net.add_subscriber(name, p.topics.get(name, "t"), prefs)
+    net.group_topic = p.topics.get("g", "t")
     for name, prefs in p.members:
-        net.add_subscriber(name, "t", prefs, group="g")
-    pubs = [net.add_publisher(name, "t", prefs) for name, prefs in p.publishers]
+        net.add_subscriber(name, net.group_topic, prefs, group="g")
+    pubs = [net.add_publisher(name, p.topics.get(name, "t"), prefs) for name, prefs in p.publishers]
     net.run_until(START)
     for pub in pubs:
         net.publish_at(pub, [START + i * p.interval for i in range(p.messages)])
@@ -266,21 +271,43 @@ def with_churn(p: Plan, releases: bool = False, leaves: bool = False, joins: boo
     return p
 
 
+# ``--patterns``: publishers on topics, subscribers on topics and patterns of them
+# (``records/names.py``); the checker owes each subscriber what its name matches.
+PATTERN_TOPICS = ("t/a", "t/b", "t/a/x")
+PATTERN_NAMES = ("t/a", "t/+", "t/#", "+/b", "#", "t/a/+", "t/+/x")
+
+
+def with_patterns(p: Plan) -> Plan:
+    """Publishers on two or three topics, subscribers on topics and patterns, one of them a
+    pattern at least, drawn from their own stream (the rest of the seed's schedule stays the
+    same). Consumer group ``g`` is on one of the topics (a group is one topic's)."""
+    own = random.Random(f"{p.seed}/patterns")
+    p.topics = {name: own.choice(PATTERN_TOPICS) for name, _ in p.publishers}
+    p.topics["g"] = own.choice(sorted(set(p.topics.values())))
+    p.topics.update({name: own.choice(PATTERN_NAMES) for name, _ in p.subscribers})
+    if p.subscribers and not any(is_pattern(p.topics[name]) for name, _ in p.subscribers):
+        p.topics[p.subscribers[0][0]] = own.choice([n for n in PATTERN_NAMES if is_pattern(n)])
+    return p
+
+
 def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | None = None,
-         releases: bool = False, leaves: bool = False, joins: bool = False) -> tuple[int, list[str], int]:
+         releases: bool = False, leaves: bool = False, joins: bool = False,
+         patterns: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     p.protocol = protocol
     with_churn(p, releases, leaves, joins)
+    if patterns:
+        with_patterns(p)
     _, v = run(p)
     return seed, v.violations, v.events
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
           protocol: int | None = None, releases: bool = False, leaves: bool = False,
-          joins: bool = False) -> dict[int, list[str]]:
+          joins: bool = False, patterns: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
     one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol, releases=releases, leaves=leaves,
-                            joins=joins)
+                            joins=joins, patterns=patterns)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -312,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--leaves", action="store_true", help="with --groups: one member closes its link for good; "
                     "what it had not accepted goes to another member")
     ap.add_argument("--joins", action="store_true", help="with --groups: one more member joins during the run")
+    ap.add_argument("--patterns", action="store_true", help="publishers on several topics, subscribers on "
+                    "topics and patterns of them ('+', '#'), each owed what its name matches")
     ap.add_argument("--protocol", type=int, choices=(2, 3),
                     help="the acceptance protocol the routers run (docs/protocol.md; default: the routers' default, 3)")
     args = ap.parse_args(argv)
@@ -319,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
         p.protocol = args.protocol
         with_churn(p, args.releases, args.leaves, args.joins)
+        if args.patterns:
+            with_patterns(p)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -332,13 +363,14 @@ def main(argv: list[str] | None = None) -> int:
         seeds = range(start, start + args.fresh)
         print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
               f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}"
-              f"{' --leaves' if args.leaves else ''}{' --joins' if args.joins else ''}", flush=True)
+              f"{' --leaves' if args.leaves else ''}{' --joins' if args.joins else ''}"
+              f"{' --patterns' if args.patterns else ''}", flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
     failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard, protocol=args.protocol,
-                   releases=args.releases, leaves=args.leaves, joins=args.joins)
+                   releases=args.releases, leaves=args.leaves, joins=args.joins, patterns=args.patterns)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:

@@ -1,10 +1,11 @@
 """Random fault schedules on the in-process network (``schedules.py``), on the default
 protocol (version 3, ``docs/protocol.md``).
 
-Six thousand seeded schedules run in a subprocess with a fixed hash seed (so a failing
+Five thousand seeded schedules run in a subprocess with a fixed hash seed (so a failing
 seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.schedules
 --seed N --trace``; twenty thousand under ``-m slow``), three thousand more with a consumer
-group (``--groups``; ten thousand under ``-m slow``), and
+group (``--groups``; ten thousand under ``-m slow``), two thousand with pattern
+subscribers (``--patterns``), and
 hypothesis draws schedules of its own (a group among them) and shrinks what fails.
 
 Zero is asserted in every category (lost, reordered, never answered, state left behind,
@@ -45,14 +46,22 @@ def _sweep(tmp_path: Path, n: int, *options: str) -> dict[str, list[str]]:
     return failed
 
 
-def test_six_thousand_random_schedules_fail_none(tmp_path: Path):
-    failed = _sweep(tmp_path, 6000)
+def test_five_thousand_random_schedules_fail_none(tmp_path: Path):
+    failed = _sweep(tmp_path, 5000)
+    assert not failed, dict(list(failed.items())[:10])
+
+
+def test_two_thousand_schedules_with_pattern_subscribers_fail_none(tmp_path: Path):
+    """``--patterns``: publishers on two or three topics, subscribers on topics and on
+    patterns of them (``t/+``, ``t/#``, ``#``...): each gets what its name matches, exactly
+    once, each publisher's in order, across the same faults."""
+    failed = _sweep(tmp_path, 2000, "--patterns")
     assert not failed, dict(list(failed.items())[:10])
 
 
 @pytest.mark.slow
 def test_twenty_thousand_random_schedules_fail_none(tmp_path: Path):
-    """(slow: the default suite's 10 minutes on 2 cores hold the first 6,000; this and the
+    """(slow: the default suite's 10 minutes on 2 cores hold the first 5,000; this and the
     fresh sweeps before each stop cover more)"""
     failed = _sweep(tmp_path, 20000)
     assert not failed, dict(list(failed.items())[:10])

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from once.records.names import publisher_name_error, subscriber_name_error
 from once.records.table import Record
 
 from ...amqp.connection import Connection, Mode, State
@@ -261,6 +262,10 @@ class EdgeConnection(EngineProtocol):
                                          container=container_id, link=link.name, topic=address))
                 return
             group, exclusive = group_of(attach.source, link.name, container_id, self.router.topology.group_mode)
+            wrong = subscriber_name_error(address, group is not None)
+            if wrong:
+                self._refuse(link, Condition.NOT_IMPLEMENTED if group is not None else Condition.INVALID_FIELD, wrong)
+                return
             their_map = attach.unsettled
             request = SubscriberAttach(address, container_id, link.name, attach.snd_settle_mode is SenderSettleMode.SETTLED,
                                        group, exclusive, can_resume(attach.desired_capabilities), owner,
@@ -279,6 +284,10 @@ class EdgeConnection(EngineProtocol):
             address = attach.target.address if attach.target is not None else None
             if not address:
                 self._refuse(link, Condition.INVALID_FIELD, "a publisher needs target.address = topic")
+                return
+            wrong = publisher_name_error(address)
+            if wrong:
+                self._refuse(link, Condition.INVALID_FIELD, wrong)
                 return
             incarnation = _incarnation(attach.properties)
             pub, ours = self.lifecycle.attach_publisher(

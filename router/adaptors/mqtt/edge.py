@@ -12,8 +12,9 @@
 * Each topic filter of a SUBSCRIBE is one subscriber of the core (``mqtt:FILTER``), QoS 0
   at most once (pre-settled), QoS 1 and 2 holding acceptance back until the client's
   PUBACK, or PUBREC; the SUBACK goes when every filter's attach is effective network-wide.
-  ``$share/GROUP/FILTER`` joins consumer group GROUP. Wildcard filters are refused (0xA2)
-  until the network matches patterns.
+  A filter with ``+`` or ``#`` is a pattern subscriber: the network matches it against
+  every topic (``records/names.py``). ``$share/GROUP/FILTER`` joins consumer group GROUP
+  (a filter that is a pattern is refused there, 0xA2: a group is one topic's).
 * A persistent session (``sessions.py``) outlives its connection: its subscribers are
   suspended for its expiry, its publishers for their grace, and it resumes at any router.
   Our QoS 2 messages to it are sent only once the network knows their packet id, and
@@ -294,7 +295,7 @@ class MqttEdgeConnection(EngineProtocol):
             except MqttError as e:
                 reasons.append(e.reason)
                 continue
-            if is_wildcard(f.pattern):
+            if f.group and is_wildcard(f.pattern):  # (a group is one topic's: ``records/names.py``)
                 reasons.append(Reason.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
             reasons.append(sub.qos)
