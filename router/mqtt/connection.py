@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from .codec import MqttError, decode, encode, protocol_error
+from .codec import MqttError, ack_bytes, decode, encode, malformed, protocol_error, publish_bytes
 from .codes import PacketType, Prop, Reason, Version
 from .events import (
     ClientConnected,
@@ -70,6 +70,8 @@ class State(Enum):
 
 
 # Packets a client may send once connected (the others are the server's, or CONNECT again).
+# the acknowledgements by packet type number (the fast path of ``_frame``)
+ACK_KINDS = {4: PacketType.PUBACK, 5: PacketType.PUBREC, 6: PacketType.PUBREL, 7: PacketType.PUBCOMP}
 FROM_CLIENT = frozenset({PacketType.PUBLISH, PacketType.PUBACK, PacketType.PUBREC, PacketType.PUBREL,
                          PacketType.PUBCOMP, PacketType.SUBSCRIBE, PacketType.UNSUBSCRIBE, PacketType.PINGREQ,
                          PacketType.DISCONNECT, PacketType.AUTH})
@@ -206,6 +208,13 @@ class MqttConnection:
             return
         if ptype == PacketType.CONNECT:
             raise protocol_error("a second CONNECT")
+        if 4 <= ptype <= 7 and len(body) == 2 and flags == (2 if ptype == 6 else 0):
+            # (the usual acknowledgement, success with nothing else: no packet object)
+            pid = (body[0] << 8) | body[1]
+            if pid == 0:
+                raise malformed("packet identifier 0")
+            self._ack(ACK_KINDS[ptype], pid, Reason.SUCCESS, events)
+            return
         packet = decode(ptype, flags, body, self.version)
         if packet.type not in FROM_CLIENT:
             raise protocol_error(f"{packet.type.name} is the server's to send")
@@ -215,7 +224,7 @@ class MqttConnection:
         if isinstance(p, Publish):
             self._publish(p, events)
         elif isinstance(p, Ack):
-            self._ack(p, events)
+            self._ack(p.kind, p.packet_id, p.reason, events)
         elif isinstance(p, Subscribe):
             events.append(SubscribeRequested(p))
         elif isinstance(p, Unsubscribe):
@@ -260,32 +269,32 @@ class MqttConnection:
                         tuple((k, v) for k, v in p.props if k is not Prop.TOPIC_ALIAS))
         events.append(MessagePublished(p))
 
-    def _ack(self, a: Ack, events: list[Event]) -> None:
-        pid = a.packet_id
-        if a.kind is PacketType.PUBREL:
+    def _ack(self, kind: PacketType, pid: int, reason: Reason, events: list[Event]) -> None:
+        v5 = self.version is Version.V5
+        if kind is PacketType.PUBREL:
             if pid in self.awaiting_release:
                 self.awaiting_release.discard(pid)
-                self._send(Ack(PacketType.PUBCOMP, pid, Reason.SUCCESS, self.complete_props.pop(pid, ())))
+                self.out += ack_bytes(PacketType.PUBCOMP, pid, Reason.SUCCESS, self.complete_props.pop(pid, ()), v5)
                 events.append(PublishReleased(pid))
             else:  # (a PUBREL resent after our PUBCOMP was lost, or to the router before us: complete it again)
-                self._send(Ack(PacketType.PUBCOMP, pid, Reason.PACKET_IDENTIFIER_NOT_FOUND
-                               if self.version is Version.V5 and not self.session_present else Reason.SUCCESS))
+                self.out += ack_bytes(PacketType.PUBCOMP, pid, Reason.PACKET_IDENTIFIER_NOT_FOUND
+                                      if v5 and not self.session_present else Reason.SUCCESS, (), v5)
             return
         qos = self.in_flight.get(pid)
-        if a.kind is PacketType.PUBACK and qos == 1 or a.kind is PacketType.PUBCOMP and qos == 2:
+        if kind is PacketType.PUBACK and qos == 1 or kind is PacketType.PUBCOMP and qos == 2:
             del self.in_flight[pid]
-            events.append(DeliveryAcked(pid, a.reason))
-        elif a.kind is PacketType.PUBREC and qos == 2:
-            if a.reason >= 0x80:  # refused: the flow ends here (MQTT 5.0 4.3.3)
+            events.append(DeliveryAcked(pid, reason))
+        elif kind is PacketType.PUBREC and qos == 2:
+            if reason >= 0x80:  # refused: the flow ends here (MQTT 5.0 4.3.3)
                 del self.in_flight[pid]
-                events.append(DeliveryAcked(pid, a.reason))
+                events.append(DeliveryAcked(pid, reason))
             else:
                 if not self.release_by_app:
-                    self._send(Ack(PacketType.PUBREL, pid))
-                events.append(DeliveryReceived(pid, a.reason))
+                    self.out += ack_bytes(PacketType.PUBREL, pid)
+                events.append(DeliveryReceived(pid, reason))
         else:
-            raise protocol_error(f"{a.kind.name} for packet id {pid}, which is not in flight at QoS "
-                                 f"{'2' if a.kind is not PacketType.PUBACK else '1'}")
+            raise protocol_error(f"{kind.name} for packet id {pid}, which is not in flight at QoS "
+                                 f"{'2' if kind is not PacketType.PUBACK else '1'}")
 
     # ------------------------------------------------------------------ answers
 
@@ -329,7 +338,7 @@ class MqttConnection:
         """Answer the client's QoS 1 message (``props``: 5.0 only)."""
         if self.unanswered.pop(packet_id, None) != 1:
             raise ValueError(f"no QoS 1 message {packet_id} to answer")
-        self._send(Ack(PacketType.PUBACK, packet_id, self._v5_reason(reason), self._v5_props(props)))
+        self.out += ack_bytes(PacketType.PUBACK, packet_id, reason, props, self.version is Version.V5)
 
     def pubrec(self, packet_id: int, reason: Reason = Reason.SUCCESS, props: Props = ()) -> None:
         """Answer the client's QoS 2 message: it is ours (success), or refused (>= 0x80)."""
@@ -339,10 +348,7 @@ class MqttConnection:
             self.awaiting_release.add(packet_id)
             if props and self.version is Version.V5:
                 self.complete_props[packet_id] = props  # (the PUBCOMP says it again: clients see that one)
-        self._send(Ack(PacketType.PUBREC, packet_id, self._v5_reason(reason), self._v5_props(props)))
-
-    def _v5_props(self, props: Props) -> Props:
-        return props if self.version is Version.V5 else ()
+        self.out += ack_bytes(PacketType.PUBREC, packet_id, reason, props, self.version is Version.V5)
 
     def suback(self, packet_id: int, reasons: list[int]) -> None:
         """Per filter, the QoS granted or a failure reason (3.1.1: any failure is 0x80)."""
@@ -358,9 +364,6 @@ class MqttConnection:
         if self.state is State.CONNECTED and self.version is Version.V5:
             self._send(Disconnect(reason, ((Prop.REASON_STRING, description[:200]),) if description else ()))
         self.state = State.CLOSED
-
-    def _v5_reason(self, reason: Reason) -> Reason:
-        return reason if self.version is Version.V5 else Reason.SUCCESS
 
     # ------------------------------------------------------------------ messages out
 
@@ -378,10 +381,8 @@ class MqttConnection:
             packet_id = self.reserve(qos)
         elif qos and packet_id is not None:
             self.in_flight[packet_id] = qos
-        packet = Publish(topic, payload, qos, False, dup and qos > 0, packet_id if qos else None,
-                         props if self.version is Version.V5 else ())
-        assert self.version is not None
-        raw = encode(packet, self.version)
+        v5 = self.version is Version.V5
+        raw = publish_bytes(topic, payload, qos, dup and qos > 0, packet_id if qos else None, props if v5 else (), v5)
         if self.client_max_packet_size and len(raw) > self.client_max_packet_size:
             if qos and packet_id is not None:
                 self.in_flight.pop(packet_id, None)
@@ -403,7 +404,7 @@ class MqttConnection:
         if self.state is not State.CONNECTED:
             raise ValueError("not connected")
         self.in_flight[packet_id] = 2
-        self._send(Ack(PacketType.PUBREL, packet_id))
+        self.out += ack_bytes(PacketType.PUBREL, packet_id)
 
     def _free_id(self) -> int:
         for _ in range(65535):

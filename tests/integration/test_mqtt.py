@@ -131,8 +131,10 @@ def test_patterns_are_for_subscribers_and_not_for_groups(line3):
     assert v5.subscribe(("$share/g/a/+", 1), ("a/b", 1)) == [0xA2, 1]
     assert v311.subscribe(("$share/g/a/#", 1)) == [0x80]
     # an AMQP publisher to a pattern is refused, naming it
+    conn = BlockingConnection(line3["A"].url, timeout=30)
     with pytest.raises(LinkDetached) as refused:
-        BlockingConnection(line3["A"].url, timeout=30).create_sender("a/+/c")
+        conn.create_sender("a/+/c")
+    conn.close()
     assert "amqp:invalid-field" in str(refused.value) and "'a/+/c' is a pattern" in str(refused.value)
     v5.close()
     v311.close()
