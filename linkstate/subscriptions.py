@@ -111,16 +111,18 @@ class SubscriberTable:
                     break
         return out
 
-    def group_members(self, topic: str, but: str) -> dict[tuple[str, str], list[Subscription]]:
+    def group_members(self, topic: str, but: str) -> dict[tuple[str, str, str], list[Subscription]]:
         """Consumer group members of ``topic`` where they live (``home``), except at ``but``:
-        (group, scope) -> subscriptions."""
-        out: dict[tuple[str, str], list[Subscription]] = {}
+        (group, scope, pattern) -> subscriptions (``pattern``: the one the group's members
+        subscribed to, "" for a topic: a group of a pattern is another group)."""
+        out: dict[tuple[str, str, str], list[Subscription]] = {}
         for origin in self.routers_for(topic):
             if origin == but:
                 continue
             for sub in self._subs_of(origin, topic):
                 if sub.group and self.home(sub.key) == origin:
-                    out.setdefault((sub.group, sub.scope), []).append(sub)
+                    pattern = sub.topic if sub.topic in self.patterns else ""
+                    out.setdefault((sub.group, sub.scope, pattern), []).append(sub)
         return out
 
     def moved(self, topic: str, origin: str, reachable: set[str]) -> dict[str, frozenset[tuple[str, str]]]:

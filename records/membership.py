@@ -39,16 +39,27 @@ import zlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from .names import is_pattern
+
 Key = tuple[str, str]  # a subscriber's (container-id, link name)
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class GroupId:
     """A group of one topic: its subscription name, and for a group that is not global the
-    container-id that scopes it (JMS shared subscriptions: QPIDJMS-220's ``global``)."""
+    container-id that scopes it (JMS shared subscriptions: QPIDJMS-220's ``global``). A
+    group whose members subscribed to a pattern (``records/names.py``) is a group of every
+    topic it matches, and another group than one of the same name on a topic: ``pattern``
+    says which (MQTT 5.0 4.8.2: ``$share/g/a/+`` and ``$share/g/a/b`` are two)."""
 
     name: str
     scope: str = ""  # "" for a global group
+    pattern: str = ""  # the pattern its members subscribed to ("": a topic)
+
+    @classmethod
+    def of(cls, name: str, scope: str, topic: str) -> GroupId:
+        """The group ``name`` (``scope``) of subscribers attached under ``topic``."""
+        return cls(name, scope, topic if is_pattern(topic) else "")
 
     def __str__(self) -> str:
         return self.name if not self.scope else f"{self.scope}/{self.name}"

@@ -7,7 +7,8 @@ matches ``a``); a topic starting with ``$`` is not matched by a pattern starting
 wildcard. ``+`` or ``#`` inside a longer level is an ordinary character (an AMQP address
 ``price+tax`` is a topic), so a name is a pattern only when a whole level is a wildcard.
 
-Publishers send to topics only; subscribers attach to either. The core keeps its own
+Publishers send to topics only; subscribers attach to either, consumer group members too
+(a group of a pattern is its own group: ``GroupId.pattern``). The core keeps its own
 subscribers by name and asks ``matches`` which patterns a topic reaches
 (``router/core/topics.py``); the network's subscriber table does the same
 (``linkstate/subscriptions.py``).
@@ -65,11 +66,6 @@ def publisher_name_error(name: str) -> str | None:
     return None
 
 
-def subscriber_name_error(name: str, grouped: bool) -> str | None:
-    """Why a subscriber may not attach under ``name`` (None: it may). A consumer group of a
-    pattern is not supported yet: a group is one topic's (``records/membership.py``)."""
-    if not is_pattern(name):
-        return None
-    if grouped:
-        return f"{name!r} is a pattern: consumer groups of a pattern are not supported"
-    return pattern_error(name)
+def subscriber_name_error(name: str) -> str | None:
+    """Why a subscriber may not attach under ``name`` (None: it may)."""
+    return pattern_error(name) if is_pattern(name) else None

@@ -128,8 +128,8 @@ class Network:
         view = self._groups.get(topic)
         if view is None:
             found = self.plane.table.group_members(topic, self.me)
-            view = {GroupId(name, scope): Table(Member(s.key, s.router, s.since, s.exclusive) for s in subs)
-                    for (name, scope), subs in found.items()} if found else NO_GROUPS
+            view = {GroupId(name, scope, pattern): Table(Member(s.key, s.router, s.since, s.exclusive) for s in subs)
+                    for (name, scope, pattern), subs in found.items()} if found else NO_GROUPS
             self._groups[topic] = view
         return view
 
@@ -326,7 +326,7 @@ class Network:
         now_us = self.core.wall()
         had = self.core.member_had(sub.key)
         self.store.end(sub.key, now_us + max(s.router_dead_after, s.publisher_grace) * 1e6, now_us,
-                       None if had is None else Had(had[0].name, had[0].scope, had[1]))
+                       None if had is None else Had(had[0].name, had[0].scope, had[1], had[0].pattern))
         self.subscribe(sub, False)
 
     def suspended(self, key: tuple[str, str], until_us: float) -> None:
@@ -384,7 +384,7 @@ class Network:
         for s, left in live:
             if s.key in taken:
                 core.adopt_subscriber(s.topic, s.container_id, s.link_name, now + left, s.owner,
-                                      GroupId(s.group, s.scope) if s.group else None, s.since, s.exclusive)
+                                      GroupId.of(s.group, s.scope, s.topic) if s.group else None, s.since, s.exclusive)
         if taken:
             log.info("router %s: %d subscription(s) of ours from before the restart, suspended until they "
                      "resume or their grace ends", self.me, len(taken))
@@ -392,7 +392,7 @@ class Network:
             if key not in taken and until_us > now_us:
                 had = self.store.had.get(key)
                 core.ended_here(key, now + (until_us - now_us) / 1e6,
-                                None if had is None else (GroupId(had.group, had.scope), had.gids))
+                                None if had is None else (GroupId(had.group, had.scope, had.pattern), had.gids))
         return len(taken)
 
     def key_owners(self, key: tuple[str, str]) -> set[str]:
@@ -423,7 +423,8 @@ class Network:
             for sub in result.adopted:
                 core.adopt_subscriber(sub.topic, sub.container_id, sub.link_name,
                                       core.clock() + sub.timeout if sub.timeout else until, sub.owner,
-                                      GroupId(sub.group, sub.scope) if sub.group else None, sub.since, sub.exclusive)
+                                      GroupId.of(sub.group, sub.scope, sub.topic) if sub.group else None, sub.since,
+                                      sub.exclusive)
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self._groups.clear()

@@ -51,6 +51,7 @@ class Had(NamedTuple):
     group: str
     scope: str
     gids: tuple[bytes, ...]
+    pattern: str = ""  # a group of a pattern's (``GroupId.pattern``)
 
 
 class MemoryStore:
@@ -112,7 +113,8 @@ class FileStore(MemoryStore):
                     had = item.get("had")
                     if had is not None:
                         self.had[(ended[0], ended[1])] = Had(had["group"], had["scope"],
-                                                             tuple(bytes.fromhex(g) for g in had["gids"]))
+                                                             tuple(bytes.fromhex(g) for g in had["gids"]),
+                                                             had.get("pattern", ""))
                     continue
                 sub = Subscription(**item)
                 self.kept[sub.key] = Kept(sub, until)
@@ -143,7 +145,8 @@ class FileStore(MemoryStore):
             item: dict[str, object] = {"ended": list(key), "until_us": until}
             had = self.had.get(key)
             if had is not None:
-                item["had"] = {"group": had.group, "scope": had.scope, "gids": [g.hex() for g in had.gids]}
+                item["had"] = {"group": had.group, "scope": had.scope, "gids": [g.hex() for g in had.gids],
+                               "pattern": had.pattern}
             items.append(item)
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:

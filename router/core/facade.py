@@ -99,7 +99,8 @@ class Core:
         self.suspended_publishers: dict[Key, Publisher] = {}
         self.groups = groups = Groups(tables, routes, message_key)
         self.delivery = delivery = LocalDelivery(tables, credit, placeholders, routes,
-                                                 TopicTreatment(treatment, groups.local_groups), unsynced)
+                                                 TopicTreatment(treatment, groups.local_groups, groups.patterns),
+                                                 unsynced)
         # Protocol version 3 (``copies.py``, the default) takes the forwarding part's place:
         # copies to destinations, answers to the root.
         self.copies = copies = Copies(tables, credit, routes, routes.send_to) if settings.protocol >= 3 else None
@@ -340,6 +341,7 @@ class Core:
         resumes with no unsettled map, so this is at-least-once with duplicates marked.
         """
         key = (container_id, link_name)
+        group = _of_name(group, topic)
         old = None
         for other_topic, other in list(self.tables.topics.items()):
             if key in other:
@@ -366,6 +368,7 @@ class Core:
         key = (container_id, link_name)
         if self.subscribed(topic, key):
             return
+        group = _of_name(group, topic)
         sub = Subscriber(SUSPENDED, topic, container_id, link_name, False, self.tables.measures.topic(topic))  # type: ignore[arg-type]
         sub.suspended_until = until
         sub.owner = owner
@@ -481,3 +484,12 @@ class Core:
             self.copies.subscriber_moved(sub, where, self._unlink)
         else:
             self.failover.subscriber_moved(sub, where, self._unlink)
+
+
+def _of_name(group: GroupId | None, topic: str) -> GroupId | None:
+    """A member's group as the name it attached under makes it: of a pattern, another group
+    than one of a topic (``GroupId.pattern``; adaptors name the group, the core the pattern)."""
+    if group is None:
+        return None
+    wanted = GroupId.of(group.name, group.scope, topic)
+    return group if wanted == group else wanted

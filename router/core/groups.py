@@ -20,6 +20,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
+from once.records.names import matches
 from once.records.table import SubState
 
 from .parts import FailoverPart, ForwardingPart, InquiryPart
@@ -32,7 +33,7 @@ NO_MEMBERS = Table(())
 
 class Groups:
     __slots__ = ("router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
-                 "chooser", "message_key", "_group_views", "_local_version", "active_members", "forwarding",
+                 "patterns", "chooser", "message_key", "_group_views", "_local_version", "active_members", "forwarding",
                  "failover", "inquiry")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None]) -> None:
@@ -45,6 +46,7 @@ class Groups:
         # our members per topic and group; the root's load per member; the key a message
         # is sharded by (the adaptor reads it)
         self.local_groups: dict[str, dict[GroupId, dict[Key, Member]]] = {}
+        self.patterns: set[str] = set()  # the names in ``local_groups`` that are patterns
         self.chooser = Chooser()
         self.message_key = message_key
         self._group_views: dict[str, tuple[object, int, dict[GroupId, Table]]] = {}
@@ -68,6 +70,8 @@ class Groups:
         assert sub.group is not None
         self.local_groups.setdefault(sub.topic, {}).setdefault(sub.group, {})[sub.key] = Member(
             sub.key, self.router_id, since, sub.exclusive)
+        if sub.group.pattern:
+            self.patterns.add(sub.topic)
         self._local_version += 1
         if self.inquiry is not None:
             self.inquiry.member_joined(sub, since)
@@ -84,6 +88,7 @@ class Groups:
             del groups[sub.group]
         if not groups:
             del self.local_groups[sub.topic]
+            self.patterns.discard(sub.topic)
         self.membership_changed()
 
     def membership_changed(self) -> None:
@@ -140,7 +145,13 @@ class Groups:
         cached = self._group_views.get(topic)
         if cached is not None and cached[0] is remote and cached[1] == self._local_version:
             return cached[2]
-        view = merged(self.local_groups.get(topic, {}), remote)
+        local = self.local_groups.get(topic, {})
+        if self.patterns:  # (and the groups of the patterns that match it: each its own GroupId)
+            local = dict(local)
+            for name in self.patterns:
+                if name != topic and matches(name, topic):
+                    local.update(self.local_groups[name])
+        view = merged(local, remote)
         if len(self._group_views) > 4096:
             self._group_views.clear()
         self._group_views[topic] = (remote, self._local_version, view)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from once.records.membership import Key
+from once.records.names import matches
 
 if TYPE_CHECKING:
     from once.records.membership import GroupId, Member
@@ -60,16 +61,22 @@ class TopicTreatment:
     else the router's default (fan-out). The one seam the delivery path asks; the groups
     part keeps ``local_groups`` (this holds the same table, and only reads it)."""
 
-    __slots__ = ("default", "local_groups", "fan_out")
+    __slots__ = ("default", "local_groups", "patterns", "fan_out")
 
-    def __init__(self, default: Treatment, local_groups: dict[str, dict[GroupId, dict[Key, Member]]]) -> None:
+    def __init__(self, default: Treatment, local_groups: dict[str, dict[GroupId, dict[Key, Member]]],
+                 patterns: set[str]) -> None:
         self.default = default
         self.local_groups = local_groups
+        self.patterns = patterns  # the names in ``local_groups`` that are patterns
         self.fan_out = default is FAN_OUT
+
+    def grouped(self, topic: str) -> bool:
+        """Whether a group here has members that a message to ``topic`` reaches."""
+        return topic in self.local_groups or any(matches(p, topic) for p in self.patterns)
 
     def targets(self, record: CoreRecord, subscribers: dict[tuple[str, str], Subscriber],
                 keys: frozenset[Key] | None) -> list[Subscriber]:
-        if record.topic in self.local_groups:
+        if record.topic in self.local_groups or self.patterns and self.grouped(record.topic):
             return GROUPED.targets(record, subscribers, keys)
         if keys is None and self.fan_out:
             return list(subscribers.values())  # (FanOut's answer for a whole copy: one call less per message)

@@ -15,6 +15,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from proton.utils import BlockingConnection, LinkDetached
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.proton_options import SharedSubscription
 from support.routers import Network
 
 ACCEPTED = 36
@@ -124,20 +125,52 @@ def test_wildcard_subscribers_across_the_line_mqtt_and_amqp(line3):
         c.close()
 
 
-def test_patterns_are_for_subscribers_and_not_for_groups(line3):
-    v5 = Paho(line3["A"].mqtt, "wild-share-5")
-    v311 = Paho(line3["A"].mqtt, "wild-share-311", v5=False)
-    # a shared subscription of a pattern: wildcard subscriptions not supported (0xA2; 3.1.1: 0x80)
-    assert v5.subscribe(("$share/g/a/+", 1), ("a/b", 1)) == [0xA2, 1]
-    assert v311.subscribe(("$share/g/a/#", 1)) == [0x80]
-    # an AMQP publisher to a pattern is refused, naming it
+def test_a_group_of_a_pattern_shares_every_matching_topic_and_is_not_the_group_of_a_topic(line3):
+    """``$share/jobs/q/+`` (MQTT, at B) and an AMQP member of group ``jobs`` on ``q/+`` (at
+    C) are one group, of every topic ``q/+`` matches: each message to ``q/1`` or ``q/2`` goes
+    to one of them, once. ``$share/jobs/q/1`` is another group, of ``q/1`` alone: it gets
+    each of those too."""
+    mqtt_member = Paho(line3["B"].mqtt, "share-pattern")
+    assert mqtt_member.subscribe(("$share/jobs/q/+", 1)) == [1]
+    amqp_member = ProtonSubscriber(line3["C"].url, "q/+", name="jobs|global", container_id="share-amqp",
+                                   options=SharedSubscription())
+    other_group = Paho(line3["C"].mqtt, "share-topic")
+    assert other_group.subscribe(("$share/jobs/q/1", 1)) == [1]
+    pub = Paho(line3["A"].mqtt, "share-pub")
+    sent = [(f"q/{1 + i % 2}", f"j{i}".encode()) for i in range(40)]
+    for topic, body in sent:
+        pub.client.publish(topic, body, qos=1).wait_for_publish(timeout=30)  # (every member chosen accepted)
+    got = [m.payload for m in _drain_paho(mqtt_member)] + [bytes(m.body) for m in _drain_proton(amqp_member)]
+    assert sorted(got) == sorted(b for _, b in sent)  # each message once, across the group
+    assert [m.payload for m in other_group.take(20)] == [b for t, b in sent if t == "q/1"]
+    for c in (mqtt_member, amqp_member, other_group, pub):
+        c.close()
+
+
+def _drain_paho(c: Paho) -> list[mqtt.MQTTMessage]:
+    out = []
+    while True:
+        try:
+            out.append(c.messages.get_nowait())
+        except queue.Empty:
+            return out
+
+
+def _drain_proton(c: ProtonSubscriber) -> list[object]:
+    out = []
+    while True:
+        try:
+            out.append(c.messages.get_nowait())
+        except queue.Empty:
+            return out
+
+
+def test_a_publisher_to_a_pattern_is_refused(line3):
     conn = BlockingConnection(line3["A"].url, timeout=30)
     with pytest.raises(LinkDetached) as refused:
         conn.create_sender("a/+/c")
     conn.close()
     assert "amqp:invalid-field" in str(refused.value) and "'a/+/c' is a pattern" in str(refused.value)
-    v5.close()
-    v311.close()
 
 
 def _mosquitto() -> tuple[str, str]:

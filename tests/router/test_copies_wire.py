@@ -17,7 +17,7 @@ names = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=
 keys = st.frozensets(st.tuples(names, names), max_size=3)
 targets = st.builds(Target, names, keys, st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.booleans())
 chosen = st.lists(st.tuples(st.tuples(names, names), st.builds(GroupId, names, st.text(max_size=5).filter(
-    lambda s: "\x00" not in s)), names), max_size=2).map(tuple)
+    lambda s: "\x00" not in s), st.sampled_from(("", "t/+", "a/#"))), names), max_size=2).map(tuple)
 copies = st.builds(Copy, st.binary(min_size=16, max_size=16), names, st.binary(max_size=64), st.booleans(),
                    st.integers(0, 2**32 - 1), names, st.binary(min_size=1, max_size=20), st.integers(0, 2**64 - 1),
                    st.lists(targets, max_size=3).map(tuple), st.frozensets(names, max_size=4), chosen)
@@ -94,7 +94,7 @@ def test_questions_about_group_members_and_their_answers_read_back_between_other
     its members, unsure, or taken by a root that asked later) and ``Ended`` (a member closed)
     read back as written, amid answers and settlements; every truncation is a decode error
     or fewer items."""
-    told = Told(b"g2", ((("c", "g|m1"), GroupId("g"), "B", True), (("c", "g|m2"), GroupId("h", "x"), "C", False)))
+    told = Told(b"g2", ((("c", "g|m1"), GroupId("g"), "B", True), (("c", "g|m2"), GroupId("h", "x", "t/#"), "C", False)))
     items = (Answer(b"g1", b"A/1", 7, ()), Ask(b"g2", "orders", 1_700_000_000_000_001), told,
              Told(b"g3", (), True), Told(b"g4", (), False, True, 1_700_000_000_000_001), Ended(("c", "g|m1"), 1_700_000_000_000_002),
              Settle(b"s1"))

@@ -76,3 +76,23 @@ def test_the_index_merges_topics_and_patterns_and_forgets_views_when_subscribers
     assert index.discard(plus) and index.get("a/c") is None and index.get("a/b") == {("c", "1"): exact}
     assert not index.discard(plus)  # (gone already)
     assert not index.patterns and not index.views
+
+
+def test_a_group_of_a_pattern_is_its_own_group_and_shares_every_topic_it_matches():
+    from once.records.membership import GroupId
+
+    core = _core()
+    ports = {name: Sub() for name in ("p1", "p2", "t1")}
+    subs = {core.add_subscriber(ports["p1"], "a/+", "c", "p1", False, GroupId("g"))[0]: ports["p1"],
+            core.add_subscriber(ports["p2"], "a/+", "c", "p2", False, GroupId("g"))[0]: ports["p2"],
+            core.add_subscriber(ports["t1"], "a/b", "c", "t1", False, GroupId("g"))[0]: ports["t1"]}
+    assert {s.group for s in subs} == {GroupId("g", "", "a/+"), GroupId("g")}  # (the core names the pattern)
+    p = Pub()
+    ab, ac = core.add_publisher(p, "a/b", "cp", "ab", False), core.add_publisher(p, "a/c", "cp", "ac", False)
+    for i in range(10):
+        core.publish(ab if i % 2 else ac, bytes([i]), f"m{i}".encode(), False, f"h{i}")
+    pattern_got = sorted(r.payload for name in ("p1", "p2") for r, _, _ in ports[name].sent)
+    assert pattern_got == sorted(f"m{i}".encode() for i in range(10))  # each once, across a/+'s group
+    assert [r.payload for r, _, _ in ports["t1"].sent] == [f"m{i}".encode() for i in range(1, 10, 2)]  # a/b's
+    _accept_all(core, subs)
+    assert len(p.outcomes) == 10 and len(core.records) == 0

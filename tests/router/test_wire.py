@@ -19,7 +19,8 @@ def test_routing_header_roundtrip():
 
 
 def test_chosen_group_members_travel_with_the_copy():
-    chosen = {("c1", "orders|global"): (GroupId("orders"), "B"), ("c2", "work"): (GroupId("work", "app-7"), "C")}
+    chosen = {("c1", "orders|global"): (GroupId("orders"), "B"), ("c2", "work"): (GroupId("work", "app-7"), "C"),
+              ("c4", "any"): (GroupId("work", "", "t/+"), "C")}  # (a group of a pattern)
     keys = frozenset({("c3", "moved")})
     for k in (None, keys):
         out = unpack(pack("t", frozenset({"B", "C"}), False, 0, "A", 9, k, chosen) + b"m")
@@ -29,7 +30,7 @@ def test_chosen_group_members_travel_with_the_copy():
 def test_a_chosen_entry_with_too_few_fields_is_a_decode_error():
     good = pack("t", frozenset({"B"}), False, 0, "A", 9, None, {("c", "l"): (GroupId("g"), "B")})
     with pytest.raises(DecodeError):
-        unpack(good.replace(b"B\x00\x00g\x00c\x00l", b"B\x00\x00g\x00c\x01l"))
+        unpack(good.replace(b"B\x00\x00g\x00\x00c\x00l", b"B\x00\x00g\x00\x00c\x01l"))
 
 
 def test_header_without_the_stamp_is_a_decode_error():

@@ -280,10 +280,10 @@ PATTERN_NAMES = ("t/a", "t/+", "t/#", "+/b", "#", "t/a/+", "t/+/x")
 def with_patterns(p: Plan) -> Plan:
     """Publishers on two or three topics, subscribers on topics and patterns, one of them a
     pattern at least, drawn from their own stream (the rest of the seed's schedule stays the
-    same). Consumer group ``g`` is on one of the topics (a group is one topic's)."""
+    same). Consumer group ``g`` is on one of the publishers' topics or on a pattern."""
     own = random.Random(f"{p.seed}/patterns")
     p.topics = {name: own.choice(PATTERN_TOPICS) for name, _ in p.publishers}
-    p.topics["g"] = own.choice(sorted(set(p.topics.values())))
+    p.topics["g"] = own.choice([*sorted(set(p.topics.values())), "t/+", "t/#"])
     p.topics.update({name: own.choice(PATTERN_NAMES) for name, _ in p.subscribers})
     if p.subscribers and not any(is_pattern(p.topics[name]) for name, _ in p.subscribers):
         p.topics[p.subscribers[0][0]] = own.choice([n for n in PATTERN_NAMES if is_pattern(n)])

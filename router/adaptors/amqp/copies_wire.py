@@ -73,7 +73,8 @@ def _prefix(copy: Copy) -> bytes:
                  _short(copy.root), _short(copy.stream), _B.pack(len(copy.visited))]
         parts += [_short(r) for r in sorted(copy.visited)]
         parts.append(_H.pack(len(copy.chosen)))
-        parts += [_long(f"{router}\x00{g.scope}\x00{g.name}\x00{c}\x00{n}") for (c, n), g, router in copy.chosen]
+        parts += [_long(f"{router}\x00{g.scope}\x00{g.name}\x00{g.pattern}\x00{c}\x00{n}")
+                  for (c, n), g, router in copy.chosen]
         body = b"".join(parts)
         prefix = _remember(_PREFIXES, key, _H.pack(len(body)) + body)
     return prefix
@@ -134,8 +135,8 @@ def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str]
     visited = frozenset(r.short().decode() for _ in range(r.unpack(_B)[0]))
     chosen = []
     for _ in range(r.unpack(_H)[0]):
-        router, scope, name, c, n = r.long().split("\x00", 4)
-        chosen.append(((c, n), GroupId(name, scope), router))
+        router, scope, name, pattern, c, n = r.long().split("\x00", 5)
+        chosen.append(((c, n), GroupId(name, scope, pattern), router))
     if r.p != len(raw):
         raise ValueError("trailing bytes in a copy header")
     return bool(flags & PRESETTLED), fmt, topic, root, stream, visited, tuple(chosen)
@@ -229,8 +230,8 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
             if item.taken:
                 parts.append(_Q.pack(item.stamp))
             for (c, nm), group, router, had in item.members:
-                parts += [_long(f"{c}\x00{nm}"), _long(group.name), _long(group.scope), _short(router),
-                          _B.pack(had)]
+                parts += [_long(f"{c}\x00{nm}"), _long(group.name), _long(group.scope), _long(group.pattern),
+                          _short(router), _B.pack(had)]
             i += 1
         elif type(item) is Note:  # (an adaptor's: MQTT sessions)
             parts += [b"N", _short(item.channel), _I.pack(len(item.body)), item.body]
@@ -315,10 +316,10 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
             members = []
             for _ in range(count):
                 c, nm = r.long().split("\x00", 1)
-                name, scope = r.long(), r.long()
+                name, scope, pattern = r.long(), r.long(), r.long()
                 router = r.short().decode()
                 (had,) = r.unpack(_B)
-                members.append(((c, nm), GroupId(name, scope), router, bool(had)))
+                members.append(((c, nm), GroupId(name, scope, pattern), router, bool(had)))
             out.append(Told(gid, tuple(members), bool(flags & 1), bool(flags & 2), held))
             p = r.p
         elif kind == 0x4E:  # N: a note for an adaptor's component

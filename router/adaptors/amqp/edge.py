@@ -262,9 +262,9 @@ class EdgeConnection(EngineProtocol):
                                          container=container_id, link=link.name, topic=address))
                 return
             group, exclusive = group_of(attach.source, link.name, container_id, self.router.topology.group_mode)
-            wrong = subscriber_name_error(address, group is not None)
+            wrong = subscriber_name_error(address)
             if wrong:
-                self._refuse(link, Condition.NOT_IMPLEMENTED if group is not None else Condition.INVALID_FIELD, wrong)
+                self._refuse(link, Condition.INVALID_FIELD, wrong)
                 return
             their_map = attach.unsettled
             request = SubscriberAttach(address, container_id, link.name, attach.snd_settle_mode is SenderSettleMode.SETTLED,

@@ -62,7 +62,7 @@ def _pack(topic: str, dests: frozenset[str], presettled: bool, message_format: i
     if keys is not None:
         parts += _strings([f"{c}\x00{n}" for c, n in sorted(keys)])
     if chosen:
-        parts += _strings([f"{router}\x00{g.scope}\x00{g.name}\x00{c}\x00{n}"
+        parts += _strings([f"{router}\x00{g.scope}\x00{g.name}\x00{g.pattern}\x00{c}\x00{n}"
                            for (c, n), (g, router) in sorted(chosen.items())])
     return b"".join(parts)
 
@@ -116,8 +116,8 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
             raw, p = _read_strings(payload, p)
             chosen = {}
             for item in raw:
-                router, scope, name, c, n = item.split("\x00", 4)
-                chosen[(c, n)] = (GroupId(name, scope), router)
+                router, scope, name, pattern, c, n = item.split("\x00", 5)
+                chosen[(c, n)] = (GroupId(name, scope, pattern), router)
         (born,) = _BORN.unpack_from(payload, p)
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router routing header") from None

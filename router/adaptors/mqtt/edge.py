@@ -14,7 +14,7 @@
   PUBACK, or PUBREC; the SUBACK goes when every filter's attach is effective network-wide.
   A filter with ``+`` or ``#`` is a pattern subscriber: the network matches it against
   every topic (``records/names.py``). ``$share/GROUP/FILTER`` joins consumer group GROUP
-  (a filter that is a pattern is refused there, 0xA2: a group is one topic's).
+  of that filter (of a pattern too: a group of every topic it matches).
 * A persistent session (``sessions.py``) outlives its connection: its subscribers are
   suspended for its expiry, its publishers for their grace, and it resumes at any router.
   Our QoS 2 messages to it are sent only once the network knows their packet id, and
@@ -52,7 +52,7 @@ from ...mqtt.events import (
     UnsubscribeRequested,
 )
 from ...mqtt.packets import Props, Will, prop
-from ...mqtt.topics import is_wildcard, parse_filter
+from ...mqtt.topics import parse_filter
 from .inbound import Inbound
 from .outbound import Outbound
 from .ports import MqttSubscriberPort
@@ -291,12 +291,9 @@ class MqttEdgeConnection(EngineProtocol):
 
         for sub in s.subscriptions:
             try:
-                f = parse_filter(sub.filter)
+                parse_filter(sub.filter)  # (valid, or its reason)
             except MqttError as e:
                 reasons.append(e.reason)
-                continue
-            if f.group and is_wildcard(f.pattern):  # (a group is one topic's: ``records/names.py``)
-                reasons.append(Reason.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
             reasons.append(sub.qos)
             old = self.subscribers.pop(sub.filter, None)
