@@ -119,8 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure throughput, latency, router CPU and memory")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-1to3, "
                    "single-ping, single-idle2000, single-group4, line3-group); 'memory': memory per in-flight delivery; "
-                   "'core': the forwarding core alone, in-process (no sockets: the steadiest figure); 'mqtt': MQTT QoS 1 "
-                   "and 2 through once beside Mosquitto, C clients (libmosquitto), alternating --rounds")
+                   "'core': the forwarding core alone, in-process (no sockets: the steadiest figure); 'mqtt' (or "
+                   "'mqtt-1to1'): MQTT QoS 1 and 2 through once beside Mosquitto (C clients, libmosquitto) and beside "
+                   "AMQP through once (Proton-C clients), alternating --rounds")
     b.add_argument("--clients", choices=("python", "c"), default="python",
                    help="load clients: ours in Python, or Proton-C ones built at first use (the router, not the "
                         "clients, is then what limits)")
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 from .bench.memory import main as memory
 
                 return memory()
-            if args.scenarios == ["mqtt"]:
+            if args.scenarios in (["mqtt"], ["mqtt-1to1"]):
                 from .bench.mqtt import main as mqtt_bench
 
                 return mqtt_bench(min(args.messages, 200_000), args.rounds)

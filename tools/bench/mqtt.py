@@ -9,6 +9,10 @@ reached the subscriber. A single router or broker is pinned to core 0, the clien
 core 1. Mosquitto is configured to lose nothing and not to bound the window below ours
 (``max_inflight_messages`` = the window, ``max_queued_messages 0``); it acknowledges a
 message once it has it, once says PUBACK/PUBREC only when the subscriber accepted.
+
+Beside them, in the same rounds: AMQP through the same routers with the Proton-C load
+clients (``c/``), the same window and body, the publisher told ``accepted`` when the
+subscriber accepted: what the same network does for the other protocol.
 """
 
 from __future__ import annotations
@@ -21,14 +25,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 from once.tools.exits import CommandError, Exit
 
+from . import cclients
 from .cclients import _client, _report, compile_clients
-from .procs import Meter, two_cores
+from .procs import Meter, start_routers, stop, two_cores
+from .scenarios import SCENARIOS
 
 SOURCES = Path(__file__).parent / "cmqtt"
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,14 +160,35 @@ def run_once(target: str, qos: int, messages: int, window: int, bins: Path) -> S
 
 TARGETS = {"once-1": "once, one router", "once-line3": "once, line of three (pub A, sub C)",
            "mosquitto": "Mosquitto 2.0 (Debian)"}
+# AMQP beside: the bench's scenario, and its label
+AMQP = {"single-1to1": "AMQP 1.0, once, one router", "line3-1to1": "AMQP 1.0, once, line of three"}
+
+
+def run_amqp(name: str, messages: int, window: int) -> Sample:
+    """AMQP through once's routers with the Proton-C clients, at the MQTT clients' window."""
+    scenario = replace(SCENARIOS[name], window=window)
+    with tempfile.TemporaryDirectory(prefix="once-bench-amqp-") as d:
+        procs, addrs = start_routers(scenario, Path(d))
+        meter = Meter([p.pid for p in procs])
+        try:
+            r = cclients.run_scenario(name, scenario, messages, window, addrs, meter)
+        finally:
+            stop(procs)
+    return Sample(r.msgs_per_s, r.p50_ms, r.p99_ms, r.e2e_p50_ms or 0.0, r.e2e_p99_ms or 0.0,
+                  meter.cpu_us_per(messages))
 
 
 def main(messages: int, rounds: int, window: int = 100, qos_levels: tuple[int, ...] = (1, 2)) -> int:
     bins = build()
     if shutil.which("mosquitto", path="/usr/sbin:/usr/bin") is None:  # (the clients were built before)
         _apt(("mosquitto",))
+    cclients.build()  # (before any router starts: the first build may install Proton-C)
     samples: dict[tuple[str, int], list[Sample]] = {}
     for r in range(rounds):
+        for name in AMQP:
+            s = run_amqp(name, messages, window)
+            samples.setdefault((name, 0), []).append(s)
+            print(f"round {r + 1} AMQP {name}: {s.msgs_per_s:,.0f} msg/s", file=sys.stderr, flush=True)
         for qos in qos_levels:
             for target in TARGETS:  # alternating: each round runs every target once
                 s = run_once(target, qos, messages, window, bins)
@@ -171,13 +198,20 @@ def main(messages: int, rounds: int, window: int = 100, qos_levels: tuple[int, .
           f"{rounds} alternating rounds (median; min-max)")
     print(f"{'target':38} {'QoS':>3} {'msg/s':>18} {'ack p50/p99 ms':>16} {'e2e p50/p99 ms':>16} {'CPU us/msg':>10} "
           f"{'vs Mosquitto':>12}")
+    qos1 = statistics.median(s.msgs_per_s for s in samples[("mosquitto", 1)]) if 1 in qos_levels else 0
+    for name, label in AMQP.items():  # (against Mosquitto's QoS 1: acknowledged, one delivery each)
+        _row(label, "-", samples[(name, 0)], qos1)
     for qos in qos_levels:
         base = statistics.median(s.msgs_per_s for s in samples[("mosquitto", qos)])
         for target, label in TARGETS.items():
-            ss = samples[(target, qos)]
-            med = statistics.median(s.msgs_per_s for s in ss)
-            mid = sorted(ss, key=lambda s: s.msgs_per_s)[len(ss) // 2]
-            rate = f"{med:,.0f} ({min(s.msgs_per_s for s in ss):,.0f}-{max(s.msgs_per_s for s in ss):,.0f})"
-            print(f"{label:38} {qos:>3} {rate:>18} {f'{mid.ack_p50_ms}/{mid.ack_p99_ms}':>16} "
-                  f"{f'{mid.e2e_p50_ms}/{mid.e2e_p99_ms}':>16} {mid.cpu_us:>10} {med / base:>12.2f}")
+            _row(label, str(qos), samples[(target, qos)], base)
     return 0
+
+
+def _row(label: str, qos: str, ss: list[Sample], base: float) -> None:
+    med = statistics.median(s.msgs_per_s for s in ss)
+    mid = sorted(ss, key=lambda s: s.msgs_per_s)[len(ss) // 2]
+    rate = f"{med:,.0f} ({min(s.msgs_per_s for s in ss):,.0f}-{max(s.msgs_per_s for s in ss):,.0f})"
+    ratio = f"{med / base:.2f}" if base else "-"
+    print(f"{label:38} {qos:>3} {rate:>18} {f'{mid.ack_p50_ms}/{mid.ack_p99_ms}':>16} "
+          f"{f'{mid.e2e_p50_ms}/{mid.e2e_p99_ms}':>16} {mid.cpu_us:>10} {ratio:>12}")
