@@ -97,3 +97,16 @@ def test_a_consumer_group_is_one_subscriber():
     # p:3 again at w1 after w2 (standard) had it, marked: allowed; p:2 again after w1 (ours) had it: twice
     assert (g.distinct, g.lost, g.duplicated, g.marked_repeats, g.reordered) == (5, 1, 1, 1, 0)
     assert g.examples["duplicated"] == ["p:2@w2"] and g.examples["lost"] == ["p:5"]
+
+
+def test_a_subscriber_is_owed_what_its_topic_or_pattern_matches():
+    pubs = {"p": _pub(3), "q": [{**e, "id": e["id"].replace("p:", "q:")} for e in _pub(3)]}
+    topics = {"p": "m/1", "q": "m/2", "all": "m/+", "one": "m/1"}
+    both = _arr([0, 1, 2]) + _arr([0, 1, 2], prefix="q")
+    r = check("x", pubs, {"all": ("once", both), "one": ("once", _arr([0, 1, 2]))}, topics=topics)
+    assert r.ok, r.text()
+    # a pattern subscriber missing the other topic's messages lost them; a topic subscriber
+    # that got another topic's was sent what it is not owed
+    r = check("x", pubs, {"all": ("once", _arr([0, 1, 2])), "one": ("once", both)}, topics=topics)
+    lost = {s.name: (s.lost, s.phantom) for s in r.subscribers}
+    assert lost == {"all": (3, 0), "one": (0, 3)}

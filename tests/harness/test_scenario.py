@@ -39,6 +39,8 @@ BASE = {"topology": "line3.yaml", "publishers": [{"name": "p", "router": "A"}],
     ({"faults": [{"at": 1, "kill": "A", "restart": "A"}]}, "faults[0]: name exactly one of"),
     ({"faults": [{"at": 1, "kill_client": "p"}]}, "faults[0].kill_client: no subscriber 'p'"),
     ({"colour": "red"}, "colour: unknown key"),
+    ({"publishers": [{"name": "p", "router": "A", "topic": "m/+"}]}, "publishers[0].topic: 'm/+' is a pattern"),
+    ({"subscribers": [{"name": "s", "router": "C", "topic": "m/#/x"}]}, "subscribers[0].topic: 'm/#/x': '#' may only"),
 ])
 def test_bad_scenarios_fail_naming_the_field(change: dict, message: str):
     with pytest.raises(ScenarioError) as e:
@@ -121,3 +123,9 @@ def test_a_scenario_file_may_slow_a_link_or_make_it_quiet():
         parse({**doc, "faults": [{"at": 1.0, "slow": ["A", "B"], "latency": 9}]}, "x", "x.yaml")
     with pytest.raises(ScenarioError, match="a link of the topology"):
         parse({**doc, "faults": [{"at": 1.0, "quiet": ["A", "C"]}]}, "x", "x.yaml")
+
+
+def test_a_client_may_name_its_own_topic_and_a_subscriber_a_pattern():
+    s = parse({**BASE, "topic": "m/1", "subscribers": [{"name": "s", "router": "C", "topic": "m/+"},
+                                                        {"name": "t", "router": "B"}]}, "ok", "ok.yaml")
+    assert [s.topic_of(c) for c in (*s.publishers, *s.subscribers)] == ["m/1", "m/+", "m/1"]

@@ -2,7 +2,8 @@
 
 Invariants come from the clients' rows (written as events happen, and for a once
 subscriber after its store committed); router rows give per-hop timing. What a
-subscriber is owed: every message of its topic that its publisher saw accepted (the
+subscriber is owed: every message of a topic its name matches (its topic, or its pattern's
+topics: ``records/names.py``) that its publisher saw accepted (the
 harness attaches every subscriber before publishing starts; ``clients.json`` names the
 subscribers and their guarantee: a standard client is at-least-once and may repeat a
 delivery only if it was marked as a possible repeat).
@@ -19,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from once.records.names import matches
 from once.router.journal import COLUMNS
 from once.tools.harness.check import MARGIN
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -109,7 +111,13 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
             .join(F.broadcast(units.withColumnRenamed("sub", "node")), "node", "left")
             .groupBy(F.coalesce("unit", "node").alias("sub"), "gid").agg(F.min("t_us").alias("t_sacc")))
 
-    owed = sent.join(acc, "gid").join(F.broadcast(subs.select(F.col("unit").alias("sub"), "topic").distinct()), "topic")
+    # A unit is owed the messages of every topic its name matches (a pattern: several; the
+    # topics are few, so the pairs are made here and broadcast, not matched per row).
+    topics = [r["topic"] for r in sent.select("topic").distinct().collect() if r["topic"] is not None]
+    pairs = {(r["unit"], t) for r in subs.select("unit", "topic").distinct().collect() if r["topic"] is not None
+             for t in topics if matches(r["topic"], t)}
+    owed_topics = spark.createDataFrame(sorted(pairs), "sub string, topic string")
+    owed = sent.join(acc, "gid").join(F.broadcast(owed_topics), "topic")
     lost = owed.join(firsts.select("sub", "gid"), ["sub", "gid"], "left_anti")
     repeats = recv.filter(F.col("rn") > 1)
     # A repeat breaks the promise after one of our clients had it (ours never process twice,

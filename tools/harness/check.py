@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from once.records.names import matches
+
 # Clients that promise exactly once: ours, and MQTT at QoS 2 with a persistent session
 EXACTLY_ONCE = frozenset({"once", "mqtt"})
 
@@ -99,11 +101,14 @@ def _seq(mid: str) -> tuple[str, int]:
 
 def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscribers: dict[str, tuple[str, list[Arrival]]],
           faults: list[dict[str, Any]] | None = None, homes: dict[str, str] | None = None,
-          retrying: set[str] | frozenset[str] = frozenset(), groups: dict[str, list[str]] | None = None) -> Report:
+          retrying: set[str] | frozenset[str] = frozenset(), groups: dict[str, list[str]] | None = None,
+          topics: dict[str, str] | None = None) -> Report:
     """``publishers``: name -> its events; ``subscribers``: name -> (client kind, arrivals in
     order); ``faults``: {"at" (wall clock), "t" (seconds into the run), "fault", "router"?};
     ``retrying``: standard publishers, whose resends after a failover are new deliveries
-    of the same message id (a repeat of theirs is a publisher retry, not a duplicate)."""
+    of the same message id (a repeat of theirs is a publisher retry, not a duplicate);
+    ``topics``: client -> its topic (a subscriber's may be a pattern): a subscriber is owed
+    the messages of the publishers its topic matches (without it: of every publisher)."""
     report = Report(scenario)
     sent: set[str] = set()
     accepted: set[str] = set()
@@ -121,16 +126,23 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
         progress[name] = sorted(times)
     report.sent, report.accepted = len(sent), len(accepted)
     members = {m for ms in (groups or {}).values() for m in ms}
+
+    def owed(name: str, ids: set[str]) -> set[str]:
+        if not topics or name not in topics:
+            return ids
+        return {m for m in ids if matches(topics[name], topics.get(_seq(m)[0], topics[name]))}
+
     for group, names in (groups or {}).items():
         report.subscribers.append(_unit_report(f"group {group}", {n: subscribers[n] for n in names if n in subscribers},
-                                               sent, accepted, retrying, grouped=True))
+                                               owed(names[0], sent), owed(names[0], accepted), retrying, grouped=True))
         for n in names:
             if n in subscribers:
                 progress[n] = sorted(a.t for a in subscribers[n][1])
     for name, (client, arrivals) in subscribers.items():
         if name in members:
             continue
-        report.subscribers.append(_unit_report(name, {name: (client, arrivals)}, sent, accepted, retrying))
+        report.subscribers.append(_unit_report(name, {name: (client, arrivals)}, owed(name, sent), owed(name, accepted),
+                                               retrying))
         progress[name] = sorted(a.t for a in arrivals)
     homes = homes or {}
     faults = faults or []

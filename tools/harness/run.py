@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from once.records.names import matches
 from once.tools.procs import stop_all
 
 from .check import EXACTLY_ONCE, Report, check, read_records
@@ -37,7 +38,7 @@ class Clients:
     def start(self, name: str) -> None:
         c = self.specs[name]
         kind = "pub" if c in self.scenario.publishers else "sub"
-        spec = {"name": c.name, "client": c.client, "topic": self.scenario.topic, "out": str(self.out),
+        spec = {"name": c.name, "client": c.client, "topic": self.scenario.topic_of(c), "out": str(self.out),
                 "routers": self.cluster.failover_list(c.router, c.client == "mqtt"), "messages": self.scenario.messages,
                 "rate": self.scenario.rate, "group": c.group, "exclusive": c.exclusive}
         n = self.starts.get(name, 0) + 1
@@ -100,12 +101,16 @@ def _received_ids(out: Path, c: ClientSpec) -> set[str]:
     return {json.loads(line)["id"] for line in path.read_bytes().splitlines() if line.endswith(b"}")}
 
 
-def _received(out: Path, scenario: Scenario) -> list[tuple[str, int]]:
-    """Distinct messages each plain subscriber, and each group (its members together), has."""
+def _received(out: Path, scenario: Scenario) -> list[tuple[str, int, str]]:
+    """Distinct messages each plain subscriber, and each group (its members together), has;
+    and the topic (or pattern) it subscribed to."""
     units: dict[str, set[str]] = {}
+    topics: dict[str, str] = {}
     for c in scenario.subscribers:
-        units.setdefault(f"group {c.group}" if c.group else c.name, set()).update(_received_ids(out, c))
-    return [(name, len(ids)) for name, ids in units.items()]
+        unit = f"group {c.group}" if c.group else c.name
+        units.setdefault(unit, set()).update(_received_ids(out, c))
+        topics[unit] = scenario.topic_of(c)
+    return [(name, len(ids), topics[name]) for name, ids in units.items()]
 
 
 def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 30.0,
@@ -145,16 +150,19 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                                       "router": f.target if f.kind == "kill" else None,
                                       "client": f.target if f.kind in ("kill_client", "restart_client") else None})
                 say(f"  {now:6.2f}s  {action} {f.describe()}")
-            accepted = sum(_count_accepted(out, c.name) for c in scenario.publishers)
+            by_pub = {c.name: (_count_accepted(out, c.name), scenario.topic_of(c)) for c in scenario.publishers}
+            accepted = sum(n for n, _ in by_pub.values())
             units = _received(out, scenario)
-            received = [n for _, n in units]
+            received = [n for _, n, _ in units]
+            # (each owed what its publishers' topics that it matches had accepted)
+            owed = [sum(n for n, t in by_pub.values() if matches(topic, t)) for _, _, topic in units]
             counts = (accepted, *received)
             if counts != last_counts:
                 last_counts, last_progress = counts, time.monotonic()
             if time.monotonic() >= next_report:
                 next_report += 1.0
                 say(f"  {now:6.2f}s  accepted {accepted}/{scenario.messages * len(scenario.publishers)}  "
-                    + "  ".join(f"{name} {n}" for name, n in units))
+                    + "  ".join(f"{name} {n}" for name, n, _ in units))
             pubs_done = all(not clients.running(c.name) for c in scenario.publishers)
             for c in scenario.publishers:
                 if not clients.running(c.name) and clients.procs[c.name].returncode != 0:
@@ -162,7 +170,7 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                                   f"{clients.errors(c.name)}")
             if errors:
                 break
-            if pubs_done and not pending and all(n >= accepted for n in received):
+            if pubs_done and not pending and all(n >= want for n, want in zip(received, owed)):
                 break
             if time.monotonic() - last_progress > stall and not pending:
                 errors.append(f"no progress for {stall:g}s: stopped waiting (router state dumped in the logs)")
@@ -176,14 +184,15 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
     _finish_journals(out, scenario)
     (out / "journal" / "faults.json").write_text(json.dumps(fault_log, indent=1))
     (out / "journal" / "clients.json").write_text(json.dumps(
-        {c.name: {"role": "publisher" if c in scenario.publishers else "subscriber", "topic": scenario.topic,
+        {c.name: {"role": "publisher" if c in scenario.publishers else "subscriber", "topic": scenario.topic_of(c),
                   "guarantee": "exactly-once" if c.client in EXACTLY_ONCE else "at-least-once", "router": c.router,
                   "group": c.group}
          for c in scenario.publishers + scenario.subscribers}, indent=1))
     pubs, subs_records = read_records(out, {c.name: c.client for c in scenario.subscribers})
     homes = {c.name: c.router for c in scenario.publishers + scenario.subscribers}
     report = check(scenario.name, pubs, subs_records, fault_log, homes,
-                   retrying={c.name for c in scenario.publishers if c.client not in EXACTLY_ONCE}, groups=scenario.groups)
+                   retrying={c.name for c in scenario.publishers if c.client not in EXACTLY_ONCE}, groups=scenario.groups,
+                   topics={c.name: scenario.topic_of(c) for c in scenario.publishers + scenario.subscribers})
     report.errors += errors
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     return report
@@ -201,7 +210,7 @@ def _finish_journals(out: Path, scenario: Scenario) -> None:
             db = sqlite3.connect(path)
             try:
                 db.execute(RECEIVED)
-                catch_up_journal(out, c.name, scenario.topic, db).close()
+                catch_up_journal(out, c.name, scenario.topic_of(c), db).close()
             finally:
                 db.close()
 

@@ -9,6 +9,8 @@ A scenario file (``topologies/scenarios/*.yaml``)::
     rate: 1500                    # per publisher, messages/s (0: as fast as credit allows)
     publishers:  [{name: p1, router: A}]          # client: once (default), proton or mqtt
     subscribers: [{name: s1, router: C}, {name: s2, router: B, client: proton}]
+    # a client may name its own topic (a subscriber: a topic or a pattern, records/names.py):
+    #   {name: s3, router: A, topic: "orders/+"}   (the scenario's topic otherwise)
     # subscribers that name a group are its members: each message to one of them
     #   {name: w1, router: A, group: workers}   (exclusive: true for one active member)
     faults:                       # seconds after the publishers start
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from once.records.names import publisher_name_error, subscriber_name_error
 
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGIES = ROOT / "topologies"
@@ -52,6 +55,7 @@ class ClientSpec:
     client: str = "once"
     group: str = ""  # a subscriber that is a member of this consumer group
     exclusive: bool = False  # of an exclusive group
+    topic: str = ""  # its own topic (a subscriber's may be a pattern); "": the scenario's
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +102,10 @@ class Scenario:
             if c.group:
                 out.setdefault(c.group, []).append(c.name)
         return out
+
+    def topic_of(self, c: ClientSpec) -> str:
+        """The topic (or a subscriber's pattern) ``c`` publishes or subscribes to."""
+        return c.topic or self.topic
 
     @property
     def routers(self) -> list[str]:
@@ -161,7 +169,12 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
             exclusive = item.get("exclusive", False)
             if not isinstance(exclusive, bool) or (exclusive and not group):
                 raise fail(f"{key}[{i}].exclusive", "true or false, for a member of a group")
-            out.append(ClientSpec(item["name"], item["router"], client, group, exclusive))
+            topic = item.get("topic", "")
+            wrong = (publisher_name_error(topic) if key == "publishers" else subscriber_name_error(topic)) \
+                if isinstance(topic, str) else "expected a string"
+            if wrong:
+                raise fail(f"{key}[{i}].topic", wrong)
+            out.append(ClientSpec(item["name"], item["router"], client, group, exclusive, topic))
         return tuple(out)
 
     publishers = clients("publishers", CLIENTS)
