@@ -195,8 +195,9 @@ def test_mosquitto_clients_across_the_line(line3, version):
     mpub, msub = _mosquitto()
     (ahost, aport), (chost, cport) = line3["A"].mqtt, line3["C"].mqtt
     # (stdbuf: -d's lines come as they happen, not when the pipe's buffer fills)
-    sub = subprocess.Popen(["stdbuf", "-oL", msub, "-h", chost, "-p", str(cport), "-V", version, "-t", "m/x", "-q", "2", "-C", "3",
-                            "-i", f"msub-{version}", "-d"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sub = subprocess.Popen(["stdbuf", "-oL", msub, "-h", chost, "-p", str(cport), "-V", version, "-t", "m/x",
+                            "-t", "mw/+", "-q", "2", "-C", "4", "-i", f"msub-{version}", "-d"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = sub.stdout.readline()
         while "SUBACK" not in line:  # (-d prints the packets: the SUBACK says it is subscribed)
@@ -207,10 +208,15 @@ def test_mosquitto_clients_across_the_line(line3, version):
                                    "-m", f"hello {i}", "-i", f"mpub-{version}-{i}"], capture_output=True, text=True,
                                   timeout=30)
             assert done.returncode == 0, done.stderr
+        # and one to a topic its wildcard filter matches
+        done = subprocess.run([mpub, "-h", ahost, "-p", str(aport), "-V", version, "-t", "mw/y", "-q", "1",
+                               "-m", "hello wild", "-i", f"mpub-{version}-w"], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
         out, _ = sub.communicate(timeout=30)
     finally:
         sub.kill()
-    assert [line for line in out.splitlines() if line.startswith("hello")] == ["hello 0", "hello 1", "hello 2"]
+    assert [line for line in out.splitlines() if line.startswith("hello")] == ["hello 0", "hello 1", "hello 2",
+                                                                                 "hello wild"]
 
 
 def test_a_qos_0_message_reaches_a_subscriber_at_another_router(line3):
