@@ -12,6 +12,7 @@ STRICT = [
     *sorted(f"router/core/{p.name}" for p in (Path(__file__).resolve().parents[1] / "router" / "core").glob("*.py")),
     *sorted(f"records/{p.name}" for p in (Path(__file__).resolve().parents[1] / "records").glob("*.py")),
     *sorted(f"router/mqtt/{p.name}" for p in (Path(__file__).resolve().parents[1] / "router" / "mqtt").glob("*.py")),
+    *sorted(f"router/outbox/{p.name}" for p in (Path(__file__).resolve().parents[1] / "router" / "outbox").glob("*.py")),
     "router/adaptors/mqtt/sessions.py",
     "router/adaptors/mqtt/message.py",
     "router/amqp/types.py",

@@ -116,6 +116,19 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("run_dir", help="a run directory (with journal/): a local path or any path Spark reads")
     a.add_argument("--master", default=None, help="Spark master URL, e.g. spark://host:7077 (default local[*])")
 
+    o = sub.add_parser("outbox", help="the transactional outbox: make its tables, write rows",
+                       usage="once outbox {init,send} [TOPIC BODY ...] --db URL [options]")
+    o.add_argument("action", choices=("init", "send"), help="init: create the tables; send: commit rows (one "
+                   "transaction) for TOPIC, one per BODY (default: lines from stdin)")
+    o.add_argument("args", nargs="*", metavar="TOPIC BODY", help="with send: the topic, then the bodies")
+    o.add_argument("--db", required=True, help="sqlite:///PATH (embedded) or postgresql://USER@HOST:PORT/DB")
+    o.add_argument("--shards", type=int, default=2, help="with init: shards (default 2: one spare)")
+    o.add_argument("--partitions", type=int, default=1, help="with init: tables per shard (default 1)")
+    o.add_argument("--shard", type=int, default=0, help="with send: the shard (default 0)")
+    o.add_argument("--key", default=None, help="with send: the key (one key's messages: one partition, in order)")
+    o.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
+                   help="with send: an application property (repeatable)")
+
     b = sub.add_parser("bench", help="measure throughput, latency, router CPU and memory")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-1to3, "
                    "single-ping, single-idle2000, single-group4, line3-group); 'memory': memory per in-flight delivery; "
@@ -204,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             from .audit.main import main as audit_main
 
             return audit_main(args.run_dir, args.master)
+        if args.command == "outbox":
+            from .outbox_cli import outbox
+
+            return outbox(args.action, args.db, args.args, args.shards, args.partitions, args.shard, args.key,
+                          args.header)
         if args.command == "bench":
             if args.scenarios == ["memory"]:
                 from .bench.memory import main as memory

@@ -1,0 +1,74 @@
+"""SQLite and PostgreSQL as the outbox sees them: how to connect from a URL, how a query
+names its parameters, and the few words of DDL that differ.
+
+SQLite is the embedded default (``sqlite:///path/outbox.db``: nothing to install); the
+application hands us its own ``sqlite3`` connection. PostgreSQL (``postgresql://...``) goes
+through psycopg 3, the maintained driver (the ``outbox`` extra installs it); its
+connection is the application's too. One ``Dialect`` per kind, chosen by the connection's
+type, so the same statements serve both.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+
+class OutboxError(Exception):
+    """A one-line reason the outbox cannot do what it was asked (a bad URL, no tables...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dialect:
+    name: str
+    param: str  # how a statement marks a parameter
+    id_column: str  # an id that only grows and is never given twice, the primary key
+    blob: str
+    bigint: str
+
+    def sql(self, statement: str) -> str:
+        """``statement`` with ``?`` for each parameter, in this dialect's style."""
+        return statement if self.param == "?" else statement.replace("?", self.param)
+
+
+# (AUTOINCREMENT: without it SQLite gives the largest id again after that row is deleted,
+# and a row's id is its message's identity in the network)
+SQLITE = Dialect("sqlite", "?", "id INTEGER PRIMARY KEY AUTOINCREMENT", "BLOB", "INTEGER")
+POSTGRES = Dialect("postgresql", "%s", "id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", "BYTEA", "BIGINT")
+
+
+def dialect_of(conn: Any) -> Dialect:
+    """The dialect of an open connection: ``sqlite3`` or psycopg 3."""
+    if isinstance(conn, sqlite3.Connection):
+        return SQLITE
+    if type(conn).__module__.startswith("psycopg"):
+        return POSTGRES
+    raise OutboxError(f"not an sqlite3 or psycopg connection: {type(conn).__name__}")
+
+
+def connect(url: str) -> Any:
+    """A connection for ``url``: ``sqlite:///path`` or ``postgresql://user@host:port/db``.
+    Autocommit off: the caller commits (``send`` puts rows in the caller's transaction)."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        path = parsed.path if not parsed.netloc else f"{parsed.netloc}{parsed.path}"
+        if not path or path == "/":
+            raise OutboxError(f"{url}: expected sqlite:///PATH")
+        try:
+            conn = sqlite3.connect(path, timeout=30)
+        except sqlite3.Error as e:
+            raise OutboxError(f"{url}: {e}") from None
+        conn.execute("PRAGMA journal_mode=WAL")  # (readers do not wait for the relay's deletes)
+        return conn
+    if parsed.scheme in ("postgresql", "postgres"):
+        try:
+            import psycopg
+        except ImportError:
+            raise OutboxError("PostgreSQL needs psycopg 3: pip install 'once[outbox]'") from None
+        try:
+            return psycopg.connect(url)
+        except psycopg.Error as e:
+            raise OutboxError(f"{url}: {str(e).strip().splitlines()[0]}") from None
+    raise OutboxError(f"{url}: expected sqlite:///PATH or postgresql://...")

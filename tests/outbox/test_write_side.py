@@ -1,0 +1,100 @@
+"""The outbox's tables and the application's ``send``, on SQLite and on a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from once.router.outbox.dialect import OutboxError, connect
+from once.router.outbox.schema import init, read_layout, table
+from once.router.outbox.send import send
+
+
+def _rows(conn, shard: int = 0, partition: int = 0) -> list[tuple]:
+    cur = conn.cursor()
+    cur.execute(f"SELECT id, topic, msg_key, headers, body FROM {table(shard, partition)} ORDER BY id")
+    rows = [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in cur.fetchall()]
+    conn.commit()
+    return rows
+
+
+def test_init_makes_the_seeds_tables_once_and_keeps_its_layout(conn, db_url: str):
+    layout = init(conn, shards=2, partitions=3)
+    assert (layout.shards, layout.partitions) == (2, 3) and len(layout.instance) == 16
+    assert layout.tables() == [(s, p) for s in range(2) for p in range(3)]
+    for s, p in layout.tables():
+        assert _rows(conn, s, p) == []
+    assert init(conn, shards=2, partitions=3) == layout  # (again: the same outbox)
+    with pytest.raises(OutboxError, match="exists with 2 shards of 3 partitions, not 2 of 4"):
+        init(conn, shards=2, partitions=4)
+    if db_url.startswith("sqlite"):
+        other = connect(db_url.replace("outbox.db", "other.db"))
+        assert init(other).instance != layout.instance  # (each outbox its own identity)
+        other.close()
+
+
+def test_a_row_is_written_in_the_callers_transaction_and_only_a_commit_sends_it(conn):
+    init(conn)
+    first = send(conn, "orders", b"\x00kept", headers={"kind": "new"})
+    conn.commit()
+    send(conn, "orders", b"rolled back")
+    conn.rollback()
+    later = send(conn, "orders", b"\xffalso kept")
+    conn.commit()
+    assert later > first
+    assert _rows(conn) == [(first, "orders", None, json.dumps({"kind": "new"}), b"\x00kept"),
+                           (later, "orders", None, None, b"\xffalso kept")]
+
+
+def test_a_key_keeps_its_messages_in_one_partition_and_shards_are_apart(conn):
+    layout = init(conn, shards=2, partitions=4)
+    for i in range(8):
+        send(conn, "t", f"a{i}".encode(), key="customer-7", layout=layout)
+    send(conn, "t", b"spare", shard=1, key="customer-7")
+    conn.commit()
+    p = layout.partition_of("customer-7", 0)
+    assert [r[4] for r in _rows(conn, 0, p)] == [f"a{i}".encode() for i in range(8)]
+    assert [r[4] for r in _rows(conn, 1, p)] == [b"spare"]
+    assert all(_rows(conn, 0, q) == [] for q in range(4) if q != p)
+
+
+@pytest.mark.parametrize(("call", "says"), [
+    (lambda c: send(c, "a/+", b"x"), "'a/+' is a pattern"),
+    (lambda c: send(c, "", b"x"), "a message needs a topic"),
+    (lambda c: send(c, "t", "text"), "the body is bytes, not str"),
+    (lambda c: send(c, "t", b"x", shard=2), "shard 2: the outbox has shards 0..1"),
+])
+def test_a_bad_message_is_refused_in_one_line(conn, call, says: str):
+    init(conn)
+    with pytest.raises(OutboxError, match=says.replace("+", r"\+").replace(".", r"\.")):
+        call(conn)
+
+
+def test_without_tables_the_error_says_to_run_init(conn):
+    with pytest.raises(OutboxError, match="no outbox tables here: run once outbox init"):
+        read_layout(conn)
+    with pytest.raises(OutboxError, match="no outbox tables here"):
+        send(conn, "t", b"x")
+
+
+@pytest.mark.parametrize("url", ["mysql://x", "sqlite://", "postgresql://nobody@127.0.0.1:1/none"])
+def test_a_bad_url_is_one_line(url: str):
+    with pytest.raises(OutboxError) as e:
+        connect(url)
+    assert "\n" not in str(e.value) and url in str(e.value)
+
+
+def test_the_command_line_makes_the_tables_and_commits_rows_in_one_transaction(db_url: str, capsys):
+    from once.tools.cli import main
+
+    assert main(["outbox", "init", "--db", db_url, "--partitions", "2"]) == 0
+    assert "2 shard(s) of 2 partition(s)" in capsys.readouterr().out
+    assert main(["outbox", "send", "orders", "a", "b", "--db", db_url, "--key", "k", "--header", "x=1"]) == 0
+    assert main(["outbox", "send", "a/+", "x", "--db", db_url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'a/+' is a pattern" in err
+    conn = connect(db_url)
+    layout = read_layout(conn)
+    rows = _rows(conn, 0, layout.partition_of("k", 0))
+    conn.close()
+    assert [(r[1], r[2], r[3], r[4]) for r in rows] == [("orders", "k", '{"x": "1"}', b"a"), ("orders", "k", '{"x": "1"}', b"b")]
