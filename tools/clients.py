@@ -214,7 +214,7 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
                 msg = receiver.receive(timeout=timeout)
             except Timeout:  # idle for --timeout: done
                 break
-            print(msg.body, flush=True)
+            print(_text(msg.body), flush=True)
             receiver.accept()
             got += 1
     except KeyboardInterrupt:
@@ -229,3 +229,15 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
         except Exception:  # noqa: BLE001 - it is gone already
             pass
     return got
+
+
+def _text(body: object) -> object:
+    """A body as a line: a data section's bytes as UTF-8 when they are (MQTT and outbox
+    messages come as data sections), else as Python shows them."""
+    if isinstance(body, (bytes, memoryview)):
+        raw = bytes(body)
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            return repr(raw)
+    return body

@@ -1,7 +1,10 @@
-"""``once outbox``: make the outbox's tables, write rows from a script, (next) run the relay."""
+"""``once outbox``: make the outbox's tables, write rows from a script, run the relay."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -13,7 +16,9 @@ from .exits import CommandError, Exit
 
 
 def outbox(action: str, db: str, args: Sequence[str], shards: int, partitions: int, shard: int, key: str | None,
-           headers: Sequence[str]) -> int:
+           headers: Sequence[str], routers: Sequence[str] = ()) -> int:
+    if action == "run":
+        return _run(db, routers)
     try:
         conn = connect(db)
     except OutboxError as e:
@@ -38,8 +43,34 @@ def outbox(action: str, db: str, args: Sequence[str], shards: int, partitions: i
             conn.commit()  # (one transaction: all of them, or none)
             print(f"{len(ids)} row(s) committed to shard {shard}" + (f", key {key}" if key else ""))
             return Exit.OK
-        raise CommandError(Exit.USAGE, f"unknown action {action!r} (init, send)")
+        raise CommandError(Exit.USAGE, f"unknown action {action!r} (init, send, run)")
     except OutboxError as e:
         raise CommandError(Exit.USAGE, str(e)) from None
     finally:
         conn.close()
+
+
+def _run(db: str, routers: Sequence[str]) -> int:
+    """The relay, until SIGTERM or Ctrl-C."""
+    from once.router.loop import run
+    from once.router.outbox.relay import Relay
+
+    if not routers:
+        raise CommandError(Exit.USAGE, "run needs --router amqp://HOST:PORT (one or more: failover in that order)")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    relay = Relay(db, routers)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"outbox relay: {db} to {', '.join(routers)}", flush=True)
+        await relay.run(stop)
+
+    try:
+        run(main())
+    except OutboxError as e:
+        raise CommandError(Exit.USAGE, str(e)) from None
+    print(f"outbox relay: stopped; {relay.deleted} row(s) delivered, {relay.dead} dead-lettered", flush=True)
+    return Exit.OK

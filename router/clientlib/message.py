@@ -13,13 +13,22 @@ from ..adaptors.amqp.message import sections
 from ..amqp.codec import decode, dumps
 from ..amqp.types import Described, ulong
 
-_PROPERTIES, _DATA, _SEQUENCE, _VALUE, _HEADER = 0x73, 0x75, 0x76, 0x77, 0x70
+_PROPERTIES, _DATA, _SEQUENCE, _VALUE, _HEADER, _APPLICATION = 0x73, 0x75, 0x76, 0x77, 0x70, 0x74
+_GROUP_ID = 10  # (its place in the properties section's list)
 
 
-def encode(body: bytes, message_id: str | None = None) -> bytes:
+def encode(body: bytes, message_id: str | None = None, *, group_id: str | None = None,
+           application: dict[str, str] | None = None) -> bytes:
+    """``group_id``: the key a consumer group shards by; ``application``: string
+    application properties."""
     out = b""
-    if message_id is not None:
-        out += dumps(Described(ulong(_PROPERTIES), [message_id]))
+    if message_id is not None or group_id is not None:
+        fields: list[Any] = [message_id]
+        if group_id is not None:
+            fields += [None] * (_GROUP_ID - 1) + [group_id]
+        out += dumps(Described(ulong(_PROPERTIES), fields))
+    if application:
+        out += dumps(Described(ulong(_APPLICATION), dict(application)))
     return out + dumps(Described(ulong(_DATA), bytes(body)))
 
 

@@ -21,10 +21,11 @@ have seen its outcome.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from once.records.gid import compute_gid
 
@@ -40,6 +41,31 @@ from .store import Store
 
 INCARNATION = symbol("once:incarnation")
 _TAG = 8
+STORE_RETRY = 1.0  # seconds before a link whose store was unavailable comes back
+log = logging.getLogger("once.client")
+
+
+class StoreUnavailable(Exception):
+    """The store cannot forget messages now (its database is away). Nothing is settled:
+    the connection goes, and the link resumes a little later with every message still
+    unsettled (the router answers what it knows)."""
+
+
+class PublisherStore(Protocol):
+    """Where a publisher keeps what must survive it: its identity, and every message not
+    settled yet. ``store.py``'s SQLite file is one; the outbox relay's tables are another
+    (``router/outbox/relay.py``: the rows are the messages, written by the application)."""
+
+    def identity(self, kind: str, name: str | None) -> tuple[str, str]: ...
+    def incarnation(self) -> int: ...
+    def next_tag(self) -> int: ...
+    def outbox(self) -> list[tuple[int, bytes]]: ...
+    def add_outbox(self, rows: list[tuple[int, bytes]], next_tag: int) -> None: ...
+    # The outcomes came: forget these messages, durably, before they are settled
+    def settle_outbox(self, done: list[tuple[int, Any]]) -> None: ...
+    def get(self, key: str) -> str | None: ...
+    def put(self, key: str, value: str) -> None: ...
+    def close(self) -> None: ...
 
 
 def _tag(n: int) -> bytes:
@@ -51,14 +77,15 @@ class Publisher:
     accepted, or ``Rejected``). The message is durable (and will be delivered) as soon
     as ``send_nowait`` returns its future, even if this process dies right after."""
 
-    def __init__(self, routers: Sequence[str], topic: str, store: str | Path, *, name: str | None = None,
-                 sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
+    def __init__(self, routers: Sequence[str], topic: str, store: str | Path | PublisherStore, *,
+                 name: str | None = None, sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
                  on_outcome: Callable[[int, Any], None] | None = None) -> None:
         """``on_outcome(tag, outcome)``: called for every outcome, also of messages sent
-        before a restart (tags count from 0 and are never reused on this store)."""
+        before a restart (tags count from 0 and are never reused on this store). ``store``:
+        a path (our SQLite file), or a store of the caller's."""
         self.topic = topic
         self.on_outcome = on_outcome
-        self.store = Store(store)
+        self.store: PublisherStore = Store(store) if isinstance(store, (str, Path)) else store
         self.container_id, self.link_name = self.store.identity("pub", name)
         self.incarnation = self.store.incarnation()
         self._next = self.store.next_tag()
@@ -115,6 +142,23 @@ class Publisher:
 
     async def send(self, body: bytes, message_id: str | None = None) -> Any:
         return await self.send_nowait(body, message_id)
+
+    def send_stored(self, tag: int, payload: bytes) -> asyncio.Future[Any]:
+        """A message the store already holds durably under ``tag`` (the caller's numbering,
+        each tag one message for ever): put it on the wire, in tag order with the others.
+        Sent before (by an earlier life of the store's owner), it merges with the network's
+        record: the attach names it, or its gid does."""
+        if self.closed:
+            raise RuntimeError("publisher closed")
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if tag in self._unsettled:
+            fut.set_exception(ValueError(f"tag {tag} is in flight already"))
+            return fut
+        self._futures[tag] = fut
+        self._unsettled[tag] = payload
+        self._to_send.append(tag)
+        self._schedule()
+        return fut
 
     async def wait_settled(self, timeout: float | None = None) -> None:
         """Wait until every message (also those from before a restart) has its outcome."""
@@ -206,7 +250,8 @@ class Publisher:
         if done:
             # Forget before settling: settled at the router, the record goes, and a copy
             # resent after a crash here would then be a new message.
-            self.store.settle_outbox([tag for tag, _ in done])
+            if not self._forget(engine, done):
+                return
             for tag, state in done:
                 del self._unsettled[tag]
                 engine.send(link, _tag(tag), b"", settled=True, state=state, resume=True)
@@ -230,13 +275,27 @@ class Publisher:
 
     def _on_outcomes(self, engine: Connection, outcomes: list[tuple[Delivery, Any]]) -> None:
         """Outcomes arrived: forget the messages (committed), then settle them."""
-        tags = [d.context for d, _ in outcomes if d.context in self._unsettled]
-        if tags:
-            self.store.settle_outbox(tags)
+        done = [(d.context, state) for d, state in outcomes if d.context in self._unsettled]
+        if done and not self._forget(engine, done):
+            return
         for d, state in outcomes:
             self._unsettled.pop(d.context, None)
             engine.disposition(d, state, settled=True)
             self._resolve(d.context, state)
+
+    def _forget(self, engine: Connection, done: list[tuple[int, Any]]) -> bool:
+        """The store forgets ``done`` before they are settled; False if it cannot now (then
+        nothing is settled, and the link comes back after a pause to try again)."""
+        try:
+            self.store.settle_outbox(done)
+        except StoreUnavailable as e:
+            log.warning("publisher %s: its store is unavailable (%s): reconnecting in %g s", self.link_name, e,
+                        STORE_RETRY)
+            self.conn.hold(STORE_RETRY)
+            engine.close()
+            self.conn.flush()
+            return False
+        return True
 
     def _resolve(self, tag: int, state: Any) -> None:
         if self.on_outcome is not None:

@@ -86,9 +86,10 @@ class Store:
     def outbox(self) -> list[tuple[int, bytes]]:
         return self.db.execute("SELECT tag, payload FROM outbox ORDER BY tag").fetchall()
 
-    def settle_outbox(self, tags: list[int]) -> None:
+    def settle_outbox(self, done: list[tuple[int, object]]) -> None:
+        """(tag, outcome) of messages settled: forgotten, whatever the outcome."""
         self.db.execute("BEGIN")
-        self.db.executemany("DELETE FROM outbox WHERE tag = ?", [(t,) for t in tags])
+        self.db.executemany("DELETE FROM outbox WHERE tag = ?", [(t,) for t, _ in done])
         self.db.execute("COMMIT")
 
     # ----------------------------------------------------------- subscriber

@@ -210,3 +210,28 @@ async def test_an_exclusive_members_active_flag_follows_the_take_over(router: Ro
         await _accept(msg)
         assert isinstance(await asyncio.wait_for(sent, 10), Accepted)
     await second.close(unsubscribe=True)
+
+
+async def test_a_publisher_sends_on_credit_that_came_before_its_connect_call_returned(router: RouterProcess,
+                                                                                      tmp_path: Path, monkeypatch):
+    """The whole handshake, the attach and the first credit can be read before ``dial``
+    returns to the connection's task (its loop busy elsewhere: an outbox relay's database
+    read). The credit must be used then: nothing else comes to prompt a send later (an
+    outbox relay stalled with 320 rows, 1 run in 20 on PostgreSQL)."""
+    import once.router.clientlib.connection as connection
+
+    real = connection.dial
+
+    async def late(*args, **kw):
+        proto = await real(*args, **kw)
+        await asyncio.sleep(0.5)  # (the handshake completes meanwhile)
+        return proto
+
+    monkeypatch.setattr(connection, "dial", late)
+    sub = await _subscriber(router.url, tmp_path / "sub.db")
+    async with Publisher([router.url], "orders", tmp_path / "pub.db") as pub:
+        fut = pub.send_nowait(b"first", "m0")
+        msg = await sub.receive(5)
+        await _accept(msg)
+        assert msg.body == b"first" and isinstance(await asyncio.wait_for(fut, 10), Accepted)
+    await sub.close(unsubscribe=True)

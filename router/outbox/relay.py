@@ -1,0 +1,215 @@
+"""The relay: every committed outbox row to every subscriber, exactly once.
+
+For each table (shard, partition) the relay reads rows in id order and hands each to the
+exactly-once publisher of its (table, topic): one link per pair, its identity fixed by
+the outbox (``RowStore``), the row's id its delivery tag. So every relay, and every life
+of one, gives a row the same gid: a row sent again after a relay died merges with the
+network's record instead of reaching a subscriber twice.
+
+A row is deleted (committed) when every subscriber accepted it, *before* the link settles
+it: the router holds the message's record until then (receiver-settle-mode ``second``), so
+a relay that dies between the two leaves a record the next one's attach finds, and one
+that dies before leaves the row, which the next one names in its attach. A row the network
+rejected moves to ``outbox_dead_letter`` with the error, in the same transaction.
+
+No "last id seen" mark: each poll reads the table from its lowest id (only rows not yet
+accepted are there) and sends those not in flight, so a row a long transaction committed
+late, below ids already sent, is sent all the same (the trap tw-tkms documents).
+
+One relay serves every table for now; several relays sharing the tables (claims) are
+docs/outbox.md's next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..amqp.performatives import Accepted
+from ..clientlib.message import encode
+from ..clientlib.publisher import Publisher, StoreUnavailable
+from .dialect import Dialect, OutboxError, connect, dialect_of
+from .schema import Layout, read_layout, table
+
+log = logging.getLogger("once.outbox")
+
+
+@dataclass
+class Part:
+    """One table's state at this relay."""
+
+    shard: int
+    partition: int
+    table: str
+    in_flight: dict[int, str] = field(default_factory=dict)  # row id -> its topic
+    links: dict[str, Publisher] = field(default_factory=dict)  # topic -> its publisher
+
+
+class RowStore:
+    """The publisher's store for one (table, topic): the rows are its messages (the
+    application wrote them); forgetting them is the relay's delete."""
+
+    def __init__(self, relay: Relay, part: Part, topic: str) -> None:
+        self.relay = relay
+        self.part = part
+        self._identity = (f"outbox-{relay.layout.instance}", f"{part.table}:{topic}")
+
+    def identity(self, kind: str, name: str | None) -> tuple[str, str]:
+        return self._identity
+
+    def incarnation(self) -> int:
+        # (fixed by the outbox: every relay's link for this table and topic is one publisher)
+        return int(self.relay.layout.instance, 16) % (2**63 - 1) or 1
+
+    def next_tag(self) -> int:
+        return 0  # (the rows' ids are the tags: ``send_stored``)
+
+    def outbox(self) -> list[tuple[int, bytes]]:
+        return []  # (the relay hands the rows over as it reads them)
+
+    def add_outbox(self, rows: list[tuple[int, bytes]], next_tag: int) -> None:
+        raise RuntimeError("the outbox's rows are written by the application")
+
+    def settle_outbox(self, done: list[tuple[int, Any]]) -> None:
+        self.relay.finish(self.part, done)
+
+    def get(self, key: str) -> str | None:
+        # (always resuming: an earlier relay may have sent any row still in the table)
+        return "1" if key == "attached" else None
+
+    def put(self, key: str, value: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Relay:
+    def __init__(self, db_url: str, routers: Sequence[str], *, poll: float = 0.05, window: int = 1000,
+                 batch: int = 500, idle_timeout: float = 10.0) -> None:
+        """``window``: rows in flight per table at most; ``batch``: rows read per poll."""
+        self.db_url = db_url
+        self.routers = list(routers)
+        self.poll = poll
+        self.window = window
+        self.batch = batch
+        self.idle_timeout = idle_timeout
+        self.conn: Any = None
+        self.dialect: Dialect
+        self.layout: Layout
+        self.parts: list[Part] = []
+        self.sent = 0  # rows handed to a link (again after a restart: counted again)
+        self.deleted = 0
+        self.dead = 0
+
+    # ----------------------------------------------------------- database
+
+    def _connect(self) -> None:
+        self.conn = connect(self.db_url)
+        self.dialect = dialect_of(self.conn)
+
+    def _db_lost(self, e: Exception) -> None:
+        log.warning("outbox relay: database unavailable (%s): %s", type(e).__name__, str(e).strip().splitlines()[0]
+                    if str(e).strip() else "")
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - (it is gone already)
+            pass
+        self.conn = None
+
+    # ----------------------------------------------------------- running
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self._connect()
+        self.layout = read_layout(self.conn)  # type: ignore[assignment]
+        self.conn.commit()
+        self.parts = [Part(s, p, table(s, p)) for s, p in self.layout.tables()]
+        log.info("outbox relay: %d table(s) of outbox %s to %s", len(self.parts), self.layout.instance,
+                 ", ".join(self.routers))
+        try:
+            while not stop.is_set():
+                busy = False
+                for part in self.parts:
+                    busy = self._poll(part) or busy
+                try:
+                    await asyncio.wait_for(stop.wait(), 0 if busy else self.poll)
+                except TimeoutError:
+                    pass
+        finally:
+            for part in self.parts:
+                for link in part.links.values():
+                    await link.close()
+            if self.conn is not None:
+                self.conn.close()
+
+    def _poll(self, part: Part) -> bool:
+        """Read the table from its lowest id; hand over what is not in flight. True if any."""
+        room = self.window - len(part.in_flight)
+        if room <= 0:
+            return False
+        try:
+            if self.conn is None:
+                self._connect()
+            cur = self.conn.cursor()
+            cur.execute(self.dialect.sql(f"SELECT id, topic, msg_key, headers, body FROM {part.table} "
+                                         "ORDER BY id LIMIT ?"), (len(part.in_flight) + min(room, self.batch),))
+            rows = cur.fetchall()
+            self.conn.commit()  # (ends the read: no snapshot held between polls)
+        except OutboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 - each driver has its own errors: the database went away
+            self._db_lost(e)
+            return False
+        fresh = [r for r in rows if r[0] not in part.in_flight][:room]
+        for row_id, topic, key, headers, body in fresh:
+            link = part.links.get(topic)
+            if link is None:
+                link = part.links[topic] = Publisher(self.routers, topic, RowStore(self, part, topic),
+                                                     idle_timeout=self.idle_timeout)
+                asyncio.get_running_loop().create_task(link.start())
+            payload = encode(bytes(body), f"{part.table}:{row_id}", group_id=key,
+                             application=json.loads(headers) if headers else None)
+            part.in_flight[row_id] = topic
+            link.send_stored(row_id, payload)
+            self.sent += 1
+        return bool(fresh)
+
+    def finish(self, part: Part, done: list[tuple[int, Any]]) -> None:
+        """Outcomes came for these rows: delete them (a rejected one into the dead letters)
+        and commit, or raise ``StoreUnavailable`` (then nothing is settled)."""
+        d = self.dialect
+        rejected = [(row_id, state) for row_id, state in done if not isinstance(state, Accepted)]
+        try:
+            if self.conn is None:
+                self._connect()
+            cur = self.conn.cursor()
+            now = time.time_ns() // 1000
+            for row_id, state in rejected:
+                cur.execute(d.sql(
+                    "INSERT INTO outbox_dead_letter (shard, part, id, topic, msg_key, headers, body, created_us, "
+                    f"failed_us, error) SELECT ?, ?, id, topic, msg_key, headers, body, created_us, ?, ? FROM {part.table} "
+                    "WHERE id = ?"), (part.shard, part.partition, now, _why(state), row_id))
+            cur.executemany(d.sql(f"DELETE FROM {part.table} WHERE id = ?"), [(row_id,) for row_id, _ in done])
+            self.conn.commit()
+        except Exception as e:  # noqa: BLE001 - the database went away: nothing is settled
+            self._db_lost(e)
+            raise StoreUnavailable(type(e).__name__) from None
+        for row_id, _ in done:
+            part.in_flight.pop(row_id, None)
+        self.deleted += len(done) - len(rejected)
+        self.dead += len(rejected)
+        if rejected:
+            log.warning("outbox relay: %d row(s) of %s rejected, kept in outbox_dead_letter (first: %s)",
+                        len(rejected), part.table, _why(rejected[0][1]))
+
+
+def _why(state: Any) -> str:
+    error = getattr(state, "error", None)
+    if error is None:
+        return "rejected"
+    return f"{getattr(error, 'condition', '')}: {getattr(error, 'description', '') or ''}".strip(": ")
