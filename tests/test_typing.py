@@ -17,6 +17,7 @@ STRICT = [
     "router/outbox/dialect.py",
     "router/outbox/schema.py",
     "router/outbox/send.py",
+    "router/outbox/claims.py",
     "router/adaptors/mqtt/sessions.py",
     "router/adaptors/mqtt/message.py",
     "router/amqp/types.py",

@@ -131,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with send: an application property (repeatable)")
     o.add_argument("--router", action="append", default=[], metavar="URL",
                    help="with run: a router to publish through (repeatable: failover in that order)")
+    o.add_argument("--lease", type=float, default=5.0, metavar="SECONDS",
+                   help="with run: how long a relay's claim on a table holds unrenewed (default 5: a dead relay's "
+                   "tables are taken over within that)")
 
     b = sub.add_parser("bench", help="measure throughput, latency, router CPU and memory")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-1to3, "
@@ -224,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             from .outbox_cli import outbox
 
             return outbox(args.action, args.db, args.args, args.shards, args.partitions, args.shard, args.key,
-                          args.header, args.router)
+                          args.header, args.router, args.lease)
         if args.command == "bench":
             if args.scenarios == ["memory"]:
                 from .bench.memory import main as memory

@@ -16,9 +16,9 @@ from .exits import CommandError, Exit
 
 
 def outbox(action: str, db: str, args: Sequence[str], shards: int, partitions: int, shard: int, key: str | None,
-           headers: Sequence[str], routers: Sequence[str] = ()) -> int:
+           headers: Sequence[str], routers: Sequence[str] = (), lease: float = 5.0) -> int:
     if action == "run":
-        return _run(db, routers)
+        return _run(db, routers, lease)
     try:
         conn = connect(db)
     except OutboxError as e:
@@ -50,7 +50,7 @@ def outbox(action: str, db: str, args: Sequence[str], shards: int, partitions: i
         conn.close()
 
 
-def _run(db: str, routers: Sequence[str]) -> int:
+def _run(db: str, routers: Sequence[str], lease: float) -> int:
     """The relay, until SIGTERM or Ctrl-C."""
     from once.router.loop import run
     from once.router.outbox.relay import Relay
@@ -58,7 +58,9 @@ def _run(db: str, routers: Sequence[str]) -> int:
     if not routers:
         raise CommandError(Exit.USAGE, "run needs --router amqp://HOST:PORT (one or more: failover in that order)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    relay = Relay(db, routers)
+    if not 0.5 <= lease <= 600:
+        raise CommandError(Exit.USAGE, f"--lease {lease:g}: expected 0.5 to 600 seconds")
+    relay = Relay(db, routers, lease=lease, renew=lease / 5)
 
     async def main() -> None:
         stop = asyncio.Event()

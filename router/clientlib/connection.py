@@ -105,6 +105,13 @@ class FailoverConnection:
         """Make the next connection wait ``seconds`` (its owner cannot use one now)."""
         self._hold_until = asyncio.get_running_loop().time() + seconds
 
+    def abort_for_good(self) -> None:
+        """Drop the connection without a close frame and never connect again."""
+        self._closing = True
+        self.abort()
+        if self._task is not None:
+            self._task.cancel()
+
     def abort(self) -> None:
         """Drop the connection without a close frame (for tests: as if the client died)."""
         if self.protocol is not None and self.protocol.transport is not None:

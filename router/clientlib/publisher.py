@@ -167,6 +167,14 @@ class Publisher:
                 await asyncio.sleep(0.02)
         await asyncio.wait_for(settled(), timeout)
 
+    def abandon(self) -> None:
+        """Stop without a word, as if this process had died: the router keeps the link's
+        messages for whoever resumes it (an outbox table's next relay), which a closing
+        link would end."""
+        self.closed = True
+        self.conn.abort_for_good()
+        self.store.close()
+
     async def close(self) -> None:
         if self.closed:
             return
@@ -291,9 +299,10 @@ class Publisher:
         except StoreUnavailable as e:
             log.warning("publisher %s: its store is unavailable (%s): reconnecting in %g s", self.link_name, e,
                         STORE_RETRY)
+            # (dropped, not closed: a closed link ends at the router with its messages; a
+            # dropped one is suspended, and its messages wait for it to resume)
             self.conn.hold(STORE_RETRY)
-            engine.close()
-            self.conn.flush()
+            self.conn.abort()
             return False
         return True
 

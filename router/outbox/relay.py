@@ -16,8 +16,10 @@ No "last id seen" mark: each poll reads the table from its lowest id (only rows 
 accepted are there) and sends those not in flight, so a row a long transaction committed
 late, below ids already sent, is sent all the same (the trap tw-tkms documents).
 
-One relay serves every table for now; several relays sharing the tables (claims) are
-docs/outbox.md's next step.
+Any number of relays share the tables: each serves the tables it claims (``claims.py``),
+every delete is fenced by its claim, and a table it loses or gives back is dropped without
+a word (``Publisher.abandon``): the router keeps its links' messages for the next owner,
+whose attach names the rows again.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 from ..amqp.performatives import Accepted
 from ..clientlib.message import encode
 from ..clientlib.publisher import Publisher, StoreUnavailable
+from .claims import LEASE, RENEW, ClaimLost, Claims, new_owner
 from .dialect import Dialect, OutboxError, connect, dialect_of
 from .schema import Layout, read_layout, table
 
@@ -91,9 +94,17 @@ class RowStore:
 
 class Relay:
     def __init__(self, db_url: str, routers: Sequence[str], *, poll: float = 0.05, window: int = 1000,
-                 batch: int = 500, idle_timeout: float = 10.0) -> None:
-        """``window``: rows in flight per table at most; ``batch``: rows read per poll."""
+                 batch: int = 500, idle_timeout: float = 10.0, lease: float = LEASE, renew: float = RENEW,
+                 drain: float = 5.0) -> None:
+        """``window``: rows in flight per table at most; ``batch``: rows read per poll;
+        ``lease``, ``renew``: the claims' (``claims.py``); ``drain``: seconds a stopping
+        relay waits for what it has in flight."""
         self.db_url = db_url
+        self.owner = new_owner()
+        self.lease = lease
+        self.renew = renew
+        self.drain = drain
+        self.claims: Claims | None = None
         self.routers = list(routers)
         self.poll = poll
         self.window = window
@@ -112,6 +123,8 @@ class Relay:
     def _connect(self) -> None:
         self.conn = connect(self.db_url)
         self.dialect = dialect_of(self.conn)
+        if self.claims is not None:
+            self.claims.conn = self.conn
 
     def _db_lost(self, e: Exception) -> None:
         log.warning("outbox relay: database unavailable (%s): %s", type(e).__name__, str(e).strip().splitlines()[0]
@@ -129,23 +142,84 @@ class Relay:
         self.layout = read_layout(self.conn)  # type: ignore[assignment]
         self.conn.commit()
         self.parts = [Part(s, p, table(s, p)) for s, p in self.layout.tables()]
-        log.info("outbox relay: %d table(s) of outbox %s to %s", len(self.parts), self.layout.instance,
-                 ", ".join(self.routers))
+        self.claims = Claims(self.conn, self.owner, self.layout.tables(), self.lease)
+        log.info("outbox relay %s: %d table(s) of outbox %s to %s", self.owner, len(self.parts),
+                 self.layout.instance, ", ".join(self.routers))
+        next_round = 0.0
         try:
             while not stop.is_set():
+                if time.monotonic() >= next_round:
+                    self._round()
+                    next_round = time.monotonic() + self.renew
                 busy = False
                 for part in self.parts:
-                    busy = self._poll(part) or busy
+                    if (part.shard, part.partition) in self.claims.held:
+                        busy = self._poll(part) or busy
                 try:
                     await asyncio.wait_for(stop.wait(), 0 if busy else self.poll)
                 except TimeoutError:
                     pass
+            await self._stop()
         finally:
             for part in self.parts:
-                for link in part.links.values():
-                    await link.close()
+                self._drop(part)
             if self.conn is not None:
                 self.conn.close()
+
+    def _round(self) -> None:
+        """Renew our claims, take our share; stop what we lost or hold past our share."""
+        assert self.claims is not None
+        try:
+            if self.conn is None:
+                self._connect()
+            taken, lost, excess = self.claims.round()
+            for key in excess:  # (stopped first: nothing of ours in flight when another takes it)
+                self._drop(self._part(key))
+                self.claims.give_back(key)
+        except Exception as e:  # noqa: BLE001 - the database went away: the claims run out, deletes are fenced
+            self._db_lost(e)
+            return
+        for key in lost:
+            self._drop(self._part(key))
+        if taken or lost or excess:
+            log.info("outbox relay %s: took %s, lost %s, gave back %s; serving %s", self.owner, taken, lost, excess,
+                     sorted(self.claims.held))
+
+    def _part(self, key: tuple[int, int]) -> Part:
+        return next(p for p in self.parts if (p.shard, p.partition) == key)
+
+    def _drop(self, part: Part) -> None:
+        """Stop serving ``part``: its links go without a word (the router keeps their
+        messages for the next owner), what was in flight is forgotten here."""
+        for link in part.links.values():
+            if not link.closed:
+                link.abandon()
+        part.links.clear()
+        part.in_flight.clear()
+
+    async def _stop(self) -> None:
+        """A clean stop: no new rows; what is in flight may finish (``drain`` seconds); the
+        tables go back (the others take them at once)."""
+        deadline = time.monotonic() + self.drain
+        while any(p.in_flight for p in self.parts) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        for part in self.parts:
+            if part.in_flight:
+                self._drop(part)  # (left to the next owner, as a dying relay would)
+            else:
+                for link in part.links.values():
+                    try:
+                        await link.close()
+                    except Exception as e:  # noqa: BLE001 - (stopping: a link that fails to close is dropped)
+                        log.warning("outbox relay %s: closing %s's link failed (%s: %s): dropped", self.owner,
+                                    part.table, type(e).__name__, e)
+                        link.abandon()
+                part.links.clear()
+        if self.claims is not None and self.conn is not None:
+            try:
+                self.claims.leave()
+            except Exception as e:  # noqa: BLE001 - (the claims run out by themselves)
+                self._db_lost(e)
 
     def _poll(self, part: Part) -> bool:
         """Read the table from its lowest id; hand over what is not in flight. True if any."""
@@ -184,10 +258,14 @@ class Relay:
         and commit, or raise ``StoreUnavailable`` (then nothing is settled)."""
         d = self.dialect
         rejected = [(row_id, state) for row_id, state in done if not isinstance(state, Accepted)]
+        assert self.claims is not None
         try:
             if self.conn is None:
                 self._connect()
             cur = self.conn.cursor()
+            if d.name == "sqlite" and not self.conn.in_transaction:
+                cur.execute("BEGIN IMMEDIATE")  # (the claim read below and the deletes: one write transaction)
+            self.claims.fence(cur, (part.shard, part.partition))
             now = time.time_ns() // 1000
             for row_id, state in rejected:
                 cur.execute(d.sql(
@@ -196,6 +274,11 @@ class Relay:
                     "WHERE id = ?"), (part.shard, part.partition, now, _why(state), row_id))
             cur.executemany(d.sql(f"DELETE FROM {part.table} WHERE id = ?"), [(row_id,) for row_id, _ in done])
             self.conn.commit()
+        except ClaimLost as e:
+            self.conn.rollback()
+            log.warning("outbox relay %s: %s; it stops serving %s", self.owner, e, part.table)
+            asyncio.get_running_loop().call_soon(self._drop, part)
+            raise StoreUnavailable(str(e)) from None
         except Exception as e:  # noqa: BLE001 - the database went away: nothing is settled
             self._db_lost(e)
             raise StoreUnavailable(type(e).__name__) from None

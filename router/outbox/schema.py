@@ -8,6 +8,7 @@
 * ``outbox_meta``: the layout (shards, partitions) and this outbox's instance, a random
   id made once by ``init``: two databases never give their messages the same identity.
 * ``outbox_dead_letter``: rows the network rejected, with the error, never dropped.
+* ``outbox_claim`` and ``outbox_relay``: which relay serves which table (``claims.py``).
 
 Shards separate traffic (two by default: the second is the spare a busy moment can move
 latency-sensitive messages to without new tables); partitions spread one shard over
@@ -22,6 +23,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from . import claims
 from .dialect import Dialect, OutboxError, dialect_of
 
 DEFAULT_SHARDS = 2
@@ -75,8 +77,9 @@ def init(conn: Any, shards: int = DEFAULT_SHARDS, partitions: int = DEFAULT_PART
         raise OutboxError(f"the outbox exists with {existing.shards} shards of {existing.partitions} partitions, "
                           f"not {shards} of {partitions}")
     cur = conn.cursor()
-    for statement in _ddl(d, shards, partitions):
+    for statement in _ddl(d, shards, partitions) + claims.ddl(d, []):
         cur.execute(statement)
+    claims.seed(conn, [(s, p) for s in range(shards) for p in range(partitions)])
     if existing is None:
         rows = [("instance", secrets.token_hex(8)), ("shards", str(shards)), ("partitions", str(partitions))]
         cur.executemany(d.sql("INSERT INTO outbox_meta (key, value) VALUES (?, ?)"), rows)

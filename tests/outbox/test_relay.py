@@ -13,7 +13,7 @@ from pathlib import Path
 
 from once.router.clientlib import Subscriber
 from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init, table
+from once.router.outbox.schema import init, read_layout, table
 from once.router.outbox.send import send
 from support.proton_clients import ProtonSubscriber
 from support.routers import RouterProcess
@@ -25,22 +25,25 @@ ROWS_PER_TX = 10
 def _relay(db_url: str, router: RouterProcess, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:  # (the child has its own copy of the file)
         return subprocess.Popen([sys.executable, "-m", "once.tools.cli", "outbox", "run", "--db", db_url, "--router",
-                                 router.url], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                 router.url, "--lease", "1.5"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 env=dict(os.environ, PYTHONUNBUFFERED="1"))
 
 
-def _write(db_url: str, transactions: int) -> list[str]:
-    """Rows in transactions of ten, over two keys (two partitions); every fifth transaction
-    rolls back. The message ids (table:id) of the committed ones, in commit order."""
+def _write(db_url: str, transactions: int, keys: int = 2, partitions: int = 2, shards: int = 1) -> list[str]:
+    """Rows in transactions of ten, over ``keys`` keys (and the first ``shards`` shards, a
+    transaction's rows in one); every fifth transaction rolls back. The message ids
+    (table:id) of the committed ones, in commit order."""
     conn = connect(db_url)
-    layout = init(conn, shards=2, partitions=2)
+    layout = init(conn, shards=2, partitions=partitions)
     committed = []
     for t in range(transactions):
         ids = []
         for i in range(ROWS_PER_TX):
-            key = f"k{i % 2}"
-            row = send(conn, "orders", f"t{t}-{i}".encode(), key=key, layout=layout, headers={"t": str(t)})
-            ids.append(f"{table(0, layout.partition_of(key, 0))}:{row}")
+            key = f"k{i % keys}"
+            shard = t % shards
+            row = send(conn, "orders", f"t{t}-{i}".encode(), key=key, layout=layout, headers={"t": str(t)},
+                       shard=shard)
+            ids.append(f"{table(shard, layout.partition_of(key, 0))}:{row}")
         if t % 5 == 4:
             conn.rollback()
         else:
@@ -51,13 +54,13 @@ def _write(db_url: str, transactions: int) -> list[str]:
 
 
 def _left(db_url: str) -> int:
+    """Rows in the outbox's tables and its dead letters."""
     conn = connect(db_url)
     cur = conn.cursor()
     n = 0
-    for s in range(2):
-        for p in range(2):
-            cur.execute(f"SELECT COUNT(*) FROM {table(s, p)}")
-            n += cur.fetchone()[0]
+    for s, p in read_layout(conn).tables():
+        cur.execute(f"SELECT COUNT(*) FROM {table(s, p)}")
+        n += cur.fetchone()[0]
     cur.execute("SELECT COUNT(*) FROM outbox_dead_letter")
     n += cur.fetchone()[0]
     conn.close()
@@ -124,6 +127,7 @@ async def test_committed_rows_reach_every_subscriber_across_a_sigkilled_relay(ro
     log = (tmp_path / "relay.log").read_text()
     assert "Traceback" not in log
     # (the kill was mid-stream: it left rows, which the second relay delivered)
+    assert "stopped; " in log, log[-2000:]
     after = int(log.split("stopped; ")[1].split(" row(s)")[0])
     assert left_at_kill > 0 and after >= left_at_kill, (left_at_kill, after)
 
@@ -133,3 +137,52 @@ def _drain(sub: ProtonSubscriber) -> list:
     while not sub.messages.empty():
         out.append(sub.messages.get_nowait())
     return out
+
+
+async def test_two_relays_share_the_tables_and_one_takes_over_when_the_other_is_killed(
+        router: RouterProcess, tmp_path: Path, db_url: str):
+    committed = _write(db_url, 100, keys=8, partitions=4, shards=2)  # 800 rows committed, both shards
+    ours: list[str] = []
+    sub = Subscriber([router.url], "orders", tmp_path / "sub.db")
+    await sub.start()
+    await asyncio.wait_for(sub.attached.wait(), 10)
+
+    go = asyncio.Event()  # (past the first 40 our subscriber holds its acceptances: rows stay in flight)
+
+    async def take() -> None:
+        while True:
+            msg = await sub.receive(60)
+            if len(ours) >= 40:
+                await go.wait()
+            ours.append(str(msg.message_id))
+            await msg.accept()
+
+    taker = asyncio.get_running_loop().create_task(take())
+    first = _relay(db_url, router, tmp_path / "first.log")
+    second = None
+    try:
+        await _until(lambda: len(ours) >= 40, 30, "the first rows")
+        # a second relay comes: the first gives back half its tables, rows in flight
+        second = _relay(db_url, router, tmp_path / "second.log")
+        took = tmp_path / "second.log"
+        await _until(lambda: took.exists() and " took [(" in took.read_text(), 30, "the second relay's share")
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        left_at_kill = _left(db_url)
+        go.set()
+        await _until(lambda: len(set(ours)) >= len(committed) and _left(db_url) == 0, 60, "every row, and empty tables")
+    finally:
+        for relay in (first, second):
+            if relay is not None and relay.poll() is None:
+                relay.send_signal(signal.SIGTERM)
+                relay.wait(10)
+        taker.cancel()
+        await sub.close()
+    assert sorted(ours) == sorted(committed) and _in_order_per_partition(ours)
+    assert left_at_kill > 0
+    log = (tmp_path / "second.log").read_text()
+    assert "Traceback" not in log + (tmp_path / "first.log").read_text()
+    # (the survivor served its share first, then every table: the killed relay's too, once
+    # its leases ran out)
+    serving = [line.split("serving ")[1].count("(") for line in log.splitlines() if "serving " in line]
+    assert serving[0] < 8 and serving[-1] == 8, log[-1500:]
