@@ -186,3 +186,31 @@ async def test_two_relays_share_the_tables_and_one_takes_over_when_the_other_is_
     # its leases ran out)
     serving = [line.split("serving ")[1].count("(") for line in log.splitlines() if "serving " in line]
     assert serving[0] < 8 and serving[-1] == 8, log[-1500:]
+
+
+async def test_a_row_a_long_transaction_commits_late_below_rows_already_sent_is_sent_too(
+        router: RouterProcess, tmp_path: Path, postgres):
+    """tw-tkms's trap: a row's id comes at its insert, its visibility at its commit. A relay
+    that kept a "last id seen" would skip it; ours reads each table from its lowest id."""
+    db_url = postgres.new_database()
+    long, short = connect(db_url), connect(db_url)
+    layout = init(short, shards=1, partitions=1)
+    late = send(long, "orders", b"late", layout=layout)  # (the transaction stays open)
+    early = [send(short, "orders", f"e{i}".encode(), layout=layout) for i in range(5)]
+    short.commit()
+    assert late < min(early)
+    proton = ProtonSubscriber(router.url, "orders", name="late-proton")
+    relay = _relay(db_url, router, tmp_path / "relay.log")
+    try:
+        got = [bytes(m.body) for m in proton.take(5)]
+        assert got == [f"e{i}".encode() for i in range(5)]
+        await _until(lambda: _left(db_url) == 0, 20, "the committed rows deleted")
+        long.commit()  # now it is visible, below every id already sent
+        assert bytes(proton.get(20).body) == b"late"
+        await _until(lambda: _left(db_url) == 0, 20, "the late row deleted")
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        relay.wait(10)
+        proton.close()
+        long.close()
+        short.close()
