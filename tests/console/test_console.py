@@ -7,13 +7,12 @@ Proton-C); the screenshot is kept in ``tests/artifacts/console.png`` for a perso
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.debian import install
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.routers import Network
 
@@ -28,18 +27,9 @@ def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.fail("the console test needs Chromium: sudo apt-get install chromium")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for update in (False, True):
-        if update:
-            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
-        r = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], env=env, capture_output=True, text=True)
-        if r.returncode == 0:
-            break
+    install("chromium", "the console test")
     found = shutil.which("chromium")
-    if not found:
-        pytest.fail(f"apt-get install chromium failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    assert found, "apt-get installed chromium, and there is no chromium on PATH"
     return found
 
 

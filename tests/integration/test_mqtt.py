@@ -3,7 +3,6 @@ Debian's mosquitto clients and Proton on one network of OS processes over TCP.""
 
 from __future__ import annotations
 
-import os
 import queue
 import shutil
 import socket
@@ -14,6 +13,7 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from proton.utils import BlockingConnection, LinkDetached
+from support.debian import install
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.proton_options import SharedSubscription
 from support.routers import Network
@@ -168,15 +168,7 @@ def test_a_publisher_to_a_pattern_is_refused(line3):
 def _mosquitto() -> tuple[str, str]:
     """Debian's mosquitto clients, installed when missing (as root)."""
     if not shutil.which("mosquitto_pub"):
-        if os.geteuid() != 0 or not shutil.which("apt-get"):
-            pytest.fail("the MQTT test needs mosquitto_pub and mosquitto_sub: apt-get install mosquitto-clients")
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        for update in (False, True):
-            if update:
-                subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
-            if subprocess.run(["apt-get", "install", "-y", "-q", "mosquitto-clients"], env=env,
-                              capture_output=True).returncode == 0:
-                break
+        install("mosquitto-clients", "the MQTT test")
     pub, sub = shutil.which("mosquitto_pub"), shutil.which("mosquitto_sub")
     assert pub and sub, "apt-get install mosquitto-clients failed"
     return pub, sub

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from once.tools.topology_ports import free_port
 
+from support.debian import install
+
 USER = "postgres"  # (the package's system user: the server's, when we are root)
 
 
@@ -25,16 +27,10 @@ def _bin() -> Path:
     versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
     if versions:
         return Path(versions[-1]).parent
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.fail("the outbox tests need PostgreSQL's initdb and pg_ctl: apt-get install postgresql")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for update in (False, True):
-        if update:
-            subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
-        if subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], env=env, capture_output=True).returncode == 0:
-            break
-    return _bin() if glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb") else pytest.fail(
-        "apt-get install postgresql failed")
+    install("postgresql", "the outbox tests")
+    if not (glob.glob("/usr/lib/postgresql/*/bin/initdb") or shutil.which("initdb")):
+        pytest.fail("apt-get installed postgresql, and there is no initdb")
+    return _bin()
 
 
 class Postgres:
