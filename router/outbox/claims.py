@@ -48,7 +48,7 @@ class Held:
     expires_us: int
 
 
-def ddl(d: Dialect, tables: list[tuple[int, int]]) -> list[str]:
+def ddl(d: Dialect) -> list[str]:
     return [f"CREATE TABLE IF NOT EXISTS outbox_claim (shard INTEGER NOT NULL, part INTEGER NOT NULL, owner TEXT NOT "
            f"NULL, generation {d.bigint} NOT NULL, expires_us {d.bigint} NOT NULL, PRIMARY KEY (shard, part))",
            f"CREATE TABLE IF NOT EXISTS outbox_relay (owner TEXT PRIMARY KEY, seen_us {d.bigint} NOT NULL)"]

@@ -114,6 +114,7 @@ class Relay:
         self.dialect: Dialect
         self.layout: Layout
         self.parts: list[Part] = []
+        self.refusals: set[str] = set()  # why links were refused, each said once
         self.sent = 0  # rows handed to a link (again after a restart: counted again)
         self.deleted = 0
         self.dead = 0
@@ -249,9 +250,20 @@ class Relay:
             payload = encode(bytes(body), f"{part.table}:{row_id}", group_id=key,
                              application=json.loads(headers) if headers else None)
             part.in_flight[row_id] = topic
-            link.send_stored(row_id, payload)
+            link.send_stored(row_id, payload).add_done_callback(self._refused)
             self.sent += 1
         return bool(fresh)
+
+    def _refused(self, fut: asyncio.Future[Any]) -> None:
+        """A row's send failed for good (the router refused its link): said once per reason.
+        The row stays in its table; this relay holds it as in flight and does not send it
+        again (the table's next owner does): a refused link needs an operator."""
+        if fut.cancelled() or fut.exception() is None:
+            return
+        why = str(fut.exception())
+        if why not in self.refusals:
+            self.refusals.add(why)
+            log.warning("outbox relay %s: a link was refused: %s", self.owner, why)
 
     def finish(self, part: Part, done: list[tuple[int, Any]]) -> None:
         """Outcomes came for these rows: delete them (a rejected one into the dead letters)

@@ -77,7 +77,7 @@ def init(conn: Any, shards: int = DEFAULT_SHARDS, partitions: int = DEFAULT_PART
         raise OutboxError(f"the outbox exists with {existing.shards} shards of {existing.partitions} partitions, "
                           f"not {shards} of {partitions}")
     cur = conn.cursor()
-    for statement in _ddl(d, shards, partitions) + claims.ddl(d, []):
+    for statement in _ddl(d, shards, partitions) + claims.ddl(d):
         cur.execute(statement)
     claims.seed(conn, [(s, p) for s in range(shards) for p in range(partitions)])
     if existing is None:
