@@ -146,6 +146,7 @@ async def test_two_relays_share_the_tables_and_one_takes_over_when_the_other_is_
     sub = Subscriber([router.url], "orders", tmp_path / "sub.db")
     await sub.start()
     await asyncio.wait_for(sub.attached.wait(), 10)
+    proton = ProtonSubscriber(router.url, "orders", name="takeover-proton")
 
     go = asyncio.Event()  # (past the first 40 our subscriber holds its acceptances: rows stay in flight)
 
@@ -178,7 +179,10 @@ async def test_two_relays_share_the_tables_and_one_takes_over_when_the_other_is_
                 relay.wait(10)
         taker.cancel()
         await sub.close()
+    theirs = [str(m.id) for m in _drain(proton)]
+    proton.close()
     assert sorted(ours) == sorted(committed) and _in_order_per_partition(ours)
+    assert set(theirs) == set(committed) and _in_order_per_partition(list(dict.fromkeys(theirs)))
     assert left_at_kill > 0
     log = (tmp_path / "second.log").read_text()
     assert "Traceback" not in log + (tmp_path / "first.log").read_text()

@@ -7,7 +7,7 @@ import json
 import pytest
 from once.router.outbox.dialect import OutboxError, connect
 from once.router.outbox.schema import init, read_layout, table
-from once.router.outbox.send import send
+from once.router.outbox.send import send, send_many
 
 
 def _rows(conn, shard: int = 0, partition: int = 0) -> list[tuple]:
@@ -58,10 +58,29 @@ def test_a_key_keeps_its_messages_in_one_partition_and_shards_are_apart(conn):
     assert all(_rows(conn, 0, q) == [] for q in range(4) if q != p)
 
 
+def test_send_many_writes_a_batch_in_the_callers_transaction_each_key_in_order(conn):
+    layout = init(conn, shards=1, partitions=3)
+    keys = [f"k{i % 5}" for i in range(40)]
+    ids = send_many(conn, "t", [f"m{i}".encode() for i in range(40)], keys=keys, layout=layout)
+    send_many(conn, "t", [b"gone"] * 10, layout=layout)
+    conn.rollback()
+    conn.commit()
+    ids = send_many(conn, "t", [f"m{i}".encode() for i in range(40)], keys=keys, layout=layout)
+    conn.commit()
+    by_table: dict[int, list[tuple[int, str, bytes]]] = {}
+    for i, (row, key) in enumerate(zip(ids, keys)):
+        by_table.setdefault(layout.partition_of(key, 0), []).append((row, key, f"m{i}".encode()))
+    for p in range(3):
+        assert [(r[0], r[2], r[4]) for r in _rows(conn, 0, p)] == by_table.get(p, [])  # (ids in the batch's order)
+    with pytest.raises(OutboxError, match="2 keys for 3 bodies"):
+        send_many(conn, "t", [b"a", b"b", b"c"], keys=["x", "y"])
+
+
 @pytest.mark.parametrize(("call", "says"), [
     (lambda c: send(c, "a/+", b"x"), "'a/+' is a pattern"),
     (lambda c: send(c, "", b"x"), "a message needs a topic"),
     (lambda c: send(c, "t", "text"), "the body is bytes, not str"),
+    (lambda c: send_many(c, "t", [b"x", "text"]), "the body is bytes, not str"),
     (lambda c: send(c, "t", b"x", shard=2), "shard 2: the outbox has shards 0..1"),
 ])
 def test_a_bad_message_is_refused_in_one_line(conn, call, says: str):
