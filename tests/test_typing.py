@@ -18,6 +18,8 @@ STRICT = [
     "router/outbox/schema.py",
     "router/outbox/send.py",
     "router/outbox/claims.py",
+    "router/outbox/watch.py",
+    "router/outbox/wakeup.py",
     "router/adaptors/mqtt/sessions.py",
     "router/adaptors/mqtt/message.py",
     "router/amqp/types.py",

@@ -134,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--lease", type=float, default=5.0, metavar="SECONDS",
                    help="with run: how long a relay's claim on a table holds unrenewed (default 5: a dead relay's "
                    "tables are taken over within that)")
+    o.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="with run: serve /metrics (Prometheus) and /healthz there (port 0 picks a free one)")
+    o.add_argument("--stuck", type=float, default=30.0, metavar="SECONDS",
+                   help="with run: a row with no outcome this long after it was sent has its table's links "
+                   "start again (default 30)")
+    o.add_argument("--stranded-after", type=float, default=60.0, metavar="SECONDS",
+                   help="with run: rows older than this are counted and logged as stranded (default 60)")
 
     b = sub.add_parser("bench", help="measure throughput, latency, router CPU and memory")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-1to3, "
@@ -226,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "outbox":
             from .outbox_cli import outbox
 
-            return outbox(args.action, args.db, args.args, args.shards, args.partitions, args.shard, args.key,
-                          args.header, args.router, args.lease)
+            return outbox(args)
         if args.command == "bench":
             if args.scenarios == ["memory"]:
                 from .bench.memory import main as memory

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
 
 from once.router.outbox.dialect import OutboxError, connect
 from once.router.outbox.schema import init, read_layout
@@ -15,10 +15,10 @@ from once.router.outbox.send import send
 from .exits import CommandError, Exit
 
 
-def outbox(action: str, db: str, args: Sequence[str], shards: int, partitions: int, shard: int, key: str | None,
-           headers: Sequence[str], routers: Sequence[str] = (), lease: float = 5.0) -> int:
+def outbox(a: argparse.Namespace) -> int:
+    action, db, args, shard, key, headers = a.action, a.db, a.args, a.shard, a.key, a.header
     if action == "run":
-        return _run(db, routers, lease)
+        return _run(a)
     try:
         conn = connect(db)
     except OutboxError as e:
@@ -27,7 +27,7 @@ def outbox(action: str, db: str, args: Sequence[str], shards: int, partitions: i
         if action == "init":
             if args:
                 raise CommandError(Exit.USAGE, f"init takes no arguments (got {' '.join(args)})")
-            layout = init(conn, shards, partitions)
+            layout = init(conn, a.shards, a.partitions)
             print(f"outbox {layout.instance}: {layout.shards} shard(s) of {layout.partitions} partition(s) in {db}")
             return Exit.OK
         if action == "send":
@@ -50,24 +50,44 @@ def outbox(action: str, db: str, args: Sequence[str], shards: int, partitions: i
         conn.close()
 
 
-def _run(db: str, routers: Sequence[str], lease: float) -> int:
+def _http(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise CommandError(Exit.USAGE, f"--http {value}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def _run(a: argparse.Namespace) -> int:
     """The relay, until SIGTERM or Ctrl-C."""
     from once.router.loop import run
+    from once.router.outbox.metrics import serve
     from once.router.outbox.relay import Relay
 
+    db, routers, lease = a.db, a.router, a.lease
     if not routers:
         raise CommandError(Exit.USAGE, "run needs --router amqp://HOST:PORT (one or more: failover in that order)")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if not 0.5 <= lease <= 600:
         raise CommandError(Exit.USAGE, f"--lease {lease:g}: expected 0.5 to 600 seconds")
-    relay = Relay(db, routers, lease=lease, renew=lease / 5)
+    for name, value in (("--stuck", a.stuck), ("--stranded-after", a.stranded_after)):
+        if not 1 <= value <= 86400:
+            raise CommandError(Exit.USAGE, f"{name} {value:g}: expected 1 to 86400 seconds")
+    http = _http(a.http) if a.http else None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    relay = Relay(db, routers, lease=lease, renew=lease / 5, stuck=a.stuck, stranded_after=a.stranded_after)
 
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        print(f"outbox relay: {db} to {', '.join(routers)}", flush=True)
+        served = ""
+        if http is not None:
+            try:
+                server, port = await serve(relay, *http)
+            except OSError as e:
+                raise CommandError(Exit.USAGE, f"--http {a.http}: {e.strerror or e}") from None
+            served = f" http://{http[0]}:{port}"
+        print(f"outbox relay: {db} to {', '.join(routers)}{served}", flush=True)
         await relay.run(stop)
 
     try:

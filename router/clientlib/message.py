@@ -17,10 +17,32 @@ _PROPERTIES, _DATA, _SEQUENCE, _VALUE, _HEADER, _APPLICATION = 0x73, 0x75, 0x76,
 _GROUP_ID = 10  # (its place in the properties section's list)
 
 
+def _str(s: str) -> bytes:
+    b = s.encode()
+    return (b"\xa1" + len(b).to_bytes(1, "big") if len(b) < 256 else b"\xb1" + len(b).to_bytes(4, "big")) + b
+
+
+def _fast(body: bytes, message_id: str, group_id: str | None) -> bytes:
+    """``encode`` for the common message (a string id, perhaps a group id, a body), its
+    bytes written out: the outbox relay encodes each of its rows, and the general encoder
+    costs it more than the rest of the send (``test_message.py`` holds the two equal)."""
+    items = _str(message_id) + (b"\x40" * 9 + _str(group_id) if group_id is not None else b"")
+    count = 11 if group_id is not None else 1
+    if len(items) + 1 < 256:
+        props = b"\x00\x53\x73\xc0" + (len(items) + 1).to_bytes(1, "big") + count.to_bytes(1, "big") + items
+    else:
+        props = b"\x00\x53\x73\xd0" + (len(items) + 4).to_bytes(4, "big") + count.to_bytes(4, "big") + items
+    n = len(body)
+    data = b"\x00\x53\x75\xa0" + n.to_bytes(1, "big") if n < 256 else b"\x00\x53\x75\xb0" + n.to_bytes(4, "big")
+    return props + data + bytes(body)
+
+
 def encode(body: bytes, message_id: str | None = None, *, group_id: str | None = None,
            application: dict[str, str] | None = None) -> bytes:
     """``group_id``: the key a consumer group shards by; ``application``: string
     application properties."""
+    if isinstance(message_id, str) and not application:
+        return _fast(body, message_id, group_id)
     out = b""
     if message_id is not None or group_id is not None:
         fields: list[Any] = [message_id]

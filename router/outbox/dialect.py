@@ -32,6 +32,14 @@ class Dialect:
         """``statement`` with ``?`` for each parameter, in this dialect's style."""
         return statement if self.param == "?" else statement.replace("?", self.param)
 
+    def among(self, ids: list[int]) -> tuple[str, tuple[Any, ...]]:
+        """``id`` is one of ``ids``: a condition and its parameters. PostgreSQL takes the
+        list as one array (one statement however many); SQLite a parameter each (the
+        caller keeps a list under SQLite's 32,766)."""
+        if self.name == "postgresql":
+            return "id = ANY(%s)", (ids,)
+        return f"id IN ({', '.join('?' for _ in ids)})", tuple(ids)
+
 
 # (AUTOINCREMENT: without it SQLite gives the largest id again after that row is deleted,
 # and a row's id is its message's identity in the network)

@@ -16,6 +16,12 @@ No "last id seen" mark: each poll reads the table from its lowest id (only rows 
 accepted are there) and sends those not in flight, so a row a long transaction committed
 late, below ids already sent, is sent all the same (the trap tw-tkms documents).
 
+A commit wakes the relay at once on PostgreSQL (``LISTEN``, ``wakeup.py``); polling is the
+safety net, and SQLite's only way. A row whose outcome has not come ``stuck`` seconds after
+it was sent (a link the router refused, a send that hangs) has its table's links started
+again: the new attach names every row still in flight, which merges with what the network
+holds. Rows older than a threshold are counted and said (``watch.py``).
+
 Any number of relays share the tables: each serves the tables it claims (``claims.py``),
 every delete is fenced by its claim, and a table it loses or gives back is dropped without
 a word (``Publisher.abandon``): the router keeps its links' messages for the next owner,
@@ -38,6 +44,10 @@ from ..clientlib.publisher import Publisher, StoreUnavailable
 from .claims import LEASE, RENEW, ClaimLost, Claims, new_owner
 from .dialect import Dialect, OutboxError, connect, dialect_of
 from .schema import Layout, read_layout, table
+from .wakeup import Listener
+from .watch import EVERY, STRANDED_AFTER, Watch, count
+
+STUCK = 30.0  # seconds a row may wait for its outcome before its table's links start again
 
 log = logging.getLogger("once.outbox")
 
@@ -49,8 +59,9 @@ class Part:
     shard: int
     partition: int
     table: str
-    in_flight: dict[int, str] = field(default_factory=dict)  # row id -> its topic
+    in_flight: dict[int, float] = field(default_factory=dict)  # row id -> when it was sent (monotonic)
     links: dict[str, Publisher] = field(default_factory=dict)  # topic -> its publisher
+    due: bool = True  # read it at the next turn (a notification, room in the window, the poll)
 
 
 class RowStore:
@@ -93,20 +104,30 @@ class RowStore:
 
 
 class Relay:
-    def __init__(self, db_url: str, routers: Sequence[str], *, poll: float = 0.05, window: int = 1000,
+    def __init__(self, db_url: str, routers: Sequence[str], *, poll: float | None = None, window: int = 1000,
                  batch: int = 500, idle_timeout: float = 10.0, lease: float = LEASE, renew: float = RENEW,
-                 drain: float = 5.0) -> None:
-        """``window``: rows in flight per table at most; ``batch``: rows read per poll;
-        ``lease``, ``renew``: the claims' (``claims.py``); ``drain``: seconds a stopping
-        relay waits for what it has in flight."""
+                 drain: float = 5.0, stuck: float = STUCK, stranded_after: float = STRANDED_AFTER,
+                 count_every: float = EVERY) -> None:
+        """``poll``: seconds between reads of an idle table (0.05 on SQLite; 1 on
+        PostgreSQL, whose commits wake the relay); ``window``: rows in flight per table at
+        most; ``batch``: rows read at a time; ``lease``, ``renew``: the claims'
+        (``claims.py``); ``drain``: seconds a stopping relay waits for what it has in
+        flight; ``stuck``: seconds a row may wait for its outcome before its table's links
+        start again; ``stranded_after``, ``count_every``: ``watch.py``'s."""
         self.db_url = db_url
+        self.stuck = stuck
+        self.count_every = count_every
+        self.watch = Watch(after=stranded_after)
+        self.listener: Listener | None = None
+        self.wake = asyncio.Event()
         self.owner = new_owner()
         self.lease = lease
         self.renew = renew
         self.drain = drain
         self.claims: Claims | None = None
         self.routers = list(routers)
-        self.poll = poll
+        self.poll_given = poll
+        self.poll = poll or 0.05
         self.window = window
         self.batch = batch
         self.idle_timeout = idle_timeout
@@ -118,6 +139,8 @@ class Relay:
         self.sent = 0  # rows handed to a link (again after a restart: counted again)
         self.deleted = 0
         self.dead = 0
+        self.restarts = 0  # tables whose links started again, a row stuck
+        self.db_losses = 0
 
     # ----------------------------------------------------------- database
 
@@ -128,6 +151,7 @@ class Relay:
             self.claims.conn = self.conn
 
     def _db_lost(self, e: Exception) -> None:
+        self.db_losses += 1
         log.warning("outbox relay: database unavailable (%s): %s", type(e).__name__, str(e).strip().splitlines()[0]
                     if str(e).strip() else "")
         try:
@@ -143,29 +167,56 @@ class Relay:
         self.layout = read_layout(self.conn)  # type: ignore[assignment]
         self.conn.commit()
         self.parts = [Part(s, p, table(s, p)) for s, p in self.layout.tables()]
+        by_name = {p.table: p for p in self.parts}
+        if self.dialect.name == "postgresql":
+            self.listener = Listener(self.db_url, lambda name: self._due(by_name.get(name)))
+        if self.poll_given is None and self.listener is not None:
+            self.poll = 1.0
         self.claims = Claims(self.conn, self.owner, self.layout.tables(), self.lease)
         log.info("outbox relay %s: %d table(s) of outbox %s to %s", self.owner, len(self.parts),
                  self.layout.instance, ", ".join(self.routers))
-        next_round = 0.0
+        stopping = asyncio.get_running_loop().create_task(stop.wait())
+        stopping.add_done_callback(lambda _: self.wake.set())
+        next_round = next_poll = next_count = 0.0
         try:
             while not stop.is_set():
-                if time.monotonic() >= next_round:
+                now = time.monotonic()
+                if now >= next_round:
                     self._round()
-                    next_round = time.monotonic() + self.renew
+                    next_round = now + self.renew
+                if now >= next_count:
+                    self._count()
+                    next_count = now + self.count_every
+                if now >= next_poll:
+                    for part in self.parts:
+                        part.due = True
+                    next_poll = now + self.poll
+                self.wake.clear()  # (before reading: a wake while we read comes round again)
                 busy = False
                 for part in self.parts:
-                    if (part.shard, part.partition) in self.claims.held:
+                    if part.due and (part.shard, part.partition) in self.claims.held:
                         busy = self._poll(part) or busy
-                try:
-                    await asyncio.wait_for(stop.wait(), 0 if busy else self.poll)
-                except TimeoutError:
-                    pass
+                if busy:
+                    await asyncio.sleep(0)
+                else:
+                    try:
+                        await asyncio.wait_for(self.wake.wait(), min(next_poll, next_round) - time.monotonic())
+                    except TimeoutError:
+                        pass
             await self._stop()
         finally:
+            stopping.cancel()
             for part in self.parts:
                 self._drop(part)
+            if self.listener is not None:
+                self.listener.close()
             if self.conn is not None:
                 self.conn.close()
+
+    def _due(self, part: Part | None) -> None:
+        if part is not None:
+            part.due = True
+            self.wake.set()
 
     def _round(self) -> None:
         """Renew our claims, take our share; stop what we lost or hold past our share."""
@@ -185,6 +236,36 @@ class Relay:
         if taken or lost or excess:
             log.info("outbox relay %s: took %s, lost %s, gave back %s; serving %s", self.owner, taken, lost, excess,
                      sorted(self.claims.held))
+        if self.listener is not None:
+            self.listener.ensure()
+        now = time.monotonic()
+        for part in self.parts:
+            if part.in_flight and now - min(part.in_flight.values()) > self.stuck:
+                log.warning("outbox relay %s: %d row(s) of %s waited over %g s for their outcome: its links start "
+                            "again", self.owner, len(part.in_flight), part.table, self.stuck)
+                self._drop(part)  # (the next read sends them again: the new attach names them)
+                self.restarts += 1
+                part.due = True
+
+    def _count(self) -> None:
+        """Count the stranded rows of the tables we serve; say what changed."""
+        assert self.claims is not None
+        if self.conn is None:
+            return
+        now_us, now = time.time_ns() // 1000, time.monotonic()
+        try:
+            cur = self.conn.cursor()
+            for part in self.parts:
+                if (part.shard, part.partition) not in self.claims.held:
+                    self.watch.forget(part.table)
+                    continue
+                line = self.watch.update(part.table, count(cur, self.dialect, part.table, now_us, self.watch.after),
+                                         now)
+                if line:
+                    log.warning("outbox relay %s: %s", self.owner, line)
+            self.conn.commit()
+        except Exception as e:  # noqa: BLE001 - the database went away: counted again once it is back
+            self._db_lost(e)
 
     def _part(self, key: tuple[int, int]) -> Part:
         return next(p for p in self.parts if (p.shard, p.partition) == key)
@@ -223,24 +304,40 @@ class Relay:
                 self._db_lost(e)
 
     def _poll(self, part: Part) -> bool:
-        """Read the table from its lowest id; hand over what is not in flight. True if any."""
-        room = self.window - len(part.in_flight)
+        """Read the table from its lowest id; hand over what is not in flight. True if any.
+        With rows in flight, their ids are read first and only the others' bodies after
+        (the rows in flight stay in the table until accepted: reading them whole again
+        would cost a window of bodies per read)."""
+        part.due = False
+        room = min(self.window - len(part.in_flight), self.batch)
         if room <= 0:
             return False
+        d = self.dialect
+        columns = f"SELECT id, topic, msg_key, headers, body FROM {part.table}"
         try:
             if self.conn is None:
                 self._connect()
             cur = self.conn.cursor()
-            cur.execute(self.dialect.sql(f"SELECT id, topic, msg_key, headers, body FROM {part.table} "
-                                         "ORDER BY id LIMIT ?"), (len(part.in_flight) + min(room, self.batch),))
-            rows = cur.fetchall()
+            if not part.in_flight:
+                cur.execute(d.sql(f"{columns} ORDER BY id LIMIT ?"), (room,))
+                fresh = cur.fetchall()
+            else:
+                cur.execute(d.sql(f"SELECT id FROM {part.table} ORDER BY id LIMIT ?"), (len(part.in_flight) + room,))
+                ids = [r[0] for r in cur.fetchall() if r[0] not in part.in_flight][:room]
+                fresh = []
+                if ids:
+                    where, params = d.among(ids)
+                    cur.execute(f"{columns} WHERE {where} ORDER BY id", params)
+                    fresh = cur.fetchall()
             self.conn.commit()  # (ends the read: no snapshot held between polls)
         except OutboxError:
             raise
         except Exception as e:  # noqa: BLE001 - each driver has its own errors: the database went away
             self._db_lost(e)
             return False
-        fresh = [r for r in rows if r[0] not in part.in_flight][:room]
+        if len(fresh) == room:
+            part.due = True  # (there may be more: read again at once)
+        now = time.monotonic()
         for row_id, topic, key, headers, body in fresh:
             link = part.links.get(topic)
             if link is None:
@@ -249,15 +346,16 @@ class Relay:
                 asyncio.get_running_loop().create_task(link.start())
             payload = encode(bytes(body), f"{part.table}:{row_id}", group_id=key,
                              application=json.loads(headers) if headers else None)
-            part.in_flight[row_id] = topic
+            part.in_flight[row_id] = now
             link.send_stored(row_id, payload).add_done_callback(self._refused)
             self.sent += 1
         return bool(fresh)
 
     def _refused(self, fut: asyncio.Future[Any]) -> None:
         """A row's send failed for good (the router refused its link): said once per reason.
-        The row stays in its table; this relay holds it as in flight and does not send it
-        again (the table's next owner does): a refused link needs an operator."""
+        The row stays in its table and in flight here until ``stuck`` runs out; then its
+        table's links start again (a refused link usually needs an operator: the stranded
+        count shows it meanwhile)."""
         if fut.cancelled() or fut.exception() is None:
             return
         why = str(fut.exception())
@@ -284,7 +382,10 @@ class Relay:
                     "INSERT INTO outbox_dead_letter (shard, part, id, topic, msg_key, headers, body, created_us, "
                     f"failed_us, error) SELECT ?, ?, id, topic, msg_key, headers, body, created_us, ?, ? FROM {part.table} "
                     "WHERE id = ?"), (part.shard, part.partition, now, _why(state), row_id))
-            cur.executemany(d.sql(f"DELETE FROM {part.table} WHERE id = ?"), [(row_id,) for row_id, _ in done])
+            ids = [row_id for row_id, _ in done]
+            for at in range(0, len(ids), 10000):  # (one statement per 10,000: SQLite's parameter limit)
+                where, params = d.among(ids[at:at + 10000])
+                cur.execute(f"DELETE FROM {part.table} WHERE {where}", params)
             self.conn.commit()
         except ClaimLost as e:
             self.conn.rollback()
@@ -296,6 +397,8 @@ class Relay:
             raise StoreUnavailable(type(e).__name__) from None
         for row_id, _ in done:
             part.in_flight.pop(row_id, None)
+        if not part.due and self.window - len(part.in_flight) >= self.window // 4:
+            self._due(part)  # (room for a read: a quarter of the window, so reads stay few)
         self.deleted += len(done) - len(rejected)
         self.dead += len(rejected)
         if rejected:

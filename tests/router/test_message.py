@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from once.router.adaptors.amqp.message import delivery_count, mark_redelivered, sections
 from proton import Message
 
@@ -27,3 +28,24 @@ def test_sections_are_located_without_decoding_the_body():
     raw = Message(body=b"x" * 1000, subject="s").encode()
     codes = [code for code, _, _ in sections(raw)]
     assert codes[-1] in (0x75, 0x77) and 0x73 in codes
+
+
+def _general(body: bytes, message_id: str, group_id: str | None) -> bytes:
+    from once.router.amqp.codec import dumps
+    from once.router.amqp.types import Described, ulong
+
+    fields: list = [message_id] + ([None] * 9 + [group_id] if group_id is not None else [])
+    return dumps(Described(ulong(0x73), fields)) + dumps(Described(ulong(0x75), body))
+
+
+@pytest.mark.parametrize("body", [b"", b"x", b"y" * 255, b"z" * 256, b"w" * 70000])
+@pytest.mark.parametrize("message_id", ["m", "outgoing_message_0_0:17", "\u00e9" * 127, "i" * 255, "j" * 300])
+@pytest.mark.parametrize("group_id", [None, "k1", "g" * 240, "h" * 256])
+def test_the_client_librarys_fast_message_is_the_general_encoders_bytes(body: bytes, message_id: str,
+                                                                       group_id: str | None):
+    from once.router.clientlib.message import decode_message, encode
+
+    payload = encode(body, message_id, group_id=group_id)
+    assert payload == _general(body, message_id, group_id)
+    got = decode_message(payload)
+    assert (got.body, got.message_id) == (body, message_id)
