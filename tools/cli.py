@@ -243,6 +243,10 @@ def main(argv: list[str] | None = None) -> int:
                 from .bench.mqtt import main as mqtt_bench
 
                 return mqtt_bench(min(args.messages, 200_000), args.rounds)
+            if args.scenarios == ["outbox"]:
+                from .bench.outbox import main as outbox_bench
+
+                return outbox_bench(min(args.messages, 100_000), args.rounds)
             if args.scenarios == ["core"]:
                 from .bench.core import main as core_loops
 
