@@ -48,6 +48,9 @@ class Event(enum.StrEnum):
     ACCEPTED = "accepted"  # publisher: outcome; router: outcome sent upstream; subscriber: accepted (committed)
     REJECTED = "rejected"  # publisher: outcome; router: outcome sent upstream
     SETTLED = "settled"  # publisher: settled; router: the delivery was settled by its upstream
+    # publisher (an outbox application): the row's transaction committed; the message is
+    # owed to every subscriber from then on, whatever the relays hear
+    COMMITTED = "committed"
 
 
 def _text(value: str) -> str:

@@ -20,6 +20,7 @@ STRICT = [
     "router/outbox/claims.py",
     "router/outbox/watch.py",
     "router/outbox/wakeup.py",
+    "router/outbox/identity.py",
     "router/adaptors/mqtt/sessions.py",
     "router/adaptors/mqtt/message.py",
     "router/amqp/types.py",

@@ -139,6 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--stuck", type=float, default=30.0, metavar="SECONDS",
                    help="with run: a row with no outcome this long after it was sent has its table's links "
                    "start again (default 30)")
+    o.add_argument("--journal", default=None, metavar="PATH",
+                   help="with run: write each row's outcome to this delivery journal (CSV, for once audit)")
+    o.add_argument("--name", default=None, help="with run: this relay's name in its log and journal "
+                   "(default: a random id)")
     o.add_argument("--stranded-after", type=float, default=60.0, metavar="SECONDS",
                    help="with run: rows older than this are counted and logged as stranded (default 60)")
 

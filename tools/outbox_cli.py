@@ -73,7 +73,11 @@ def _run(a: argparse.Namespace) -> int:
             raise CommandError(Exit.USAGE, f"{name} {value:g}: expected 1 to 86400 seconds")
     http = _http(a.http) if a.http else None
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    relay = Relay(db, routers, lease=lease, renew=lease / 5, stuck=a.stuck, stranded_after=a.stranded_after)
+    from once.router.journal import Journal, Source
+
+    journal = Journal(a.journal, Source.PUBLISHER, a.name or "outbox-relay", sync_every_row=True) if a.journal else None
+    relay = Relay(db, routers, lease=lease, renew=lease / 5, stuck=a.stuck, stranded_after=a.stranded_after,
+                  journal=journal, name=a.name)
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -41,8 +41,10 @@ from typing import Any
 from ..amqp.performatives import Accepted
 from ..clientlib.message import encode
 from ..clientlib.publisher import Publisher, StoreUnavailable
+from ..journal import Event, Journal
 from .claims import LEASE, RENEW, ClaimLost, Claims, new_owner
-from .dialect import Dialect, OutboxError, connect, dialect_of
+from .dialect import Dialect, connect, dialect_of
+from .identity import incarnation, link_identity, message_id, row_gid
 from .schema import Layout, read_layout, table
 from .wakeup import Listener
 from .watch import EVERY, STRANDED_AFTER, Watch, count
@@ -71,14 +73,15 @@ class RowStore:
     def __init__(self, relay: Relay, part: Part, topic: str) -> None:
         self.relay = relay
         self.part = part
-        self._identity = (f"outbox-{relay.layout.instance}", f"{part.table}:{topic}")
+        self.topic = topic
+        self._identity = link_identity(relay.layout.instance, part.table, topic)
 
     def identity(self, kind: str, name: str | None) -> tuple[str, str]:
         return self._identity
 
     def incarnation(self) -> int:
         # (fixed by the outbox: every relay's link for this table and topic is one publisher)
-        return int(self.relay.layout.instance, 16) % (2**63 - 1) or 1
+        return incarnation(self.relay.layout.instance)
 
     def next_tag(self) -> int:
         return 0  # (the rows' ids are the tags: ``send_stored``)
@@ -90,7 +93,7 @@ class RowStore:
         raise RuntimeError("the outbox's rows are written by the application")
 
     def settle_outbox(self, done: list[tuple[int, Any]]) -> None:
-        self.relay.finish(self.part, done)
+        self.relay.finish(self.part, done, self.topic)
 
     def get(self, key: str) -> str | None:
         # (always resuming: an earlier relay may have sent any row still in the table)
@@ -107,20 +110,23 @@ class Relay:
     def __init__(self, db_url: str, routers: Sequence[str], *, poll: float | None = None, window: int = 1000,
                  batch: int = 500, idle_timeout: float = 10.0, lease: float = LEASE, renew: float = RENEW,
                  drain: float = 5.0, stuck: float = STUCK, stranded_after: float = STRANDED_AFTER,
-                 count_every: float = EVERY) -> None:
+                 count_every: float = EVERY, journal: Journal | None = None, name: str | None = None) -> None:
         """``poll``: seconds between reads of an idle table (0.05 on SQLite; 1 on
         PostgreSQL, whose commits wake the relay); ``window``: rows in flight per table at
         most; ``batch``: rows read at a time; ``lease``, ``renew``: the claims'
         (``claims.py``); ``drain``: seconds a stopping relay waits for what it has in
         flight; ``stuck``: seconds a row may wait for its outcome before its table's links
-        start again; ``stranded_after``, ``count_every``: ``watch.py``'s."""
+        start again; ``stranded_after``, ``count_every``: ``watch.py``'s; ``journal``: the
+        delivery journal (``router/journal.py``) it writes each outcome to, as a publisher;
+        ``name``: said in its log (its claims are this life's own all the same)."""
         self.db_url = db_url
+        self.journal = journal
         self.stuck = stuck
         self.count_every = count_every
         self.watch = Watch(after=stranded_after)
         self.listener: Listener | None = None
         self.wake = asyncio.Event()
-        self.owner = new_owner()
+        self.owner = f"{name}@{new_owner()}" if name else new_owner()
         self.lease = lease
         self.renew = renew
         self.drain = drain
@@ -212,6 +218,8 @@ class Relay:
                 self.listener.close()
             if self.conn is not None:
                 self.conn.close()
+            if self.journal is not None:
+                self.journal.close()
 
     def _due(self, part: Part | None) -> None:
         if part is not None:
@@ -330,9 +338,7 @@ class Relay:
                     cur.execute(f"{columns} WHERE {where} ORDER BY id", params)
                     fresh = cur.fetchall()
             self.conn.commit()  # (ends the read: no snapshot held between polls)
-        except OutboxError:
-            raise
-        except Exception as e:  # noqa: BLE001 - each driver has its own errors: the database went away
+        except Exception as e:  # noqa: BLE001 - any driver's error, or connect's: the database went away
             self._db_lost(e)
             return False
         if len(fresh) == room:
@@ -344,7 +350,7 @@ class Relay:
                 link = part.links[topic] = Publisher(self.routers, topic, RowStore(self, part, topic),
                                                      idle_timeout=self.idle_timeout)
                 asyncio.get_running_loop().create_task(link.start())
-            payload = encode(bytes(body), f"{part.table}:{row_id}", group_id=key,
+            payload = encode(bytes(body), message_id(part.table, row_id), group_id=key,
                              application=json.loads(headers) if headers else None)
             part.in_flight[row_id] = now
             link.send_stored(row_id, payload).add_done_callback(self._refused)
@@ -363,12 +369,17 @@ class Relay:
             self.refusals.add(why)
             log.warning("outbox relay %s: a link was refused: %s", self.owner, why)
 
-    def finish(self, part: Part, done: list[tuple[int, Any]]) -> None:
-        """Outcomes came for these rows: delete them (a rejected one into the dead letters)
-        and commit, or raise ``StoreUnavailable`` (then nothing is settled)."""
+    def finish(self, part: Part, done: list[tuple[int, Any]], topic: str) -> None:
+        """Outcomes came for these rows (of ``topic``): delete them (a rejected one into the
+        dead letters) and commit, or raise ``StoreUnavailable`` (then nothing is settled)."""
         d = self.dialect
         rejected = [(row_id, state) for row_id, state in done if not isinstance(state, Accepted)]
         assert self.claims is not None
+        if self.journal is not None:  # (what this relay heard, whether or not its delete lands)
+            for row_id, state in done:
+                self.journal.add(Event.ACCEPTED if isinstance(state, Accepted) else Event.REJECTED,
+                                 row_gid(self.layout.instance, part.table, topic, row_id), topic,
+                                 mid=message_id(part.table, row_id))
         try:
             if self.conn is None:
                 self._connect()

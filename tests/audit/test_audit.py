@@ -58,10 +58,11 @@ def test_a_directory_without_journals_is_a_one_line_error(tmp_path, capsys):
     assert "no journal/ directory" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["subscriber-crash", "mqtt-subscriber-router-dies"])
+@pytest.mark.parametrize("name", ["subscriber-crash", "mqtt-subscriber-router-dies", "outbox-relay-takeover"])
 def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path, name):
     """Our clients, Proton's, and MQTT clients (their journals name the gid the router told
-    them in a user property)."""
+    them in a user property); an outbox application's rows, whose gids the application, its
+    relays and the routers each work out alone (``router/outbox/identity.py``)."""
     scenario = load(ROOT / "topologies" / "scenarios" / f"{name}.yaml").with_messages(1500)
     report = run(scenario, tmp_path / "run", progress=False)
     assert report.ok, report.text()
@@ -145,3 +146,46 @@ def test_router_journals_alone_are_not_called_a_pass(spark, tmp_path):
     (tmp_path / "journal" / "clients.json").unlink()
     text = verdict(run_audit(spark, str(tmp_path)))
     assert "PASS" not in text and text.splitlines()[-1].startswith("NOT CHECKED: the journals have no client rows")
+
+
+def test_an_outbox_row_is_owed_from_its_commit_and_its_relay_heard_accepted_only_after_the_subscriber(spark, tmp_path):
+    """The application's journal (one node per table) has ``sent`` and ``committed``; the
+    relays' have ``accepted``. A committed row no relay delivered is lost; a relay that
+    heard accepted before the subscriber accepted is an early acceptance; a row never
+    committed (rolled back) that arrives is a phantom; order is per table."""
+    j = tmp_path / "journal"
+    j.mkdir()
+    rows: dict[str, list[str]] = {"publisher-app-t0": [], "publisher-app-t1": [], "publisher-relay-r1": [],
+                                  "subscriber-s": []}
+    t = 1_800_000_000_000_000
+
+    def row(i: int, table: str, *, commit: bool = True, relay_at: int | None = 60, got_at: int | None = 10) -> None:
+        g, mid, t0 = f"{i:032x}", f"{table}:{i}", t + i * 1000
+        if commit:
+            rows[f"publisher-app-{table}"] += [f"{t0},publisher,app/{table},sent,{g},{mid},o,",
+                                               f"{t0 + 1},publisher,app/{table},committed,{g},{mid},o,"]
+        if got_at is not None:
+            rows["subscriber-s"] += [f"{t0 + got_at},subscriber,s,received,{g},{mid},o,",
+                                     f"{t0 + got_at + 5},subscriber,s,accepted,{g},{mid},o,"]
+        if relay_at is not None:
+            rows["publisher-relay-r1"].append(f"{t0 + relay_at},publisher,r1,accepted,{g},{mid},o,")
+
+    row(0, "t0")
+    row(1, "t0", relay_at=None, got_at=None)  # committed, never delivered: lost
+    row(2, "t0", relay_at=12)  # the relay heard accepted before the subscriber accepted
+    row(3, "t1", commit=False, relay_at=None)  # rolled back, and yet it arrived: a phantom
+    row(4, "t1", got_at=2500, relay_at=3000)  # arrives after row 5 of the same table: reordered
+    row(5, "t1", got_at=10)
+    row(6, "t0", got_at=10)  # (before row 4's arrival, but another table's: no reorder)
+    for name, lines in rows.items():
+        lines.sort(key=lambda line: int(line.split(",")[0]))
+        (j / f"{name}.csv").write_text("t_us,source,node,event,gid,mid,topic,peer\n" + "\n".join(lines) + "\n")
+    (j / "clients.json").write_text(json.dumps({
+        "app": {"role": "publisher", "topic": "o", "guarantee": "exactly-once", "router": "A"},
+        "r1": {"role": "relay", "router": "A"},
+        "s": {"role": "subscriber", "topic": "o", "guarantee": "exactly-once", "router": "B"}}))
+    (j / "faults.json").write_text("[]")
+    s = run_audit(spark, str(tmp_path)).summary
+    v = s["violations"]
+    assert (v["lost"], v["early_acceptance"], v["phantom"], v["reordered"], v["duplicated"]) == (1, 1, 1, 1, 0), v
+    assert s["sent"] == 6

@@ -16,7 +16,8 @@ def test_the_issue_scenarios_are_shipped():
     assert names == {"publisher-router-dies", "subscriber-router-dies", "intermediate-router-dies",
                      "two-routers-die", "subscriber-crash", "link-flap", "proton-publisher-router-dies",
                      "mqtt-publisher-router-dies", "mqtt-subscriber-router-dies", "mqtt-group-router-dies",
-                     "group-member-killed", "exclusive-active-dies", "group-router-dies", "links-slow-and-quiet"}
+                     "group-member-killed", "exclusive-active-dies", "group-router-dies", "links-slow-and-quiet",
+                     "outbox-relay-killed", "outbox-relay-takeover", "outbox-database-restarts"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -41,6 +42,19 @@ BASE = {"topology": "line3.yaml", "publishers": [{"name": "p", "router": "A"}],
     ({"colour": "red"}, "colour: unknown key"),
     ({"publishers": [{"name": "p", "router": "A", "topic": "m/+"}]}, "publishers[0].topic: 'm/+' is a pattern"),
     ({"subscribers": [{"name": "s", "router": "C", "topic": "m/#/x"}]}, "subscribers[0].topic: 'm/#/x': '#' may only"),
+    ({"outbox": {"relays": [{"name": "r", "router": "A"}]}}, "outbox: an outbox section goes with one publisher"),
+    ({"publishers": [{"name": "p", "router": "A", "client": "outbox"}]}, "outbox: an outbox section goes with one"),
+    ({"publishers": [{"name": "p", "router": "A", "client": "outbox"}], "outbox": {"db": "mysql", "relays": []}},
+     "outbox.db: expected sqlite or postgresql, got 'mysql'"),
+    ({"publishers": [{"name": "p", "router": "A", "client": "outbox"}], "outbox": {"relays": []}},
+     "outbox.relays: expected a non-empty list of {name, router: one of ['A', 'B', 'C']}"),
+    ({"publishers": [{"name": "p", "router": "A", "client": "outbox"}],
+      "outbox": {"relays": [{"name": "r", "router": "A"}], "partitions": 0}}, "outbox.partitions: expected an integer >= 1"),
+    ({"publishers": [{"name": "p", "router": "A", "client": "outbox"}], "outbox": {"relays": [{"name": "r", "router": "A"}]},
+      "faults": [{"at": 1, "restart_db": True}]}, "faults[0].restart_db: a database restart needs outbox.db: postgresql"),
+    ({"publishers": [{"name": "p", "router": "A", "client": "outbox"}], "outbox": {"relays": [{"name": "r", "router": "A"}]},
+      "faults": [{"at": 1, "kill_relay": "q"}]}, "faults[0].kill_relay: no relay 'q'"),
+    ({"subscribers": [{"name": "s", "router": "C", "client": "outbox"}]}, "subscribers[0].client: expected one of"),
 ])
 def test_bad_scenarios_fail_naming_the_field(change: dict, message: str):
     with pytest.raises(ScenarioError) as e:

@@ -3,7 +3,8 @@
 Invariants come from the clients' rows (written as events happen, and for a once
 subscriber after its store committed); router rows give per-hop timing. What a
 subscriber is owed: every message of a topic its name matches (its topic, or its pattern's
-topics: ``records/names.py``) that its publisher saw accepted (the
+topics: ``records/names.py``) that its publisher saw accepted, or that an outbox
+application committed (``committed``: its relays' outcomes are the ``accepted`` rows) (the
 harness attaches every subscriber before publishing starts; ``clients.json`` names the
 subscribers and their guarantee: a standard client is at-least-once and may repeat a
 delivery only if it was marked as a possible repeat).
@@ -117,7 +118,11 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
     pairs = {(r["unit"], t) for r in subs.select("unit", "topic").distinct().collect() if r["topic"] is not None
              for t in topics if matches(r["topic"], t)}
     owed_topics = spark.createDataFrame(sorted(pairs), "sub string, topic string")
-    owed = sent.join(acc, "gid").join(F.broadcast(owed_topics), "topic")
+    # (owed: what its publisher saw accepted, and an outbox row from its commit, whatever
+    # the relays heard)
+    committed = pub.filter(F.col("event") == "committed").select("gid")
+    owed = (sent.join(acc.select("gid").union(committed).distinct(), "gid").join(acc, "gid", "left")
+            .join(F.broadcast(owed_topics), "topic"))
     lost = owed.join(firsts.select("sub", "gid"), ["sub", "gid"], "left_anti")
     repeats = recv.filter(F.col("rn") > 1)
     # A repeat breaks the promise after one of our clients had it (ours never process twice,
@@ -260,6 +265,8 @@ def _resume(spark: SparkSession, j: DataFrame, subs: DataFrame, clients: dict[st
             group = clients.get(f["client"], {}).get("group")
             if group and "kill" in f["fault"]:  # as the harness: the group's other members take over
                 affected = [n for n, c in clients.items() if c.get("group") == group and n != f["client"]]
+        if f.get("streams"):  # (as the harness: an outbox's relay or database, its subscribers)
+            affected = list(f["streams"])
         rows.append((i, at, until, affected))
     fdf = spark.createDataFrame(rows, "i int, at long, until long, affected array<string>")
     streams = j.filter(((F.col("source") == "subscriber") & (F.col("event") == "received"))

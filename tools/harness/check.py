@@ -1,6 +1,7 @@
 """The harness's verdict, from the clients' own records (DESIGN.md "Invariants").
 
-For every message a publisher saw accepted, every subscriber got it: exactly once (our
+For every message a publisher saw accepted (an outbox application: every row it committed),
+every subscriber got it: exactly once (our
 client, and MQTT clients at QoS 2), or at least once with every repeat marked as a redelivery (standard clients);
 first arrivals in publish order per publisher; nothing arrives that was never sent.
 A consumer group counts as one subscriber: its members together got every message, once
@@ -21,8 +22,9 @@ from typing import Any
 
 from once.records.names import matches
 
-# Clients that promise exactly once: ours, and MQTT at QoS 2 with a persistent session
-EXACTLY_ONCE = frozenset({"once", "mqtt"})
+# Clients that promise exactly once: ours, MQTT at QoS 2 with a persistent session, and
+# the outbox (its relays publish through ours)
+EXACTLY_ONCE = frozenset({"once", "mqtt", "outbox"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,10 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
             elif e["e"] == "accepted":
                 accepted.add(e["id"])
                 times.append(e["t"])
+            elif e["e"] == "committed":  # (an outbox row: owed from its commit, and sent by it)
+                sent.add(e["id"])
+                accepted.add(e["id"])
+                times.append(e["t"])
             elif e["e"] == "rejected":
                 report.rejected += 1
         progress[name] = sorted(times)
@@ -159,6 +165,8 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
                 # a group member's death: the group resumes when the others take its share
                 # over (an exclusive group: the standby that becomes active)
                 affected = [m for m in group if m != f["client"]]
+        if f.get("streams"):
+            affected = list(f["streams"])
         worst: float | None = None
         by = "no client traffic after it"
         for c in affected or list(progress):

@@ -16,7 +16,8 @@ Each writes its own records under the run directory; the harness reads them at t
   been accepted (at-least-once), so a subscriber may get such a message twice, once per
   delivery; the checker counts those as publisher retries, not as duplicates.
 
-MQTT clients (``client: mqtt``) are in ``mqtt_clients.py``.
+MQTT clients (``client: mqtt``) are in ``mqtt_clients.py``; the outbox application
+(``client: outbox``) in ``outbox_app.py``.
 
 Message ids are ``PUBLISHER:SEQ`` (SEQ = the once publisher's delivery tag, from 0).
 
@@ -301,7 +302,10 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
 
 def main() -> None:
     kind, spec = sys.argv[1], json.loads(sys.argv[2])
-    if spec.get("client") == "mqtt":
+    if spec.get("client") == "outbox":
+        from .outbox_app import run_outbox_app
+        run_outbox_app(spec)
+    elif spec.get("client") == "mqtt":
         from .mqtt_clients import run_mqtt_publisher, run_mqtt_subscriber
         (run_mqtt_publisher if kind == "pub" else run_mqtt_subscriber)(spec)
     elif kind == "pub" and spec.get("client") == "proton":

@@ -21,6 +21,7 @@ from once.tools.procs import stop_all
 
 from .check import EXACTLY_ONCE, Report, check, read_records
 from .cluster import ROOT, Cluster
+from .outbox import Outbox
 from .scenario import LINK_FAULTS, ClientSpec, Fault, Scenario
 
 
@@ -34,13 +35,14 @@ class Clients:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.starts: dict[str, int] = {}
         self.specs = {c.name: c for c in scenario.publishers + scenario.subscribers}
+        self.extra: dict[str, Any] = {}  # (what an outbox application is told besides)
 
     def start(self, name: str) -> None:
         c = self.specs[name]
         kind = "pub" if c in self.scenario.publishers else "sub"
         spec = {"name": c.name, "client": c.client, "topic": self.scenario.topic_of(c), "out": str(self.out),
                 "routers": self.cluster.failover_list(c.router, c.client == "mqtt"), "messages": self.scenario.messages,
-                "rate": self.scenario.rate, "group": c.group, "exclusive": c.exclusive}
+                "rate": self.scenario.rate, "group": c.group, "exclusive": c.exclusive, **self.extra}
         n = self.starts.get(name, 0) + 1
         self.starts[name] = n
         with open(self.out / f"{name}.{n}.out", "wb") as stdout, open(self.out / f"{name}.{n}.err", "wb") as stderr:
@@ -78,8 +80,12 @@ class Clients:
 
 
 def _count_accepted(out: Path, name: str) -> int:
+    """Messages owed to the subscribers: accepted, or (an outbox application's) committed."""
     path = out / f"pub-{name}.jsonl"
-    return path.read_bytes().count(b'"accepted"') if path.exists() else 0
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    return data.count(b'"accepted"') + data.count(b'"committed"')
 
 
 def _received_ids(out: Path, c: ClientSpec) -> set[str]:
@@ -122,8 +128,10 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
     proxied = {f.target for f in scenario.faults if f.kind in LINK_FAULTS}
     cluster = Cluster(scenario.topology, out, scenario.settings, proxied)  # type: ignore[arg-type]
     clients = Clients(scenario, cluster, out)
+    outbox = Outbox(scenario.outbox, cluster, out) if scenario.outbox else None
     fault_log: list[dict[str, Any]] = []
     errors: list[str] = []
+    left: int | None = 0
     try:
         cluster.start()
         say(f"harness {scenario.name}: routers {', '.join(cluster.ids)} up; results in {out}")
@@ -131,11 +139,19 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
         for name in subs:
             clients.start(name)
         clients.wait_attached(subs, attach_timeout)
+        if outbox is not None:
+            outbox.start_db()
+            clients.extra = {"db": outbox.url, "per_tx": outbox.spec.per_tx,
+                             "rollback_every": outbox.spec.rollback_every}
+            for name, _ in outbox.spec.relays:
+                outbox.start_relay(name)
+            say(f"  outbox on {outbox.spec.db}, relays {', '.join(n for n, _ in outbox.spec.relays)}")
         for c in scenario.publishers:
             clients.start(c.name)
         t0 = time.monotonic()
         pending: list[tuple[float, Fault, str]] = [(f.at, f, "apply") for f in scenario.faults]
-        pending += [(f.at + f.duration, f, "heal") for f in scenario.faults if f.kind in (*LINK_FAULTS, "freeze")]
+        pending += [(f.at + f.duration, f, "heal") for f in scenario.faults
+                    if f.kind in (*LINK_FAULTS, "freeze", "restart_db")]
         pending.sort(key=lambda p: p[0])
         last_progress = time.monotonic()
         last_counts: tuple[int, ...] = ()
@@ -144,11 +160,14 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
             now = time.monotonic() - t0
             while pending and pending[0][0] <= now:
                 _, f, action = pending.pop(0)
-                _apply(f, action, cluster, clients)
+                _apply(f, action, cluster, clients, outbox)
                 if action == "apply":
                     fault_log.append({"t": round(now, 3), "at": time.time(), "fault": f.describe(),
                                       "router": f.target if f.kind == "kill" else None,
-                                      "client": f.target if f.kind in ("kill_client", "restart_client") else None})
+                                      "client": f.target if f.kind in ("kill_client", "restart_client") else None,
+                                      # (an outbox's relay or database: its rows' subscribers show the pause)
+                                      "streams": [c.name for c in scenario.subscribers]
+                                      if f.kind in ("kill_relay", "restart_relay", "restart_db") else None})
                 say(f"  {now:6.2f}s  {action} {f.describe()}")
             by_pub = {c.name: (_count_accepted(out, c.name), scenario.topic_of(c)) for c in scenario.publishers}
             accepted = sum(n for n, _ in by_pub.values())
@@ -170,16 +189,24 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                                   f"{clients.errors(c.name)}")
             if errors:
                 break
-            if pubs_done and not pending and all(n >= want for n, want in zip(received, owed)):
+            done = pubs_done and not pending and all(n >= want for n, want in zip(received, owed))
+            if done and outbox is not None:
+                left = outbox.left()  # (the tables end empty: every row's outcome came and it was deleted)
+                done = left == 0
+            if done:
                 break
             if time.monotonic() - last_progress > stall and not pending:
-                errors.append(f"no progress for {stall:g}s: stopped waiting (router state dumped in the logs)")
+                errors.append(f"no progress for {stall:g}s: stopped waiting (router state dumped in the logs)"
+                              + (f"; {left} row(s) left in the outbox" if outbox is not None and left else ""))
                 cluster.dump_state()
                 break
             time.sleep(0.1)
         say(f"  {time.monotonic() - t0:6.2f}s  finished")
     finally:
         clients.stop()
+        if outbox is not None:
+            errors += [f"{log} holds a traceback" for log in outbox.tracebacks()]
+            outbox.stop()
         cluster.stop()
     _finish_journals(out, scenario)
     (out / "journal" / "faults.json").write_text(json.dumps(fault_log, indent=1))
@@ -187,7 +214,9 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
         {c.name: {"role": "publisher" if c in scenario.publishers else "subscriber", "topic": scenario.topic_of(c),
                   "guarantee": "exactly-once" if c.client in EXACTLY_ONCE else "at-least-once", "router": c.router,
                   "group": c.group}
-         for c in scenario.publishers + scenario.subscribers}, indent=1))
+         for c in scenario.publishers + scenario.subscribers}
+        | {name: {"role": "relay", "router": router} for name, router in (scenario.outbox.relays if scenario.outbox
+                                                                          else ())}, indent=1))
     pubs, subs_records = read_records(out, {c.name: c.client for c in scenario.subscribers})
     homes = {c.name: c.router for c in scenario.publishers + scenario.subscribers}
     report = check(scenario.name, pubs, subs_records, fault_log, homes,
@@ -215,8 +244,18 @@ def _finish_journals(out: Path, scenario: Scenario) -> None:
                 db.close()
 
 
-def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients) -> None:
-    if f.kind == "kill":
+def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients, outbox: Outbox | None) -> None:
+    if f.kind in ("kill_relay", "restart_relay", "restart_db"):
+        assert outbox is not None  # (the scenario's parser saw to it)
+        if f.kind == "kill_relay":
+            outbox.kill_relay(f.target)  # type: ignore[arg-type]
+        elif f.kind == "restart_relay":
+            outbox.restart_relay(f.target)  # type: ignore[arg-type]
+        elif action == "apply":
+            outbox.stop_db()
+        else:
+            outbox.start_db_again()
+    elif f.kind == "kill":
         cluster.kill(f.target)  # type: ignore[arg-type]
     elif f.kind == "restart":
         cluster.start(f.target, wait=False)  # type: ignore[arg-type]

@@ -23,6 +23,22 @@ A scenario file (``topologies/scenarios/*.yaml``)::
       - {at: 1.5, kill_client: s1}
       - {at: 2.5, restart_client: s1}
 
+The transactional outbox (``docs/outbox.md``): a publisher of ``client: outbox`` is an
+application writing its messages into an outbox database in transactions (some rolled
+back); relays publish them. ``messages`` counts the committed rows::
+
+    outbox:
+      db: postgresql              # or sqlite (default); PostgreSQL: a server of the run's own
+      partitions: 2               # tables of the one shard written to
+      relays: [{name: r1, router: A}, {name: r2, router: B}]
+      per_tx: 10                  # rows per transaction
+      rollback_every: 5           # every fifth transaction rolls back
+    publishers: [{name: app, router: A, client: outbox}]
+    faults:
+      - {at: 1.0, kill_relay: r1}        # SIGKILL
+      - {at: 2.0, restart_relay: r1}
+      - {at: 1.5, restart_db: true, for: 1.0}   # PostgreSQL stopped (fast), started 1 s later
+
 Every client gets its own router first in its failover list, then the others.
 Errors are one line naming the file and the field.
 """
@@ -30,7 +46,7 @@ Errors are one line naming the file and the field.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +56,9 @@ from once.records.names import publisher_name_error, subscriber_name_error
 ROOT = Path(__file__).resolve().parents[2]
 TOPOLOGIES = ROOT / "topologies"
 CLIENTS = ("once", "proton", "mqtt")  # mqtt: paho, MQTT 5.0, QoS 2, a persistent session
-FAULTS = ("kill", "restart", "cut", "slow", "quiet", "freeze", "kill_client", "restart_client")
+PUBLISHERS = (*CLIENTS, "outbox")  # outbox: an application writing to the outbox; relays publish
+FAULTS = ("kill", "restart", "cut", "slow", "quiet", "freeze", "kill_client", "restart_client", "kill_relay",
+          "restart_relay", "restart_db")
 LINK_FAULTS = ("cut", "slow", "quiet")  # through the proxy on that inter-router link
 
 
@@ -56,6 +74,15 @@ class ClientSpec:
     group: str = ""  # a subscriber that is a member of this consumer group
     exclusive: bool = False  # of an exclusive group
     topic: str = ""  # its own topic (a subscriber's may be a pattern); "": the scenario's
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxSpec:
+    db: str  # "sqlite" or "postgresql"
+    partitions: int
+    relays: tuple[tuple[str, str], ...]  # (name, its first router)
+    per_tx: int = 10
+    rollback_every: int = 5  # every n-th transaction rolls back (0: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +105,8 @@ class Fault:
             return f"quiet link {a}-{b} for {self.duration:g}s (bytes held, connections open)"
         if self.kind == "freeze":
             return f"freeze {self.target} for {self.duration:g}s (SIGSTOP, then SIGCONT)"
+        if self.kind == "restart_db":
+            return f"stop the database for {self.duration:g}s, then start it"
         return f"{self.kind.replace('_', ' ')} {self.target}"
 
 
@@ -93,6 +122,7 @@ class Scenario:
     faults: tuple[Fault, ...]
     settings: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    outbox: OutboxSpec | None = None
 
     @property
     def groups(self) -> dict[str, list[str]]:
@@ -112,8 +142,7 @@ class Scenario:
         return sorted(yaml.safe_load(self.topology.read_text())["routers"])
 
     def with_messages(self, n: int) -> Scenario:
-        return Scenario(self.name, self.topology, self.topic, n, self.rate, self.publishers, self.subscribers,
-                        self.faults, self.settings, self.description)
+        return replace(self, messages=n)
 
 
 def load(path: str | Path) -> Scenario:
@@ -133,7 +162,8 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
 
     if not isinstance(doc, dict):
         raise ScenarioError(f"{where}: expected a mapping at the top")
-    known = {"description", "topology", "settings", "topic", "messages", "rate", "publishers", "subscribers", "faults"}
+    known = {"description", "topology", "settings", "topic", "messages", "rate", "publishers", "subscribers", "faults",
+             "outbox"}
     for k in doc:
         if k not in known:
             raise fail(str(k), f"unknown key (expected one of {', '.join(sorted(known))})")
@@ -177,9 +207,14 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
             out.append(ClientSpec(item["name"], item["router"], client, group, exclusive, topic))
         return tuple(out)
 
-    publishers = clients("publishers", CLIENTS)
+    publishers = clients("publishers", PUBLISHERS)
     subscribers = clients("subscribers", CLIENTS)
-    names = [c.name for c in publishers + subscribers]
+    outbox = _outbox(doc.get("outbox"), routers, fail)
+    apps = [c.name for c in publishers if c.client == "outbox"]
+    if (outbox is None) != (not apps) or len(apps) > 1:
+        raise fail("outbox", "an outbox section goes with one publisher of client: outbox")
+    relays = [name for name, _ in outbox.relays] if outbox else []
+    names = [c.name for c in publishers + subscribers] + relays
     if len(set(names)) != len(names):
         raise fail("subscribers", "client names must be unique")
     faults = []
@@ -207,6 +242,13 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
                 latency = item.get("latency", 0.05)
                 if not isinstance(latency, (int, float)) or not 0 < latency <= 5:
                     raise fail(f"{key}.latency", f"expected seconds in (0, 5], got {latency!r}")
+        elif kind in ("kill_relay", "restart_relay"):
+            if target not in relays:
+                raise fail(f"{key}.{kind}", f"no relay {target!r} (the outbox section names them)")
+        elif kind == "restart_db":
+            if outbox is None or outbox.db != "postgresql":
+                raise fail(f"{key}.{kind}", "a database restart needs outbox.db: postgresql")
+            target, duration = "db", float(item.get("for", 1.0))
         elif target not in [c.name for c in subscribers]:
             raise fail(f"{key}.{kind}", f"no subscriber {target!r}")
         faults.append(Fault(float(item["at"]), kind, target, duration, float(latency)))
@@ -214,7 +256,32 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
     if not isinstance(settings, dict):
         raise fail("settings", "expected a mapping")
     return Scenario(name, topology, str(doc.get("topic", "harness")), messages, float(rate), publishers, subscribers,
-                    tuple(sorted(faults, key=lambda f: f.at)), settings, str(doc.get("description", "")))
+                    tuple(sorted(faults, key=lambda f: f.at)), settings, str(doc.get("description", "")), outbox)
+
+
+def _outbox(doc: Any, routers: set[str], fail: Any) -> OutboxSpec | None:
+    if doc is None:
+        return None
+    if not isinstance(doc, dict):
+        raise fail("outbox", "expected a mapping {db, partitions, relays, per_tx, rollback_every}")
+    unknown = set(doc) - {"db", "partitions", "relays", "per_tx", "rollback_every"}
+    if unknown:
+        raise fail(f"outbox.{sorted(unknown)[0]}", "unknown key (expected db, partitions, relays, per_tx, rollback_every)")
+    db = doc.get("db", "sqlite")
+    if db not in ("sqlite", "postgresql"):
+        raise fail("outbox.db", f"expected sqlite or postgresql, got {db!r}")
+    numbers = {}
+    for key, default, least in (("partitions", 2, 1), ("per_tx", 10, 1), ("rollback_every", 5, 0)):
+        value = doc.get(key, default)
+        if not isinstance(value, int) or value < least:
+            raise fail(f"outbox.{key}", f"expected an integer >= {least}, got {value!r}")
+        numbers[key] = value
+    relays = doc.get("relays")
+    if not isinstance(relays, list) or not relays or not all(
+            isinstance(r, dict) and isinstance(r.get("name"), str) and r.get("router") in routers for r in relays):
+        raise fail("outbox.relays", f"expected a non-empty list of {{name, router: one of {sorted(routers)}}}")
+    return OutboxSpec(db, numbers["partitions"], tuple((r["name"], r["router"]) for r in relays), numbers["per_tx"],
+                      numbers["rollback_every"])
 
 
 def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", rate: float = 2000,
