@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")
 
     a = sub.add_parser("audit", help="check a run's delivery journals on Apache Spark (PySpark)")
-    a.add_argument("run_dir", help="a run directory (with journal/): a local path or any path Spark reads")
+    a.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="run directories (with journal/): local paths or any path Spark reads; several share one "
+                   "Spark session")
     a.add_argument("--master", default=None, help="Spark master URL, e.g. spark://host:7077 (default local[*])")
 
     o = sub.add_parser("outbox", help="the transactional outbox: make its tables, write rows, run the relay",
@@ -233,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "audit":
             from .audit.main import main as audit_main
 
-            return audit_main(args.run_dir, args.master)
+            return audit_main(args.run_dirs, args.master)
         if args.command == "outbox":
             from .outbox_cli import outbox
 

@@ -121,3 +121,27 @@ def read_layout(conn: Any, required: bool = True) -> Layout | None:
         return Layout(meta["instance"], int(meta["shards"]), int(meta["partitions"]))
     except (KeyError, ValueError):
         raise OutboxError(f"outbox_meta is incomplete: {sorted(meta)}") from None
+
+
+def rows_left(url_or_conn: Any) -> int:
+    """Rows in the outbox's tables and its dead letters (what is not delivered yet, or was
+    rejected): 0 once every committed row reached its subscribers. A URL is opened and
+    closed; a connection is used as it is (and its transaction ended)."""
+    from .dialect import connect
+
+    conn = connect(url_or_conn) if isinstance(url_or_conn, str) else url_or_conn
+    try:
+        layout = read_layout(conn)
+        assert layout is not None
+        cur = conn.cursor()
+        n = 0
+        for s, p in layout.tables():
+            cur.execute(f"SELECT COUNT(*) FROM {table(s, p)}")
+            n += cur.fetchone()[0]
+        cur.execute("SELECT COUNT(*) FROM outbox_dead_letter")
+        n += cur.fetchone()[0]
+        conn.commit()
+        return int(n)
+    finally:
+        if isinstance(url_or_conn, str):
+            conn.close()

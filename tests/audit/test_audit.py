@@ -3,6 +3,7 @@ harness run audits clean, and the audit agrees with the harness's own checker.""
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import pytest
 from once.tools.audit.main import main as audit_main
 from once.tools.audit.main import run_audit
 from once.tools.audit.synthetic import Inject, generate
-from once.tools.harness.run import run
+from once.tools.harness.main import harness
 from once.tools.harness.scenario import load
+from support.scenarios import AUDITED, assert_scenario_held
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,26 +60,30 @@ def test_a_directory_without_journals_is_a_one_line_error(tmp_path, capsys):
     assert "no journal/ directory" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["subscriber-crash", "mqtt-subscriber-router-dies", "outbox-relay-takeover"])
+@pytest.mark.parametrize("name", AUDITED)
 def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path, name):
     """Our clients, Proton's, and MQTT clients (their journals name the gid the router told
     them in a user property); an outbox application's rows, whose gids the application, its
     relays and the routers each work out alone (``router/outbox/identity.py``)."""
-    scenario = load(ROOT / "topologies" / "scenarios" / f"{name}.yaml").with_messages(1500)
-    report = run(scenario, tmp_path / "run", progress=False)
-    assert report.ok, report.text()
-    s = run_audit(spark, str(tmp_path / "run")).summary
+    run_dir = tmp_path / "run"
+    args = argparse.Namespace(random=False, scenario=str(ROOT / "topologies" / "scenarios" / f"{name}.yaml"),
+                              messages=1500, out=str(run_dir), quiet=True, audit=True, master=None)
+    assert harness(args) == 0  # (once harness --audit: the run, then its audit in this session)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert_scenario_held(load(ROOT / "topologies" / "scenarios" / f"{name}.yaml").with_messages(1500), report,
+                         json.dumps(report, indent=1)[-3000:])
+    s = json.loads((run_dir / "audit" / "summary.json").read_text())
     assert s["ok"], s["violations"]
-    assert (s["sent"], s["accepted"]) == (report.sent, report.accepted)
+    assert (s["sent"], s["accepted"]) == (report["sent"], report["accepted"])
     ours = {x["name"]: x for x in s["subscribers"]}
-    for sub in report.subscribers:
-        mine = ours[sub.name]
+    for sub in report["subscribers"]:
+        mine = ours[sub["name"]]
         assert (mine["received"], mine["distinct"], mine["lost"], mine["duplicated"], mine["reordered"],
-                mine["phantom"], mine["marked_repeats"]) == (sub.received, sub.distinct, sub.lost, sub.duplicated,
-                                                             sub.reordered, sub.phantom, sub.marked_repeats)
+                mine["phantom"], mine["marked_repeats"]) == tuple(sub[k] for k in (
+                    "received", "distinct", "lost", "duplicated", "reordered", "phantom", "marked_repeats"))
     faults = [f["fault"] for f in s["faults"]]
-    assert faults == [r["fault"] for r in report.resume]
-    for mine, theirs in zip(s["faults"], report.resume):
+    assert faults == [r["fault"] for r in report["resume"]]
+    for mine, theirs in zip(s["faults"], report["resume"]):
         assert mine["at"] == theirs["at"]  # one fault, one time in both reports
         if theirs["seconds"] is not None:
             assert mine["resume_seconds"] == pytest.approx(theirs["seconds"], abs=0.01)

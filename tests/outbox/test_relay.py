@@ -13,10 +13,10 @@ from pathlib import Path
 
 from once.router.clientlib import Subscriber
 from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init, read_layout, table
+from once.router.outbox.schema import init, rows_left, table
 from once.router.outbox.send import send
 from support.proton_clients import ProtonSubscriber
-from support.routers import RouterProcess
+from support.routers import RouterProcess, until
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS_PER_TX = 10
@@ -53,26 +53,6 @@ def _write(db_url: str, transactions: int, keys: int = 2, partitions: int = 2, s
     return committed
 
 
-def _left(db_url: str) -> int:
-    """Rows in the outbox's tables and its dead letters."""
-    conn = connect(db_url)
-    cur = conn.cursor()
-    n = 0
-    for s, p in read_layout(conn).tables():
-        cur.execute(f"SELECT COUNT(*) FROM {table(s, p)}")
-        n += cur.fetchone()[0]
-    cur.execute("SELECT COUNT(*) FROM outbox_dead_letter")
-    n += cur.fetchone()[0]
-    conn.close()
-    return n
-
-
-async def _until(condition, timeout: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def _in_order_per_partition(ids: list[str]) -> bool:
@@ -104,15 +84,15 @@ async def test_committed_rows_reach_every_subscriber_across_a_sigkilled_relay(ro
     relay = _relay(db_url, router, tmp_path / "relay.log")
     try:
         try:
-            await _until(lambda: len(ours) >= 60, 30, "the first rows")
+            await until(lambda: len(ours) >= 60, 30, "the first rows")
         except AssertionError:
             raise AssertionError(f"no rows: relay log {(tmp_path / 'relay.log').read_text()[-2000:]}; "
-                                 f"left {_left(db_url)}") from None
+                                 f"left {rows_left(db_url)}") from None
         relay.send_signal(signal.SIGKILL)  # mid-batch: rows in flight, some accepted and not deleted
         relay.wait(10)
-        left_at_kill = _left(db_url)
+        left_at_kill = rows_left(db_url)
         relay = _relay(db_url, router, tmp_path / "relay.log")
-        await _until(lambda: len(set(ours)) >= len(committed) and _left(db_url) == 0, 60, "every row, and empty tables")
+        await until(lambda: len(set(ours)) >= len(committed) and rows_left(db_url) == 0, 60, "every row, and empty tables")
     finally:
         relay.send_signal(signal.SIGTERM)
         relay.wait(10)
@@ -162,16 +142,16 @@ async def test_two_relays_share_the_tables_and_one_takes_over_when_the_other_is_
     first = _relay(db_url, router, tmp_path / "first.log")
     second = None
     try:
-        await _until(lambda: len(ours) >= 40, 30, "the first rows")
+        await until(lambda: len(ours) >= 40, 30, "the first rows")
         # a second relay comes: the first gives back half its tables, rows in flight
         second = _relay(db_url, router, tmp_path / "second.log")
         took = tmp_path / "second.log"
-        await _until(lambda: took.exists() and " took [(" in took.read_text(), 30, "the second relay's share")
+        await until(lambda: took.exists() and " took [(" in took.read_text(), 30, "the second relay's share")
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-        left_at_kill = _left(db_url)
+        left_at_kill = rows_left(db_url)
         go.set()
-        await _until(lambda: len(set(ours)) >= len(committed) and _left(db_url) == 0, 60, "every row, and empty tables")
+        await until(lambda: len(set(ours)) >= len(committed) and rows_left(db_url) == 0, 60, "every row, and empty tables")
     finally:
         for relay in (first, second):
             if relay is not None and relay.poll() is None:
@@ -208,10 +188,10 @@ async def test_a_row_a_long_transaction_commits_late_below_rows_already_sent_is_
     try:
         got = [bytes(m.body) for m in proton.take(5)]
         assert got == [f"e{i}".encode() for i in range(5)]
-        await _until(lambda: _left(db_url) == 0, 20, "the committed rows deleted")
+        await until(lambda: rows_left(db_url) == 0, 20, "the committed rows deleted")
         long.commit()  # now it is visible, below every id already sent
         assert bytes(proton.get(20).body) == b"late"
-        await _until(lambda: _left(db_url) == 0, 20, "the late row deleted")
+        await until(lambda: rows_left(db_url) == 0, 20, "the late row deleted")
     finally:
         relay.send_signal(signal.SIGTERM)
         relay.wait(10)

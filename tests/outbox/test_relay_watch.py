@@ -14,27 +14,10 @@ from once.router.clientlib import Subscriber
 from once.router.outbox.dialect import connect
 from once.router.outbox.metrics import serve
 from once.router.outbox.relay import Relay
-from once.router.outbox.schema import init
+from once.router.outbox.schema import init, rows_left
 from once.router.outbox.send import send, send_many
 from support.postgres import Postgres
-from support.routers import RouterProcess
-
-
-async def _until(condition, timeout: float, what: str) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-def _count(db_url: str) -> int:
-    conn = connect(db_url)
-    cur = conn.cursor()
-    cur.execute("SELECT COUNT(*) FROM outgoing_message_0_0")
-    n = cur.fetchone()[0]
-    conn.close()
-    return n
+from support.routers import RouterProcess, until
 
 
 async def _subscriber(router: RouterProcess, tmp_path: Path, name: str = "sub") -> Subscriber:
@@ -53,7 +36,7 @@ async def test_a_postgresql_commit_wakes_the_relay_without_a_poll(router: Router
     stop = asyncio.Event()
     task = asyncio.get_running_loop().create_task(relay.run(stop))
     try:
-        await _until(lambda: relay.listener is not None and relay.listener.listening and relay.claims is not None
+        await until(lambda: relay.listener is not None and relay.listener.listening and relay.claims is not None
                      and relay.claims.held, 10, "the relay listening and serving")
         got = []
         for i in range(3):  # (each commit on its own: each one wakes it)
@@ -63,13 +46,13 @@ async def test_a_postgresql_commit_wakes_the_relay_without_a_poll(router: Router
             conn.rollback()  # (no notification: only a commit sends one)
             send(conn, "orders", f"m{i}".encode(), layout=layout)
             conn.commit()
-            await _until(lambda: relay.listener.heard > heard, 10, "the notification")  # noqa: B023
+            await until(lambda: relay.listener.heard > heard, 10, "the notification")  # noqa: B023
             assert relay.listener.heard == heard + 1
             msg = await sub.receive(10)
             got.append(bytes(msg.body))
             await msg.accept()
         assert got == [b"m0", b"m1", b"m2"]
-        await _until(lambda: _count(db_url) == 0, 10, "the rows deleted")
+        await until(lambda: rows_left(db_url) == 0, 10, "the rows deleted")
     finally:
         stop.set()
         await asyncio.wait_for(task, 20)
@@ -91,8 +74,8 @@ async def test_a_row_held_past_stuck_restarts_its_links_is_counted_stranded_and_
     server, port = await serve(relay, "127.0.0.1", 0)
     try:
         first = await sub.receive(10)  # held: the rows wait for it
-        await _until(lambda: relay.restarts >= 1, 15, "the links started again")
-        await _until(lambda: relay.watch.total() == 5, 15, "the held rows counted stranded")
+        await until(lambda: relay.restarts >= 1, 15, "the links started again")
+        await until(lambda: relay.watch.total() == 5, 15, "the held rows counted stranded")
         page = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5)
                                        .read().decode())
         assert 'once_outbox_rows_stranded{table="outgoing_message_0_0"} 5.0' in page, page
@@ -103,8 +86,8 @@ async def test_a_row_held_past_stuck_restarts_its_links_is_counted_stranded_and_
             msg = await sub.receive(10)
             got.append(str(msg.message_id))
             await msg.accept()
-        await _until(lambda: _count(db_url) == 0, 15, "the rows deleted")
-        await _until(lambda: relay.watch.total() == 0, 15, "no stranded rows")
+        await until(lambda: rows_left(db_url) == 0, 15, "the rows deleted")
+        await until(lambda: relay.watch.total() == 0, 15, "no stranded rows")
         assert got == [f"outgoing_message_0_0:{i}" for i in range(1, 6)], got  # (once each, in order)
         assert await asyncio.wait_for(_nothing_more(sub), 5)
     finally:
@@ -157,15 +140,15 @@ async def test_the_relay_rides_out_a_postgresql_restart_under_load(router: Route
         try:
             for _ in range(10):
                 write(100)
-            await _until(lambda: len(got) >= 200, 30, "the first rows")
+            await until(lambda: len(got) >= 200, 30, "the first rows")
             await asyncio.to_thread(pg.stop, "fast")  # (mid-stream: rows in flight, deletes to come)
             await asyncio.to_thread(pg.start)
             conn.close()
             conn = connect(db_url)
             for _ in range(5):
                 write(100)
-            await _until(lambda: len(set(got)) >= written and _count(db_url) == 0, 60, "every row, and an empty table")
-            await _until(lambda: relay.listener is not None and relay.listener.listening, 10, "LISTEN again")
+            await until(lambda: len(set(got)) >= written and rows_left(db_url) == 0, 60, "every row, and an empty table")
+            await until(lambda: relay.listener is not None and relay.listener.listening, 10, "LISTEN again")
         finally:
             stop.set()
             await asyncio.wait_for(task, 20)

@@ -17,6 +17,17 @@ from once.tools.procs import stop_all
 ROOT = Path(__file__).resolve().parents[2]
 
 
+async def until(condition: Callable[[], Any], timeout: float, what: str) -> None:
+    """``wait_for`` for a test on the event loop: the loop runs while it waits."""
+    import asyncio
+
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
 def wait_for(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.01, what: str = "condition") -> Any:
     """Poll ``condition`` until truthy; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

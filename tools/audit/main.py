@@ -1,4 +1,6 @@
-"""``once audit RUN_DIR [--master URL]``: read a run's journals, check, write ``RUN_DIR/audit/``."""
+"""``once audit RUN_DIR [RUN_DIR ...] [--master URL]``: read each run's journals, check, write
+``RUN_DIR/audit/``. Several runs share one Spark session (its start-up, tens of seconds on a
+cluster, is paid once)."""
 
 from __future__ import annotations
 
@@ -95,11 +97,14 @@ def verdict(result: Result) -> str:
     return "\n".join(lines)
 
 
-def main(run_dir: str, master: str | None = None) -> int:
-    if _is_local(run_dir) and not (Path(run_dir) / "journal").is_dir():
-        print(f"{run_dir}: no journal/ directory (a run of `once harness`, or routers started with --journal)",
-              file=sys.stderr)
-        return 2
+def main(run_dirs: str | list[str], master: str | None = None) -> int:
+    """0 if every run passed, 1 if one failed, 2 if one cannot be audited at all."""
+    runs = [run_dirs] if isinstance(run_dirs, str) else list(run_dirs)
+    for run_dir in runs:
+        if _is_local(run_dir) and not (Path(run_dir) / "journal").is_dir():
+            print(f"{run_dir}: no journal/ directory (a run of `once harness`, or routers started with --journal)",
+                  file=sys.stderr)
+            return 2
     try:
         import pyspark  # noqa: F401
     except ImportError:
@@ -113,15 +118,19 @@ def main(run_dir: str, master: str | None = None) -> int:
     if problem:
         print(f"once audit: {problem}", file=sys.stderr)
         return 2
-    print(f"once audit: starting Spark (local mode takes 10-40 s) for {run_dir} ...", file=sys.stderr, flush=True)
-    started = time.monotonic()
+    print(f"once audit: starting Spark (local mode takes 10-40 s) for {', '.join(runs)} ...", file=sys.stderr,
+          flush=True)
     ours = SparkSession.getActiveSession() is None  # a caller's session (tests, a notebook) is left running
     spark = spark_session(master)
+    failed = 0
     try:
-        result = run_audit(spark, run_dir)
+        for run_dir in runs:
+            started = time.monotonic()
+            result = run_audit(spark, run_dir)
+            print((f"{run_dir}: " if len(runs) > 1 else "") + verdict(result))
+            print(f"report: {run_dir.rstrip('/')}/audit/report.html ({time.monotonic() - started:.1f}s)", flush=True)
+            failed += not result.ok
     finally:
         if ours:
             spark.stop()
-    print(verdict(result))
-    print(f"report: {run_dir.rstrip('/')}/audit/report.html ({time.monotonic() - started:.1f}s)")
-    return 0 if result.ok else 1
+    return 1 if failed else 0

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init, read_layout, table
+from once.router.outbox.schema import init, rows_left
 from once.router.outbox.send import send_many
 from once.tools.exits import CommandError, Exit
 from once.tools.postgres_server import Postgres, PostgresUnavailable
@@ -85,18 +85,6 @@ def _serving(http: str) -> int:
         return len(json.loads(r.read())["serving"])
 
 
-def _left(url: str) -> int:
-    conn = connect(url)
-    cur = conn.cursor()
-    n = 0
-    for s, p in read_layout(conn).tables():  # type: ignore[union-attr]
-        cur.execute(f"SELECT COUNT(*) FROM {table(s, p)}")
-        n += cur.fetchone()[0]
-    cur.execute("SELECT COUNT(*) FROM outbox_dead_letter")
-    n += cur.fetchone()[0]
-    conn.close()
-    return int(n)
-
 
 def _wait(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
@@ -151,7 +139,7 @@ def run(layout: Layout, rows: int, pg: Postgres | None, bins: Path, tmp: Path) -
             send_many(conn, "outbox-bench", [stamp + pad] * PER_TX, keys=KEYS, layout=shape)
             conn.commit()
         t1 = time.monotonic_ns()
-        _wait(lambda: _left(url) == 0, max(60, rows / 1000), "the tables to empty")
+        _wait(lambda: rows_left(url) == 0, max(60, rows / 1000), "the tables to empty")
         relay_meter.stop()
         router_meter.stop()
         rx.send_signal(signal.SIGTERM)

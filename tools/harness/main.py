@@ -72,9 +72,12 @@ def harness(args: argparse.Namespace) -> int:
 
 def _audit(outs: list[Path], master: str | None) -> int:
     """Audit each run on Spark (one session for all); the number of runs that failed it."""
+    from pyspark.sql import SparkSession
+
     from ..audit.main import run_audit, verdict
     from ..audit.session import spark_session
 
+    ours = SparkSession.getActiveSession() is None  # (a caller's session, a test's, is left running)
     spark = spark_session(master)
     failed = 0
     try:
@@ -83,5 +86,6 @@ def _audit(outs: list[Path], master: str | None) -> int:
             print(f"{out}: " + verdict(result), flush=True)
             failed += not result.ok
     finally:
-        spark.stop()
+        if ours:
+            spark.stop()
     return failed

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init, read_layout, table
+from once.router.outbox.schema import init, rows_left
 from once.tools.postgres_server import Postgres
 from once.tools.procs import stop_all
 
@@ -83,23 +83,9 @@ class Outbox:
     def left(self) -> int | None:
         """Rows in the outbox's tables and its dead letters (None: the database is away)."""
         try:
-            conn = connect(self.url)
+            return rows_left(self.url)
         except Exception:  # noqa: BLE001 - (down for a restart: asked again later)
             return None
-        try:
-            cur = conn.cursor()
-            n = 0
-            layout = read_layout(conn)
-            assert layout is not None
-            for s, p in layout.tables():
-                cur.execute(f"SELECT COUNT(*) FROM {table(s, p)}")
-                n += cur.fetchone()[0]
-            cur.execute("SELECT COUNT(*) FROM outbox_dead_letter")
-            return int(n + cur.fetchone()[0])
-        except Exception:  # noqa: BLE001 - (down for a restart: asked again later)
-            return None
-        finally:
-            conn.close()
 
     def tracebacks(self) -> list[str]:
         """Relay logs that hold a traceback (a relay must say its troubles in one line)."""

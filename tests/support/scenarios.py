@@ -1,0 +1,29 @@
+"""What every shipped failover scenario must show, checked where it runs: most run once in
+``tests/integration/test_failover_scenarios.py``; those in ``AUDITED`` run once in
+``tests/audit/test_audit.py`` instead, through ``once harness --audit`` (the same checks,
+and the Spark audit's agreement), so no scenario runs twice in the suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from once.records.names import matches
+from once.tools.harness.scenario import Scenario
+
+AUDITED = ("subscriber-crash", "mqtt-subscriber-router-dies", "outbox-relay-takeover")
+
+
+def assert_scenario_held(scenario: Scenario, report: dict[str, Any], text: str) -> None:
+    """``report``: the harness's report.json; ``text``: what to show when it fails."""
+    assert report["ok"], text
+    assert report["accepted"] == scenario.messages * len(scenario.publishers), text
+    # each subscriber (a group: its members together) has every message of the topics it matches
+    owed = {c.name: scenario.messages * sum(matches(scenario.topic_of(c), scenario.topic_of(p)) for p in scenario.publishers)
+            for c in scenario.subscribers}
+    owed.update({f"group {c.group}": owed[c.name] for c in scenario.subscribers if c.group})
+    assert {s["name"]: s["distinct"] for s in report["subscribers"]} == {
+        s["name"]: owed[s["name"]] for s in report["subscribers"]}, text
+    router_deaths = [r for r in report["resume"] if r["fault"].startswith("kill ") and "client" not in r["fault"]
+                     and "relay" not in r["fault"]]
+    for r in router_deaths:
+        assert r["seconds"] is not None and r["seconds"] < 5.0, text  # the 2 s figure is the soak's
