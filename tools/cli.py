@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.scenarios == ["outbox"]:
                 from .bench.outbox import main as outbox_bench
 
-                return outbox_bench(min(args.messages, 100_000), args.rounds)
+                return outbox_bench(min(args.messages, 100_000), args.rounds, compare=args.compare)
             if args.scenarios == ["core"]:
                 from .bench.core import main as core_loops
 

@@ -10,11 +10,15 @@ commit-to-delivery plus the few milliseconds a transaction of 100 takes to write
 Throughput is the rows over the first insert to the last delivery. A run counts only if it
 was exactly-once: the subscriber got every row once (no more: it is stopped only after the
 tables are empty), nothing was dead-lettered, the tables end empty.
+
+``--compare REF``: the relays and the router of git REF's checkout run each layout too,
+alternating with this tree's in every round (the application, the database and the
+subscriber are the same for both).
 """
 
 from __future__ import annotations
 
-import json
+import re
 import signal
 import statistics
 import struct
@@ -22,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +37,7 @@ from once.tools.postgres_server import Postgres, PostgresUnavailable
 
 from . import cclients
 from .cclients import _report
-from .procs import ROOT, Meter
+from .procs import ROOT, Meter, checkout_cli
 
 BODY = 1024
 PER_TX = 100
@@ -69,9 +72,11 @@ class Sample:
     router_cpu_us: float
 
 
-def _start(cmd: list[str], what: str) -> tuple[subprocess.Popen[str], str]:
-    """A process and its first line (its ready line)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+def _start(cmd: list[str], what: str, root: Path, env: dict[str, str] | None,
+           log: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """A process and its first line (its ready line); its log to ``log``."""
+    err = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115 - (the child keeps its own copy)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, cwd=root, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
@@ -80,9 +85,10 @@ def _start(cmd: list[str], what: str) -> tuple[subprocess.Popen[str], str]:
     return proc, line
 
 
-def _serving(http: str) -> int:
-    with urllib.request.urlopen(f"{http}/healthz", timeout=5) as r:
-        return len(json.loads(r.read())["serving"])
+def _serving(log: Path) -> int:
+    """Tables a relay serves, from its last "serving [...]" log line (every version says it)."""
+    lines = re.findall(r"serving \[(.*)\]", log.read_text(errors="replace"))
+    return lines[-1].count("(") if lines else 0
 
 
 
@@ -94,15 +100,16 @@ def _wait(condition, timeout: float, what: str) -> None:  # type: ignore[no-unty
         time.sleep(0.02)
 
 
-def run(layout: Layout, rows: int, pg: Postgres | None, bins: Path, tmp: Path) -> Sample:
+def run(layout: Layout, rows: int, pg: Postgres | None, bins: Path, tmp: Path, root: Path = ROOT) -> Sample:
     url = pg.new_database() if layout.db == "postgresql" and pg else f"sqlite:///{tmp / 'outbox.db'}"
     conn = connect(url)
     shape = init(conn, shards=1, partitions=layout.partitions)
     topo = tmp / "single.yaml"
     topo.write_text("routers:\n  A: {listen: 127.0.0.1:0}\n")
     procs: list[subprocess.Popen[str]] = []
+    cli, env = checkout_cli(root, tmp)
     try:
-        router, line = _start([sys.executable, "-m", "once.tools.cli", "router", str(topo), "--id", "A"], "the router")
+        router, line = _start([sys.executable, "-m", cli, "router", str(topo), "--id", "A"], "the router", root, env)
         procs.append(router)
         router_url = line.split()[3]
         host, port = router_url.removeprefix("amqp://").rsplit(":", 1)
@@ -112,16 +119,17 @@ def run(layout: Layout, rows: int, pg: Postgres | None, bins: Path, tmp: Path) -
         assert rx.stdout is not None
         if rx.stdout.readline().strip() != "attached":
             raise RuntimeError("the receiver did not attach")
-        relays, https = [], []
+        relays, logs = [], []
         for i in range(layout.relays):
-            relay, line = _start([sys.executable, "-m", "once.tools.cli", "outbox", "run", "--db", url, "--router",
-                                  router_url, "--http", "127.0.0.1:0", "--lease", "2"], f"relay {i}")
+            logs.append(tmp / f"relay-{i}.log")
+            relay, _ = _start([sys.executable, "-m", cli, "outbox", "run", "--db", url, "--router", router_url,
+                               "--lease", "2"], f"relay {i}", root, env, logs[-1])
             procs.append(relay)
             relays.append(relay)
-            https.append(line.split()[-1])
+
         # (the work spread before the clock starts: a new relay takes its share within a lease)
         def spread() -> bool:
-            counts = [_serving(h) for h in https]
+            counts = [_serving(log) for log in logs]
             return sum(counts) == layout.partitions and (layout.relays > layout.partitions or min(counts) > 0)
 
         _wait(spread, 30, "the relays' shares")
@@ -161,7 +169,7 @@ def run(layout: Layout, rows: int, pg: Postgres | None, bins: Path, tmp: Path) -
                   router_meter.cpu_us_per(rows))
 
 
-def main(rows: int, rounds: int, layouts: tuple[Layout, ...] = DEFAULT) -> int:
+def main(rows: int, rounds: int, layouts: tuple[Layout, ...] = DEFAULT, compare: str | None = None) -> int:
     rows = max(PER_TX, rows // PER_TX * PER_TX)
     bins = cclients.build()
     pg = None
@@ -170,25 +178,44 @@ def main(rows: int, rounds: int, layouts: tuple[Layout, ...] = DEFAULT) -> int:
             pg = Postgres("once bench outbox")
         except PostgresUnavailable as e:
             raise CommandError(Exit.FAILED, str(e)) from None
-    samples: dict[Layout, list[Sample]] = {}
-    try:
-        for r in range(rounds):
-            for layout in layouts:
-                with tempfile.TemporaryDirectory(prefix="once-bench-outbox-") as d:
-                    s = run(layout, rows, pg, bins, Path(d))
-                samples.setdefault(layout, []).append(s)
-                print(f"round {r + 1} {layout.label}: {s.rows_per_s:,.0f} rows/s", file=sys.stderr, flush=True)
-    finally:
-        if pg is not None:
-            pg.close()
+    samples: dict[tuple[str, Layout], list[Sample]] = {}
+    with tempfile.TemporaryDirectory(prefix="once-bench-outbox-") as top:
+        sides = [("new", ROOT)]
+        if compare:
+            from .compare import worktree
+
+            worktree(compare, Path(top) / "ref")
+            sides.append(("old", Path(top) / "ref"))
+        try:
+            for r in range(rounds):
+                for layout in layouts:
+                    for side, root in (sides if r % 2 == 0 else sides[::-1]):
+                        with tempfile.TemporaryDirectory(prefix="once-bench-outbox-", dir=top) as d:
+                            s = run(layout, rows, pg, bins, Path(d), root)
+                        samples.setdefault((side, layout), []).append(s)
+                        print(f"round {r + 1} {layout.label}{'' if side == 'new' else f' ({compare})'}: "
+                              f"{s.rows_per_s:,.0f} rows/s", file=sys.stderr, flush=True)
+        finally:
+            if pg is not None:
+                pg.close()
+            if compare:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(Path(top) / "ref")],
+                               capture_output=True)
     print(f"outbox -> relay -> one router -> one subscriber (Proton-C), {rows:,} rows of {BODY} B in transactions of "
-          f"{PER_TX}, exactly once; {rounds} round(s) (median; min-max)")
+          f"{PER_TX}, exactly once; {rounds} round(s) (median; min-max)"
+          + (f"; relays and router of this tree, then of {compare}" if compare else ""))
     print(f"{'layout':56} {'rows/s':>20} {'app rows/s':>10} {'p50/p99 ms':>14} {'relay us/row':>12} "
-          f"{'router us/row':>13}")
-    for layout, ss in samples.items():
-        med = statistics.median(s.rows_per_s for s in ss)
-        mid = sorted(ss, key=lambda s: s.rows_per_s)[len(ss) // 2]
-        rate = f"{med:,.0f} ({min(s.rows_per_s for s in ss):,.0f}-{max(s.rows_per_s for s in ss):,.0f})"
-        print(f"{layout.label:56} {rate:>20} {mid.app_rows_per_s:>10,.0f} {f'{mid.p50_ms}/{mid.p99_ms}':>14} "
-              f"{mid.relay_cpu_us:>12} {mid.router_cpu_us:>13}")
+          f"{'router us/row':>13}" + (f" {'vs ' + compare:>10}" if compare else ""))
+    for layout in layouts:
+        for side, _ in sides:
+            ss = samples[(side, layout)]
+            med = statistics.median(s.rows_per_s for s in ss)
+            mid = sorted(ss, key=lambda s: s.rows_per_s)[len(ss) // 2]
+            rate = f"{med:,.0f} ({min(s.rows_per_s for s in ss):,.0f}-{max(s.rows_per_s for s in ss):,.0f})"
+            label = layout.label if side == "new" else f"  {compare}"
+            ratio = ""
+            if compare and side == "new":
+                ratio = f" {med / statistics.median(s.rows_per_s for s in samples[('old', layout)]):>10.2f}"
+            print(f"{label:56} {rate:>20} {mid.app_rows_per_s:>10,.0f} {f'{mid.p50_ms}/{mid.p99_ms}':>14} "
+                  f"{mid.relay_cpu_us:>12} {mid.router_cpu_us:>13}{ratio}")
     return 0
