@@ -46,8 +46,9 @@ def _sweep(tmp_path: Path, n: int, *options: str) -> dict[str, list[str]]:
     return failed
 
 
-def test_four_thousand_random_schedules_fail_none(tmp_path: Path):
-    failed = _sweep(tmp_path, 4000)
+def test_three_thousand_random_schedules_fail_none(tmp_path: Path):
+    # (4,000 until session 21: the suite's ten minutes; the slow mark runs 20,000)
+    failed = _sweep(tmp_path, 3000)
     assert not failed, dict(list(failed.items())[:10])
 
 
@@ -74,8 +75,9 @@ def test_twenty_thousand_random_schedules_fail_none(tmp_path: Path):
 GROUP_FINDS = (320, 875)
 
 
-def test_three_thousand_random_schedules_with_a_consumer_group_fail_none(tmp_path: Path):
-    failed = _sweep(tmp_path, 3000, "--groups")
+def test_two_thousand_random_schedules_with_a_consumer_group_fail_none(tmp_path: Path):
+    # (3,000 until session 21: the suite's ten minutes; the slow mark runs 10,000)
+    failed = _sweep(tmp_path, 2000, "--groups")
     assert not failed, dict(list(failed.items())[:10])
 
 
