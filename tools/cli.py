@@ -158,7 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="load clients: ours in Python, or Proton-C ones built at first use (the router, not the "
                         "clients, is then what limits)")
     b.add_argument("--compare", metavar="REF", help="run this tree's routers and those of git REF back to back")
-    b.add_argument("--rounds", type=int, default=3, help="with --compare: alternating rounds per side (default 3)")
+    b.add_argument("--against", metavar="qdrouterd=PATH",
+                   help="run another router (Qpid Dispatch's qdrouterd, built by you; its Python package on "
+                   "PYTHONPATH) under the same C clients, alternating with ours, and print the ratios")
+    b.add_argument("--rounds", type=int, default=3, help="with --compare or --against: alternating rounds per side "
+                   "(default 3)")
     b.add_argument("--json", dest="json_path", help="also write the results as JSON here")
     b.add_argument("--messages", type=int, default=200_000, help="messages per scenario")
     b.add_argument("--credit", type=int, default=1000, help="credit each bench subscriber grants (default 1000)")
@@ -257,6 +261,11 @@ def main(argv: list[str] | None = None) -> int:
                 from .bench.core import main as core_loops
 
                 return core_loops(min(args.messages, 200_000), args.compare, args.rounds)
+            if args.against:
+                from .bench.compare import against
+
+                return against(args.against, args.scenarios or ["single-1to1", "single-1to3", "line3-1to1"],
+                               args.messages, args.credit, args.rounds)
             if args.compare:
                 from .bench.compare import compare
 

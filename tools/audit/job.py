@@ -254,7 +254,7 @@ def _resume(spark: SparkSession, j: DataFrame, subs: DataFrame, clients: dict[st
     to RESUME_WINDOW after it, among pauses that began before the next fault."""
     if not faults:
         return []
-    homes = {n: c.get("router") for n, c in clients.items()}
+    homes = {n: c.get("router") for n, c in clients.items() if c.get("role") != "relay"}
     rows = []
     for i, f in enumerate(faults):
         at = int(f["at"] * 1_000_000)
@@ -265,7 +265,7 @@ def _resume(spark: SparkSession, j: DataFrame, subs: DataFrame, clients: dict[st
             group = clients.get(f["client"], {}).get("group")
             if group and "kill" in f["fault"]:  # as the harness: the group's other members take over
                 affected = [n for n, c in clients.items() if c.get("group") == group and n != f["client"]]
-        if f.get("streams"):  # (as the harness: an outbox's relay or database, its subscribers)
+        if f.get("streams"):  # (as the harness: with an outbox, its subscribers)
             affected = list(f["streams"])
         rows.append((i, at, until, affected))
     fdf = spark.createDataFrame(rows, "i int, at long, until long, affected array<string>")

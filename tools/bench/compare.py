@@ -1,4 +1,5 @@
-"""``once bench --compare REF``: this tree's routers against another git ref's, back to back.
+"""``once bench --compare REF``: this tree's routers against another git ref's, back to back;
+``once bench --against qdrouterd=PATH``: against another router (``peer.py``), the same way.
 
 The same load clients drive both; only the router code differs. A short run, thrown
 away, warms the machine first. Runs alternate (this tree, the ref, this tree, ...) so a
@@ -72,4 +73,41 @@ def compare(ref: str, names: list[str], messages: int, credit: int, clients: str
         print(f"{name:<16} {t_new:>11.0f} {t_old:>8.0f} {t_new / t_old:>6.2f} {c_new:>11.1f} {c_old:>7.1f} "
               f"{c_new / c_old:>6.2f} {_median(new, 'p50_ms'):>11.2f} {_median(old, 'p50_ms'):>8.2f}"
               + (f" {_median(new, 'e2e_p50_ms'):>12.2f} {_median(old, 'e2e_p50_ms'):>8.2f}" if e2e else ""))
+    return 0
+
+
+def against(spec: str, names: list[str], messages: int, credit: int, rounds: int) -> int:
+    """Our routers and the peer's, alternating, under the same C clients; the ratios."""
+    from .peer import parse
+
+    kind, exe = parse(spec)
+    from .scenarios import SCENARIOS
+
+    for name in names:
+        if SCENARIOS[name].group or SCENARIOS[name].idle_links:
+            raise CommandError(Exit.USAGE, f"--against: {name} has a consumer group or idle links, ours alone")
+    runs: dict[str, list[list[Result]]] = {"once": [], kind: []}
+    print("bench --against: a warm-up run (not counted)", file=sys.stderr, flush=True)
+    measure(names[:1], min(messages, 50_000), credit, "c")
+    for i in range(rounds):
+        for side in (("once", kind) if i % 2 == 0 else (kind, "once")):
+            print(f"bench --against: round {i + 1}/{rounds}, {side}", file=sys.stderr, flush=True)
+            runs[side].append(measure(names, messages, credit, "c", peer=exe if side == kind else None))
+    print(f"once vs {kind} ({exe}), C clients, credit {credit}, {messages} messages, median (min-max) of {rounds} "
+          "alternating rounds; e2e: send to the slowest subscriber's arrival")
+    print(f"{'scenario':<14} {'once msg/s':>22} {kind + ' msg/s':>22} {'ratio':>6} {'cpu us once':>11} "
+          f"{kind[:9]:>9} {'p50 ms once':>11} {kind[:9]:>9} {'e2e p50 once':>12} {kind[:9]:>9}")
+    for j, name in enumerate(names):
+        ours = [r[j] for r in runs["once"]]
+        theirs = [r[j] for r in runs[kind]]
+
+        def rate(rs: list[Result]) -> str:
+            return (f"{_median(rs, 'msgs_per_s'):,.0f} ({min(r.msgs_per_s for r in rs):,.0f}-"
+                    f"{max(r.msgs_per_s for r in rs):,.0f})")
+
+        ratio = _median(ours, "msgs_per_s") / _median(theirs, "msgs_per_s")
+        print(f"{name:<14} {rate(ours):>22} {rate(theirs):>22} {ratio:>6.2f} {_median(ours, 'router_cpu_us'):>11.1f} "
+              f"{_median(theirs, 'router_cpu_us'):>9.1f} {_median(ours, 'p50_ms'):>11.3f} "
+              f"{_median(theirs, 'p50_ms'):>9.3f} {_median(ours, 'e2e_p50_ms'):>12.3f} "
+              f"{_median(theirs, 'e2e_p50_ms'):>9.3f}")
     return 0

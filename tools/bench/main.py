@@ -53,13 +53,18 @@ class Scraper:
 
 
 def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str, journal: bool,
-         tmp: Path, root: Path | None, http: bool = False) -> Result:
+         tmp: Path, root: Path | None, http: bool = False, peer: Path | None = None) -> Result:
     scenario = SCENARIOS[name]
     if scenario.max_messages:
         messages = min(messages, scenario.max_messages)
     unpin()  # children inherit affinity: never start routers from a pinned process
     urls: dict[str, str] | None = {} if http else None
-    procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT, http=urls)
+    if peer is not None:  # (--against: another router under the same clients)
+        from .peer import start as start_peer
+
+        procs, addrs = start_peer(peer, scenario, tmp)
+    else:
+        procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT, http=urls)
     scraper = Scraper(list(urls.values())) if urls else None
     meter = Meter([p.pid for p in procs])
     tty = sys.stderr.isatty()
@@ -106,11 +111,12 @@ def table(results: list[Result]) -> str:
 
 
 def measure(names: list[str], messages: int, credit: int, clients: str = "python", journal: bool = False,
-            root: Path | None = None, http: bool = False) -> list[Result]:
+            root: Path | None = None, http: bool = False, peer: Path | None = None) -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(names, 1):
-            results.append(_one(name, i, len(names), messages, credit, clients, journal, Path(tmp), root, http))
+            results.append(_one(name, i, len(names), messages, credit, clients, journal, Path(tmp), root, http,
+                                peer))
     return results
 
 

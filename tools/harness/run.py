@@ -165,9 +165,11 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                     fault_log.append({"t": round(now, 3), "at": time.time(), "fault": f.describe(),
                                       "router": f.target if f.kind == "kill" else None,
                                       "client": f.target if f.kind in ("kill_client", "restart_client") else None,
-                                      # (an outbox's relay or database: its rows' subscribers show the pause)
-                                      "streams": [c.name for c in scenario.subscribers]
-                                      if f.kind in ("kill_relay", "restart_relay", "restart_db") else None})
+                                      # (with an outbox, the subscribers show every pause: the relays'
+                                      # outcomes are in their journals alone, the application's
+                                      # commits go on whatever fails)
+                                      "streams": [c.name for c in scenario.subscribers] if scenario.outbox
+                                      else None})
                 say(f"  {now:6.2f}s  {action} {f.describe()}")
             by_pub = {c.name: (_count_accepted(out, c.name), scenario.topic_of(c)) for c in scenario.publishers}
             accepted = sum(n for n, _ in by_pub.values())
