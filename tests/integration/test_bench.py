@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from once.tools.bench import memory
 from support.routers import ROOT
 
@@ -75,3 +76,30 @@ def test_the_core_loops_run_against_another_checkout():
     assert set(rows) == {"local-1to1", "local-1to3", "root-hop", "transit", "destination"}, r.stdout
     for name, (_, new, old, ratio) in rows.items():
         assert float(new) > 0 and float(old) > 0 and float(ratio) > 0, name
+
+
+def test_against_writes_a_dispatch_configuration_from_the_topology_and_refuses_what_it_cannot_run(tmp_path):
+    """The peer router's configuration (the peer itself is built by the user, not here):
+    every router a client listener, an inter-router listener and the dialling side of each
+    link, one worker, the bench's topics multicast; a bad --against or a group scenario is
+    one line."""
+    import yaml
+    from once.tools.bench.peer import _config, parse, start
+    from once.tools.bench.scenarios import SCENARIOS
+    from once.tools.exits import CommandError
+    from once.tools.topology_ports import with_free_ports
+
+    topo = with_free_ports(ROOT / "topologies" / "line3.yaml", tmp_path / "line3.yaml")
+    doc = yaml.safe_load(topo.read_text())
+    a, b = _config("A", doc, tmp_path / "a.log"), _config("B", doc, tmp_path / "b.log")
+    port = doc["routers"]["B"]["inter_router"].rsplit(":", 1)[1]
+    assert "id: A" in a and "workerThreads: 1" in a and "role: normal" in a
+    assert f"port: {port}\n    role: inter-router" in a and "connector {" in a  # A dials B
+    assert b.count("connector {") == 1 and f"port: {port}\n    role: inter-router" in b  # B dials C, listens for A
+    assert all(f"prefix: bench-{name}\n    distribution: multicast" in a for name in SCENARIOS)
+    with pytest.raises(CommandError, match="expected qdrouterd=PATH"):
+        parse("artemis=/x")
+    with pytest.raises(CommandError, match="no such file"):
+        parse(f"qdrouterd={tmp_path / 'none'}")
+    with pytest.raises(CommandError, match="consumer groups and idle links are ours alone"):
+        start(tmp_path / "none", SCENARIOS["single-group4"], tmp_path)
