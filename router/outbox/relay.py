@@ -241,6 +241,8 @@ class Relay:
             return
         for key in lost:
             self._drop(self._part(key))
+        for key in taken:
+            self._part(key).due = True  # (read at once, not at the next poll)
         if taken or lost or excess:
             log.info("outbox relay %s: took %s, lost %s, gave back %s; serving %s", self.owner, taken, lost, excess,
                      sorted(self.claims.held))

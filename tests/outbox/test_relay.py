@@ -98,18 +98,24 @@ async def test_committed_rows_reach_every_subscriber_across_a_sigkilled_relay(ro
         relay.wait(10)
         taker.cancel()
         await sub.close()
-    theirs = [str(m.id) for m in _drain(proton)]
-    proton.close()
-    assert sorted(ours) == sorted(committed), "ours: exactly once, and nothing rolled back"
-    assert _in_order_per_partition(ours)
-    assert set(theirs) == set(committed)  # Proton's: every row, at least once (repeats come marked)
-    assert _in_order_per_partition(list(dict.fromkeys(theirs)))
+    _both_got_every_row(ours, proton, committed)
     log = (tmp_path / "relay.log").read_text()
     assert "Traceback" not in log
     # (the kill was mid-stream: it left rows, which the second relay delivered)
     assert "stopped; " in log, log[-2000:]
     after = int(log.split("stopped; ")[1].split(" row(s)")[0])
     assert left_at_kill > 0 and after >= left_at_kill, (left_at_kill, after)
+
+
+def _both_got_every_row(ours: list[str], proton: ProtonSubscriber, committed: list[str]) -> None:
+    """Ours: every committed row exactly once, nothing rolled back, each partition in order;
+    Proton's: every row at least once (repeats come marked), first arrivals in order."""
+    theirs = [str(m.id) for m in _drain(proton)]
+    proton.close()
+    assert sorted(ours) == sorted(committed), "ours: exactly once, and nothing rolled back"
+    assert _in_order_per_partition(ours)
+    assert set(theirs) == set(committed)
+    assert _in_order_per_partition(list(dict.fromkeys(theirs)))
 
 
 def _drain(sub: ProtonSubscriber) -> list:
@@ -159,10 +165,7 @@ async def test_two_relays_share_the_tables_and_one_takes_over_when_the_other_is_
                 relay.wait(10)
         taker.cancel()
         await sub.close()
-    theirs = [str(m.id) for m in _drain(proton)]
-    proton.close()
-    assert sorted(ours) == sorted(committed) and _in_order_per_partition(ours)
-    assert set(theirs) == set(committed) and _in_order_per_partition(list(dict.fromkeys(theirs)))
+    _both_got_every_row(ours, proton, committed)
     assert left_at_kill > 0
     log = (tmp_path / "second.log").read_text()
     assert "Traceback" not in log + (tmp_path / "first.log").read_text()
