@@ -49,10 +49,14 @@ def test_each_injected_violation_is_counted(spark, tmp_path):
 
 
 def test_the_cli_exits_non_zero_naming_examples(spark, tmp_path, capsys):
-    generate(tmp_path, 200, Inject(lost=1))
-    assert audit_main(str(tmp_path), "local[2]") == 1
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    generate(good, 200)
+    generate(bad, 200, Inject(lost=1))
+    assert audit_main([str(good), str(bad)], "local[2]") == 1  # (several runs, one session: one failed)
     out = capsys.readouterr().out
     assert "lost 1: first s1: p1:10" in out and "FAIL: lost 1" in out
+    assert f"{good}: audit: " in out and f"{bad}: audit: " in out and out.count("\nPASS") == 1, out
+    assert (good / "audit" / "report.html").exists() and (bad / "audit" / "report.html").exists()
 
 
 def test_a_directory_without_journals_is_a_one_line_error(tmp_path, capsys):
