@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from once.router.journal import Event, Journal, Source
-from once.router.outbox.dialect import connect
+from once.router.outbox.dialect import connect, dialect_of
 from once.router.outbox.identity import message_id, row_gid
 from once.router.outbox.schema import read_layout, table
 from once.router.outbox.send import send
@@ -45,7 +45,7 @@ def _reconnect(url: str) -> Any:
 
 def _committed(conn: Any, tx: str) -> bool:
     cur = conn.cursor()
-    cur.execute("SELECT 1 FROM harness_tx WHERE id = " + ("?" if "sqlite" in type(conn).__module__ else "%s"), (tx,))
+    cur.execute(dialect_of(conn).sql("SELECT 1 FROM harness_tx WHERE id = ?"), (tx,))
     found = cur.fetchone() is not None
     conn.commit()
     return found
@@ -59,7 +59,7 @@ def run_outbox_app(spec: dict[str, Any]) -> None:
     conn = connect(url)
     layout = read_layout(conn)
     assert layout is not None
-    mark = "?" if "sqlite" in type(conn).__module__ else "%s"
+    insert_tx = dialect_of(conn).sql("INSERT INTO harness_tx (id) VALUES (?)")
     committed = tx = 0
     start = time.monotonic()
     while committed < total:
@@ -77,7 +77,7 @@ def run_outbox_app(spec: dict[str, Any]) -> None:
                 key = f"k{(committed + i) % KEYS}"
                 row = send(conn, topic, f"{tx_id} row {i}".encode(), key=key, layout=layout)
                 rows.append((table(0, layout.partition_of(key, 0)), row, time.time_ns() // 1000))
-            conn.cursor().execute(f"INSERT INTO harness_tx (id) VALUES ({mark})", (tx_id,))
+            conn.cursor().execute(insert_tx, (tx_id,))
             if back:
                 conn.rollback()
                 continue
