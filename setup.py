@@ -1,17 +1,121 @@
-"""The one thing pyproject.toml cannot say: which packages, under which names.
+"""What pyproject.toml cannot say: which packages, under which names, and what is compiled.
 
 The repository keeps its rooms at the top (``router/``, ``records/``, ``tools/``, ...);
 installed, they are one namespace, ``once.router``, ``once.records``, ..., because
 top-level names like ``tools`` or ``records`` belong to other projects on PyPI (an
 editable ``tools`` elsewhere shadowed ours). Subpackages are found, not listed, so a new
 one cannot be left out of the wheel.
+
+The data path (``COMPILED``) is compiled to C extensions by mypyc from the same typed
+source, beside the ``.py`` files, which stay (``ONCE_PURE=1`` runs them: see
+``records/compiled.py``). Why mypyc rather than Cython: the modules are already
+``mypy --strict`` clean, so the annotations that make the C fast are the ones that are
+checked; Cython's pure-Python mode would need a second set of declarations. Compiled only
+by a regular install (``pip install .``): an editable install (``pip install -e .``) and
+``build_ext --inplace`` build nothing, so an edit is never shadowed by an older extension
+in the source tree. Without a C compiler (or with ``ONCE_PURE=1`` at build time) the
+install is pure Python, and the manifest it writes says why: the router logs it.
 """
 
-from setuptools import find_packages, setup
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+from setuptools import Distribution, find_packages, setup
+from setuptools.command.build_ext import build_ext
 
 ROOMS = ("router", "linkstate", "records", "tools", "topologies")
+ROOT = Path(__file__).resolve().parent
+
+# The per-message modules: the AMQP engine's codecs and frames, the records, the core.
+COMPILED = (
+    *(f"router/amqp/{m}.py" for m in ("codec", "decoder", "encoder", "errors", "frames", "performatives", "transfer")),
+    *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "records").glob("*.py")) if p.name not in ("__init__.py", "compiled.py")),
+    *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "router" / "core").glob("*.py")) if p.name != "__init__.py"),
+)
+MANIFEST = "once/records/compiled.json"  # (in the build: module -> sha256 of the source it was built from)
+
+
+def module_name(path: str) -> str:
+    return "once." + path.removesuffix(".py").replace("/", ".")
+
+
+class BuildCompiled(build_ext):
+    """Compile ``COMPILED`` with mypyc, or write why not: never fail the install for it."""
+
+    def finalize_options(self) -> None:
+        # (the extensions are made here: setuptools prepares each one it is given in
+        # ``finalize_options``, so they cannot be added in ``run``)
+        self.reason = ""
+        if getattr(self, "editable_mode", False) or self.inplace:
+            self.reason = "editable"
+        elif os.environ.get("ONCE_PURE"):
+            self.reason = "built with ONCE_PURE set"
+        else:
+            try:
+                self.distribution.ext_modules = self._mypycify()
+            except BaseException as e:  # (mypyc exits on what it refuses)  # noqa: B036
+                self.reason = _why(e)
+        super().finalize_options()
+
+    def run(self) -> None:
+        if self.reason == "editable":
+            # (nothing is written: an editable install reads the source tree, where no
+            # manifest and no extension ever are)
+            print("once: editable install: pure Python (compiled modules come with `pip install .`)")
+            return
+        modules: dict[str, str] = {}
+        if not self.reason:
+            try:
+                super().run()
+            except Exception as e:  # (no compiler, no Python headers: pure Python)
+                for built in Path(self.build_lib).glob("once/**/*.so"):  # (none half-built stays)
+                    built.unlink()
+                self.reason = _why(e)
+            else:
+                modules = {module_name(p): hashlib.sha256((ROOT / p).read_bytes()).hexdigest() for p in COMPILED}
+        if self.reason:
+            print(f"once: {self.reason}: the router runs as pure Python")
+        out = Path(self.build_lib) / MANIFEST
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"modules": modules, "reason": self.reason}, indent=1) + "\n")
+
+    def _mypycify(self) -> list:
+        from mypyc.build import mypycify  # (a build requirement, pyproject.toml's [build-system])
+
+        # mypyc names a module after its path: the rooms are staged under ``once/`` (links),
+        # so that ``records/table.py`` compiles as ``once.records.table``.
+        stage = ROOT / "build" / "mypyc-src"
+        shutil.rmtree(stage, ignore_errors=True)
+        (stage / "once").mkdir(parents=True)
+        (stage / "once" / "__init__.py").write_text("")  # (for mypy's crawl only: never installed)
+        for room in ROOMS:
+            (stage / "once" / room).symlink_to(ROOT / room, target_is_directory=True)
+        # One group: calls between the compiled modules stay native. Its shared library
+        # sits inside the namespace (``once/data_path__mypyc...so``), not at the top of
+        # site-packages.
+        # (third-party packages are not in the build's environment: their types are Any)
+        return mypycify(["--ignore-missing-imports", *(str(stage / "once" / p) for p in COMPILED)], opt_level="3", group_name="once.data_path",
+                        target_dir=str(ROOT / "build" / "mypyc"))
+
+
+def _why(e: BaseException) -> str:
+    first = str(e).splitlines()[0] if str(e) else ""
+    return f"no compiled modules ({type(e).__name__}: {first})"
+
+
+class WithCompiled(Distribution):
+    def has_ext_modules(self) -> bool:  # (the extensions are only known when build_ext runs)
+        return True
+
 
 setup(
     packages=[f"once.{name}" for name in find_packages(include=[f"{room}*" for room in ROOMS])],
     package_dir={f"once.{room}": room for room in ROOMS},
+    distclass=WithCompiled,
+    cmdclass={"build_ext": BuildCompiled},
 )

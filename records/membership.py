@@ -39,6 +39,8 @@ import zlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from .names import is_pattern
 
 Key = tuple[str, str]  # a subscriber's (container-id, link name)
@@ -77,6 +79,8 @@ def _by_key(m: Member) -> Key:
     return m.key
 
 
+# A tuple subclass (cheap to compare and hash) stays an interpreted class when compiled.
+@mypyc_attr(native_class=False)
 class Table(tuple[Member, ...]):
     """A group's members in the order every router agrees on, and what each message would
     otherwise work out again: whether the group is exclusive, and its active member."""
@@ -85,7 +89,7 @@ class Table(tuple[Member, ...]):
     leader: Member | None
 
     def __new__(cls, members: Iterable[Member]) -> Table:
-        t = super().__new__(cls, sorted(members, key=_by_key))
+        t = tuple.__new__(cls, sorted(members, key=_by_key))
         t.exclusive = any(m.exclusive for m in t)
         t.leader = active(t) if t.exclusive else None
         return t

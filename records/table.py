@@ -86,8 +86,8 @@ class Record(Generic[P, W, U]):
         # destination routers each downstream hop carries it to, and destinations with no
         # route right now (re-tried when the graph changes).
         # (``NO_MAP`` until written: write through ``upstream_map()`` / ``hop_map()``)
-        self.upstreams: dict[U, Any] = NO_MAP  # type: ignore[assignment]
-        self.hop_dests: dict[W, frozenset[str]] = NO_MAP  # type: ignore[assignment]
+        self.upstreams: Mapping[U, Any] = NO_MAP
+        self.hop_dests: Mapping[W, frozenset[str]] = NO_MAP
         # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
         # that moved there): the full copy has still to go there for everyone else.
         self.keyed_only: set[str] | None = None
@@ -131,15 +131,21 @@ class Record(Generic[P, W, U]):
 
     def upstream_map(self) -> dict[U, Any]:
         """``upstreams``, to write to."""
-        if self.upstreams is NO_MAP:
-            self.upstreams = {}
-        return self.upstreams
+        m = self.upstreams
+        if isinstance(m, dict):
+            return m
+        d: dict[U, Any] = {}
+        self.upstreams = d
+        return d
 
     def hop_map(self) -> dict[W, frozenset[str]]:
         """``hop_dests``, to write to."""
-        if self.hop_dests is NO_MAP:
-            self.hop_dests = {}
-        return self.hop_dests
+        m = self.hop_dests
+        if isinstance(m, dict):
+            return m
+        d: dict[W, frozenset[str]] = {}
+        self.hop_dests = d
+        return d
 
     def covered(self) -> set[str]:
         """Destination routers this record went to (or waits to go to) for everyone."""

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import signal
 from dataclasses import replace
+
+from once.records.compiled import MODE
 
 from .config import Address, Topology, TopologyError, load_topology
 from .logs import configure
@@ -24,6 +27,8 @@ async def serve(topology: Topology, router_id: str, journal: str | None = None, 
     # says ready (naming the neighbours it has) after waiting this long for the rest.
     ready = await router.start(neighbour_timeout=10.0)
     settle_heap()
+    # (which build runs: a compiled install that fell back to pure Python says why here)
+    logging.getLogger("once.router").info("router %s: %s", router_id, MODE.line())
     # The ready line is the readiness protocol (stdout, one line, fixed format); logs go to stderr.
     print(ready.line(), flush=True)
     stop = asyncio.Event()

@@ -106,7 +106,7 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
     def closed(self) -> bool:
         return self.state is _CLOSED
 
-    def receive_data(self, data: bytes) -> list[Any]:
+    def receive_data(self, data: bytes | bytearray) -> list[Any]:
         events: list[Any] = []
         self._events = events
         if self.state is _CLOSED or not data:

@@ -52,7 +52,7 @@ class FrameReader:
         self._buf = bytearray()
         self.max_frame_size = max_frame_size
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray) -> None:  # (Proton's transport hands out bytearrays)
         self._buf += data
 
     def take(self, n: int) -> bytes | None:

@@ -17,7 +17,7 @@ Hand-over markers travel here too: they go behind what was forwarded on a hop.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from once.records.order import DestinationOrder, HeldDelivery, HeldMarker
 from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers, Record
@@ -25,7 +25,7 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, OwedAnswers
 from ..journal import Event
 from .credit import CreditWindow
 from .parts import DeliveryPart, FailoverPart, GroupsPart
-from .peers import PARKED, CoreRecord, CoreRecords, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
+from .peers import PARKED, CoreRecord, CoreRecords, Forward, HeldFor, Hop, QueuedMarker, Subscriber, Upstream
 from .ports import ACCEPTED, Conditions, HopPort, OutcomeKind, PublisherPort, RoutesPort, rejected
 from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key
 
@@ -101,7 +101,7 @@ class Forwarding:
                 # A record counts once in the pins of a hop while that hop is in doubt
                 # (``_unpin`` takes all its destinations off when it answers).
                 pinned = fds - before if was_in_doubt else before | fds
-                record.hop_dests[hop] = before | fds
+                record.hop_map()[hop] = before | fds
                 record.reopen(hop)  # its earlier answer did not cover these destinations
                 # Nor does an answer still to come for the earlier copy: only the newest
                 # copy's answer speaks for everything sent on this hop (``hop_update``)...
@@ -215,7 +215,7 @@ class Forwarding:
                 bounced = record.hop_dests.get(back, frozenset()) & set(dests)
                 if bounced:
                     self._unpin_dests(back.peer, bounced, release=False)
-                    record.hop_dests[back] = record.hop_dests[back] - bounced
+                    record.hop_map()[back] = record.hop_dests[back] - bounced
                     new |= bounced - {self.router_id}
                 touched = self.forward(record, new, up.peer) if new else []
                 for d in bounced:  # what waited behind it goes after it
@@ -326,7 +326,7 @@ class Forwarding:
         """The upstream settled its delivery: relay settlement down and forget the record."""
         if up not in record.upstreams:
             return  # a hand-over's (or a looped-back copy's) settlement concerns only its own answer
-        del record.upstreams[up]
+        del record.upstream_map()[up]
         if record.publisher_settled:
             return
         if record.local and (record.publisher is None or record.publisher.attached):
@@ -413,7 +413,7 @@ class Forwarding:
             record.unsettled.pop(hop, None)
             if record.earlier:
                 record.earlier.pop(hop, None)
-            dests = record.hop_dests.pop(hop, frozenset()) if hop in record.hop_dests else frozenset()
+            dests = record.hop_map().pop(hop, frozenset()) if hop in record.hop_dests else frozenset()
             if record.states.get(hop) is IN_DOUBT:
                 exclude = next(iter(record.upstreams)).peer if record.upstreams else None
                 self.forward(record, set(dests), exclude)
@@ -438,7 +438,7 @@ class Forwarding:
         now = self.clock()
         for record in self.records.records.values():
             if up in record.upstreams:
-                del record.upstreams[up]
+                del record.upstream_map()[up]
                 if not record.upstreams and not record.local and not record.publisher_settled:
                     record.orphan_since = now  # kept for a re-forward; collected by expire()
 
@@ -482,7 +482,7 @@ class Forwarding:
             if isinstance(entry, QueuedMarker):
                 port.marker(entry.marker)
                 continue
-            record, dests, keys = entry
+            record, dests, keys = cast(Forward, entry)  # (protocol 3's Copies are pumped by ``Relay``)
             if record.states.get(hop) is not IN_DOUBT:
                 continue
             handle = port.forward(record, dests, record.presettled, keys)

@@ -14,6 +14,7 @@ from once.records.table import Record, RecordTable
 
 from .ceiling import Ceiling
 from .measures import TopicCounts
+from .messages import Copy
 from .ports import HopPort, PublisherPort, SubscriberPort
 
 
@@ -144,7 +145,7 @@ class QueuedMarker:
 # A copy of a record for these destinations (and only these subscriber keys, if given).
 # A plain tuple: one is built per forwarded message.
 Forward = tuple["CoreRecord", frozenset[str], "frozenset[Key] | None"]
-HopEntry = Forward | QueuedMarker
+HopEntry = Forward | QueuedMarker | Copy  # (a Copy: protocol 3's message to a far router)
 
 
 class Hop:

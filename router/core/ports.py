@@ -13,6 +13,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
 from once.records.membership import GroupId, Key, Member
 from once.records.outcomes import ACCEPTED, RELEASED, Outcome, OutcomeKind
 
@@ -74,6 +75,8 @@ class RoutesPort(Protocol):
     def all_routers(self) -> set[str]: ...  # every other router of the network, reachable or not
 
 
+# Tests and the network subclass it (interpreted classes, when this module is compiled).
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Alone:
     """A router with no neighbours: no other subscribers, no route anywhere."""
 

@@ -66,7 +66,7 @@ class Relay:
         onward = self.plans.onward(visited)
         if one is not None:
             one.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, tuple(targets),
-                                  onward, chosen))  # type: ignore[arg-type]
+                                  onward, chosen))
             self.pump_hop(one)
             return
         for peer, routers in by_hop.items():
@@ -75,7 +75,7 @@ class Relay:
                 continue  # no way on that does not go back: the root sends it again
             carried = (tuple(targets) if len(by_router) == 1
                        else tuple(t for r in sorted(routers) for t in by_router[r]))
-            hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,  # type: ignore[arg-type]
+            hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,
                                   chosen))
             self.pump_hop(hop)
 

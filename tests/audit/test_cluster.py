@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 from once.tools.audit.synthetic import Inject, generate
-
-from tests.support.routers import wait_for
+from support.routers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

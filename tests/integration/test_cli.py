@@ -284,6 +284,9 @@ def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tm
     import zipfile
 
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv's own packages, nothing else
+    # Built pure Python: compiling takes a minute and a half. The compiled install's layout
+    # is checked where the suite runs compiled (tests/test_modes.py).
+    clean["ONCE_PURE"] = "1"
 
     src = tmp_path / "src"  # (a copy: building writes into the source tree)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "node_modules",

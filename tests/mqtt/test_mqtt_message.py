@@ -45,7 +45,7 @@ def test_any_payload_and_user_properties_round_trip(payload, users):
 
 
 def _from_proton(**kw) -> tuple[bytes, dict]:
-    payload, props = from_amqp(Message(**kw).encode())
+    payload, props = from_amqp(bytes(Message(**kw).encode()))  # (Proton encodes to a bytearray; payloads are bytes)
     return payload, dict(props)
 
 
@@ -57,7 +57,7 @@ def test_an_amqp_publishers_message_for_an_mqtt_subscriber():
     assert props[Prop.CONTENT_TYPE] == "application/octet-stream" and props[Prop.RESPONSE_TOPIC] == "back"
     assert props[Prop.CORRELATION_DATA] == str(uuid.UUID(int=7)).encode()
     assert props[Prop.MESSAGE_EXPIRY_INTERVAL] == 2  # 1,500 ms, rounded up
-    assert [v for p, v in from_amqp(Message(body=b"", properties={"k": "v", "n": 3}).encode())[1]
+    assert [v for p, v in from_amqp(bytes(Message(body=b"", properties={"k": "v", "n": 3}).encode()))[1]
             if p is Prop.USER_PROPERTY] == [("k", "v"), ("n", "3")]
     text, props = _from_proton(body="héllo")  # an amqp-value string: its UTF-8, marked as such
     assert text == "héllo".encode() and props[Prop.PAYLOAD_FORMAT_INDICATOR] == 1

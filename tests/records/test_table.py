@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import pytest
 from once.records.gid import GidHasher, compute_gid, gid_from_prefix, gid_prefix
+from once.records.outcomes import Outcome, OutcomeKind
 from once.records.table import DuplicateGid, Record, RecordTable, SubState
+
+ERR = Outcome(OutcomeKind.REJECTED)
 
 
 def _record(gid: bytes = b"g" * 16, presettled: bool = False) -> Record:
@@ -17,8 +20,8 @@ def test_record_completes_when_every_waiter_is_terminal():
     assert r.pending == 2
     assert r.resolve("a", SubState.ACCEPTED) is False
     assert r.resolve("a", SubState.ACCEPTED) is False  # twice changes nothing
-    assert r.resolve("b", SubState.REJECTED, "err") is True
-    assert r.rejection == "err" and r.complete
+    assert r.resolve("b", SubState.REJECTED, ERR) is True
+    assert r.rejection is ERR and r.complete
 
 
 def test_dropping_a_waiter_stops_waiting_for_it():

@@ -7,6 +7,7 @@ from typing import Any
 
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
+from once.router.core.peers import Subscriber
 from once.router.core.topics import TopicIndex
 from support.routes import TestRoutes
 from test_core import Pub, Sub
@@ -58,17 +59,16 @@ def test_a_pattern_that_leaves_is_no_longer_waited_for():
     assert len(port.sent) == 1 and not core.topics.get("a/b")
 
 
-class _S:
-    def __init__(self, topic: str, link: str) -> None:
-        self.topic, self.key = topic, ("c", link)
+def _S(topic: str, link: str) -> Subscriber:
+    return Subscriber(Sub(), topic, "c", link, False)
 
 
 def test_the_index_merges_topics_and_patterns_and_forgets_views_when_subscribers_change():
     index = TopicIndex()
     exact, plus = _S("a/b", "1"), _S("a/+", "2")
-    index.add(exact)  # type: ignore[arg-type]
+    index.add(exact)
     assert index.get("a/b") == {("c", "1"): exact} and index.get("a/c") is None
-    index.add(plus)  # type: ignore[arg-type]
+    index.add(plus)
     assert index.get("a/b") == {("c", "1"): exact, ("c", "2"): plus}
     assert index.get("a/c") == {("c", "2"): plus} and "a/c" in index and "b" not in index
     assert set(index) == {"a/b", "a/+"} and index["a/+"] == {("c", "2"): plus}

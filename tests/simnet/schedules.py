@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import json
 import os
 import random
@@ -322,6 +323,20 @@ def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
     return failed
 
 
+def fingerprint(seeds: range, groups: bool = False, hard: bool = False) -> str:
+    """One digest of these runs: what happened when, and what each found wrong.
+
+    The simulator is deterministic (``PYTHONHASHSEED`` fixed): two builds that behave alike
+    (pure Python, compiled) give the same digest for the same seeds.
+    """
+    h = hashlib.sha256()
+    for seed in seeds:
+        p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
+        net, v = run(p)
+        h.update(repr((seed, v.events, v.end, v.published, v.violations, net.log)).encode())
+    return h.hexdigest()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m simnet.schedules")
     ap.add_argument("--seeds", default="0:1000", help="a range a:b of seeds")
@@ -343,7 +358,13 @@ def main(argv: list[str] | None = None) -> int:
                     "topics and patterns of them ('+', '#'), each owed what its name matches")
     ap.add_argument("--protocol", type=int, choices=(2, 3),
                     help="the acceptance protocol the routers run (docs/protocol.md; default: the routers' default, 3)")
+    ap.add_argument("--fingerprint", action="store_true", help="print one digest of the runs of --seeds (the "
+                    "same in every build that behaves alike: pure Python and compiled)")
     args = ap.parse_args(argv)
+    if args.fingerprint:
+        a, _, b = args.seeds.partition(":")
+        print(fingerprint(range(int(a), int(b)), groups=args.groups, hard=args.hard))
+        return 0
     if args.seed is not None:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
         p.protocol = args.protocol

@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from once.records.compiled import MODE
 from once.tools.exits import CommandError, Exit
 
 from .main import measure
@@ -22,15 +23,24 @@ from .procs import ROOT
 from .scenarios import Result
 
 
+def _repository() -> Path:
+    """The git checkout refs are looked up in: the one this code runs from (an editable
+    install), or else the working directory's (an installed, compiled ``once`` run from its
+    checkout)."""
+    inside = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    return Path(inside.stdout.strip()) if inside.returncode == 0 else Path.cwd()
+
+
 def worktree(ref: str, where: Path) -> str:
     """Check ``ref`` out into ``where``; returns its commit."""
-    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"], capture_output=True,
+    repo = _repository()
+    r = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", f"{ref}^{{commit}}"], capture_output=True,
                        text=True)
     if r.returncode != 0:
-        raise CommandError(Exit.USAGE, f"--compare {ref}: not a commit of {ROOT} (git rev-parse says: "
+        raise CommandError(Exit.USAGE, f"--compare {ref}: not a commit of {repo} (git rev-parse says: "
                                        f"{r.stderr.strip() or 'nothing'})")
     commit = r.stdout.strip()
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(where), commit],
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-f", str(where), commit],
                    check=True, capture_output=True)
     return commit
 
@@ -41,7 +51,8 @@ def _median(rs: list[Result], field: str) -> float:
 
 
 def compare(ref: str, names: list[str], messages: int, credit: int, clients: str, rounds: int) -> int:
-    here = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+    repo = _repository()
+    here = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
                           text=True).stdout.strip() or "this tree"
     with tempfile.TemporaryDirectory() as tmp:
         other = Path(tmp) / "ref"
@@ -59,9 +70,10 @@ def compare(ref: str, names: list[str], messages: int, credit: int, clients: str
                           file=sys.stderr, flush=True)
                     runs[side].append(measure(names, messages, credit, clients, root=ROOT if side == "new" else other))
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], capture_output=True)
-    print(f"this tree ({here}, uncommitted changes included) vs {ref} ({commit[:10]}), {clients} clients, "
-          f"median of {rounds} alternating rounds")
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(other)], capture_output=True)
+    # (the ref runs from its source: pure Python, whatever this tree's build)
+    print(f"this tree ({here}, uncommitted changes included; {MODE.line()}) vs {ref} ({commit[:10]}; pure Python), "
+          f"{clients} clients, median of {rounds} alternating rounds")
     e2e = clients == "c"  # (the C receiver reads the send time from the body)
     print(f"{'scenario':<16} {'msgs/s new':>11} {'old':>8} {'ratio':>6} {'cpu us new':>11} {'old':>7} {'ratio':>6} "
           f"{'p50 ms new':>11} {'old':>8}" + (f" {'e2e p50 new':>12} {'old':>8}" if e2e else ""))
@@ -93,7 +105,7 @@ def against(spec: str, names: list[str], messages: int, credit: int, rounds: int
         for side in (("once", kind) if i % 2 == 0 else (kind, "once")):
             print(f"bench --against: round {i + 1}/{rounds}, {side}", file=sys.stderr, flush=True)
             runs[side].append(measure(names, messages, credit, "c", peer=exe if side == kind else None))
-    print(f"once vs {kind} ({exe}), C clients, credit {credit}, {messages} messages, median (min-max) of {rounds} "
+    print(f"once ({MODE.line()}) vs {kind} ({exe}), C clients, credit {credit}, {messages} messages, median (min-max) of {rounds} "
           "alternating rounds; e2e: send to the slowest subscriber's arrival")
     print(f"{'scenario':<14} {'once msg/s':>22} {kind + ' msg/s':>22} {'ratio':>6} {'cpu us once':>11} "
           f"{kind[:9]:>9} {'p50 ms once':>11} {kind[:9]:>9} {'e2e p50 once':>12} {kind[:9]:>9}")
