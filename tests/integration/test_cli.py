@@ -278,15 +278,18 @@ def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tm
     """The built wheel puts ``once`` alone at the top of site-packages. Installed into an
     empty venv (dependencies from the registry) that already holds another project's
     top-level ``tools`` and ``records``, the installed ``once`` launches a network,
-    carries a message and finds the shipped files; the other modules stay theirs."""
+    carries a message and finds the shipped files; the other modules stay theirs. Built with
+    no C compiler, it is pure Python and says why."""
+    import json
     import os
     import shutil
     import zipfile
 
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv's own packages, nothing else
-    # Built pure Python: compiling takes a minute and a half. The compiled install's layout
-    # is checked where the suite runs compiled (tests/test_modes.py).
-    clean["ONCE_PURE"] = "1"
+    # Built where no C compiler is found: the install must still work, as pure Python, and
+    # say why (and compiling would take a minute and a half; the compiled install's layout
+    # is checked where the suite runs compiled, tests/test_modes.py).
+    clean["CC"] = str(tmp_path / "no-such-cc")
 
     src = tmp_path / "src"  # (a copy: building writes into the source tree)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "runs", "build", "*.egg-info", "node_modules",
@@ -302,6 +305,9 @@ def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tm
     with zipfile.ZipFile(wheel) as zf:
         top = {name.split("/")[0] for name in zf.namelist() if not name.split("/")[0].endswith(".dist-info")}
     assert top == {"once"}, top
+    with zipfile.ZipFile(wheel) as zf:
+        assert not [n for n in zf.namelist() if n.endswith(".so")]
+        assert json.loads(zf.read("once/records/compiled.json"))["reason"].startswith("no compiled modules (CompileError: ")
     site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                capture_output=True, text=True, check=True, env=clean).stdout.strip())
     (site / "tools").mkdir()
@@ -317,6 +323,9 @@ def test_the_wheel_installs_one_once_namespace_beside_other_tools_and_records(tm
     assert where.returncode == 0, where.stderr
     *files, theirs = where.stdout.split()
     assert all(f.startswith(str(venv)) for f in files) and theirs == "True", where  # the installed copies only
+    mode = subprocess.run([py, "-c", "from once.records.compiled import MODE; print(MODE.line())"],
+                          cwd=elsewhere, capture_output=True, text=True, timeout=60, env=clean)
+    assert mode.stdout.startswith("pure Python (no compiled modules (CompileError: "), mode
     scenarios = subprocess.run([py, "-c", "from importlib.resources import files; "
                                 "print(sorted(p.name for p in (files('once.topologies') / 'scenarios').iterdir()))"],
                                cwd=elsewhere, capture_output=True, text=True, timeout=60, env=clean)
