@@ -156,7 +156,10 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
         # A pause that begins after the next fault is that fault's doing, not this one's.
         # (Traffic in flight stops a little before the kill is logged: a pause that begins
         # within MARGIN of the next fault is charged to that one.)
-        until = faults[n + 1]["at"] - MARGIN if n + 1 < len(faults) else None
+        # (On the journal's clock, whole microseconds, as the audit: a fault that stops nothing
+        # leaves many pauses alike, and a microsecond's rounding must not pick another one.)
+        at = int(f["at"] * 1e6)
+        until = int(faults[n + 1]["at"] * 1e6) - int(MARGIN * 1e6) if n + 1 < len(faults) else None
         affected = [c for c, home in homes.items() if f.get("router") is not None and home == f["router"]]
         if f.get("client"):
             affected = [f["client"]]
@@ -170,9 +173,9 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
         worst: float | None = None
         by = "no client traffic after it"
         for c in affected or list(progress):
-            end = _pause_end(progress.get(c, []), f["at"], until=until)
-            if end is not None and (worst is None or end - f["at"] > worst):
-                worst = end - f["at"]
+            end = _pause_end([int(t * 1e6) for t in progress.get(c, [])], at, window=10_000_000, until=until)
+            if end is not None and (worst is None or (end - at) / 1e6 > worst):
+                worst = (end - at) / 1e6
                 by = f"{c}'s longest pause ended"
         report.resume.append({"at": f["t"], "fault": f["fault"], "seconds": worst, "by": by})
     return report
@@ -235,18 +238,18 @@ def _unit_report(label: str, members: dict[str, tuple[str, list[Arrival]]], sent
 
 def _pause_end(times: list[float], at: float, window: float = 10.0, until: float | None = None) -> float | None:
     """When a client's traffic resumed after a fault: the end of the longest pause in its
-    events from the last one before ``at`` to ``window`` seconds after, among the pauses
+    events from the last one before ``at`` to ``window`` after (in the times' unit), among the pauses
     that began before ``until`` (the next fault). (The first event after the fault is no
     measure: outcomes already on the wire still arrive.)"""
     i = bisect.bisect_right(times, at)
-    if i >= len(times):
+    if i >= len(times) or times[i] > at + window:
         return None
-    start = max(i - 1, 0)
     best_gap, best_end = -1.0, None
-    for j in range(start + 1, len(times)):
-        if times[j] > at + window or (until is not None and times[j - 1] >= until):
+    for j in range(i, len(times)):
+        prev = times[j - 1] if j else at  # (nothing before the fault: the pause from it counts)
+        if times[j] > at + window or (until is not None and prev >= until):
             break
-        gap = times[j] - max(times[j - 1], at)
+        gap = times[j] - max(prev, at)
         if gap > best_gap:
             best_gap, best_end = gap, times[j]
     if best_end is None:

@@ -126,10 +126,20 @@ def _message_id(msg: Any) -> str:
     return text.removeprefix("body of ")
 
 
-def _journal_rows(journal: Journal, topic: str, rows: list[tuple[str, float, bytes, float, int]]) -> None:
-    for mid, t, gid, t_acc, redelivered in rows:
-        journal.add_at(int(t * 1e6), Event.RECEIVED, gid, topic, "redelivery" if redelivered else "", mid)
-        journal.add_at(int(t_acc * 1e6), Event.ACCEPTED, gid, topic, "", mid)
+def _journal_rows(journal: Journal, topic: str, rows: list[tuple[str, float, bytes, float, int]],
+                  written: int = 0) -> None:
+    """The rows in time order: a batch's arrivals all come before its acceptances (one
+    transaction after them). (Written per message, arrival then acceptance, the journal's
+    forward-only times moved each arrival to just after the previous message's acceptance.)
+    ``written``: the first rows' arrivals are in the journal already (a kill cut a batch)."""
+    out = []
+    for k, (mid, t, gid, t_acc, redelivered) in enumerate(rows):
+        if k >= written:
+            out.append((int(t * 1e6), 0, Event.RECEIVED, gid, "redelivery" if redelivered else "", mid))
+        out.append((int(t_acc * 1e6), 1, Event.ACCEPTED, gid, "", mid))
+    out.sort(key=lambda r: r[:2])  # (stable: arrivals in the same microsecond stay in order)
+    for t_us, _, event, gid, peer, mid in out:
+        journal.add_at(t_us, event, gid, topic, peer, mid)
     journal.flush()
 
 
@@ -137,16 +147,18 @@ def catch_up_journal(out: Path, name: str, topic: str, db: Any) -> Journal:
     """Open a once subscriber's journal and write the acceptances its store holds and the
     journal does not (this process, or an earlier one, died between the two)."""
     path = out / "journal" / f"subscriber-{name}.csv"
-    done = 0
+    got, done = 0, 0  # arrivals and acceptances written (a batch's arrivals come first: a kill may cut between)
     if path.exists():
         text = path.read_text()
         if text and not text.endswith("\n"):  # a row cut short by a kill: drop it
             text = text[:text.rfind("\n") + 1]
             path.write_text(text)
+        got = sum(1 for line in text.splitlines() if ",received," in line)
         done = sum(1 for line in text.splitlines() if ",accepted," in line)
     journal = Journal(path, Source.SUBSCRIBER, name)
     missing = db.execute("SELECT id, t, gid, t_acc, redelivered FROM received WHERE n > ? ORDER BY n", (done,)).fetchall()
-    _journal_rows(journal, topic, [(mid, t, gid, t_acc or t, red) for mid, t, gid, t_acc, red in missing])
+    _journal_rows(journal, topic, [(mid, t, gid, t_acc or t, red) for mid, t, gid, t_acc, red in missing],
+                  written=max(got - done, 0))
     return journal
 
 
@@ -193,10 +205,12 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
 
         def on_message(self, event: Any) -> None:
             msg: Message = event.message
-            _line(records, id=str(msg.id), count=msg.delivery_count, first=bool(msg.first_acquirer), t=time.time())
+            t = time.time()  # one reading for the record and the journal: the harness and the audit time alike
+            _line(records, id=str(msg.id), count=msg.delivery_count, first=bool(msg.first_acquirer), t=t)
             gid = _proton_tag(event.delivery)
             repeat = msg.delivery_count > 0 or not msg.first_acquirer
-            journal.add(Event.RECEIVED, gid, topic, "redelivery" if repeat else "", mid=str(msg.id))
+            journal.add_at(int(t * 1e6), Event.RECEIVED, gid, topic, "redelivery" if repeat else "", mid=str(msg.id))
+            journal.flush()
             self.accept(event.delivery)
             journal.add(Event.ACCEPTED, gid, topic, mid=str(msg.id))
 

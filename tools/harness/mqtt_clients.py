@@ -164,10 +164,12 @@ def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
 
     def message(c: Any, u: Any, m: Any) -> None:
         mid = m.payload.decode().removeprefix("body of ")
-        _line(records, id=mid, count=int(m.dup), first=True, t=time.time())
+        t = time.time()  # one reading for the record and the journal (as the Proton subscriber)
+        _line(records, id=mid, count=int(m.dup), first=True, t=t)
         gid = _gid(m.properties)
         if gid:
-            journal.add(Event.RECEIVED, gid, topic, "redelivery" if m.dup else "", mid=mid)
+            journal.add_at(int(t * 1e6), Event.RECEIVED, gid, topic, "redelivery" if m.dup else "", mid=mid)
+            journal.flush()
 
     group = spec.get("group")  # (a member of a shared subscription)
     name_ = f"$share/{group}/{topic}" if group else topic
