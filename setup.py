@@ -31,9 +31,12 @@ from setuptools.command.build_ext import build_ext
 ROOMS = ("router", "linkstate", "records", "tools", "topologies")
 ROOT = Path(__file__).resolve().parent
 
-# The per-message modules: the AMQP engine's codecs and frames, the records, the core.
+# The per-message modules: the AMQP engine with its codecs and frames, the records, the core.
 COMPILED = (
-    *(f"router/amqp/{m}.py" for m in ("codec", "decoder", "encoder", "errors", "frames", "performatives", "transfer")),
+    *(f"router/amqp/{m}.py" for m in ("codec", "decoder", "encoder", "errors", "frames", "performatives", "transfer",
+                                      # the engine: ``Connection`` and its layers (traits to mypyc)
+                                      "connection", "connection_state", "negotiation", "sessions", "links",
+                                      "deliveries", "endpoints", "events", "sasl")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "records").glob("*.py")) if p.name not in ("__init__.py", "compiled.py")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "router" / "core").glob("*.py")) if p.name != "__init__.py"),
 )

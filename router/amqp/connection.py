@@ -116,9 +116,10 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
             self._process()
         except ProtocolError as e:
             self._fail(e)
-        except Exception as e:  # a bug of ours must still close only this connection
+        except Exception as bug:  # a bug of ours must still close only this connection
             # The peer learns only that it was ours; the detail is for our own log line.
-            self._fail(ProtocolError(Condition.INTERNAL_ERROR, "internal error"), detail=f"{type(e).__name__}: {e}")
+            # (its own name: compiled, one name is one type across the except clauses)
+            self._fail(ProtocolError(Condition.INTERNAL_ERROR, "internal error"), detail=f"{type(bug).__name__}: {bug}")
         return events
 
     def data_to_send(self) -> bytes:

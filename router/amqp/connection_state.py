@@ -7,12 +7,14 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import trait
+
 from .endpoints import EndpointState
 from .errors import Condition, LocalProtocolError, ProtocolError
 from .performatives import Attach, Begin, Close, Detach, Disposition, End, Error, Flow, Open, Transfer
 
 if TYPE_CHECKING:
-    from .endpoints import Session
+    from .endpoints import Link, Session
     from .errors import AMQPError
     from .frames import FrameReader
     from .sasl import SaslClientConfig, SaslServerConfig
@@ -99,6 +101,7 @@ def error_of(condition: Condition | str, description: str) -> Error:
     return Error(condition=cond, description=description or None)
 
 
+@trait
 class ConnectionState:
     """Declared for the layers (``negotiation``, ``sessions``, ``links``, ``deliveries``)."""
 
@@ -126,3 +129,24 @@ class ConnectionState:
     _out: bytearray
     _events: list[Any]
     _dirty: set[Session]
+
+    # What one layer calls in another (``Connection`` composes them): declared here so that
+    # each layer type-checks alone, and mypyc can compile them as traits.
+    def _write(self, channel: int, performative: Any) -> None:
+        raise NotImplementedError
+
+    def _require_open(self) -> None:
+        raise NotImplementedError
+
+    def _send_flow(self, session: Session, link: Link | None, echo: bool = False,
+                   properties: dict[Any, Any] | None = None) -> None:
+        raise NotImplementedError
+
+    def _detach_with_error(self, link: Link, condition: Condition, description: str) -> None:
+        raise NotImplementedError
+
+    def _unblock(self, session: Session) -> None:
+        raise NotImplementedError
+
+    def _flush_dispositions(self, session: Session) -> None:
+        raise NotImplementedError

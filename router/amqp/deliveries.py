@@ -6,8 +6,11 @@ One layer of ``Connection`` (``connection.py``): a mixin over its state, declare
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any
+
+from mypy_extensions import trait
 
 from .connection_state import MAX_UINT, ConnectionState
 from .endpoints import Delivery, EndpointState, Link, Session
@@ -30,6 +33,7 @@ _RECEIVER = Role.RECEIVER
 _ROLE_AND_ID = itemgetter(0, 1)
 
 
+@trait
 class Deliveries(ConnectionState):
     def send(
         self,
@@ -182,7 +186,7 @@ class Deliveries(ConnectionState):
                 return
             link.partial = delivery
             link.partial_size = 0
-            delivery.payload = []  # type: ignore[assignment]
+            link.partial_chunks = []  # (joined into the payload at the last frame)
             partial = delivery
         if t.aborted:
             link.partial = None
@@ -190,7 +194,7 @@ class Deliveries(ConnectionState):
             return
         if t.delivery_id is not None and t.delivery_id != partial.delivery_id:
             raise SessionError(session.channel, Condition.INVALID_FIELD, "delivery-id changed within a multi-frame delivery")
-        partial.payload.append(payload)  # type: ignore[attr-defined]
+        link.partial_chunks.append(payload)
         link.partial_size += len(payload)
         if t.settled:
             partial.settled = True
@@ -203,7 +207,8 @@ class Deliveries(ConnectionState):
             return
         if not t.more:
             link.partial = None
-            partial.payload = b"".join(partial.payload)  # type: ignore[arg-type]
+            partial.payload = b"".join(link.partial_chunks)
+            link.partial_chunks = []
             self._received_delivery(session, link, partial)
 
     def _received_delivery(self, session: Session, link: Link, delivery: Delivery) -> None:
@@ -222,10 +227,11 @@ class Deliveries(ConnectionState):
         if last < first:
             raise SessionError(session.channel, Condition.INVALID_FIELD, f"disposition range {first}..{last}")
         events = self._events
+        ids: Iterable[int]
         if last - first + 1 <= len(table):
             ids = range(first, last + 1)
         else:
-            ids = sorted(i for i in table if first <= i <= last)  # type: ignore[assignment]
+            ids = sorted(i for i in table if first <= i <= last)
         settled = d.settled
         state = d.state
         for i in ids:

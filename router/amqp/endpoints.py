@@ -48,7 +48,7 @@ class Delivery:
 class Link:
     __slots__ = ("session", "name", "handle", "remote_handle", "role", "state", "source", "target",
                  "snd_settle_mode", "rcv_settle_mode", "remote_attach", "delivery_count", "credit", "available",
-                 "drain", "max_message_size", "partial", "partial_size", "context", "detach_error",
+                 "drain", "max_message_size", "partial", "partial_size", "partial_chunks", "context", "detach_error",
                  "remote_max_message_size", "revoked", "is_sender")
 
     def __init__(self, session: Session, name: str, handle: int, role: Role) -> None:
@@ -72,6 +72,7 @@ class Link:
         self.remote_max_message_size = 0
         self.partial: Delivery | None = None  # a multi-frame delivery being received
         self.partial_size = 0
+        self.partial_chunks: list[bytes] = []  # its frames' payloads so far
         self.context: Any = None
         self.detach_error: Any = None
         # Receiver: credit taken back by a flow with less link-credit. Transfers the peer

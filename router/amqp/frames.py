@@ -8,7 +8,7 @@ of small transfers costs one call (batch parsing is what keeps the router fast).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -66,7 +66,7 @@ class FrameReader:
     def pending(self) -> int:
         return len(self._buf)
 
-    def frames(self) -> Iterator[Frame]:
+    def frames(self) -> Generator[Frame, None, None]:
         buf = self._buf
         pos = 0
         n = len(buf)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mypy_extensions import trait
+
 from .connection_state import MAX_UINT, ConnectionState, Step, error_of, step
 from .endpoints import EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, SessionError
@@ -28,6 +30,7 @@ from .performatives import (
 )
 
 
+@trait
 class Links(ConnectionState):
     def attach(
         self,

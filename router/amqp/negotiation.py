@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mypy_extensions import trait
+
 from .connection_state import ConnectionState, Mode, State, error_of
 from .errors import AMQPError, Condition, FramingError, LocalProtocolError, ProtocolError
 from .events import (
@@ -34,6 +36,7 @@ from .sasl import (
 )
 
 
+@trait
 class Negotiation(ConnectionState):
     def open(self) -> None:
         """Client: start the connection (header, SASL if configured, then open)."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mypy_extensions import trait
+
 from .connection_state import ConnectionState, Step, error_of, step
 from .endpoints import EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, ProtocolError, SessionError
@@ -25,6 +27,7 @@ from .performatives import (
 _MAPPED = EndpointState.MAPPED  # (a module constant: see connection.py)
 
 
+@trait
 class Sessions(ConnectionState):
     def begin(self) -> Session:
         self._require_open()

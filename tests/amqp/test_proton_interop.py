@@ -105,7 +105,7 @@ def test_our_engine_sends_to_a_proton_receiver():
     pc.ours.attach(link.session, link.name, link.role, link=link, source=attach.attach.source)
     pc.pump()
     assert link.credit == 5
-    payload = Message(body=b"\x01" * 50_000, properties={"k": "v"}).encode()
+    payload = bytes(Message(body=b"\x01" * 50_000, properties={"k": "v"}).encode())  # (payloads are bytes)
     pc.ours.send(link, b"gid-0001", payload)
     pc.pump()
     assert Event.DELIVERY in pc.proton_events
