@@ -69,6 +69,20 @@ def test_a_compiled_install_runs_every_compiled_module_as_an_extension_and_keeps
 
 
 @COMPILED
+def test_every_compiled_module_can_be_the_first_one_imported() -> None:
+    """Each in a fresh interpreter: a compiled class whose field names a class its module
+    imported only for the type checker crashed the interpreter (SIGSEGV) when that module
+    was the first to load (``once bench memory`` imported the engine's events first)."""
+    import json
+
+    modules = json.loads(MANIFEST.read_text())["modules"]
+    procs = {m: subprocess.Popen([sys.executable, "-c", f"import {m}"], cwd=TESTS, stderr=subprocess.PIPE, text=True)
+             for m in modules}
+    ended = {m: (p.communicate(timeout=60)[1], p.returncode) for m, p in procs.items()}
+    assert not {m: (code, err[-300:]) for m, (err, code) in ended.items() if code != 0}
+
+
+@COMPILED
 def test_an_installed_source_edited_after_the_build_runs_as_source_not_the_old_extension(tmp_path: Path) -> None:
     """The stale-extension trap: the extension would run code the source no longer says."""
     installed = MANIFEST.parent.parent  # once/

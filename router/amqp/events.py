@@ -7,12 +7,12 @@ changes an event once it is made; a handler matches on their type.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+# (at run time, not under TYPE_CHECKING: compiled, the events' fields are checked against
+# these classes, and a module imported first with them unresolved crashed the interpreter)
+from .endpoints import Delivery, Link, Session
 from .performatives import Attach, Error, Open
-
-if TYPE_CHECKING:
-    from .endpoints import Delivery, Link, Session
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, three times
 # the cost of a plain one, and the engine makes one event per delivery and per answer.
