@@ -50,42 +50,37 @@ def module_name(path: str) -> str:
 class BuildCompiled(build_ext):
     """Compile ``COMPILED`` with mypyc, or write why not: never fail the install for it."""
 
-    def finalize_options(self) -> None:
-        # (the extensions are made here: setuptools prepares each one it is given in
-        # ``finalize_options``, so they cannot be added in ``run``)
-        self.reason = ""
-        if getattr(self, "editable_mode", False) or self.inplace:
-            self.reason = "editable"
-        elif os.environ.get("ONCE_PURE"):
-            self.reason = "built with ONCE_PURE set"
-        else:
-            try:
-                self.distribution.ext_modules = self._mypycify()
-            except BaseException as e:  # (mypyc exits on what it refuses)  # noqa: B036
-                self.reason = _why(e)
-        super().finalize_options()
-
     def run(self) -> None:
-        if self.reason == "editable":
+        # (decided here, not in ``finalize_options``: pip finalizes the command while it only
+        # asks an editable build for its requirements, before ``editable_mode`` is set)
+        if getattr(self, "editable_mode", False) or self.inplace:
             # (nothing is written: an editable install reads the source tree, where no
             # manifest and no extension ever are)
             print("once: editable install: pure Python (compiled modules come with `pip install .`)")
             return
-        modules: dict[str, str] = {}
-        if not self.reason:
+        reason, modules = "", {}
+        if os.environ.get("ONCE_PURE", "") not in ("", "0"):  # (as at run time: records/compiled.py)
+            reason = "built with ONCE_PURE set"
+        else:
             try:
-                super().run()
-            except Exception as e:  # (no compiler, no Python headers: pure Python)
+                self.distribution.ext_modules = self._mypycify()
+                # (setuptools prepares the extensions a command has when it is finalized:
+                # a plain build_ext, finalized now, builds them, with this one's options)
+                plain = build_ext(self.distribution)
+                plain.parallel, plain.force, plain.debug = self.parallel, self.force, self.debug
+                plain.ensure_finalized()
+                plain.run()
+            except BaseException as e:  # (no compiler, no headers; mypyc exits on what it refuses)  # noqa: B036
                 for built in Path(self.build_lib).glob("once/**/*.so"):  # (none half-built stays)
                     built.unlink()
-                self.reason = _why(e)
+                reason = _why(e)
             else:
                 modules = {module_name(p): hashlib.sha256((ROOT / p).read_bytes()).hexdigest() for p in COMPILED}
-        if self.reason:
-            print(f"once: {self.reason}: the router runs as pure Python")
+        if reason:
+            print(f"once: {reason}: the router runs as pure Python")
         out = Path(self.build_lib) / MANIFEST
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"modules": modules, "reason": self.reason}, indent=1) + "\n")
+        out.write_text(json.dumps({"modules": modules, "reason": reason}, indent=1) + "\n")
 
     def _mypycify(self) -> list:
         from mypyc.build import mypycify  # (a build requirement, pyproject.toml's [build-system])
