@@ -97,7 +97,8 @@ class BuildCompiled(build_ext):
         # sits inside the namespace (``once/data_path__mypyc...so``), not at the top of
         # site-packages.
         # (third-party packages are not in the build's environment: their types are Any)
-        return mypycify(["--ignore-missing-imports", *(str(stage / "once" / p) for p in COMPILED)], opt_level="3", group_name="once.data_path",
+        paths = [str(stage / "once" / p) for p in COMPILED]
+        return mypycify(["--ignore-missing-imports", *paths], opt_level="3", group_name="once.data_path",
                         target_dir=str(ROOT / "build" / "mypyc"))
 
 

@@ -93,11 +93,14 @@ class Journal:
             self.flush()
 
     def add_at(self, t_us: int, event: Event, gid: bytes, topic: str, peer: str = "", mid: str = "") -> None:
-        """A row for an event that happened earlier (a client catching up after a crash)."""
+        """A row for an event timed by its writer (a client catching up after a crash, or one
+        that read the clock for its own record): written in batches, as ``add``'s."""
         if t_us <= self._last:
             t_us = self._last + 1
         self._last = t_us
         self.rows.append((t_us, event, gid, topic, peer, mid))
+        if len(self.rows) >= self.batch:
+            self.flush()
 
     def flush(self) -> None:
         rows, self.rows = self.rows, []

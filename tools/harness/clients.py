@@ -210,7 +210,6 @@ def run_proton_subscriber(spec: dict[str, Any]) -> None:
             gid = _proton_tag(event.delivery)
             repeat = msg.delivery_count > 0 or not msg.first_acquirer
             journal.add_at(int(t * 1e6), Event.RECEIVED, gid, topic, "redelivery" if repeat else "", mid=str(msg.id))
-            journal.flush()
             self.accept(event.delivery)
             journal.add(Event.ACCEPTED, gid, topic, mid=str(msg.id))
 

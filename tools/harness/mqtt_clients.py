@@ -169,7 +169,6 @@ def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
         gid = _gid(m.properties)
         if gid:
             journal.add_at(int(t * 1e6), Event.RECEIVED, gid, topic, "redelivery" if m.dup else "", mid=mid)
-            journal.flush()
 
     group = spec.get("group")  # (a member of a shared subscription)
     name_ = f"$share/{group}/{topic}" if group else topic
