@@ -22,11 +22,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
+import sysconfig
 from pathlib import Path
 
 from setuptools import Distribution, find_packages, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.errors import CompileError
 
 ROOMS = ("router", "linkstate", "records", "tools", "topologies")
 ROOT = Path(__file__).resolve().parent
@@ -63,6 +66,7 @@ class BuildCompiled(build_ext):
             reason = "built with ONCE_PURE set"
         else:
             try:
+                _require_compiler()
                 self.distribution.ext_modules = self._mypycify()
                 # (setuptools prepares the extensions a command has when it is finalized:
                 # a plain build_ext, finalized now, builds them, with this one's options)
@@ -100,6 +104,16 @@ class BuildCompiled(build_ext):
         paths = [str(stage / "once" / p) for p in COMPILED]
         return mypycify(["--ignore-missing-imports", *paths], opt_level="3", group_name="once.data_path",
                         target_dir=str(ROOT / "build" / "mypyc"))
+
+
+def _require_compiler() -> None:
+    """Fail before mypyc runs when the C compiler the build would call is not there: the
+    generation alone takes about 20 s, for nothing then. (The compiler named as
+    ``build_ext`` finds it: ``CC`` from the environment, else Python's own build's.)"""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    program = shlex.split(cc)[0] if cc.strip() else ""
+    if not program or shutil.which(program) is None:
+        raise CompileError(f"no C compiler: {program or cc!r} not found")
 
 
 def _why(e: BaseException) -> str:

@@ -24,11 +24,24 @@ from .scenarios import Result
 
 
 def _repository() -> Path:
-    """The git checkout refs are looked up in: the one this code runs from (an editable
-    install), or else the working directory's (an installed, compiled ``once`` run from its
-    checkout)."""
-    inside = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
-    return Path(inside.stdout.strip()) if inside.returncode == 0 else Path.cwd()
+    """The git checkout of ``once`` that refs are looked up in: the one this code runs from
+    (an editable install), or else the working directory's (an installed, compiled ``once``
+    run from its checkout). A git repository that is not this project's does not count:
+    site-packages may sit inside one (pyenv's Pythons are a git clone), and its HEAD is not
+    ours."""
+    for where in (ROOT, Path.cwd()):
+        inside = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"], capture_output=True,
+                                text=True)
+        top = Path(inside.stdout.strip())
+        if inside.returncode == 0 and _is_once(top):
+            return top
+    raise CommandError(Exit.USAGE, f"--compare: neither {ROOT} nor {Path.cwd()} is inside a git checkout of once "
+                                   "(run it from one)")
+
+
+def _is_once(top: Path) -> bool:
+    project = top / "pyproject.toml"
+    return project.is_file() and 'name = "once"' in project.read_text()
 
 
 def worktree(ref: str, where: Path) -> str:
@@ -43,6 +56,10 @@ def worktree(ref: str, where: Path) -> str:
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "-f", str(where), commit],
                    check=True, capture_output=True)
     return commit
+
+
+def remove_worktree(where: Path) -> None:
+    subprocess.run(["git", "-C", str(_repository()), "worktree", "remove", "--force", str(where)], capture_output=True)
 
 
 def _median(rs: list[Result], field: str) -> float:
@@ -70,7 +87,7 @@ def compare(ref: str, names: list[str], messages: int, credit: int, clients: str
                           file=sys.stderr, flush=True)
                     runs[side].append(measure(names, messages, credit, clients, root=ROOT if side == "new" else other))
         finally:
-            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(other)], capture_output=True)
+            remove_worktree(other)
     # (the ref runs from its source: pure Python, whatever this tree's build)
     print(f"this tree ({here}, uncommitted changes included; {MODE.line()}) vs {ref} ({commit[:10]}; pure Python), "
           f"{clients} clients, median of {rounds} alternating rounds")

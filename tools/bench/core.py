@@ -189,7 +189,7 @@ def main(messages: int, compare: str | None, rounds: int) -> int:
             for name, us in result.items():
                 print(f"{name:<12} {us:>7.3f}")
             return 0
-        from .compare import worktree
+        from .compare import remove_worktree, worktree
 
         other = Path(tmp) / "ref"
         commit = worktree(compare, other)
@@ -201,7 +201,7 @@ def main(messages: int, compare: str | None, rounds: int) -> int:
                           file=sys.stderr, flush=True)
                     runs[side].append(_run(ROOT if side == "new" else other, Path(tmp), messages))
         finally:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], capture_output=True)
+            remove_worktree(other)
     print(f"core loops: this tree vs {compare} ({commit[:10]}), best of 5 per round, best of {rounds} rounds, us/msg")
     print(f"{'loop':<12} {'new':>7} {'old':>7} {'ratio':>6}")
     for name in runs["new"][0]:

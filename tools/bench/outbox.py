@@ -182,7 +182,7 @@ def main(rows: int, rounds: int, layouts: tuple[Layout, ...] = DEFAULT, compare:
     with tempfile.TemporaryDirectory(prefix="once-bench-outbox-") as top:
         sides = [("new", ROOT)]
         if compare:
-            from .compare import worktree
+            from .compare import remove_worktree, worktree
 
             worktree(compare, Path(top) / "ref")
             sides.append(("old", Path(top) / "ref"))
@@ -199,8 +199,7 @@ def main(rows: int, rounds: int, layouts: tuple[Layout, ...] = DEFAULT, compare:
             if pg is not None:
                 pg.close()
             if compare:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(Path(top) / "ref")],
-                               capture_output=True)
+                remove_worktree(Path(top) / "ref")
     print(f"outbox -> relay -> one router -> one subscriber (Proton-C), {rows:,} rows of {BODY} B in transactions of "
           f"{PER_TX}, exactly once; {rounds} round(s) (median; min-max)"
           + (f"; relays and router of this tree, then of {compare}" if compare else ""))
