@@ -61,6 +61,20 @@ def test_compare_runs_another_ref_back_to_back():
     assert "round 1/1, HEAD" in r.stderr
 
 
+def test_refs_are_looked_up_in_a_checkout_of_once_not_any_git_repository(tmp_path):
+    """CI's Python is pyenv's, a git clone: an installed ``once`` sits in site-packages inside
+    that repository, whose HEAD has nothing of ours (``--compare HEAD`` checked pyenv out)."""
+    from once.tools.bench.compare import _repository
+    from once.tools.exits import CommandError
+
+    other = tmp_path / "pyenv"
+    (other / "lib").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    assert _repository((other / "lib", ROOT)) == ROOT
+    with pytest.raises(CommandError, match="inside a git checkout of once"):
+        _repository((other / "lib",))
+
+
 def test_compare_names_a_bad_ref_in_one_line():
     r = _once("bench", "--compare", "no-such-ref", "--messages", "100")
     assert r.returncode == 2

@@ -23,20 +23,21 @@ from .procs import ROOT
 from .scenarios import Result
 
 
-def _repository() -> Path:
+def _repository(where: tuple[Path, ...] | None = None) -> Path:
     """The git checkout of ``once`` that refs are looked up in: the one this code runs from
     (an editable install), or else the working directory's (an installed, compiled ``once``
     run from its checkout). A git repository that is not this project's does not count:
     site-packages may sit inside one (pyenv's Pythons are a git clone), and its HEAD is not
     ours."""
-    for where in (ROOT, Path.cwd()):
-        inside = subprocess.run(["git", "-C", str(where), "rev-parse", "--show-toplevel"], capture_output=True,
+    places = where or (ROOT, Path.cwd())
+    for place in places:
+        inside = subprocess.run(["git", "-C", str(place), "rev-parse", "--show-toplevel"], capture_output=True,
                                 text=True)
         top = Path(inside.stdout.strip())
         if inside.returncode == 0 and _is_once(top):
             return top
-    raise CommandError(Exit.USAGE, f"--compare: neither {ROOT} nor {Path.cwd()} is inside a git checkout of once "
-                                   "(run it from one)")
+    raise CommandError(Exit.USAGE, f"--compare: none of {', '.join(map(str, places))} is inside a git checkout of "
+                                   "once (run it from one)")
 
 
 def _is_once(top: Path) -> bool:
