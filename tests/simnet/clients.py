@@ -322,9 +322,14 @@ class Publisher(Client):
         self.credit = 0
         self.snd_count = 0
         self.conflicts: list[str] = []
+        self._gids: dict[int, bytes] = {}
 
     def gid(self, tag: int) -> bytes:
-        return compute_gid(self.container_id, self.link, self.incarnation, _tag(tag))
+        # (memoized: the explorer's check asks for every accepted tag's gid at every event)
+        gid = self._gids.get(tag)
+        if gid is None:
+            gid = self._gids[tag] = compute_gid(self.container_id, self.link, self.incarnation, _tag(tag))
+        return gid
 
     def publish(self, n: int = 1) -> None:
         if not self.alive:

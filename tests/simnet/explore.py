@@ -56,6 +56,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from once.records.owed import KeyState
+from once.router.core import OutcomeKind
+
 from .clock import Loop, Runaway, Timer
 from .links import Pipe
 from .net import SETTINGS, Fault, SimNet
@@ -254,7 +257,7 @@ def wait_cycle(net: SimNet) -> list[object] | None:
             node = ("root", name, gid)
             for key, state in far.owed.states.items():
                 where = far.owed.where.get(key)
-                if state.value == "pending" and where is not None and where != name:
+                if state is KeyState.PENDING and where is not None and where != name:
                     edges.setdefault(node, set()).add(("dest", where, gid))
             for router, sends in far.sends.items():
                 for position, _, _ in sends:
@@ -303,7 +306,7 @@ def accepted_without(net: SimNet) -> str | None:
     members = [s for s in net.subscribers if s.group]
     for p in net.publishers:
         for tag, outcome in p.outcomes.items():
-            if outcome.kind.value != "accepted":
+            if outcome.kind is not OutcomeKind.ACCEPTED:
                 continue
             gid = p.gid(tag)
             for s in plain:
