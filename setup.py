@@ -34,7 +34,9 @@ from setuptools.errors import CompileError
 ROOMS = ("router", "linkstate", "records", "tools", "topologies")
 ROOT = Path(__file__).resolve().parent
 
-# The per-message modules: the AMQP engine with its codecs and frames, the records, the core.
+# The per-message modules: the AMQP engine with its codecs and frames, the records, the core,
+# and the AMQP adaptor between them (its connections subclass the interpreted asyncio
+# protocol: classes mypyc keeps as Python classes, their methods compiled).
 COMPILED = (
     *(f"router/amqp/{m}.py" for m in ("codec", "decoder", "encoder", "errors", "frames", "performatives", "transfer",
                                       # the engine: ``Connection`` and its layers (traits to mypyc)
@@ -42,6 +44,7 @@ COMPILED = (
                                       "deliveries", "endpoints", "events", "sasl")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "records").glob("*.py")) if p.name not in ("__init__.py", "compiled.py")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "router" / "core").glob("*.py")) if p.name != "__init__.py"),
+    *(f"router/adaptors/amqp/{m}.py" for m in ("copies_wire", "dispositions", "edge", "interrouter", "message", "wire")),
 )
 MANIFEST = "once/records/compiled.json"  # (in the build: module -> sha256 of the source it was built from)
 

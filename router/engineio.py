@@ -15,7 +15,7 @@ import logging
 import sys
 import traceback
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .amqp.connection import Connection
 from .amqp.errors import AMQPError, Condition, condition_value
@@ -219,7 +219,7 @@ class EngineProtocol(EngineShell):
                                          extra=fields("connection.refused", peer=self.remote, host=self.host,
                                                       limit=refusal.limit))
                 self.refused = self._gone = True
-                transport.abort()
+                cast(asyncio.Transport, transport).abort()  # (a socket transport: it has abort)
                 return
             self.admitted = True
         self.on_admitted()

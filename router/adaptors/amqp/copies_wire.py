@@ -18,7 +18,7 @@ once and read once.
 from __future__ import annotations
 
 import struct
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from once.records.membership import GroupId
 from once.records.outcomes import Outcome, OutcomeKind
@@ -213,7 +213,7 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
                     j += 1
             if j - i > 1:
                 parts += [b"R", _short(item.stream), _POS.pack(item.position), _H.pack(j - i)]
-                parts += [_short(a.gid) for a in items[i:j]]
+                parts += [_short(cast(Answer, a).gid) for a in items[i:j]]  # (all Answers: the loop above)
                 i = j
                 continue
             parts += [b"A", _short(item.gid), _short(item.stream), _POS.pack(item.position), _H.pack(len(item.said))]
@@ -244,7 +244,7 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
             j = i + 1
             while j < n and type(items[j]) is Settle and j - i < 0xFFFF:
                 j += 1
-            parts += [b"T", _H.pack(j - i)] + [_short(s.gid) for s in items[i:j]]
+            parts += [b"T", _H.pack(j - i)] + [_short(cast(Settle, s).gid) for s in items[i:j]]
             i = j
     return b"".join(parts)
 

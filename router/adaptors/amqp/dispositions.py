@@ -3,6 +3,7 @@ adaptor (client connections, inter-router links) makes at the core's ports."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ...amqp import performatives as amqp
@@ -59,5 +60,5 @@ def outcomes_in(unsettled: dict[Any, Any]) -> dict[Any, Outcome | None]:
     return {key: to_outcome(state) for key, state in unsettled.items()}
 
 
-def states_out(ours: dict[Any, Outcome | None]) -> dict[Any, Any]:
+def states_out(ours: Mapping[Any, Outcome | None]) -> dict[Any, Any]:
     return {key: to_amqp(o) if o is not None else None for key, o in ours.items()}

@@ -400,18 +400,20 @@ class EdgeConnection(EngineProtocol):
             self.lifecycle.publisher_credit(ctx, event.link.credit)
 
 
-    HANDLERS = {
-        ConnectionOpened: _on_opened,
-        SaslDone: _on_sasl,
-        ConnectionFailed: _on_failed,
-        ConnectionClosed: _on_closed,
-        LinkAttached: _on_attach,
-        LinkDetached: _on_detach,
-        SessionEnded: _on_session_ended,
-        DeliveryReceived: _on_delivery,
-        DeliveryUpdated: _on_update,
-        LinkFlow: _on_flow,
-    }
+# (set after the class: compiled, a class body's dict cannot name its methods)
+EdgeConnection.HANDLERS = {
+    ConnectionOpened: EdgeConnection._on_opened,
+    SaslDone: EdgeConnection._on_sasl,
+    ConnectionFailed: EdgeConnection._on_failed,
+    ConnectionClosed: EdgeConnection._on_closed,
+    LinkAttached: EdgeConnection._on_attach,
+    LinkDetached: EdgeConnection._on_detach,
+    SessionEnded: EdgeConnection._on_session_ended,
+    DeliveryReceived: EdgeConnection._on_delivery,
+    DeliveryUpdated: EdgeConnection._on_update,
+    LinkFlow: EdgeConnection._on_flow,
+}
+
 
 INCARNATION = symbol("once:incarnation")
 

@@ -86,7 +86,9 @@ class HopLink:
         conn = self.conn
         payload = pack(record.topic, dests, record.presettled, record.message_format, record.root, record.born,
                        keys, record.chosen) + record.payload
-        d = conn.engine.send(conn.data_out, record.gid, payload, settled=settled, message_format=ONCE_FORMAT)
+        link = conn.data_out
+        assert link is not None  # (the core forwards on a hop only while it is up)
+        d = conn.engine.send(link, record.gid, payload, settled=settled, message_format=ONCE_FORMAT)
         d.context = record
         conn.dirty()
         return d
@@ -94,8 +96,9 @@ class HopLink:
     def copy(self, copy: Copy) -> None:
         """Protocol version 3: a copy goes settled (its root sends it again if it is lost)."""
         conn = self.conn
-        conn.engine.send(conn.data_out, copy.gid, pack_copy(copy) + copy.payload, settled=True,
-                         message_format=COPY_FORMAT)
+        link = conn.data_out
+        assert link is not None  # (as in ``forward``)
+        conn.engine.send(link, copy.gid, pack_copy(copy) + copy.payload, settled=True, message_format=COPY_FORMAT)
         conn.dirty()
 
     def settle(self, handle: Delivery) -> None:
@@ -244,9 +247,6 @@ class InterRouterConnection(EngineProtocol):
                                                                    condition=str(ev.condition),
                                                                    description=ev.description))
 
-    HANDLERS = dict.fromkeys((DeliveryReceived, DeliveryUpdated, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached,
-                              LinkDetached, SessionEnded, ConnectionClosed, ConnectionFailed), on_event)
-
     def _attach_senders(self, session: Any) -> None:
         if self.control_out is None:
             self.control_out = self.engine.attach(session, CONTROL, Role.SENDER, source=Source(address=CONTROL),
@@ -294,6 +294,11 @@ class InterRouterConnection(EngineProtocol):
         d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
                                                presettled or d.settled, fmt, keys, born, root, chosen)
 
+
+# (set after the class: compiled, a class body's dict cannot name its methods)
+InterRouterConnection.HANDLERS = dict.fromkeys(
+    (DeliveryReceived, DeliveryUpdated, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached, LinkDetached,
+     SessionEnded, ConnectionClosed, ConnectionFailed), InterRouterConnection.on_event)
 
 
 def _amqp_map(value: Any) -> Any:

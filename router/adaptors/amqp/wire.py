@@ -103,14 +103,15 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
             raise IndexError
         topic = payload[p:p + tlen].decode()
         p += tlen
-        dests, p = _read_strings(payload, p)
+        listed, p = _read_strings(payload, p)
         roots, p = _read_strings(payload, p)
         if len(roots) != 1:
             raise IndexError
         keys = None
         if flags & KEYS:
             raw, p = _read_strings(payload, p)
-            keys = frozenset(tuple(k.split("\x00", 1)) for k in raw)  # type: ignore[misc]
+            # (a key is a (container-id, link) pair: one without its separator is malformed)
+            keys = frozenset((c, nm) for c, nm in (k.split("\x00", 1) for k in raw))
         chosen: Chosen | None = None
         if flags & CHOSEN:
             raw, p = _read_strings(payload, p)
@@ -121,7 +122,7 @@ def unpack(payload: bytes) -> tuple[str, frozenset[str], bool, int, bytes, Keys 
         (born,) = _BORN.unpack_from(payload, p)
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router routing header") from None
-    fields = (topic, frozenset(dests), bool(flags & PRESETTLED), fmt, roots[0])
+    fields = (topic, frozenset(listed), bool(flags & PRESETTLED), fmt, roots[0])
     if keys is None and chosen is None:
         _last_head = bytes(payload[:p])
         _last_fields = fields
