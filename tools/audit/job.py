@@ -141,7 +141,6 @@ def audit(spark: SparkSession, j: DataFrame, clients: dict[str, dict[str, Any]] 
                  .filter(F.col("t_sent") < F.col("before")))
     early = owed.join(sacc, ["sub", "gid"]).filter(F.col("t_sacc") > F.col("t_acc"))
 
-
     def examples(df: DataFrame, mid: str = "mid") -> list[str]:
         """The first few, in the order they happened."""
         order = "t_recv" if "t_recv" in df.columns else "t_sent"
