@@ -33,6 +33,14 @@ def test_a_chosen_entry_with_too_few_fields_is_a_decode_error():
         unpack(good.replace(b"B\x00\x00g\x00\x00c\x00l", b"B\x00\x00g\x00\x00c\x01l"))
 
 
+def test_a_target_key_without_its_separator_is_a_decode_error():
+    """A key is a (container-id, link) pair; one that is not names no subscriber."""
+    good = pack("t", frozenset({"B"}), False, 0, "A", 9, frozenset({("client", "sub")}))
+    assert b"client\x00sub" in good
+    with pytest.raises(DecodeError):
+        unpack(good.replace(b"client\x00sub", b"client\x01sub"))
+
+
 def test_header_without_the_stamp_is_a_decode_error():
     with pytest.raises(DecodeError):
         unpack(pack("t", frozenset({"B"}), False, 0, "A", 5)[:-8])
