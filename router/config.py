@@ -65,6 +65,9 @@ class Settings:
     initial_credit: int = 16
     credit_idle: float = 2.0
     max_connection_credit: int = 0  # what one connection's publishers hold together; 0: max(link_credit, max_in_flight / 4)
+    # A publisher's window is probed as a rate and halved when its answers take this much
+    # longer than the quickest lately: queueing (``core/pace.py``); 0: ``link_credit`` alone.
+    queue_target: float = 0.0015
     # (Proton's blocking client puts every link of a connection on one session.)
     max_links_per_connection: int = 4096
     max_links_per_session: int = 1024
@@ -214,7 +217,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     for k, v in settings_raw.items():
         key = f"settings.{k}"
         if k in ("subscriber_grace", "publisher_grace", "idle_timeout", "router_dead_after", "handshake_timeout",
-                 "credit_idle"):
+                 "credit_idle", "queue_target"):
             s[k] = ctx.duration(v, key)
         elif k in ("max_connections", "max_connections_per_host", "max_connection_credit"):
             s[k] = ctx.positive_int(v, key, 0)

@@ -36,6 +36,7 @@ from .substore import FileStore, MemoryStore
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
 SYNC_NOTE_EVERY = 5.0  # seconds between the "waiting for the first sync" lines
+CREDIT_PASS = 0.1  # seconds between the credit passes no traffic starts (``core/pace.py``: LONG_EPOCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +138,7 @@ class Router:
             self._servers.append(mserver)
             mqtt = Address(mhost, mport)
         self._tasks.append(loop.create_task(self._housekeeping()))
+        self._tasks.append(loop.create_task(self._credit_passes()))
         if neighbour_timeout is None:
             await self.network.all_up.wait()
         else:
@@ -151,6 +153,15 @@ class Router:
         conn = InterRouterConnection(self, None)
         self.inter_connections.add(conn)
         return conn
+
+    async def _credit_passes(self) -> None:
+        """A credit pass every ``CREDIT_PASS`` seconds besides those traffic starts: a
+        publisher its window stopped (records a subscriber holds) starts none itself, and
+        its window is probed again at a pass (``core/pace.py``)."""
+        while not self.stopping:
+            await asyncio.sleep(CREDIT_PASS)
+            self.core.replenish()
+            self.flush()
 
     async def _housekeeping(self) -> None:
         """Collect forwarded records orphaned by a vanished upstream, and subscribers

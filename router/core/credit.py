@@ -207,8 +207,13 @@ class CreditWindow:
                 pub.grown_at = pub.sent
             if self._park_if_full(pub, per_conn):
                 continue
-            target = min(pub.window, share)
+            pace = pub.pace
+            target = min(pub.window, share, pace.value)
             held = pub.credit + pub.in_flight
+            if held * 4 >= target * 3 and pub.credit * 4 < target:
+                pace.bound = True  # it holds what it may, in flight: this epoch's rate measures the path
+            pace.observe(pub.sent, now)
+            target = min(target, pace.value)
             if held >= target or (pub.credit and not pub.size):
                 continue  # (idle links, and links yet to send their first: keep this loop cheap)
             # Unused credit is what a publisher can queue in front of us: it stays within the

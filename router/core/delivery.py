@@ -332,7 +332,11 @@ class LocalDelivery:
             return
         pub = record.publisher
         if pub is not None and not record.presettled and record.publisher_handle is not None and pub.attached:
-            self.observe_latency(self.clock() - record.arrived)
+            took = self.clock() - record.arrived
+            self.observe_latency(took)
+            pace = pub.pace
+            pace.waited += took  # (its window stops where answers queue: ``pace.py``)
+            pace.answers += 1
             outcome = self.outcome(record)
             settle = not pub.settle_second
             pub.port.outcome(record.publisher_handle, outcome, settle)

@@ -55,6 +55,7 @@ from .delivery import LocalDelivery
 from .failover import Failover
 from .forwarding import Forwarding
 from .groups import Groups
+from .pace import Pace
 from .peers import SUSPENDED, CoreRecord, CoreRecords, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
 from .tables import CoreTables, Key
@@ -232,10 +233,10 @@ class Core:
         return sub is not None and sub.suspended_until is None
 
     def reclaim_idle(self, now: float) -> int:
-        """Cut back links that hold credit without sending; how many were cut."""
+        """Cut back links that hold credit without sending; how many were cut. (A pass
+        follows every time: a publisher that its pace stopped starts none, ``pace.py``.)"""
         cut = self.credit.reclaim(self.publishers, now)
-        if cut:
-            self.replenish()
+        self.replenish()
         return cut
 
     def add_publisher(self, port: PublisherPort, topic: str, container_id: str, link_name: str,
@@ -255,7 +256,8 @@ class Core:
             incarnation = secrets.randbits(63) or 1
         now = self.clock()
         ceiling = Ceiling(FIRST_CEILING, 2 * self.settings.initial_credit, self.settings.link_credit, now)
-        pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second, ceiling,
+        pace = Pace(2 * self.settings.initial_credit, self.settings.link_credit, self.settings.queue_target, now)
+        pub = Publisher(port, topic, container_id, link_name, incarnation, settle_second, ceiling, pace,
                         self.tables.measures.topic(topic))
         pub.resumable = resumable
         if group is not None:

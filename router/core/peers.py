@@ -15,6 +15,7 @@ from once.records.table import Record, RecordTable
 from .ceiling import Ceiling
 from .measures import TopicCounts
 from .messages import Copy
+from .pace import Pace
 from .ports import HopPort, PublisherPort, SubscriberPort
 
 
@@ -26,10 +27,10 @@ class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream",
-                 "resent", "counts")
+                 "resent", "counts", "pace")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
-                 settle_second: bool, ceiling: Ceiling, counts: TopicCounts | None = None) -> None:
+                 settle_second: bool, ceiling: Ceiling, pace: Pace, counts: TopicCounts | None = None) -> None:
         self.port = port
         self.topic = topic
         self.counts = counts or TopicCounts()  # its topic's (``measures.py``), added to per message
@@ -52,6 +53,7 @@ class Publisher:
         self.sent = 0  # deliveries that used credit, ever
         self.grown_at = 0  # ``sent`` when the window last grew
         self.ceiling = ceiling  # how much unused credit it may hold (probed: ``ceiling.py``)
+        self.pace = pace  # how much it may hold in all (probed, within the queueing allowed: ``pace.py``)
         self.refill_at = 0  # at this much credit left, a grant pass tops it up
         self.parked = False  # grant passes skip it until it sends (``credit.py``)
         self.seen = 0  # ``sent`` at the last idle sweep

@@ -140,7 +140,7 @@ def _publisher(p: Publisher, now: float, conn: int | None) -> dict[str, Any]:
     return {"role": "publisher", "topic": p.topic, "container": p.container_id, "name": p.link_name,
             "connection": conn, "state": "suspended" if p.suspended_until is not None else "attached",
             "deadline_s": _left(p.suspended_until, now), "credit": p.credit, "in_flight": p.in_flight,
-            "unsettled": len(p.live), "sent": p.sent, "settle": "second" if p.settle_second else "first",
+            "window": min(p.window, p.pace.value), "unsettled": len(p.live), "sent": p.sent, "settle": "second" if p.settle_second else "first",
             "resumable": p.resumable}
 
 

@@ -86,6 +86,8 @@ def test_line3_metrics_move_with_traffic_and_every_router_is_ready(line3):
     assert len(conns) == 1 and conns[0]["subscribers"] == 1
     links = json.loads(get(urls["C"] + "/api/links")[1])
     assert {(lk["role"], lk.get("topic")) for lk in links} >= {("subscriber", "metered"), ("inter-router", None)}
+    pubs = [lk for lk in json.loads(get(urls["A"] + "/api/links")[1]) if lk["role"] == "publisher"]
+    assert len(pubs) == 1 and pubs[0]["sent"] == n and 1 <= pubs[0]["window"] <= 2000  # (link_credit)
     sub.close()
     pub.close()
 
