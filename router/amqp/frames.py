@@ -35,12 +35,20 @@ _FRAME_TYPES = (FrameType.AMQP, FrameType.SASL)  # indexed: no enum call per fra
 _AMQP = FrameType.AMQP  # (a global: an enum member lookup is slow on Python 3.11)
 
 
-@dataclass(slots=True)  # (not frozen: one per frame, and frozen fields cost three times as much to set)
+# (not frozen: one per frame, and frozen fields cost three times as much to set; its
+# ``__init__`` written out: compiled, a dataclass's generated one still runs as Python)
+@dataclass(slots=True, init=False)
 class Frame:
     type: FrameType
     channel: int
     body: Any  # a performative, or None for an empty (heartbeat) frame
-    payload: bytes = b""
+    payload: bytes
+
+    def __init__(self, type: FrameType, channel: int, body: Any, payload: bytes = b"") -> None:
+        self.type = type
+        self.channel = channel
+        self.body = body
+        self.payload = payload
 
 
 class FrameReader:

@@ -274,50 +274,93 @@ class Attach:
                                     "outgoing_window": UINT, "handle": UINT, "delivery_count": UINT, "link_credit": UINT,
                                     "available": UINT, "drain": BOOL, "echo": BOOL, "properties": MAP},
            ("incoming_window", "next_outgoing_id", "outgoing_window"))
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # (per message: its __init__ compiled, see Transfer)
 class Flow:
-    next_incoming_id: int | None = None
-    incoming_window: int = 0
-    next_outgoing_id: int = 0
-    outgoing_window: int = 0
-    handle: int | None = None
-    delivery_count: int | None = None
-    link_credit: int | None = None
-    available: int | None = None
-    drain: bool = False
-    echo: bool = False
-    properties: dict[Any, Any] | None = None
+    next_incoming_id: int | None
+    incoming_window: int
+    next_outgoing_id: int
+    outgoing_window: int
+    handle: int | None
+    delivery_count: int | None
+    link_credit: int | None
+    available: int | None
+    drain: bool
+    echo: bool
+    properties: dict[Any, Any] | None
+
+    def __init__(self, next_incoming_id: int | None = None, incoming_window: int = 0, next_outgoing_id: int = 0,
+                 outgoing_window: int = 0, handle: int | None = None, delivery_count: int | None = None,
+                 link_credit: int | None = None, available: int | None = None, drain: bool = False,
+                 echo: bool = False, properties: dict[Any, Any] | None = None) -> None:
+        self.next_incoming_id = next_incoming_id
+        self.incoming_window = incoming_window
+        self.next_outgoing_id = next_outgoing_id
+        self.outgoing_window = outgoing_window
+        self.handle = handle
+        self.delivery_count = delivery_count
+        self.link_credit = link_credit
+        self.available = available
+        self.drain = drain
+        self.echo = echo
+        self.properties = properties
 
 
 @composite(0x14, "amqp:transfer:list", {"handle": UINT, "delivery_id": UINT, "delivery_tag": BIN, "message_format": UINT,
                                         "settled": BOOL, "more": BOOL, "rcv_settle_mode": SETTLE_R, "resume": BOOL,
                                         "aborted": BOOL, "batchable": BOOL},
            ("handle",))
-@dataclass(slots=True)
+# Written out, the per-message performatives' ``__init__`` is compiled with them; a
+# dataclass's generated one runs as Python code even in a compiled build.
+@dataclass(slots=True, init=False)
 class Transfer:
-    handle: int = 0
-    delivery_id: int | None = None
-    delivery_tag: bytes | None = None
-    message_format: int | None = None
-    settled: bool | None = None
-    more: bool = False
-    rcv_settle_mode: ReceiverSettleMode | None = None
-    state: Any = None
-    resume: bool = False
-    aborted: bool = False
-    batchable: bool = False
+    handle: int
+    delivery_id: int | None
+    delivery_tag: bytes | None
+    message_format: int | None
+    settled: bool | None
+    more: bool
+    rcv_settle_mode: ReceiverSettleMode | None
+    state: Any
+    resume: bool
+    aborted: bool
+    batchable: bool
+
+    def __init__(self, handle: int = 0, delivery_id: int | None = None, delivery_tag: bytes | None = None,
+                 message_format: int | None = None, settled: bool | None = None, more: bool = False,
+                 rcv_settle_mode: ReceiverSettleMode | None = None, state: Any = None, resume: bool = False,
+                 aborted: bool = False, batchable: bool = False) -> None:
+        self.handle = handle
+        self.delivery_id = delivery_id
+        self.delivery_tag = delivery_tag
+        self.message_format = message_format
+        self.settled = settled
+        self.more = more
+        self.rcv_settle_mode = rcv_settle_mode
+        self.state = state
+        self.resume = resume
+        self.aborted = aborted
+        self.batchable = batchable
 
 
 @composite(0x15, "amqp:disposition:list", {"role": ROLE, "first": UINT, "last": UINT, "settled": BOOL, "batchable": BOOL},
            ("role", "first"))
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # (per message: its __init__ compiled, see Transfer)
 class Disposition:
-    role: Role = Role.SENDER
-    first: int = 0
-    last: int | None = None
-    settled: bool = False
-    state: Any = None
-    batchable: bool = False
+    role: Role
+    first: int
+    last: int | None
+    settled: bool
+    state: Any
+    batchable: bool
+
+    def __init__(self, role: Role = Role.SENDER, first: int = 0, last: int | None = None, settled: bool = False,
+                 state: Any = None, batchable: bool = False) -> None:
+        self.role = role
+        self.first = first
+        self.last = last
+        self.settled = settled
+        self.state = state
+        self.batchable = batchable
 
 
 @composite(0x16, "amqp:detach:list", {"handle": UINT, "closed": BOOL}, ("handle",))
