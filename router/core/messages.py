@@ -6,15 +6,18 @@ A ``Copy`` travels on the data links, towards the destination routers it names, 
 consumed there. ``Answer`` and ``Settle`` travel on the control links, routed by router
 id (``Routed``): they never wait for data credit.
 
-They are ``NamedTuple``s, immutable like the frozen dataclasses elsewhere: a router in
-the middle builds a ``Copy`` and its ``Target``s for every message it relays, and a
-frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` (a
-profile of the relay of ``once bench --clients c line3-1to1`` had 12 % of its CPU in
-those ``__init__``s); a named tuple is built in one step.
+The per-message ones (``Target``, ``Copy``, ``Answer``, ``Settle``) are slotted classes
+whose ``__init__`` is written out: a router in the middle builds a ``Copy`` and its
+``Target``s for every message it relays, and compiled, a written ``__init__`` runs as C
+where a named tuple's ``__new__`` (a lambda) and a dataclass's generated ``__init__`` run as
+Python code (a frozen dataclass was worse still: each field through
+``object.__setattr__``, 12 % of a relay's CPU once). Nothing changes one after it is made.
+The rarer ones stay ``NamedTuple``s.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from once.records.membership import GroupId, Key
@@ -22,7 +25,8 @@ from once.records.outcomes import Outcome
 from once.records.owed import Said
 
 
-class Target(NamedTuple):
+@dataclass(slots=True, init=False)
+class Target:
     """One destination router of a copy: the keys it is owed to there, its position in the
     root's sequence to that router, and the lowest position there with no answer yet."""
 
@@ -30,10 +34,18 @@ class Target(NamedTuple):
     keys: frozenset[Key]
     position: int
     low: int
-    redelivery: bool = False  # re-targeted keys (they moved): they may have seen it
+    redelivery: bool  # re-targeted keys (they moved): they may have seen it
+
+    def __init__(self, router: str, keys: frozenset[Key], position: int, low: int, redelivery: bool = False) -> None:
+        self.router = router
+        self.keys = keys
+        self.position = position
+        self.low = low
+        self.redelivery = redelivery
 
 
-class Copy(NamedTuple):
+@dataclass(slots=True, init=False)
+class Copy:
     gid: bytes
     topic: str
     payload: bytes
@@ -46,10 +58,26 @@ class Copy(NamedTuple):
     visited: frozenset[str]  # the routers it passed: it never goes back to one
     # consumer groups: the member the root chose per group, (key, group, router), so that
     # a destination the publisher resumes at knows the choice when it becomes the root
-    chosen: tuple[tuple[Key, GroupId, str], ...] = ()
+    chosen: tuple[tuple[Key, GroupId, str], ...]
+
+    def __init__(self, gid: bytes, topic: str, payload: bytes, presettled: bool, message_format: int, root: str,
+                 stream: bytes, born: int, targets: tuple[Target, ...], visited: frozenset[str],
+                 chosen: tuple[tuple[Key, GroupId, str], ...] = ()) -> None:
+        self.gid = gid
+        self.topic = topic
+        self.payload = payload
+        self.presettled = presettled
+        self.message_format = message_format
+        self.root = root
+        self.stream = stream
+        self.born = born
+        self.targets = targets
+        self.visited = visited
+        self.chosen = chosen
 
 
-class Answer(NamedTuple):
+@dataclass(slots=True, init=False)
+class Answer:
     """A destination's answer for one copy it took: what each of its keys did. None named:
     every key of that copy accepted (the usual answer; the root knows the copy's keys)."""
 
@@ -58,11 +86,22 @@ class Answer(NamedTuple):
     position: int
     said: tuple[tuple[Key, Said, Outcome | None], ...]
 
+    def __init__(self, gid: bytes, stream: bytes, position: int,
+                 said: tuple[tuple[Key, Said, Outcome | None], ...]) -> None:
+        self.gid = gid
+        self.stream = stream
+        self.position = position
+        self.said = said
 
-class Settle(NamedTuple):
+
+@dataclass(slots=True, init=False)
+class Settle:
     """From the root: the message is settled; a destination settles and forgets it."""
 
     gid: bytes
+
+    def __init__(self, gid: bytes) -> None:
+        self.gid = gid
 
 
 class Ask(NamedTuple):

@@ -3,6 +3,8 @@ routed control items, both ways, and what a malformed header does. Pure."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +29,7 @@ copies = st.builds(Copy, st.binary(min_size=16, max_size=16), names, st.binary(m
 @given(copies)
 def test_a_copy_reads_back_as_it_was_written(copy: Copy):
     back = unpack_copy(copy.gid, pack_copy(copy) + copy.payload)
-    assert back == copy._replace(visited=frozenset(copy.visited))
+    assert back == dataclasses.replace(copy, visited=frozenset(copy.visited))
 
 
 def test_a_copy_read_twice_from_its_cached_parts_is_the_same():
