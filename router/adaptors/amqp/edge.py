@@ -127,6 +127,11 @@ class EdgeConnection(EngineProtocol):
         self.mechanism = ""  # the SASL mechanism it authenticated with ("" without SASL)
         self.opened_at: float | None = None  # (monotonic) when its open came
 
+    def dirty(self) -> None:
+        """``EngineProtocol.dirty``, here again: its links call it per message, and compiled
+        here the call costs no interpreted frame."""
+        self.router.dirty.add(self)
+
     # -------------------------------------------------------------- asyncio
 
     def on_admitted(self) -> None:

@@ -152,6 +152,10 @@ class InterRouterConnection(EngineProtocol):
 
     # ----------------------------------------------------- the shell's hooks
 
+    def dirty(self) -> None:
+        """(As ``EdgeConnection.dirty``: compiled here, per message.)"""
+        self.router.dirty.add(self)
+
     def describe(self) -> str:
         return f"the inter-router link to {self.peer}" if self.peer else f"inter-router connection from {self.remote}"
 
