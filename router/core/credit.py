@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from .ceiling import Phase
+from .pace import EPOCH
 
 if TYPE_CHECKING:
     from .peers import Publisher, Upstream
@@ -212,8 +213,9 @@ class CreditWindow:
             held = pub.credit + pub.in_flight
             if held * 4 >= target * 3 and pub.credit * 4 < target:
                 pace.bound = True  # it holds what it may, in flight: this epoch's rate measures the path
-            pace.observe(pub.sent, now)
-            target = min(target, pace.value)
+            if now - pace.epoch_at >= EPOCH:  # (most passes: no call)
+                pace.observe(pub.sent, now)
+                target = min(target, pace.value)
             if held >= target or (pub.credit and not pub.size):
                 continue  # (idle links, and links yet to send their first: keep this loop cheap)
             # Unused credit is what a publisher can queue in front of us: it stays within the

@@ -65,7 +65,7 @@ class Pace:
         self.value = min(max(FIRST, self.floor), self.top) if target > 0 else self.top
         self.kept = self.value  # the window before the probe under way
         self.phase = Probe.MEASURE
-        self.epoch_at = now
+        self.epoch_at = now if target > 0 else INF  # (without a target no epoch ever ends: no pass calls)
         self.epoch_sent = 0
         self.rate = 0.0  # the rate measured at the kept window
         self.next_probe = now
