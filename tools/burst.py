@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from once.router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, SessionBegun
+from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, SessionBegun
 from once.router.amqp.performatives import ACCEPTED, Role, Source, Target
 from once.router.client import ClientProtocol, connect
 from once.router.loop import run
@@ -57,9 +57,10 @@ class Taker:
     def __call__(self, proto: ClientProtocol, events: list[Any]) -> None:
         e = proto.engine
         for ev in events:
-            if type(ev) is DeliveryReceived:
-                self.received += 1
-                e.disposition(ev.delivery, ACCEPTED, settled=True)
+            if type(ev) is DeliveriesReceived:
+                for d in ev.deliveries:
+                    self.received += 1
+                    e.disposition(d, ACCEPTED, settled=True)
             elif type(ev) is SessionBegun and self.link is None:
                 self.link = e.attach(ev.session, "burst-sub", Role.RECEIVER, source=Source(address=self.topic))
             elif type(ev) is LinkAttached and ev.link is self.link and not self.attached.done():

@@ -16,8 +16,8 @@ from .connection_state import MAX_UINT, ConnectionState
 from .endpoints import Delivery, EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, SessionError
 from .events import (
+    DeliveriesReceived,
     DeliveryAborted,
-    DeliveryReceived,
     DeliveryUpdated,
 )
 from .performatives import (
@@ -218,7 +218,13 @@ class Deliveries(ConnectionState):
             return
         if not delivery.settled:
             session.incoming[delivery.delivery_id] = delivery
-        self._events.append(DeliveryReceived(delivery=delivery))
+        events = self._events
+        if events:
+            last = events[-1]
+            if type(last) is DeliveriesReceived and last.link is link:
+                last.deliveries.append(delivery)  # (the same batch: nothing came between)
+                return
+        events.append(DeliveriesReceived(link=link, deliveries=[delivery]))
 
     def _on_disposition(self, session: Session, d: Disposition) -> None:
         table = session.outgoing if d.role is _RECEIVER else session.incoming

@@ -96,11 +96,16 @@ class LinkFlow:
 
 
 @dataclass(**_HOT)
-class DeliveryReceived:
-    delivery: Delivery
+class DeliveriesReceived:
+    """Deliveries the peer completed on ``link``, in order. The deliveries of one read that
+    follow each other on one link are one event (a batch of transfers is handled as one)."""
 
-    def __init__(self, *, delivery: Delivery) -> None:
-        self.delivery = delivery
+    link: Link
+    deliveries: list[Delivery]
+
+    def __init__(self, *, link: Link, deliveries: list[Delivery]) -> None:
+        self.link = link
+        self.deliveries = deliveries
 
 
 @dataclass(**_EV)

@@ -24,7 +24,7 @@ from typing import Any
 from ..adaptors.amqp.shared_subscriptions import ACTIVE, EXCLUSIVE, GLOBAL, RESUME, SHARED
 from ..amqp.connection import Connection
 from ..amqp.endpoints import Delivery, Link, Session
-from ..amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkDetached, LinkFlow
+from ..amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, LinkDetached, LinkFlow
 from ..amqp.performatives import Accepted, ReceiverSettleMode, Role, SenderSettleMode, Source, Target
 from ..amqp.sasl import SaslClientConfig
 from .connection import FailoverConnection
@@ -167,8 +167,9 @@ class Subscriber:
         settled: list[bytes] = []
         for ev in events:
             t = type(ev)
-            if t is DeliveryReceived:
-                self._on_delivery(engine, ev.delivery)
+            if t is DeliveriesReceived:
+                for d in ev.deliveries:
+                    self._on_delivery(engine, d)
             elif t is DeliveryUpdated:
                 if ev.settled:
                     gid = ev.delivery.tag

@@ -8,8 +8,8 @@ from once.router.amqp.errors import LocalProtocolError
 from once.router.amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
+    DeliveriesReceived,
     DeliveryAborted,
-    DeliveryReceived,
     DeliveryUpdated,
     LinkAttached,
     LinkDetached,
@@ -42,6 +42,11 @@ def _sent_pair(credit: int = 10, **kw) -> tuple[Pair, object, object]:
     return p, clink, slink
 
 
+def _received(events: list) -> list:
+    """The deliveries the events carry, in order (a batch of transfers is one event)."""
+    return [d for e in events if isinstance(e, DeliveriesReceived) for d in e.deliveries]
+
+
 def test_open_begin_attach_and_credit():
     p, clink, slink = _sent_pair(credit=7)
     assert clink.credit == 7 and clink.attached and slink.attached
@@ -52,7 +57,7 @@ def test_transfer_and_accept_settles_both_sides():
     p, clink, slink = _sent_pair()
     d = p.client.send(clink, b"t1", b"payload")
     _, se = p.pump()
-    [rx] = [e.delivery for e in se if isinstance(e, DeliveryReceived)]
+    [rx] = _received(se)
     assert rx.payload == b"payload" and rx.tag == b"t1" and not rx.settled
     p.server.disposition(rx, Accepted(), settled=True)
     ce, _ = p.pump()
@@ -67,7 +72,7 @@ def test_multi_frame_message_far_larger_than_max_frame_size():
     body = bytes(range(256)) * 2000  # 512 KB through 1 KB frames
     p.client.send(clink, b"big", body)
     _, se = p.pump()
-    [rx] = [e.delivery for e in se if isinstance(e, DeliveryReceived)]
+    [rx] = _received(se)
     assert rx.payload == body
     transfers = [f for f in frames_of(p.wire_to_server) if isinstance(f, Transfer)]
     assert len(transfers) > 500 and all(t.more for t in transfers[:-1]) and not transfers[-1].more
@@ -89,7 +94,7 @@ def test_aborted_transfer_is_discarded():
     p.csession.next_delivery_id = 1
     p.client.send(clink, b"b", b"whole")
     _, se = p.pump()
-    assert [e.delivery.payload for e in se if isinstance(e, DeliveryReceived)] == [b"whole"]
+    assert [d.payload for d in _received(se)] == [b"whole"]
 
 
 def test_drain_consumes_remaining_credit():
@@ -110,8 +115,8 @@ def test_dispositions_go_out_as_ranges():
     for i in range(50):
         p.client.send(clink, b"%d" % i, b"m")
     _, se = p.pump()
-    for e in se:
-        p.server.disposition(e.delivery, Accepted(), settled=True)
+    for d in _received(se):
+        p.server.disposition(d, Accepted(), settled=True)
     before = len(p.wire_to_client)
     ce, _ = p.pump()
     dispositions = [f for f in frames_of(p.wire_to_client[before:]) if isinstance(f, Disposition)]
@@ -125,8 +130,8 @@ def test_mixed_outcomes_split_ranges():
     for i in range(6):
         p.client.send(clink, b"%d" % i, b"m")
     _, se = p.pump()
-    for i, e in enumerate(se):
-        p.server.disposition(e.delivery, Rejected() if i == 3 else Accepted(), settled=True)
+    for i, d in enumerate(_received(se)):
+        p.server.disposition(d, Rejected() if i == 3 else Accepted(), settled=True)
     before = len(p.wire_to_client)
     ce, _ = p.pump()
     ranges = [(f.first, f.last if f.last is not None else f.first, type(f.state).__name__)
@@ -144,7 +149,7 @@ def test_receiver_settle_mode_second():
     p.pump()
     d = p.client.send(clink, b"t", b"x")
     _, se = p.pump()
-    rx = se[0].delivery
+    [rx] = _received(se)
     p.server.disposition(rx, Accepted(), settled=False)
     ce, _ = p.pump()
     assert ce[0].settled is False and isinstance(ce[0].state, Accepted)
@@ -157,7 +162,7 @@ def test_presettled_transfer():
     p, clink, slink = _sent_pair()
     p.client.send(clink, b"t", b"x", settled=True)
     _, se = p.pump()
-    assert se[0].delivery.settled and not p.ssession.incoming
+    assert _received(se)[0].settled and not p.ssession.incoming
 
 
 def test_unsettled_map_and_incomplete_flag_are_read_and_written():
@@ -179,7 +184,7 @@ def test_resumed_transfer_carries_resume_and_state():
     p, clink, slink = _sent_pair()
     p.client.send(clink, b"old", b"again", resume=True, state=Accepted())
     _, se = p.pump()
-    d = se[0].delivery
+    [d] = _received(se)
     assert d.resume and isinstance(d.state, Accepted)
     assert slink.credit == 10  # a resumed delivery does not take credit
 
@@ -220,13 +225,23 @@ def test_the_idle_timeout_counts_frames_not_bytes():
     assert closes[0].error.condition == "amqp:resource-limit-exceeded"
 
 
+def test_transfers_of_one_read_on_one_link_are_one_event_in_order():
+    p, clink, slink = _sent_pair(credit=20)
+    for i in range(5):
+        p.client.send(clink, b"%d" % i, b"m")
+    se = p.server.receive_data(p.client.data_to_send())
+    batches = [e for e in se if isinstance(e, DeliveriesReceived)]
+    assert len(batches) == 1 and batches[0].link is slink
+    assert [d.tag for d in batches[0].deliveries] == [b"%d" % i for i in range(5)]
+
+
 def test_session_window_blocks_then_flows():
     server = Connection(Mode.SERVER, "server", incoming_window=4)
     p, clink, slink = _sent_pair(credit=20, server=server)
     for i in range(10):
         p.client.send(clink, b"%d" % i, b"m")
     _, se = p.pump()
-    assert [e.delivery.tag for e in se if isinstance(e, DeliveryReceived)] == [b"%d" % i for i in range(10)]
+    assert [d.tag for d in _received(se)] == [b"%d" % i for i in range(10)]
     assert not p.csession.blocked
 
 
@@ -256,7 +271,7 @@ def test_max_frame_size_is_negotiated_down():
     p.pump()
     p.server.send(slink, b"t", b"z" * 5000)
     ce, _ = p.pump()
-    assert ce[-1].delivery.payload == b"z" * 5000
+    assert _received(ce)[-1].payload == b"z" * 5000
     assert max(len(c) for c in p.wire_to_client[-1:]) > 1024  # several frames in one write...
     sizes = [len(f) for f in _split_frames(b"".join(p.wire_to_client[-1:]))]
     assert max(sizes) <= 1024  # ...each within the client's max-frame-size
@@ -340,7 +355,7 @@ def test_credit_taken_back_still_admits_transfers_that_crossed_the_flow():
         p.client.send(clink, tag, b"x")
     p.server.flow(slink, 0)
     se = p.server.receive_data(p.client.data_to_send())
-    assert [e.delivery.tag for e in se if isinstance(e, DeliveryReceived)] == [b"a", b"b", b"c"]
+    assert [d.tag for d in _received(se)] == [b"a", b"b", b"c"]
     assert not any(isinstance(e, LinkDetached) for e in se)
     p.pump()
     assert clink.credit == 0 and slink.credit == 0

@@ -7,7 +7,7 @@ from typing import Any
 
 import proton
 from once.router.amqp.connection import Connection, Mode
-from once.router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, SaslDone
+from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, SaslDone
 from once.router.amqp.performatives import Accepted
 from once.router.amqp.sasl import SaslServerConfig, users_authenticator
 from proton import Collector, Delivery, Event, Message, Transport
@@ -80,7 +80,7 @@ def test_proton_client_publishes_multi_frame_message_through_our_engine():
     snd.send(Message(body=body, subject="s").encode())
     snd.advance()
     events = pc.pump()
-    rx = next(e.delivery for e in events if isinstance(e, DeliveryReceived))
+    rx = next(d for e in events if isinstance(e, DeliveriesReceived) for d in e.deliveries)
     assert rx.tag == b"tag-1"
     m = Message()
     m.decode(rx.payload)

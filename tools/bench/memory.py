@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from once.router.amqp.events import DeliveryReceived, LinkAttached, SessionBegun
+from once.router.amqp.events import DeliveriesReceived, LinkAttached, SessionBegun
 from once.router.amqp.performatives import Role, Source
 from once.router.client import ClientProtocol, connect
 from once.router.loop import run
@@ -62,8 +62,8 @@ class Holder:
     def __call__(self, proto: ClientProtocol, events: list) -> None:
         e = proto.engine
         for ev in events:
-            if type(ev) is DeliveryReceived:
-                self.received += 1
+            if type(ev) is DeliveriesReceived:
+                self.received += len(ev.deliveries)
             elif type(ev) is SessionBegun and self.link is None:
                 self.link = e.attach(ev.session, "holder", Role.RECEIVER, source=Source(address=self.topic))
             elif type(ev) is LinkAttached and ev.link is self.link:

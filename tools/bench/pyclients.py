@@ -13,7 +13,7 @@ from typing import Any
 
 from once.router.adaptors.amqp.shared_subscriptions import GLOBAL, SHARED
 from once.router.amqp.connection import Mode
-from once.router.amqp.events import DeliveryReceived, DeliveryUpdated, LinkAttached, LinkFlow, SessionBegun
+from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, LinkFlow, SessionBegun
 from once.router.amqp.performatives import ACCEPTED, Role, Source, Target
 from once.router.client import ClientProtocol, connect
 from once.router.listeners import Kind, listen
@@ -95,9 +95,10 @@ class Subscriber:
         disposition = engine.disposition
         for ev in events:
             t = type(ev)
-            if t is DeliveryReceived:
-                self.received += 1
-                disposition(ev.delivery, ACCEPTED, settled=True)
+            if t is DeliveriesReceived:
+                self.received += len(ev.deliveries)
+                for d in ev.deliveries:
+                    disposition(d, ACCEPTED, settled=True)
             elif t is SessionBegun and self.link is None:
                 caps = (SHARED, GLOBAL) if self.group else None
                 self.link = engine.attach(ev.session, f"{self.group}|{self.name}" if self.group else self.name,
@@ -153,8 +154,9 @@ class Sink:
         engine = proto.engine
         for ev in events:
             t = type(ev)
-            if t is DeliveryReceived:
-                engine.disposition(ev.delivery, ACCEPTED, settled=True)
+            if t is DeliveriesReceived:
+                for d in ev.deliveries:
+                    engine.disposition(d, ACCEPTED, settled=True)
             elif t is LinkAttached and ev.reply_needed:
                 link = ev.link
                 engine.attach(link.session, link.name, link.role, link=link, target=ev.attach.target)

@@ -23,7 +23,7 @@ from ...amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
     ConnectionOpened,
-    DeliveryReceived,
+    DeliveriesReceived,
     DeliveryUpdated,
     LinkAttached,
     LinkDetached,
@@ -352,24 +352,26 @@ class EdgeConnection(EngineProtocol):
             for link in list(session.links.values()):
                 self._drop_link(link, suspend)
 
-    def _on_delivery(self, event: DeliveryReceived) -> None:
-        d = event.delivery
-        pub = d.link.context
-        if not isinstance(pub, Publisher):
-            return
-        try:
-            check(d.payload, d.message_format)
-        except AMQPError as e:
-            self._refuse_message(pub, d, e)
-            return
-        try:
-            d.context = self.core.publish(pub, d.tag, d.payload, d.settled, d, d.message_format, d.resume)
-            if d.context is None and not d.settled:
-                # resumed, and we hold nothing of it (AMQP: ignored): settle so nothing hangs
-                self.engine.disposition(d, d.state, settled=True)
-        except TagInUse as e:
-            self.engine.detach(d.link, closed=True, error=Error(condition=Condition.NOT_ALLOWED.value, description=str(e)))
-            self._drop_link(d.link)
+    def _on_deliveries(self, event: DeliveriesReceived) -> None:
+        publish = self.core.publish
+        for d in event.deliveries:
+            pub = d.link.context  # (each time: a delivery of the batch may have ended the link)
+            if not isinstance(pub, Publisher):
+                return
+            try:
+                check(d.payload, d.message_format)
+            except AMQPError as e:
+                self._refuse_message(pub, d, e)
+                continue
+            try:
+                d.context = publish(pub, d.tag, d.payload, d.settled, d, d.message_format, d.resume)
+                if d.context is None and not d.settled:
+                    # resumed, and we hold nothing of it (AMQP: ignored): settle so nothing hangs
+                    self.engine.disposition(d, d.state, settled=True)
+            except TagInUse as e:
+                self.engine.detach(d.link, closed=True,
+                                   error=Error(condition=Condition.NOT_ALLOWED.value, description=str(e)))
+                self._drop_link(d.link)
 
     def _refuse_message(self, pub: Publisher, d: Delivery, e: AMQPError) -> None:
         """A message the router could not carry safely: nobody sees it, the publisher hears why."""
@@ -414,7 +416,7 @@ EdgeConnection.HANDLERS = {
     LinkAttached: EdgeConnection._on_attach,
     LinkDetached: EdgeConnection._on_detach,
     SessionEnded: EdgeConnection._on_session_ended,
-    DeliveryReceived: EdgeConnection._on_delivery,
+    DeliveriesReceived: EdgeConnection._on_deliveries,
     DeliveryUpdated: EdgeConnection._on_update,
     LinkFlow: EdgeConnection._on_flow,
 }

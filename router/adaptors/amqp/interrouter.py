@@ -25,7 +25,7 @@ from ...amqp.events import (
     ConnectionClosed,
     ConnectionFailed,
     ConnectionOpened,
-    DeliveryReceived,
+    DeliveriesReceived,
     DeliveryUpdated,
     LinkAttached,
     LinkDetached,
@@ -204,12 +204,13 @@ class InterRouterConnection(EngineProtocol):
     def on_event(self, ev: Any) -> None:
         t = type(ev)
         engine = self.engine
-        if t is DeliveryReceived:
-            d = ev.delivery
-            if d.link is self.data_in:
-                self._on_data(d)
+        if t is DeliveriesReceived:
+            if ev.link is self.data_in:
+                for d in ev.deliveries:
+                    self._on_data(d)
             else:
-                self._on_control(d)
+                for d in ev.deliveries:
+                    self._on_control(d)
         elif t is DeliveryUpdated:
             record = ev.delivery.context
             if record is None:
@@ -301,7 +302,7 @@ class InterRouterConnection(EngineProtocol):
 
 # (set after the class: compiled, a class body's dict cannot name its methods)
 InterRouterConnection.HANDLERS = dict.fromkeys(
-    (DeliveryReceived, DeliveryUpdated, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached, LinkDetached,
+    (DeliveriesReceived, DeliveryUpdated, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached, LinkDetached,
      SessionEnded, ConnectionClosed, ConnectionFailed), InterRouterConnection.on_event)
 
 
