@@ -13,6 +13,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+from .few import Few
 from .membership import GroupId, Key
 from .outcomes import Outcome
 
@@ -74,14 +75,15 @@ class Record(Generic[P, W, U]):
         self.generation = generation
         self.presettled = presettled
         self.message_format = message_format
-        self.states: dict[W, SubState] = {}
+        self.states: Few[W, SubState] = Few()  # (one waiter, usually: two slots, not a dict)
         self.pending = 0  # waiters still in doubt
         self.rejection: Outcome | None = None  # the first rejecting waiter's error, if any
         self.publisher_handle: object = None  # the adaptor's handle to answer the publisher with
         self.publisher_settled = False
         self.outcome_sent = False
-        # waiter -> the adaptor's handle of our delivery to it while it is unsettled
-        self.unsettled: dict[W, Any] = {}
+        # waiter -> the adaptor's handle of our delivery to it while it is unsettled (one,
+        # usually: ``Few`` holds it in two slots, not a 224-byte dict)
+        self.unsettled: Few[W, Any] = Few()
         # Network: who gave us this record (upstream hop -> its delivery handle), which
         # destination routers each downstream hop carries it to, and destinations with no
         # route right now (re-tried when the graph changes).
@@ -240,7 +242,7 @@ class RecordTable(Generic[P, W, U]):
         now (forgotten here)."""
         if not record.unsettled:
             return []
-        out = list(record.unsettled.items())
+        out = record.unsettled.items()
         record.unsettled.clear()
         return out
 
