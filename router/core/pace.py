@@ -132,13 +132,12 @@ class Pace:
     def _probe(self, now: float, up: bool, over: bool = False) -> None:
         self.kept = self.value
         self.over = over
-        self.moving = True
         if up and self.value < self.top:
             self.value = min(self.value * 2, self.top)
-            self.phase = Probe.UP
+            self.phase, self.moving = Probe.UP, True
         elif not up and self.value > self.floor:
             self.value = max(self.value // 2, self.floor)
-            self.phase = Probe.DOWN
+            self.phase, self.moving = Probe.DOWN, True
         else:
             self._settle(now, next_up=not up)
 
