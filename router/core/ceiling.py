@@ -35,20 +35,50 @@ class Phase(Enum):
     DOWN = 2
 
 
-class Ceiling:
-    __slots__ = ("value", "kept", "floor", "top", "phase", "epoch_at", "epoch_sent", "base", "next_probe", "next_up")
+class Prober:
+    """What ``Ceiling`` and ``Pace`` (``pace.py``) share: a value probed up and down between
+    ``floor`` and ``top``; the probe under way, the value before it, when the next may go."""
+
+    __slots__ = ("value", "kept", "floor", "top", "phase", "next_probe", "next_up")
 
     def __init__(self, start: int, floor: int, top: int, now: float) -> None:
         self.top = max(1, top)
         self.floor = max(1, min(floor, self.top))
         self.value = min(max(start, self.floor), self.top)
-        self.kept = self.value  # the ceiling before the probe under way
+        self.kept = self.value  # the value before the probe under way
         self.phase = Phase.MEASURE
+        self.next_probe = now
+        self.next_up = True
+
+    def _probe(self, now: float, up: bool) -> bool:
+        """Double or halve the value (True); at the top or floor it settles instead (False)."""
+        self.kept = self.value
+        if up and self.value < self.top:
+            self.value = min(self.value * 2, self.top)
+            self.phase = Phase.UP
+            return True
+        if not up and self.value > self.floor:
+            self.value = max(self.value // 2, self.floor)
+            self.phase = Phase.DOWN
+            return True
+        self._settle(now, next_up=not up)
+        return False
+
+    def _settle(self, now: float, next_up: bool) -> None:
+        self.kept = self.value
+        self.phase = Phase.MEASURE
+        self.next_probe = now + REPROBE
+        self.next_up = next_up
+
+
+class Ceiling(Prober):
+    __slots__ = ("epoch_at", "epoch_sent", "base")
+
+    def __init__(self, start: int, floor: int, top: int, now: float) -> None:
+        super().__init__(start, floor, top, now)
         self.epoch_at = now
         self.epoch_sent = 0
         self.base = 0.0  # the rate measured at the kept ceiling
-        self.next_probe = now
-        self.next_up = True
 
     def restart(self, sent: int, now: float) -> None:
         """Not credit-bound while measuring: what it sent says nothing of the path."""
@@ -81,20 +111,3 @@ class Ceiling:
             self.base = rate
             if now >= self.next_probe:
                 self._probe(now, up=self.next_up)
-
-    def _probe(self, now: float, up: bool) -> None:
-        self.kept = self.value
-        if up and self.value < self.top:
-            self.value = min(self.value * 2, self.top)
-            self.phase = Phase.UP
-        elif not up and self.value > self.floor:
-            self.value = max(self.value // 2, self.floor)
-            self.phase = Phase.DOWN
-        else:
-            self._settle(now, next_up=not up)
-
-    def _settle(self, now: float, next_up: bool) -> None:
-        self.kept = self.value
-        self.phase = Phase.MEASURE
-        self.next_probe = now + REPROBE
-        self.next_up = next_up

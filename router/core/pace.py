@@ -35,41 +35,26 @@ also ends at the router's housekeeping pass (every second), after ``LONG_EPOCH``
 
 from __future__ import annotations
 
-from enum import Enum
+from .ceiling import GAIN, KEEP, Phase, Prober
 
 INF = float("inf")
 FIRST = 256  # (Qpid Dispatch's default link capacity is 250)
 EPOCH = 0.05
 LONG_EPOCH = 0.1  # an epoch ends after this even with few messages (a stopped publisher)
-GAIN = 1.10
-KEEP = 0.95
-REPROBE = 1.0
 BASE_TTL = 10.0
 SLACK = 0.25  # on a slow path (answers in 100 ms, say) queueing is what passes a quarter of it
 
 
-class Probe(Enum):
-    MEASURE = 0
-    UP = 1
-    DOWN = 2
-
-
-class Pace:
-    __slots__ = ("value", "kept", "floor", "top", "target", "phase", "epoch_at", "epoch_sent", "rate", "next_probe",
-                 "next_up", "waited", "answers", "base", "base_prev", "base_turn", "over", "bound", "moving")
+class Pace(Prober):
+    __slots__ = ("target", "epoch_at", "epoch_sent", "rate", "waited", "answers", "base", "base_prev", "base_turn",
+                 "over", "bound", "moving")
 
     def __init__(self, floor: int, top: int, target: float, now: float) -> None:
-        self.top = max(1, top)
-        self.floor = max(1, min(floor, self.top))
+        super().__init__(FIRST if target > 0 else top, floor, top, now)
         self.target = target
-        self.value = min(max(FIRST, self.floor), self.top) if target > 0 else self.top
-        self.kept = self.value  # the window before the probe under way
-        self.phase = Probe.MEASURE
         self.epoch_at = now if target > 0 else INF  # (without a target no epoch ever ends: no pass calls)
         self.epoch_sent = 0
         self.rate = 0.0  # the rate measured at the kept window
-        self.next_probe = now
-        self.next_up = True
         # The core adds each answer's time from arrival (seconds) to ``waited`` and counts it.
         self.waited = 0.0
         self.answers = 0
@@ -90,7 +75,7 @@ class Pace:
             base = 0.0
         if took < EPOCH or (n < 2 * self.value and took < LONG_EPOCH) or self.target <= 0 or took < 2 * base:
             return  # (two rounds at least: a window's change shows one round later)
-        if (not self.bound and self.phase is Probe.MEASURE) or self.moving:
+        if (not self.bound and self.phase is Phase.MEASURE) or self.moving:
             # It did not use what it may hold, or the window was still moving to a probe's
             # value: what it sent says nothing of the path.
             self.epoch_at, self.epoch_sent, self.waited, self.answers = now, sent, 0.0, 0
@@ -106,14 +91,14 @@ class Pace:
         base = min(self.base, self.base_prev)
         over = delay - base > max(self.target, base * SLACK)
         phase = self.phase
-        if phase is Probe.UP:
+        if phase is Phase.UP:
             if rate >= self.rate * GAIN and not over:
                 self.rate = rate
                 self._probe(now, up=True)  # it paid: higher again, at once
                 return
             self.value = self.kept
             self._settle(now, next_up=False)
-        elif phase is Probe.DOWN:
+        elif phase is Phase.DOWN:
             if rate >= self.rate * KEEP or self.over:
                 self.rate = rate
                 self._settle(now, next_up=False)  # kept: lower again, later
@@ -129,21 +114,11 @@ class Pace:
             elif now >= self.next_probe:
                 self._probe(now, up=self.next_up)
 
-    def _probe(self, now: float, up: bool, over: bool = False) -> None:
-        self.kept = self.value
-        self.over = over
-        if up and self.value < self.top:
-            self.value = min(self.value * 2, self.top)
-            self.phase, self.moving = Probe.UP, True
-        elif not up and self.value > self.floor:
-            self.value = max(self.value // 2, self.floor)
-            self.phase, self.moving = Probe.DOWN, True
-        else:
-            self._settle(now, next_up=not up)
+    def _probe(self, now: float, up: bool, over: bool = False) -> bool:
+        self.over = over  # (a halving for latency is kept whatever the rate does)
+        self.moving = super()._probe(now, up)
+        return self.moving
 
     def _settle(self, now: float, next_up: bool) -> None:
-        self.kept = self.value
-        self.phase = Probe.MEASURE
+        super()._settle(now, next_up)
         self.over = False
-        self.next_probe = now + REPROBE
-        self.next_up = next_up

@@ -8,7 +8,8 @@ from typing import Any
 
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
-from once.router.core.pace import FIRST, Pace, Probe
+from once.router.core.ceiling import Phase
+from once.router.core.pace import FIRST, Pace
 from support.routes import TestRoutes
 from test_core import Pub, Sub
 from test_core_credit import Clock
@@ -90,14 +91,14 @@ def test_past_the_target_it_halves_at_once_and_keeps_it_whatever_the_rate():
     pace.waited, pace.answers = 0.006 * 100, 100  # 5 ms above the base
     pace.bound = True
     pace.observe(1200, 0.06)
-    assert pace.value == 256 and pace.phase is Probe.DOWN
+    assert pace.value == 256 and pace.phase is Phase.DOWN
     pace.bound = True
     pace.observe(1200 + 600, 0.12)  # (the window moving down: not measured)
-    assert pace.phase is Probe.DOWN
+    assert pace.phase is Phase.DOWN
     pace.waited, pace.answers = 0.003 * 100, 100
     pace.bound = True
     pace.observe(1800 + 600, 0.18)  # the rate fell by half: kept all the same
-    assert pace.value == 256 and pace.phase is Probe.MEASURE
+    assert pace.value == 256 and pace.phase is Phase.MEASURE
 
 
 def test_without_a_target_the_window_is_the_link_credit():
