@@ -8,45 +8,44 @@ insertion order while nothing is removed (``items`` gives the inline entry first
 
 Written here rather than taken from a library: nothing maintained offers a small-map with
 slots that mypyc compiles to a native class (the point: compiled, each call is C).
+
+Not ``Generic``: mypyc gives a class with ``Generic[...]`` among its bases a ``__dict__`` and a
+``__weakref__`` slot (16 bytes more on each of two per record), so keys and values are ``Any``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
-from typing import Any, Generic, TypeVar
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
+from typing import Any
 
 _ABSENT: Any = object()
 
 
-class Few(Generic[K, V]):
+class Few:
     __slots__ = ("key", "value", "more")
 
     def __init__(self) -> None:
-        self.key: K | None = None  # the inline entry's key (None: no inline entry)
+        self.key: Hashable | None = None  # the inline entry's key (None: no inline entry)
         self.value: Any = None
-        self.more: dict[K, V] | None = None  # the other entries
+        self.more: dict[Any, Any] | None = None  # the other entries
 
-    def _inline(self, key: K) -> bool:
+    def _inline(self, key: Any) -> bool:
         k = self.key
         return k is not None and (k is key or k == key)
 
-    def get(self, key: K, default: Any = None) -> Any:
+    def get(self, key: Any, default: Any = None) -> Any:
         if self._inline(key):
             return self.value
         more = self.more
         return more.get(key, default) if more is not None else default
 
-    def __getitem__(self, key: K) -> V:
+    def __getitem__(self, key: Any) -> Any:
         value = self.get(key, _ABSENT)
         if value is _ABSENT:
             raise KeyError(key)
-        result: V = value
-        return result
+        return value
 
-    def __setitem__(self, key: K, value: V) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         if self.key is None:
             more = self.more
             if more is None or key not in more:
@@ -60,7 +59,7 @@ class Few(Generic[K, V]):
             more = self.more = {}
         more[key] = value
 
-    def pop(self, key: K, default: Any = None) -> Any:
+    def pop(self, key: Any, default: Any = None) -> Any:
         if self._inline(key):
             value = self.value
             self.key = self.value = None
@@ -68,7 +67,7 @@ class Few(Generic[K, V]):
         more = self.more
         return more.pop(key, default) if more is not None else default
 
-    def __delitem__(self, key: K) -> None:
+    def __delitem__(self, key: Any) -> None:
         if self.pop(key, _ABSENT) is _ABSENT:
             raise KeyError(key)
 
@@ -86,15 +85,15 @@ class Few(Generic[K, V]):
     def __bool__(self) -> bool:
         return self.key is not None or bool(self.more)
 
-    def __iter__(self) -> Iterator[K]:
+    def __iter__(self) -> Iterator[Any]:
         k = self.key
         if k is not None:
             yield k
         if self.more:
             yield from self.more
 
-    def items(self) -> list[tuple[K, V]]:
-        out: list[tuple[K, V]] = []
+    def items(self) -> list[tuple[Any, Any]]:
+        out: list[tuple[Any, Any]] = []
         k = self.key
         if k is not None:
             out.append((k, self.value))

@@ -57,13 +57,41 @@ class OwedAnswers:
         self.refusal: Outcome | None = None  # the first answer that was not an acceptance: it decides
 
 
+class Rare:
+    """A record's fields that stay at their defaults on most deliveries: failover, parking and
+    subscribers that moved. Seven slots on every record were 56 bytes per message held; here
+    they cost one slot until the first of them is written (``Record``'s properties)."""
+
+    __slots__ = ("keyed_only", "earlier", "parked", "parked_keys", "orphan_since", "keyed", "followed")
+
+    def __init__(self) -> None:
+        # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
+        # that moved there): the full copy has still to go there for everyone else.
+        self.keyed_only: set[str] | None = None
+        # hop -> answers it still owes for earlier copies: a keyed copy answers for its keys
+        # alone, so when one follows a copy not answered yet, all their answers resolve the hop.
+        self.earlier: dict[Any, OwedAnswers] | None = None
+        self.parked: frozenset[str] = _NONE  # destinations with no route right now
+        # parked destination -> the subscriber keys it had when the record parked for it:
+        # those that attach elsewhere meanwhile are followed there (even once the router
+        # they left has forgotten them)
+        self.parked_keys: dict[str, frozenset[Key]] | None = None
+        self.orphan_since: float | None = None  # when its publisher went (failover)
+        # Upstreams that handed us this record for particular subscribers only (they
+        # moved here): each is answered when those waiters are, not with the record;
+        # by the copy's handle: (upstream, waiters).
+        self.keyed: dict[object, tuple[Any, list[Any]]] | None = None
+        # (router, subscriber key) pairs the root already sent this record to after
+        # those subscribers moved away from a dead router
+        self.followed: set[tuple[str, Key]] | None = None
+
+
 class Record(Generic[P, W, U]):
     """One delivery's record. A plain slotted class: it is built once per message."""
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
-                 "upstreams", "hop_dests", "parked", "local", "orphan_since", "keyed", "followed", "born", "root",
-                 "keyed_only", "parked_keys", "earlier", "chosen", "far", "resent", "arrived")
+                 "upstreams", "hop_dests", "local", "born", "root", "chosen", "far", "resent", "arrived", "rare")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: P | None, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0) -> None:
@@ -75,7 +103,7 @@ class Record(Generic[P, W, U]):
         self.generation = generation
         self.presettled = presettled
         self.message_format = message_format
-        self.states: Few[W, SubState] = Few()  # (one waiter, usually: two slots, not a dict)
+        self.states = Few()  # (one waiter, usually: two slots, not a dict)
         self.pending = 0  # waiters still in doubt
         self.rejection: Outcome | None = None  # the first rejecting waiter's error, if any
         self.publisher_handle: object = None  # the adaptor's handle to answer the publisher with
@@ -83,32 +111,14 @@ class Record(Generic[P, W, U]):
         self.outcome_sent = False
         # waiter -> the adaptor's handle of our delivery to it while it is unsettled (one,
         # usually: ``Few`` holds it in two slots, not a 224-byte dict)
-        self.unsettled: Few[W, Any] = Few()
+        self.unsettled = Few()
         # Network: who gave us this record (upstream hop -> its delivery handle), which
         # destination routers each downstream hop carries it to, and destinations with no
         # route right now (re-tried when the graph changes).
         # (``NO_MAP`` until written: write through ``upstream_map()`` / ``hop_map()``)
         self.upstreams: Mapping[U, Any] = NO_MAP
         self.hop_dests: Mapping[W, frozenset[str]] = NO_MAP
-        # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
-        # that moved there): the full copy has still to go there for everyone else.
-        self.keyed_only: set[str] | None = None
-        # hop -> answers it still owes for earlier copies: a keyed copy answers for its keys
-        # alone, so when one follows a copy not answered yet, all their answers resolve the hop.
-        self.earlier: dict[W, OwedAnswers] | None = None
-        self.parked: frozenset[str] = _NONE  # shared until something is parked: built per message
-        # parked destination -> the subscriber keys it had when the record parked for it:
-        # those that attach elsewhere meanwhile are followed there (even once the router
-        # they left has forgotten them)
-        self.parked_keys: dict[str, frozenset[Key]] | None = None
         self.local = True  # created by our own publisher (we are root), not forwarded to us
-        self.orphan_since: float | None = None
-        # Upstreams that handed us this record for particular subscribers only (they
-        # moved here): each is answered when those waiters are, not with the record.
-        self.keyed: dict[object, tuple[U, list[W]]] | None = None  # by the copy's handle: (upstream, waiters)
-        # (router, subscriber key) pairs the root already sent this record to after
-        # those subscribers moved away from a dead router
-        self.followed: set[tuple[str, Key]] | None = None
         # The root's stamp (microseconds of its wall clock, strictly increasing there):
         # publish order across routers, for a subscriber whose deliveries come by
         # several paths after it moved.
@@ -127,9 +137,96 @@ class Record(Generic[P, W, U]):
         # A publisher resuming here sent it again (the router it published on first may have
         # delivered it): every delivery of it is marked as a possible repeat.
         self.resent = False
+        # What few records need (``Rare``): one slot here until one of them is written.
+        self.rare: Rare | None = None
 
     def __repr__(self) -> str:
         return f"Record(gid={self.gid.hex()}, topic={self.topic!r}, pending={self.pending})"
+
+    # ------------------------------------------------ the rare fields (``Rare``)
+
+    def _rare(self) -> Rare:
+        rare = self.rare
+        if rare is None:
+            rare = self.rare = Rare()
+        return rare
+
+    @property
+    def keyed_only(self) -> set[str] | None:
+        rare = self.rare
+        return rare.keyed_only if rare is not None else None
+
+    @keyed_only.setter
+    def keyed_only(self, value: set[str] | None) -> None:
+        if value is None and self.rare is None:
+            return  # (the default: nothing to hold)
+        self._rare().keyed_only = value
+
+    @property
+    def earlier(self) -> dict[W, OwedAnswers] | None:
+        rare = self.rare
+        return rare.earlier if rare is not None else None
+
+    @earlier.setter
+    def earlier(self, value: dict[W, OwedAnswers] | None) -> None:
+        if value is None and self.rare is None:
+            return  # (the default: nothing to hold)
+        self._rare().earlier = value
+
+    @property
+    def parked(self) -> frozenset[str]:
+        rare = self.rare
+        return rare.parked if rare is not None else _NONE
+
+    @parked.setter
+    def parked(self, value: frozenset[str]) -> None:
+        if not value and self.rare is None:
+            return
+        self._rare().parked = value
+
+    @property
+    def parked_keys(self) -> dict[str, frozenset[Key]] | None:
+        rare = self.rare
+        return rare.parked_keys if rare is not None else None
+
+    @parked_keys.setter
+    def parked_keys(self, value: dict[str, frozenset[Key]] | None) -> None:
+        if value is None and self.rare is None:
+            return  # (the default: nothing to hold)
+        self._rare().parked_keys = value
+
+    @property
+    def orphan_since(self) -> float | None:
+        rare = self.rare
+        return rare.orphan_since if rare is not None else None
+
+    @orphan_since.setter
+    def orphan_since(self, value: float | None) -> None:
+        if value is None and self.rare is None:
+            return  # (the default: nothing to hold)
+        self._rare().orphan_since = value
+
+    @property
+    def keyed(self) -> dict[object, tuple[U, list[W]]] | None:
+        rare = self.rare
+        return rare.keyed if rare is not None else None
+
+    @keyed.setter
+    def keyed(self, value: dict[object, tuple[U, list[W]]] | None) -> None:
+        if value is None and self.rare is None:
+            return  # (the default: nothing to hold)
+        self._rare().keyed = value
+
+    @property
+    def followed(self) -> set[tuple[str, Key]] | None:
+        rare = self.rare
+        return rare.followed if rare is not None else None
+
+    @followed.setter
+    def followed(self, value: set[tuple[str, Key]] | None) -> None:
+        if value is None and self.rare is None:
+            return  # (the default: nothing to hold)
+        self._rare().followed = value
 
     def upstream_map(self) -> dict[U, Any]:
         """``upstreams``, to write to."""

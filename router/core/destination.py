@@ -232,7 +232,7 @@ class Destination:
         usual = not refused
         if usual:
             for k in keys:  # (a loop, not ``all``: this runs per copy)
-                if rs.get(subs.get(k)) is not SUB_ACCEPTED:  # type: ignore[arg-type]
+                if rs.get(subs.get(k)) is not SUB_ACCEPTED:
                     usual = False
                     break
         if not usual:
@@ -310,7 +310,7 @@ class Destination:
             rs = record.states
             every = True
             for k in keys:
-                if rs.get(subs.get(k)) is not SUB_ACCEPTED:  # type: ignore[arg-type]
+                if rs.get(subs.get(k)) is not SUB_ACCEPTED:
                     every = False
                     break
             if every:

@@ -14,7 +14,7 @@ ops = st.lists(st.tuples(st.sampled_from(["set", "pop", "del", "get", "clear"]),
 
 @given(ops)
 def test_it_agrees_with_a_dict(steps: list[tuple[str, int, int]]) -> None:
-    few: Few[int, int] = Few()
+    few = Few()
     ref: dict[int, int] = {}
     for op, key, value in steps:
         if op == "set":
@@ -41,7 +41,7 @@ def test_it_agrees_with_a_dict(steps: list[tuple[str, int, int]]) -> None:
 
 
 def test_entries_come_out_in_insertion_order_while_none_is_removed() -> None:
-    few: Few[str, int] = Few()
+    few = Few()
     for i, k in enumerate("abc"):
         few[k] = i
     assert few.items() == [("a", 0), ("b", 1), ("c", 2)] and list(few) == ["a", "b", "c"]

@@ -67,3 +67,23 @@ def test_gid_depends_on_every_part_and_prefix_form_agrees():
     assert base not in others and len(others) == 5
     # Length-prefixed parts: moving a byte between container and link changes the gid.
     assert compute_gid("ab", "c", 1, b"t") != compute_gid("a", "bc", 1, b"t")
+
+
+def test_rare_fields_read_their_defaults_and_hold_what_is_written():
+    """Failover's and parking's fields live in ``Rare``: a record that only reads them, or
+    writes their defaults back, never allocates one; one written keeps its value."""
+    r = _record()
+    assert (r.keyed_only, r.earlier, r.parked, r.parked_keys, r.orphan_since, r.keyed, r.followed) == \
+        (None, None, frozenset(), None, None, None, None)
+    r.orphan_since = None
+    r.parked = frozenset()
+    r.keyed = None
+    assert r.rare is None
+    r.parked = frozenset({"B"})
+    r.followed = {("B", ("c", "l"))}
+    r.orphan_since = 2.5
+    assert r.rare is not None
+    assert r.parked == {"B"} and r.followed == {("B", ("c", "l"))} and r.orphan_since == 2.5
+    assert r.keyed_only is None and r.earlier is None
+    r.orphan_since = None
+    assert r.orphan_since is None and r.parked == {"B"}
