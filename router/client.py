@@ -6,6 +6,7 @@ bench and the tools: events go to a handler, which acts on ``protocol.engine`` a
 from __future__ import annotations
 
 from collections.abc import Callable
+from ssl import SSLContext
 from typing import Any
 
 from .amqp.connection import Connection, Mode
@@ -33,5 +34,8 @@ class ClientProtocol(EngineShell):
         self.handler(self, events)
 
 
-async def connect(host: str, port: int, container_id: str, handler: EventHandler, **kw: Any) -> ClientProtocol:
-    return await dial(Kind.AMQP, lambda: ClientProtocol(container_id, handler, **kw), host, port)
+async def connect(host: str, port: int, container_id: str, handler: EventHandler, *, ssl: SSLContext | None = None,
+                  **kw: Any) -> ClientProtocol:
+    """``ssl``: over TLS (an ``amqps`` listener), with this client context."""
+    return await dial(Kind.AMQPS if ssl is not None else Kind.AMQP, lambda: ClientProtocol(container_id, handler, **kw),
+                      host, port, ssl=ssl)

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from .tls import VERSIONS, TlsSpec
+
 
 class TopologyError(ValueError):
     """A one-line message: ``FILE: KEY: what was expected, what was found``."""
@@ -33,6 +35,7 @@ class RouterSpec:
     inter_router: Address | None = None
     http: Address | None = None  # metrics, health, management API, console (off when absent)
     mqtt: Address | None = None  # MQTT 3.1.1 and 5.0 clients (off when absent)
+    amqps: Address | None = None  # AMQP clients over TLS (needs the topology's ``tls``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,8 @@ class Topology:
     # consumer groups by subscription name (``groups:``, a glob pattern -> mode): a
     # receiving link whose name matches joins the topic's group of that name
     groups: tuple[tuple[str, GroupMode], ...] = ()
+    # TLS (``router/tls.py``): the ``amqps`` listeners, and mutual TLS on every inter-router link
+    tls: TlsSpec | None = None
 
     def group_mode(self, subscription: str) -> GroupMode | None:
         for pattern, mode in self.groups:
@@ -175,7 +180,8 @@ def load_topology(path: str | Path) -> Topology:
 def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     ctx = _Ctx(path)
     top = ctx.mapping(data, "(top level)")
-    ctx.keys(top, "(top level)", {"routers", "links", "settings", "auth", "groups"})
+    ctx.keys(top, "(top level)", {"routers", "links", "settings", "auth", "groups", "tls"})
+    tls = _tls(ctx, Path(path).parent, top["tls"]) if top.get("tls") is not None else None
     routers_raw = ctx.mapping(top.get("routers"), "routers")
     if not routers_raw:
         raise ctx.fail("routers", "at least one router", routers_raw)
@@ -185,15 +191,18 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rid):
             raise ctx.fail(key, "a router id of letters, digits, '_', '.', '-'", rid)
         spec = ctx.mapping(spec, key)
-        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt"})
+        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt", "amqps"})
         if "listen" not in spec:
             raise ctx.fail(f"{key}.listen", "HOST:PORT", None)
         ir = spec.get("inter_router")
-        web, mqtt = spec.get("http"), spec.get("mqtt")
+        web, mqtt, amqps = spec.get("http"), spec.get("mqtt"), spec.get("amqps")
+        if amqps is not None and tls is None:
+            raise ctx.fail(f"{key}.amqps", "a top-level tls section (certificate, private_key, ca) for it", None)
         routers[rid] = RouterSpec(rid, ctx.address(spec["listen"], f"{key}.listen"),
                                   ctx.address(ir, f"{key}.inter_router") if ir is not None else None,
                                   ctx.address(web, f"{key}.http") if web is not None else None,
-                                  ctx.address(mqtt, f"{key}.mqtt") if mqtt is not None else None)
+                                  ctx.address(mqtt, f"{key}.mqtt") if mqtt is not None else None,
+                                  ctx.address(amqps, f"{key}.amqps") if amqps is not None else None)
     links_raw = top.get("links") or []
     if not isinstance(links_raw, list):
         raise ctx.fail("links", "a list", links_raw)
@@ -235,11 +244,17 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     users: dict[str, str] = {}
     if "users_file" in auth_raw:
         users = _load_users(ctx, Path(path).parent, auth_raw["users_file"])
-    secret = os.environ.get("ONCE_ROUTER_SECRET") or auth_raw.get("router_secret")
+    # With TLS, routers prove who they are with their certificates (mutual TLS, SASL
+    # EXTERNAL): no secret is shared, and one given is refused rather than left unused.
+    if tls is not None and "router_secret" in auth_raw:
+        raise ctx.fail("auth.router_secret", "no shared secret with tls (routers authenticate with their "
+                       "certificates)", "(a secret)")
+    secret = None if tls is not None else os.environ.get("ONCE_ROUTER_SECRET") or auth_raw.get("router_secret")
     if secret is not None and (not isinstance(secret, str) or len(secret) < 8):
         raise ctx.fail("auth.router_secret", "a string of at least 8 characters", secret)
-    if links and secret is None:
-        raise ctx.fail("auth.router_secret", "a shared secret for the inter-router links (or ONCE_ROUTER_SECRET)", None)
+    if links and secret is None and tls is None:
+        raise ctx.fail("auth.router_secret", "a shared secret for the inter-router links (or ONCE_ROUTER_SECRET), "
+                       "or a tls section (routers then authenticate with certificates)", None)
     for link in links:
         for end in (link.a, link.b):
             if routers[end].inter_router is None:
@@ -262,7 +277,31 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
             groups.append((pattern, GroupMode(mode)))
         except ValueError:
             raise ctx.fail(f"groups.{pattern}", "shared or exclusive", mode) from None
-    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret), tuple(groups))
+    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret), tuple(groups),
+                    tls)
+
+
+def _tls(ctx: _Ctx, base: Path, raw: Any) -> TlsSpec:
+    """The ``tls`` section: file paths relative to the topology's directory. The files are
+    loaded when a router starts (``router/tls.py``), where a bad one is named."""
+    t = ctx.mapping(raw, "tls")
+    ctx.keys(t, "tls", {"certificate", "private_key", "ca", "require_client_certificate", "min_version", "ciphers"})
+    paths = {}
+    for k in ("certificate", "private_key", "ca"):
+        v = t.get(k)
+        if not isinstance(v, str) or not v:
+            raise ctx.fail(f"tls.{k}", "a PEM file's path", v)
+        paths[k] = base / v
+    require = t.get("require_client_certificate", False)
+    if not isinstance(require, bool):
+        raise ctx.fail("tls.require_client_certificate", "true or false", require)
+    version = str(t.get("min_version", "1.2"))
+    if version not in VERSIONS:
+        raise ctx.fail("tls.min_version", " or ".join(repr(v) for v in VERSIONS), t.get("min_version"))
+    ciphers = t.get("ciphers")
+    if ciphers is not None and (not isinstance(ciphers, str) or not ciphers):
+        raise ctx.fail("tls.ciphers", "an OpenSSL cipher list", ciphers)
+    return TlsSpec(paths["certificate"], paths["private_key"], paths["ca"], require, version, ciphers)
 
 
 def _load_users(ctx: _Ctx, base: Path, name: Any) -> dict[str, str]:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .core import Core
     from .core.lifecycle import LinkLifecycle
     from .limits import AuthFailures, ConnectionLimits, RateLimitedLog
+    from .tls import RouterTls
 
 
 class NeighbourLink(Protocol):
@@ -57,6 +58,7 @@ class RouterContext(Protocol):
     lifecycle: LinkLifecycle
     network: NetworkPort
     sasl: SaslServerConfig
+    tls: RouterTls | None  # the topology's ``tls``: amqps and mutual TLS between routers
     limits: ConnectionLimits
     auth_failures: AuthFailures
     guard_log: RateLimitedLog

@@ -51,6 +51,10 @@ class EngineShell(asyncio.Protocol):
         self._opened = False
         self.remote = "?"  # host:port of the other end
         self.host = "?"
+        # Over TLS: the peer's certificate, verified (``getpeercert()``'s dict), or None
+        # when it offered none; ``tls`` says whether the socket is TLS at all.
+        self.tls = False
+        self.peercert: dict[str, Any] | None = None
         self.lost: asyncio.Future[Exception | None] = asyncio.get_event_loop().create_future()
 
     # ------------------------------------------------------------ asyncio
@@ -137,6 +141,9 @@ class EngineShell(asyncio.Protocol):
         if peer:
             self.host = str(peer[0])
             self.remote = f"{peer[0]}:{peer[1]}"
+        if transport.get_extra_info("ssl_object") is not None:
+            self.tls = True
+            self.peercert = transport.get_extra_info("peercert") or None
 
     def _stop_timer(self) -> None:
         self._gone = True

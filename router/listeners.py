@@ -1,7 +1,7 @@
 """Every socket the project opens, listening or dialling, is made here, from a table of
 listener kinds: what a kind listens for (the protocol object each accepted socket gets)
-and how it is dialled. AMQP client connections and inter-router links today; TLS and MQTT
-listeners are the next kinds (an ``ssl`` context and another protocol factory).
+and how it is dialled: AMQP clients (plain and over TLS), inter-router links, HTTP and MQTT.
+A TLS listener or dial is given its ``ssl`` context (``tls.py``) and the handshake deadline.
 """
 
 from __future__ import annotations
@@ -11,11 +11,13 @@ import errno
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from ssl import SSLContext
 from typing import Any
 
 
 class Kind(Enum):
     AMQP = "amqp"  # clients (the topology's ``listen``)
+    AMQPS = "amqps"  # clients over TLS (``amqps``)
     INTER_ROUTER = "inter-router"  # neighbour routers (``inter_router``)
     HTTP = "http"  # metrics, health, the management API and the console (``http``)
     MQTT = "mqtt"  # MQTT clients (``mqtt``)
@@ -25,12 +27,11 @@ class Kind(Enum):
 class ListenerKind:
     kind: Kind
     reuse_address: bool = True
-    # (TLS: an ssl.SSLContext here; every socket of the kind is wrapped)
-    ssl: Any = None
 
 
 KINDS: dict[Kind, ListenerKind] = {
     Kind.AMQP: ListenerKind(Kind.AMQP),
+    Kind.AMQPS: ListenerKind(Kind.AMQPS),
     Kind.INTER_ROUTER: ListenerKind(Kind.INTER_ROUTER),
     Kind.HTTP: ListenerKind(Kind.HTTP),
     Kind.MQTT: ListenerKind(Kind.MQTT),
@@ -50,14 +51,17 @@ _WHY = {errno.EADDRINUSE: "the address is in use (another router, or a broker, A
         errno.EACCES: "not allowed to listen there (ports below 1024 need privileges): choose a port above 1023"}
 
 
-async def listen(kind: Kind, factory: Callable[[], asyncio.Protocol], host: str,
-                 port: int) -> tuple[asyncio.AbstractServer, str, int]:
+async def listen(kind: Kind, factory: Callable[[], asyncio.Protocol], host: str, port: int,
+                 ssl: SSLContext | None = None, handshake_timeout: float = 10.0) -> tuple[asyncio.AbstractServer, str, int]:
     """Listen for ``kind`` on host:port (0: a free port); returns the server and where it listens.
+    ``ssl``: every accepted socket does a TLS handshake first, closed if it takes longer than
+    ``handshake_timeout`` (the protocol object is made only once it is done).
     ``ListenError`` (one line naming the address and what to do) when it cannot."""
     spec = KINDS[kind]
+    tls: dict[str, Any] = {"ssl": ssl, "ssl_handshake_timeout": handshake_timeout} if ssl is not None else {}
     try:
         server = await asyncio.get_running_loop().create_server(factory, host, port,
-                                                                reuse_address=spec.reuse_address, ssl=spec.ssl)
+                                                                reuse_address=spec.reuse_address, **tls)
     except OSError as e:
         why = _WHY.get(e.errno or 0, e.strerror or str(e))
         raise ListenError(e.errno, f"cannot listen for {kind.value} on {host}:{port}: {why}") from None
@@ -65,9 +69,13 @@ async def listen(kind: Kind, factory: Callable[[], asyncio.Protocol], host: str,
     return server, bound_host, bound_port
 
 
-async def dial(kind: Kind, factory: Callable[[], Any], host: str, port: int, timeout: float | None = None) -> Any:
-    """Connect to a ``kind`` listener; returns the protocol object. OSError/TimeoutError on failure."""
-    spec = KINDS[kind]
-    connecting = asyncio.get_running_loop().create_connection(factory, host, port, ssl=spec.ssl)
+async def dial(kind: Kind, factory: Callable[[], Any], host: str, port: int, timeout: float | None = None,
+               ssl: SSLContext | None = None) -> Any:
+    """Connect to a ``kind`` listener (over TLS with ``ssl``; a context that checks no host
+    name leaves it to the caller to check whom it reached); returns the protocol object. OSError/TimeoutError
+    (ssl.SSLError, an OSError, when the peer's certificate does not verify) on failure."""
+    # (a context that checks host names is given the host; one that does not sends none)
+    tls: dict[str, Any] = {"ssl": ssl, "server_hostname": host if ssl.check_hostname else ""} if ssl is not None else {}
+    connecting = asyncio.get_running_loop().create_connection(factory, host, port, **tls)
     _, protocol = await (asyncio.wait_for(connecting, timeout) if timeout is not None else connecting)
     return protocol

@@ -32,6 +32,7 @@ from .logs import fields
 from .network import Network
 from .observe import line, snapshot
 from .substore import FileStore, MemoryStore
+from .tls import RouterTls, TlsError
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
@@ -49,9 +50,11 @@ class Ready:
     neighbours: tuple[str, ...] = ()
     http: Address | None = None
     mqtt: Address | None = None
+    amqps: Address | None = None
 
     def line(self) -> str:
-        web = f" http://{self.http}" if self.http is not None else ""
+        web = f" amqps://{self.amqps}" if self.amqps is not None else ""
+        web += f" http://{self.http}" if self.http is not None else ""
         web += f" mqtt://{self.mqtt}" if self.mqtt is not None else ""
         extra = f" neighbours {','.join(self.neighbours)}" if self.neighbours else ""
         return f"router {self.router_id} ready amqp://{self.amqp}{web}{extra}"
@@ -69,6 +72,10 @@ class Router:
         self.container_id = f"once-router-{router_id}"
         auth = topology.auth
         self.sasl = _sasl(auth)
+        try:
+            self.tls = RouterTls(topology.tls.for_router(router_id)) if topology.tls is not None else None
+        except TlsError as e:
+            raise TopologyError(f"{topology.path}: {e}") from None
         fd_limit = raise_fd_limit()
         max_total = self.settings.max_connections or default_max_connections(fd_limit)
         self.limits = ConnectionLimits(max_total, self.settings.max_connections_per_host or max(1, max_total // 2))
@@ -111,10 +118,20 @@ class Router:
         listen = self.spec.listen
         server, host, port = await listen_on(Kind.AMQP, lambda: EdgeConnection(self), listen.host, listen.port)
         self._servers.append(server)
+        amqps = None
+        handshake = self.settings.handshake_timeout
+        if self.spec.amqps is not None and self.tls is not None:
+            tserver, thost, tport = await listen_on(Kind.AMQPS, lambda: EdgeConnection(self), self.spec.amqps.host,
+                                                    self.spec.amqps.port, ssl=self.tls.listening(for_routers=False),
+                                                    handshake_timeout=handshake)
+            self._servers.append(tserver)
+            amqps = Address(thost, tport)
         inter = None
         if self.neighbour_ids and self.spec.inter_router is not None:
             ir = self.spec.inter_router
-            iserver, ihost, iport = await listen_on(Kind.INTER_ROUTER, self._accept_router, ir.host, ir.port)
+            iserver, ihost, iport = await listen_on(
+                Kind.INTER_ROUTER, self._accept_router, ir.host, ir.port,
+                ssl=self.tls.listening(for_routers=True) if self.tls is not None else None, handshake_timeout=handshake)
             self._servers.append(iserver)
             inter = Address(ihost, iport)
             for peer in sorted(self.neighbour_ids):
@@ -146,7 +163,7 @@ class Router:
                 await asyncio.wait_for(self.network.all_up.wait(), neighbour_timeout)
             except TimeoutError:
                 pass
-        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web, mqtt)
+        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web, mqtt, amqps)
         return self.ready
 
     def _accept_router(self) -> InterRouterConnection:
@@ -246,11 +263,19 @@ class Router:
         except TopologyError as e:
             log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
             return
+        if self.tls is not None:
+            try:
+                self.tls.reload()
+            except TlsError as e:
+                log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
+                return
         self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups)
         auth = fresh.auth
         self.sasl = _sasl(auth)
-        log.info("router %s: SIGHUP: reloaded the users (%d) and consumer groups (%d) of %s; settings, listeners "
-                 "and links change with a restart", self.id, len(auth.users), len(fresh.groups), self.topology.path)
+        certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
+        log.info("router %s: SIGHUP: reloaded the users (%d)%s and consumer groups (%d) of %s; settings, listeners "
+                 "and links change with a restart", self.id, len(auth.users), certs, len(fresh.groups),
+                 self.topology.path)
 
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""

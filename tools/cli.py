@@ -7,6 +7,7 @@ import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from once.router.config import TopologyError
 from once.router.listeners import ListenError
@@ -14,6 +15,9 @@ from once.router.logs import LogSpecError
 from once.topologies import resolve
 
 from .exits import CommandError, Exit
+
+if TYPE_CHECKING:
+    from .clients import ClientTls
 
 DEFAULT_TOPOLOGY = "topologies/single.yaml"
 
@@ -68,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "they wait for (asks the router's http endpoint: --http)")
     s.add_argument("--http", default=None, help="with --verbose: the router's http endpoint (default: "
                    "http://HOST:8672 when --url is the default)")
+    _tls_options(s)
 
     rc = sub.add_parser("recv", help="subscribe to a topic and print what arrives")
     rc.add_argument("topic")
@@ -81,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="when the router goes away (or is not up yet), try again every second instead of exiting")
     rc.add_argument("--exclusive", action="store_true",
                     help="with --group: one active member gets everything, the others stand by")
+    _tls_options(rc)
 
     st = sub.add_parser("stat", help="a running router's state, from its http endpoint (like qdstat)")
     for flag, what in (("g", "general (the default)"), ("c", "connections"), ("l", "links"), ("a", "topics"),
@@ -173,6 +179,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _tls_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ca", default=None, metavar="FILE",
+                   help="amqps://: the CA (PEM) the router's certificate is checked against (default: the system's)")
+    p.add_argument("--cert", default=None, metavar="FILE", help="amqps://: a client certificate (PEM) to present")
+    p.add_argument("--key", default=None, metavar="FILE", help="amqps://: the --cert's private key (PEM)")
+
+
+def _client_tls(args: argparse.Namespace) -> ClientTls:
+    from .clients import ClientTls
+
+    return ClientTls(args.ca, args.cert, args.key)
+
+
 def _version() -> str:
     try:
         return version("once")
@@ -220,14 +239,15 @@ def main(argv: list[str] | None = None) -> int:
             from .clients import send
 
             http = args.http or ("http://127.0.0.1:8672" if args.url == "amqp://127.0.0.1:5672" else None)
-            return send(args.url, args.topic, args.messages, args.count, args.timeout, args.verbose, http)
+            return send(args.url, args.topic, args.messages, args.count, args.timeout, args.verbose, http,
+                        _client_tls(args))
         if args.command == "recv":
             from .clients import recv
 
             if args.exclusive and not args.group:
                 parser.error("--exclusive needs --group")
             return recv(args.url, args.topic, args.count, args.name, args.timeout, args.group, args.exclusive,
-                        args.reconnect)
+                        args.reconnect, _client_tls(args))
         if args.command == "stat":
             from .stat_view import stat
 

@@ -11,26 +11,51 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from proton import ConnectionException, Data, Delivery, LinkException, Message, Timeout
+from proton import ConnectionException, Data, Delivery, LinkException, Message, SSLDomain, Timeout
 from proton.reactor import ReceiverOption
 from proton.utils import BlockingConnection
 
 from .exits import CommandError, Exit
 
 
+@dataclass(frozen=True)
+class ClientTls:
+    """``--ca``, ``--cert`` and ``--key``: whom to trust, and the certificate to present."""
+
+    ca: str | None = None  # PEM: the CA the router's certificate is checked against (None: the system's)
+    cert: str | None = None  # PEM: our certificate (the router may ask for one, and SASL EXTERNAL uses it)
+    key: str | None = None  # its private key, unencrypted
+
+    def domain(self) -> SSLDomain:
+        """Proton's client TLS settings: the router's certificate verified, and its name
+        checked against the URL's host."""
+        for flag, path in (("--ca", self.ca), ("--cert", self.cert), ("--key", self.key)):
+            if path is not None and not os.path.isfile(path):
+                raise CommandError(Exit.USAGE, f"{flag} {path}: no such file")
+        if (self.cert is None) != (self.key is None):
+            raise CommandError(Exit.USAGE, "--cert and --key go together (a certificate and its private key)")
+        d = SSLDomain(SSLDomain.MODE_CLIENT)
+        if self.ca is not None:
+            d.set_trusted_ca_db(self.ca)
+        if self.cert is not None:
+            d.set_credentials(self.cert, self.key, None)
+        d.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+        return d
+
+
 def check_url(url: str) -> tuple[str, int]:
-    """``amqp://HOST:PORT`` (or ``HOST:PORT``): its host and port, or a one-line
-    ``CommandError`` (exit 2 for a URL that is not one, 4 for a host that does not resolve)."""
+    """``amqp://HOST:PORT``, ``amqps://HOST:PORT`` (TLS) or ``HOST:PORT``: its host and port, or a
+    one-line ``CommandError`` (exit 2 for a URL that is not one, 4 for a host that does not resolve)."""
     parts = urlsplit(url if "://" in url else f"amqp://{url}")
-    if parts.scheme == "amqps":
-        raise CommandError(Exit.USAGE, f"--url {url}: amqps:// (TLS) is not served by once routers yet: use amqp://")
-    if parts.scheme != "amqp":
-        raise CommandError(Exit.USAGE, f"--url {url}: expected amqp://HOST:PORT, not a {parts.scheme}:// URL")
+    if parts.scheme not in ("amqp", "amqps"):
+        raise CommandError(Exit.USAGE, f"--url {url}: expected amqp://HOST:PORT or amqps://HOST:PORT, not a "
+                                       f"{parts.scheme}:// URL")
     try:
-        port = parts.port or 5672
+        port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
     except ValueError:
         raise CommandError(Exit.USAGE, f"--url {url}: the port is not a number from 0 to 65535") from None
     if not parts.hostname:
@@ -43,11 +68,17 @@ def check_url(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def _connect(url: str, timeout: float | None, container: str | None = None) -> BlockingConnection:
+def _connect(url: str, timeout: float | None, container: str | None = None,
+             tls: ClientTls | None = None) -> BlockingConnection:
     """A connection, or a one-line ``CommandError`` saying why there is none."""
     check_url(url)
+    kw: dict[str, Any] = {"container_id": container} if container else {}
+    if url.startswith("amqps://"):
+        kw["ssl_domain"] = (tls or ClientTls()).domain()
+    elif tls is not None and tls != ClientTls():
+        raise CommandError(Exit.USAGE, f"--ca, --cert and --key are for amqps:// URLs, not {url}")
     try:
-        return BlockingConnection(url, timeout=timeout, **({"container_id": container} if container else {}))
+        return BlockingConnection(url, timeout=timeout, **kw)
     except ConnectionException as e:
         why = str(e).split("Condition(", 1)[-1].split("'")[3] if "Condition(" in str(e) else str(e)
         raise CommandError(Exit.UNREACHABLE, f"cannot connect to {url}: {why} (is a router running there? "
@@ -85,7 +116,7 @@ WINDOW = 1000  # messages `once send` has out at once
 
 
 def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: float, verbose: bool = False,
-         http: str | None = None) -> int:
+         http: str | None = None, tls: ClientTls | None = None) -> int:
     items: Iterable[str]
     if count is not None and bodies:
         items = itertools.islice(itertools.cycle(bodies), count)  # the bodies, over and over, COUNT in all
@@ -95,7 +126,7 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
         items = bodies
     else:
         items = (line.rstrip("\n") for line in sys.stdin)
-    conn = _connect(url, timeout)
+    conn = _connect(url, timeout, tls=tls)
     failures = 0
     sent = 0
     answered = 0
@@ -170,7 +201,8 @@ class SharedSubscription(ReceiverOption):
 
 
 def recv(url: str, topic: str, count: int, name: str | None, timeout: float | None,
-         group: str | None = None, exclusive: bool = False, reconnect: bool = False) -> int:
+         group: str | None = None, exclusive: bool = False, reconnect: bool = False,
+         tls: ClientTls | None = None) -> int:
     """Print what arrives. ``reconnect``: when the router goes away (or is not there), try
     again every second instead of exiting (6 / 4); what it had not accepted comes again,
     marked, since this is a standard client."""
@@ -181,7 +213,8 @@ def recv(url: str, topic: str, count: int, name: str | None, timeout: float | No
     signal.signal(signal.SIGTERM, _interrupt)
     while True:
         try:
-            got += _recv_once(url, topic, count - got if count else 0, name, timeout, group, exclusive, container)
+            got += _recv_once(url, topic, count - got if count else 0, name, timeout, group, exclusive, container,
+                              tls)
             return Exit.OK
         except CommandError as e:
             if not reconnect or e.code not in (Exit.LOST, Exit.UNREACHABLE):
@@ -196,8 +229,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: float | None, group: str | None,
-               exclusive: bool, container: str) -> int:
-    conn = _connect(url, 30.0, container)
+               exclusive: bool, container: str, tls: ClientTls | None = None) -> int:
+    conn = _connect(url, 30.0, container, tls)
     options = SharedSubscription(exclusive=exclusive) if group else None
     link_name = name or (f"{group}|{os.getpid()}" if group else f"recv-{topic}")
     receiver = conn.create_receiver(topic, name=link_name, options=options)

@@ -1,7 +1,8 @@
 """SASL negotiation (AMQP 1.0 Part 5): the server and client halves, sans-IO.
 
-Only the mechanisms a router needs: ANONYMOUS and PLAIN. Credentials are checked by a
-callable the application gives, so the users file stays out of the engine.
+The single-step mechanisms: ANONYMOUS, PLAIN and EXTERNAL (the identity TLS established:
+the response is at most an authorization identity). Credentials are checked by a
+callable the application gives, so the users file and certificates stay out of the engine.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class SaslClientConfig:
     def initial_response(self) -> bytes:
         if self.mechanism == "PLAIN":
             return b"\x00" + self.username.encode() + b"\x00" + self.password.encode()
+        if self.mechanism == "EXTERNAL":
+            return self.username.encode()  # (the authorization identity asked for; may be empty)
         return b"anonymous"
 
 

@@ -58,11 +58,14 @@ class RouterProcess:
         if not line.startswith(f"router {router_id} ready "):
             self.proc.kill()
             raise AssertionError(f"router did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
+        self.ready_line = line
         self.url = line.split()[3]
         # its HTTP endpoint, when it has one (``router A ready amqp://... http://...``)
         self.http = next((w for w in line.split()[4:] if w.startswith("http://")), None)
         mqtt = next((w for w in line.split()[4:] if w.startswith("mqtt://")), None)  # (its MQTT listener)
         self.mqtt = None if mqtt is None else (mqtt[7:].rsplit(":", 1)[0], int(mqtt.rsplit(":", 1)[1]))
+        # its TLS listener, when it has one (``amqps://HOST:PORT``)
+        self.amqps = next((w for w in line.split()[4:] if w.startswith("amqps://")), None)
         self.host, port = self.url.removeprefix("amqp://").rsplit(":", 1)
         self.port = int(port)
         # Drain its log as it runs: a full stderr pipe would block the router on its next

@@ -37,6 +37,7 @@ from ...core import Outcome, Publisher, Subscriber, TagInUse
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
 from ...logs import fields
+from ...tls import common_name
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
 from .message import check, mark_redelivered
 from .shared_subscriptions import ACTIVE, OFFERED, can_resume, group_of
@@ -227,10 +228,13 @@ class EdgeConnection(EngineProtocol):
                  extra=fields("connection.opened", connection=self.serial, peer=self.peer, container=self._container(),
                               user=user or ""))
         # The access log: who came in, from where, how (``--log-level access=warning`` silences it).
-        access.info("router %s: access: user %s from %s by %s (connection %d, container %s)", self.router.id,
-                    user or "(none)", self.host, self.mechanism or "no SASL", self.serial, self._container(),
+        tls = ("TLS, certificate " + (common_name(self.peercert) or "?") if self.peercert else "TLS") if self.tls \
+            else "plain"
+        access.info("router %s: access: user %s from %s by %s over %s (connection %d, container %s)", self.router.id,
+                    user or "(none)", self.host, self.mechanism or "no SASL", tls, self.serial, self._container(),
                     extra=fields("access", user=user or "", host=self.host, peer=self.peer,
-                                 mechanism=self.mechanism or "", connection=self.serial, container=self._container()))
+                                 mechanism=self.mechanism or "", connection=self.serial, container=self._container(),
+                                 tls=self.tls))
 
     def container(self) -> str:
         return self._container()

@@ -1,8 +1,11 @@
 """Inter-router connections: one AMQP connection per neighbour, on our engine.
 
 The lower router id dials the higher one's ``inter_router`` address and reconnects with
-backoff; both sides authenticate with SASL PLAIN as ``router:ID`` and the topology's
-shared secret, so a client cannot pose as a router. Each side attaches two sending links
+backoff. With the topology's ``tls``, the link is mutual TLS: each router presents its
+certificate, which must name its router id, and checks its neighbour's against the CA;
+the dialler then authenticates with SASL EXTERNAL as ``router:ID``, which the certificate
+must bear out. Without TLS, both sides authenticate with SASL PLAIN as ``router:ID`` and
+the topology's shared secret, so a client cannot pose as a router. Each side attaches two sending links
 on one session: ``once-control`` (pre-settled control messages) and ``once-data``
 (forwarded deliveries; acceptance and settlement come back as dispositions).
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +46,7 @@ from ...engineio import EngineProtocol
 from ...listeners import Kind
 from ...listeners import dial as connect
 from ...logs import fields
+from ...tls import names
 from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 from .dispositions import to_amqp, to_outcome
 from .wire import ONCE_FORMAT, pack, unpack
@@ -66,6 +71,24 @@ def router_sasl_server(secret: str, neighbours: set[str]) -> SaslServerConfig:
         return user
 
     return SaslServerConfig(("PLAIN",), authenticate, allow_bare=False)
+
+
+def router_external_server(conn: InterRouterConnection, neighbours: set[str]) -> SaslServerConfig:
+    """Over mutual TLS: a neighbour is the router its verified certificate names, and it
+    may only claim to be that one."""
+    def authenticate(mechanism: str, response: bytes) -> str | None:
+        claimed = response.decode(errors="replace")
+        if mechanism != "EXTERNAL" or not claimed.startswith("router:"):
+            return None
+        rid = claimed[7:]
+        if rid not in neighbours or rid not in names(conn.peercert):
+            log.warning("router %s: refused an inter-router link claiming to be router %s: its certificate names %s",
+                        conn.router.id, rid, ", ".join(sorted(names(conn.peercert))) or "nothing",
+                        extra=fields("neighbour.refused", neighbour=rid))
+            return None
+        return claimed
+
+    return SaslServerConfig(("EXTERNAL",), authenticate, allow_bare=False)
 
 
 class HopLink:
@@ -136,10 +159,15 @@ class InterRouterConnection(EngineProtocol):
         self.peer = peer  # known when we dial; learnt from SASL when we accept
         s = router.settings
         secret = router.topology.auth.router_secret or ""
+        tls = router.tls is not None
         if peer is not None:
-            mode, sasl_c, sasl_s = Mode.CLIENT, SaslClientConfig("PLAIN", f"router:{router.id}", secret), None
+            sasl_c = SaslClientConfig("EXTERNAL", f"router:{router.id}") if tls else \
+                SaslClientConfig("PLAIN", f"router:{router.id}", secret)
+            mode, sasl_s = Mode.CLIENT, None
         else:
-            mode, sasl_c, sasl_s = Mode.SERVER, None, router_sasl_server(secret, router.neighbour_ids)
+            sasl_s = router_external_server(self, router.neighbour_ids) if tls else \
+                router_sasl_server(secret, router.neighbour_ids)
+            mode, sasl_c = Mode.SERVER, None
         self.engine = Connection(mode, f"once-router-{router.id}", sasl_client=sasl_c, sasl_server=sasl_s,
                                  idle_timeout=s.router_dead_after, max_frame_size=s.max_frame_size)
         self.control_out: Link | None = None
@@ -166,6 +194,14 @@ class InterRouterConnection(EngineProtocol):
 
     def on_admitted(self) -> None:
         if self.engine.mode is Mode.CLIENT:
+            if self.router.tls is not None and self.peer not in names(self.peercert):
+                # (the CA signed it, but for another router: we reached the wrong one)
+                log.warning("router %s: the inter-router link to %s reached a router whose certificate names %s, "
+                            "not %s: closed", self.router.id, self.peer, ", ".join(sorted(names(self.peercert)))
+                            or "nothing", self.peer, extra=fields("neighbour.refused", neighbour=self.peer or "?"))
+                if self.transport is not None:
+                    self.transport.abort()
+                return
             self.engine.open()
 
     def on_lost(self, exc: Exception | None) -> None:
@@ -328,10 +364,19 @@ async def dial(router: RouterContext, peer: str) -> None:
     addr = router.topology.routers[peer].inter_router
     assert addr is not None
     delay = 0.05
+    said = ""
     while not router.stopping:
+        tls = router.tls
         try:
-            conn = await connect(Kind.INTER_ROUTER, lambda: InterRouterConnection(router, peer), addr.host, addr.port)
-        except OSError:
+            conn = await connect(Kind.INTER_ROUTER, lambda: InterRouterConnection(router, peer), addr.host, addr.port,
+                                 ssl=tls.dialling if tls is not None else None)
+        except OSError as e:
+            if isinstance(e, ssl.SSLError) and str(e) != said:
+                # (once per distinct failure: a neighbour with a certificate we do not
+                # trust is retried with backoff, not logged at every attempt)
+                said = str(e)
+                log.warning("router %s: the inter-router link to %s failed its TLS handshake: %s", router.id, peer,
+                            getattr(e, "reason", None) or e, extra=fields("neighbour.failed", neighbour=peer))
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
             continue

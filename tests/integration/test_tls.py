@@ -1,0 +1,222 @@
+"""TLS (issue 29): Proton clients on a router's ``amqps`` listener, verified both ways, and
+routers linked over mutual TLS; certificates made by the test (``support/certs.py``).
+Real router processes, real Proton clients, real TCP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from once.tools.topology_ports import free_port
+from proton import ConnectionException, Delivery, SSLDomain
+from support.certs import CA
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.routers import ROOT, RouterProcess, wait_for
+
+ACCEPTED = Delivery.ACCEPTED
+
+
+def _topology(tmp: Path, ids: tuple[str, ...] = ("A",), **tls: Any) -> Path:
+    """Routers on free ports with ``amqps`` listeners; each router's files are
+    ``certs/{id}.pem`` and ``certs/{id}-key.pem``, trusting ``certs/ca.pem``."""
+    routers = {}
+    for rid in ids:
+        routers[rid] = {"listen": f"127.0.0.1:{free_port()}", "amqps": "127.0.0.1:0"}
+        if len(ids) > 1:
+            routers[rid]["inter_router"] = f"127.0.0.1:{free_port()}"
+    doc = {"routers": routers, "links": [[a, b] for a, b in zip(ids, ids[1:])],
+           "tls": {"certificate": "certs/{id}.pem", "private_key": "certs/{id}-key.pem", "ca": "certs/ca.pem", **tls}}
+    path = tmp / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _start(topology: Path, *ids: str) -> Any:
+    """The routers as OS processes, all started before any is waited for (each says ready
+    once its neighbours are up); one router, or a list of them."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    procs = [(rid, subprocess.Popen([sys.executable, "-m", "once.tools.cli", "router", str(topology), "--id", rid],
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+             for rid in ids or ("A",)]
+    routers = [RouterProcess.adopt(proc, topology, rid) for rid, proc in procs]
+    return routers if len(ids) > 1 else routers[0]
+
+
+def _domain(ca: Path | None, cert: Any = None) -> SSLDomain:
+    d = SSLDomain(SSLDomain.MODE_CLIENT)
+    if ca is not None:
+        d.set_trusted_ca_db(str(ca))
+    if cert is not None:
+        d.set_credentials(str(cert.cert), str(cert.key), None)
+    d.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    return d
+
+
+def _pubsub(url: str, topic: str, **kw: Any) -> None:
+    sub = ProtonSubscriber(url, topic, name=f"{topic}-sub", **kw)
+    pub = ProtonPublisher(url, topic, **kw)
+    try:
+        assert pub.send_wait("over TLS") == ACCEPTED
+        assert sub.get().body == "over TLS"
+    finally:
+        pub.close()
+        sub.close()
+
+
+def _peer_serial(url: str, ca: Path) -> int:
+    """The serial number of the certificate a new TLS connection to ``url`` is shown."""
+    host, port = url.removeprefix("amqps://").rsplit(":", 1)
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection((host, int(port)), timeout=10) as raw, ctx.wrap_socket(raw, server_hostname=host) as s:
+        der = s.getpeercert(binary_form=True)
+    from cryptography import x509
+
+    return x509.load_der_x509_certificate(der).serial_number
+
+
+@pytest.fixture
+def certs(tmp_path: Path) -> CA:
+    return CA(tmp_path / "certs")
+
+
+@pytest.fixture
+def started() -> Any:
+    routers: list[RouterProcess] = []
+    yield routers
+    for r in routers:
+        r.stop()
+
+
+def test_a_proton_client_verifies_the_router_and_publishes_over_tls(tmp_path, certs, started):
+    certs.issue("A")
+    started.append(r := _start(_topology(tmp_path)))
+    assert r.amqps is not None and r.amqps.startswith("amqps://127.0.0.1:")
+    _pubsub(r.amqps, "secure", ssl_domain=_domain(certs.pem))
+    # The plain listener still serves, beside it.
+    _pubsub(r.url, "plain")
+    log = "".join(r.stderr_lines())
+    assert "by ANONYMOUS over TLS" in log and "by ANONYMOUS over plain" in log
+
+
+def test_a_client_that_does_not_trust_the_routers_ca_does_not_connect_and_others_go_on(tmp_path, certs, started):
+    certs.issue("A")
+    other = CA(tmp_path / "other", name="someone else's CA")
+    started.append(r := _start(_topology(tmp_path)))
+    with pytest.raises(ConnectionException):
+        ProtonPublisher(r.amqps, "t", ssl_domain=_domain(other.pem), timeout=5).send_wait("never")
+    _pubsub(r.amqps, "still-served", ssl_domain=_domain(certs.pem))
+
+
+def test_a_required_client_certificate_must_come_from_the_ca_and_be_valid(tmp_path, certs, started):
+    certs.issue("A")
+    good = certs.issue("alice")
+    expired = certs.issue("old-bob", expired=True)
+    stranger = CA(tmp_path / "other", name="someone else's CA").issue("mallory")
+    started.append(r := _start(_topology(tmp_path, require_client_certificate=True)))
+    for who in (None, expired, stranger):
+        with pytest.raises(ConnectionException):
+            ProtonPublisher(r.amqps, "t", ssl_domain=_domain(certs.pem, who), timeout=5).send_wait("refused")
+    _pubsub(r.amqps, "with-cert", ssl_domain=_domain(certs.pem, good))
+    log = "".join(r.stderr_lines())
+    assert "over TLS, certificate alice" in log
+
+
+def test_routers_link_over_mutual_tls_and_carry_a_message_across(tmp_path, certs, started):
+    for rid in ("A", "B"):
+        certs.issue(rid)
+    topo = _topology(tmp_path, ("A", "B"))
+    a, b = _start(topo, "A", "B")
+    started += [a, b]
+    assert "neighbours B" in a.ready_line and "neighbours A" in b.ready_line
+    sub = ProtonSubscriber(b.amqps, "across", name="far", ssl_domain=_domain(certs.pem))
+    pub = ProtonPublisher(a.amqps, "across", ssl_domain=_domain(certs.pem))
+    try:
+        # (the subscription reaches A over the link: a publish waits for it there)
+        wait_for(lambda: pub.send_wait("hop") == ACCEPTED and sub.get().body == "hop", timeout=15,
+                 what="a message from A's publisher accepted by B's subscriber")
+    finally:
+        pub.close()
+        sub.close()
+
+
+def test_a_router_whose_certificate_names_another_router_is_refused(tmp_path, certs, started):
+    certs.issue("A")
+    certs.issue("C", file="B")  # B's files, made out to router C: the CA signed it, for another router
+    topo = _topology(tmp_path, ("A", "B"))
+    a, b = _start(topo, "A", "B")  # (each says ready without the other, after its wait)
+    started += [a, b]
+    assert "neighbours" not in a.ready_line and "neighbours" not in b.ready_line
+    assert any("certificate names 127.0.0.1, C, localhost, not B: closed" in line for line in a._log)
+
+
+def test_sighup_takes_up_new_certificates_without_dropping_connections(tmp_path, certs, started):
+    first = certs.issue("A")
+    started.append(r := _start(_topology(tmp_path)))
+    before = _peer_serial(r.amqps, certs.pem)
+    sub = ProtonSubscriber(r.amqps, "kept", name="kept-sub", ssl_domain=_domain(certs.pem))
+    pub = ProtonPublisher(r.amqps, "kept", ssl_domain=_domain(certs.pem))
+    try:
+        assert pub.send_wait("before") == ACCEPTED and sub.get().body == "before"
+        renewed = certs.issue("A")  # (the same files, a new certificate)
+        assert renewed.cert == first.cert
+        r.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: any("TLS certificates" in line for line in r._log), what="the reload's log line")
+        assert _peer_serial(r.amqps, certs.pem) != before
+        assert pub.send_wait("after") == ACCEPTED and sub.get().body == "after"  # the same connections
+    finally:
+        pub.close()
+        sub.close()
+
+
+def test_a_bad_certificate_on_sighup_keeps_the_running_ones(tmp_path, certs, started):
+    certs.issue("A")
+    started.append(r := _start(_topology(tmp_path)))
+    before = _peer_serial(r.amqps, certs.pem)
+    (tmp_path / "certs" / "A.pem").write_text("not a certificate\n")
+    r.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: any("kept the running configuration" in line for line in r._log), what="the refusal")
+    assert _peer_serial(r.amqps, certs.pem) == before
+    _pubsub(r.amqps, "unchanged", ssl_domain=_domain(certs.pem))
+
+
+def test_once_send_and_recv_speak_amqps(tmp_path, certs, started):
+    certs.issue("A")
+    started.append(r := _start(_topology(tmp_path)))
+    cli = [sys.executable, "-m", "once.tools.cli"]
+    recv = subprocess.Popen([*cli, "recv", "cli-tls", "--url", r.amqps, "--ca", str(certs.pem), "--count", "1"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert recv.stderr is not None
+        assert "subscribed to cli-tls" in recv.stderr.readline()
+        sent = subprocess.run([*cli, "send", "cli-tls", "hello", "--url", r.amqps, "--ca", str(certs.pem)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert sent.returncode == 0, sent.stderr
+        out, _ = recv.communicate(timeout=30)
+        assert out.strip() == "hello"
+    finally:
+        recv.kill()
+    untrusted = subprocess.run([*cli, "send", "cli-tls", "x", "--url", r.amqps, "--timeout", "5"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60)
+    assert untrusted.returncode != 0 and "Traceback" not in untrusted.stderr
+    assert len(untrusted.stderr.strip().splitlines()) == 1
+
+
+def test_tls_configuration_errors_are_one_line(tmp_path, certs):
+    cli = [sys.executable, "-m", "once.tools.cli", "router"]
+    topo = _topology(tmp_path)  # (no certificate issued for A: its file is missing)
+    out = subprocess.run([*cli, str(topo), "--id", "A"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "A.pem" in out.stderr and "no such file" in out.stderr
+    doc = yaml.safe_load(topo.read_text())
+    del doc["tls"]
+    topo.write_text(yaml.safe_dump(doc))
+    out = subprocess.run([*cli, str(topo), "--id", "A"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "routers.A.amqps" in out.stderr and "tls" in out.stderr
