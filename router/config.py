@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from .tls import VERSIONS, TlsSpec
+from .users import User, UsersError, load_users
 
 
 class TopologyError(ValueError):
@@ -86,10 +87,10 @@ class Settings:
 
 @dataclass(frozen=True, slots=True)
 class Auth:
-    users: dict[str, str] = field(default_factory=dict)
+    users: dict[str, User] = field(default_factory=dict)  # the users file's (``users.py``): hashes only
     allow_anonymous: bool = True
-    mechanisms: tuple[str, ...] = ("ANONYMOUS", "PLAIN")
-    router_secret: str | None = None  # inter-router links authenticate with it (SASL PLAIN)
+    router_secret: str | None = None  # inter-router links without TLS authenticate with it (SASL PLAIN)
+    plain_without_tls: bool = False  # PLAIN (and MQTT passwords) on connections without TLS too
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,11 +238,14 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         else:
             s[k] = ctx.positive_int(v, key)
     auth_raw = ctx.mapping(top.get("auth") or {}, "auth")
-    ctx.keys(auth_raw, "auth", {"users_file", "allow_anonymous", "router_secret"})
+    ctx.keys(auth_raw, "auth", {"users_file", "allow_anonymous", "router_secret", "plain_without_tls"})
     allow_anon = auth_raw.get("allow_anonymous", True)
     if not isinstance(allow_anon, bool):
         raise ctx.fail("auth.allow_anonymous", "true or false", allow_anon)
-    users: dict[str, str] = {}
+    plain_anyway = auth_raw.get("plain_without_tls", False)
+    if not isinstance(plain_anyway, bool):
+        raise ctx.fail("auth.plain_without_tls", "true or false", plain_anyway)
+    users: dict[str, User] = {}
     if "users_file" in auth_raw:
         users = _load_users(ctx, Path(path).parent, auth_raw["users_file"])
     # With TLS, routers prove who they are with their certificates (mutual TLS, SASL
@@ -277,7 +281,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
             groups.append((pattern, GroupMode(mode)))
         except ValueError:
             raise ctx.fail(f"groups.{pattern}", "shared or exclusive", mode) from None
-    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret), tuple(groups),
+    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret, plain_without_tls=plain_anyway), tuple(groups),
                     tls)
 
 
@@ -304,16 +308,10 @@ def _tls(ctx: _Ctx, base: Path, raw: Any) -> TlsSpec:
     return TlsSpec(paths["certificate"], paths["private_key"], paths["ca"], require, version, ciphers)
 
 
-def _load_users(ctx: _Ctx, base: Path, name: Any) -> dict[str, str]:
+def _load_users(ctx: _Ctx, base: Path, name: Any) -> dict[str, User]:
     if not isinstance(name, str):
         raise ctx.fail("auth.users_file", "a file name", name)
-    p = base / name
     try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as e:
-        raise TopologyError(f"{ctx.path}: auth.users_file: cannot read {p}: {e.strerror}") from None
-    except yaml.YAMLError:
-        raise TopologyError(f"{ctx.path}: auth.users_file: {p} is not valid YAML") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise TopologyError(f"{ctx.path}: auth.users_file: {p}: expected a mapping of user name to password")
-    return data
+        return load_users(base / name)
+    except UsersError as e:
+        raise TopologyError(f"{ctx.path}: auth.users_file: {e}") from None

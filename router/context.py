@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from once.linkstate.messages import Subscription
 
-    from .amqp.sasl import SaslServerConfig
     from .config import Settings, Topology
     from .core import Core
     from .core.lifecycle import LinkLifecycle
@@ -57,7 +56,6 @@ class RouterContext(Protocol):
     core: Core
     lifecycle: LinkLifecycle
     network: NetworkPort
-    sasl: SaslServerConfig
     tls: RouterTls | None  # the topology's ``tls``: amqps and mutual TLS between routers
     limits: ConnectionLimits
     auth_failures: AuthFailures

@@ -16,8 +16,7 @@ from .adaptors.amqp.interrouter import InterRouterConnection, dial
 from .adaptors.amqp.shared_subscriptions import group_id
 from .adaptors.mqtt.edge import MqttEdgeConnection, end_suspended
 from .adaptors.mqtt.sessions import SessionStore
-from .amqp.sasl import SaslServerConfig, users_authenticator
-from .config import Address, Auth, Topology, TopologyError, load_topology
+from .config import Address, Topology, TopologyError, load_topology
 from .core import Core
 from .core.lifecycle import LinkLifecycle
 from .heap import pin_mmap_threshold, trim
@@ -70,8 +69,6 @@ class Router:
         self.spec = topology.routers[router_id]
         self.settings = topology.settings
         self.container_id = f"once-router-{router_id}"
-        auth = topology.auth
-        self.sasl = _sasl(auth)
         try:
             self.tls = RouterTls(topology.tls.for_router(router_id)) if topology.tls is not None else None
         except TlsError as e:
@@ -271,7 +268,6 @@ class Router:
                 return
         self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups)
         auth = fresh.auth
-        self.sasl = _sasl(auth)
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
         log.info("router %s: SIGHUP: reloaded the users (%d)%s and consumer groups (%d) of %s; settings, listeners "
                  "and links change with a restart", self.id, len(auth.users), certs, len(fresh.groups),
@@ -330,10 +326,3 @@ def _version() -> str:
         return "unknown"
 
 
-def _sasl(auth: Auth) -> SaslServerConfig:
-    """The SASL side of client connections from the topology's ``auth`` (new ones take it up)."""
-    return SaslServerConfig(
-        mechanisms=tuple(m for m in auth.mechanisms if m != "ANONYMOUS" or auth.allow_anonymous),
-        authenticate=users_authenticator(auth.users, auth.allow_anonymous),
-        allow_bare=auth.allow_anonymous,
-    )

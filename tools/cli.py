@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")
 
+    u = sub.add_parser("user", help="add or remove a user in a users file (salted hashes; the password is prompted "
+                       "for, or read from stdin)", usage="once user {add,remove} NAME --file PATH [--group G ...]")
+    u.add_argument("action", choices=("add", "remove"))
+    u.add_argument("name")
+    u.add_argument("--file", required=True, help="the users file (auth.users_file of the topology)")
+    u.add_argument("--group", action="append", default=[], help="with add: a user group of the policies (repeatable)")
+
     a = sub.add_parser("audit", help="check a run's delivery journals on Apache Spark (PySpark)")
     a.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                    help="run directories (with journal/): local paths or any path Spark reads; several share one "
@@ -235,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             return launch(resolve(args.topology) if args.topology else _default_topology(), journal=args.journal,
                           state=args.state, restart=not args.no_restart,
                           logs=["--log-level", args.log_level, "--log-format", args.log_format])
+        if args.command == "user":
+            from .user import user
+
+            return user(args.action, args.name, args.file, args.group)
         if args.command == "send":
             from .clients import send
 

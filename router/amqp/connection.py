@@ -86,6 +86,8 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         self.offered_capabilities = offered_capabilities
         self.state = State.START
         self.user: str | None = None
+        self._sasl: Any = None
+        self._sasl_mechanism = ""
         self.remote_open: Open | None = None
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
         self.remote_idle_timeout: float | None = None

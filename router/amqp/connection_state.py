@@ -118,6 +118,10 @@ class ConnectionState:
     offered_capabilities: tuple[str, ...] | None
     state: State
     user: str | None
+    # SASL in progress: the server's next step (``SaslStep.next``) or the client's exchange;
+    # the mechanism the client chose (empty until its init)
+    _sasl: Any
+    _sasl_mechanism: str
     remote_open: Open | None
     remote_max_frame_size: int
     remote_idle_timeout: float | None

@@ -23,16 +23,19 @@ from .performatives import (
     Close,
     Error,
     Open,
+    SaslChallenge,
     SaslCode,
     SaslInit,
     SaslMechanisms,
     SaslOutcome,
+    SaslResponse,
 )
 from .sasl import (
     client_init,
+    outcome_of,
     requested_identity,
     server_mechanisms,
-    server_outcome,
+    server_step,
 )
 
 
@@ -105,38 +108,69 @@ class Negotiation(ConnectionState):
 
     def _on_sasl(self, body: Any) -> None:
         if self.mode is Mode.SERVER:
-            if not isinstance(body, SaslInit) or self.sasl_server is None:
-                raise FramingError(f"unexpected SASL frame {type(body).__name__}", Condition.NOT_ALLOWED)
-            outcome, user = server_outcome(self.sasl_server, body)
-            self._write_sasl(outcome)
-            self._events.append(SaslDone(ok=user is not None, mechanism=body.mechanism, user=user,
-                                         requested=None if user is not None else requested_identity(body)))
-            if user is None:
-                self.state = State.CLOSED
-                self.failed = ProtocolError(Condition.UNAUTHORIZED_ACCESS, f"SASL {body.mechanism} authentication failed")
-                return
-            self.user = user
-            self.state = State.AMQP_HEADER
+            self._on_sasl_server(body)
             return
-        assert self.sasl_client is not None
+        config = self.sasl_client
+        assert config is not None
         if isinstance(body, SaslMechanisms):
-            init = client_init(self.sasl_client, tuple(body.sasl_server_mechanisms), self.hostname)
+            exchange = config.exchange(config) if config.exchange is not None else None
+            init = client_init(config, tuple(body.sasl_server_mechanisms), self.hostname, exchange)
             if init is None:
-                raise ProtocolError(Condition.NOT_IMPLEMENTED, f"server offers none of {self.sasl_client.mechanism}")
+                raise ProtocolError(Condition.NOT_IMPLEMENTED, f"server offers none of {config.mechanism}")
+            self._sasl = exchange
             self._write_sasl(init)
+        elif isinstance(body, SaslChallenge):
+            if self._sasl is None:
+                raise FramingError("a SASL challenge for a single-step mechanism", Condition.NOT_ALLOWED)
+            self._write_sasl(SaslResponse(response=self._sasl.respond(body.challenge)))
         elif isinstance(body, SaslOutcome):
             ok = body.code == SaslCode.OK
-            self._events.append(SaslDone(ok=ok, mechanism=self.sasl_client.mechanism, user=self.sasl_client.username or None))
+            why = "SASL authentication failed"
+            if ok and self._sasl is not None and not self._sasl.verify(body.additional_data):
+                # (the server must prove it knows the password too: a SCRAM server that
+                # cannot is not the one we meant to reach)
+                ok, why = False, "the server did not prove it holds our credentials (SCRAM)"
+            self._sasl = None
+            self._events.append(SaslDone(ok=ok, mechanism=config.mechanism, user=config.username or None))
             if not ok:
                 self.state = State.CLOSED
-                self.failed = ProtocolError(Condition.UNAUTHORIZED_ACCESS, f"SASL outcome {body.code}")
-                self._events.append(ConnectionFailed(condition=Condition.UNAUTHORIZED_ACCESS.value, description="SASL authentication failed"))
+                self.failed = ProtocolError(Condition.UNAUTHORIZED_ACCESS, f"SASL outcome {body.code}: {why}")
+                self._events.append(ConnectionFailed(condition=Condition.UNAUTHORIZED_ACCESS.value, description=why))
                 return
             self._out += AMQP_HEADER
             self._send_open()
             self.state = State.AMQP_HEADER
         else:
             raise FramingError(f"unexpected SASL frame {type(body).__name__}", Condition.NOT_ALLOWED)
+
+    def _on_sasl_server(self, body: Any) -> None:
+        config = self.sasl_server
+        pending = self._sasl
+        if config is not None and isinstance(body, SaslInit) and pending is None and not self._sasl_mechanism:
+            self._sasl_mechanism = body.mechanism or "?"
+            step = server_step(config, body)
+            requested = requested_identity(body)
+        elif isinstance(body, SaslResponse) and pending is not None:
+            self._sasl = None
+            step = pending(body.response)
+            requested = None
+        else:
+            raise FramingError(f"unexpected SASL frame {type(body).__name__}", Condition.NOT_ALLOWED)
+        if step.challenge is not None and step.next is not None:
+            self._sasl = step.next
+            self._write_sasl(SaslChallenge(challenge=step.challenge))
+            return
+        mechanism = self._sasl_mechanism
+        self._write_sasl(outcome_of(step))
+        user = step.user
+        self._events.append(SaslDone(ok=user is not None, mechanism=mechanism, user=user,
+                                     requested=None if user is not None else step.claimed or requested))
+        if user is None:
+            self.state = State.CLOSED
+            self.failed = ProtocolError(Condition.UNAUTHORIZED_ACCESS, f"SASL {mechanism} authentication failed")
+            return
+        self.user = user
+        self.state = State.AMQP_HEADER
 
     def _on_open(self, open_: Open) -> None:
         if self.remote_open is not None:

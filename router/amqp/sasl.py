@@ -1,20 +1,43 @@
 """SASL negotiation (AMQP 1.0 Part 5): the server and client halves, sans-IO.
 
-The single-step mechanisms: ANONYMOUS, PLAIN and EXTERNAL (the identity TLS established:
-the response is at most an authorization identity). Credentials are checked by a
-callable the application gives, so the users file and certificates stay out of the engine.
+The mechanisms are the application's: the server asks a callable (``authenticate``) what
+an init's response means, and it answers with a user, a refusal, or a ``SaslStep`` that
+sends a challenge and takes the next response (SCRAM's exchange: ``router/users.py``).
+Single-step mechanisms here: ANONYMOUS, PLAIN and EXTERNAL (the identity TLS established:
+the response is at most an authorization identity). The users file, certificates and the
+SCRAM arithmetic stay out of the engine.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from .performatives import SaslCode, SaslInit, SaslMechanisms, SaslOutcome
 
-# (mechanism, initial response) -> authenticated user name, or None when refused.
-Authenticator = Callable[[str, bytes], "str | None"]
+
+@dataclass(frozen=True, slots=True)
+class SaslStep:
+    """Where a server's exchange stands after a client message."""
+
+    user: str | None = None  # authenticated as (done)
+    challenge: bytes | None = None  # not done: send this challenge, and give the response to ``next``
+    next: Callable[[bytes], SaslStep] | None = None
+    additional: bytes | None = None  # the outcome's additional data (SCRAM: the server's proof)
+    claimed: str | None = None  # refused: who the client said it was (for the log; never a secret)
+
+
+# (mechanism, initial response) -> the authenticated user name, None when refused, or a step.
+Authenticator = Callable[[str, bytes], "str | SaslStep | None"]
+
+
+class ClientExchange(Protocol):
+    """A client's side of a multi-step mechanism (SCRAM)."""
+
+    def first(self) -> bytes: ...  # the init's initial response
+    def respond(self, challenge: bytes) -> bytes: ...
+    def verify(self, additional: bytes | None) -> bool: ...  # the server proved itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +53,8 @@ class SaslClientConfig:
     mechanism: str = "ANONYMOUS"
     username: str = ""
     password: str = ""
+    # a multi-step mechanism's client (SCRAM: ``router/users.py``), made per connection
+    exchange: Callable[[SaslClientConfig], ClientExchange] | None = None
 
     def initial_response(self) -> bytes:
         if self.mechanism == "PLAIN":
@@ -56,26 +81,6 @@ def plain_identity(response: bytes) -> str | None:
     return creds[1] if creds is not None else None
 
 
-def users_authenticator(users: dict[str, str], allow_anonymous: bool) -> Authenticator:
-    def authenticate(mechanism: str, response: bytes) -> str | None:
-        if mechanism == "ANONYMOUS":
-            return "anonymous" if allow_anonymous else None
-        if mechanism == "PLAIN":
-            creds = parse_plain(response)
-            if creds is None:
-                return None
-            authzid, user, password = creds
-            # Acting as another user is not a right anyone has here: an authorization
-            # id is accepted only when it names the authenticated user itself.
-            if authzid and authzid != user:
-                return None
-            if user in users and secrets.compare_digest(users[user].encode(), password.encode()):
-                return user
-        return None
-
-    return authenticate
-
-
 def server_mechanisms(config: SaslServerConfig) -> SaslMechanisms:
     return SaslMechanisms(sasl_server_mechanisms=config.mechanisms)
 
@@ -84,14 +89,23 @@ def requested_identity(init: SaslInit) -> str | None:
     return plain_identity(init.initial_response or b"") if init.mechanism == "PLAIN" else None
 
 
-def server_outcome(config: SaslServerConfig, init: SaslInit) -> tuple[SaslOutcome, str | None]:
+def server_step(config: SaslServerConfig, init: SaslInit) -> SaslStep:
+    """What the init's mechanism and response come to."""
     if init.mechanism not in config.mechanisms:
-        return SaslOutcome(code=SaslCode.AUTH), None
-    user = config.authenticate(init.mechanism, init.initial_response or b"")
-    return SaslOutcome(code=SaslCode.OK if user is not None else SaslCode.AUTH), user
+        return SaslStep()
+    answer = config.authenticate(init.mechanism, init.initial_response or b"")
+    return answer if isinstance(answer, SaslStep) else SaslStep(user=answer)
 
 
-def client_init(config: SaslClientConfig, offered: tuple[str, ...], hostname: str | None) -> SaslInit | None:
+def outcome_of(step: SaslStep) -> SaslOutcome:
+    if step.user is None:
+        return SaslOutcome(code=SaslCode.AUTH)
+    return SaslOutcome(code=SaslCode.OK, additional_data=step.additional)
+
+
+def client_init(config: SaslClientConfig, offered: tuple[str, ...], hostname: str | None,
+                exchange: ClientExchange | None = None) -> SaslInit | None:
     if config.mechanism not in offered:
         return None
-    return SaslInit(mechanism=config.mechanism, initial_response=config.initial_response(), hostname=hostname)
+    response = exchange.first() if exchange is not None else config.initial_response()
+    return SaslInit(mechanism=config.mechanism, initial_response=response, hostname=hostname)

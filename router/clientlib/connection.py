@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from ssl import SSLContext, create_default_context
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,13 +27,13 @@ log = logging.getLogger("once.client")
 
 
 def parse_router(url: str) -> tuple[str, int]:
-    """``amqp://host:port``, ``host:port`` or ``host`` (port 5672)."""
+    """``amqp://host:port``, ``amqps://host:port`` (TLS, port 5671), ``host:port`` or ``host`` (port 5672)."""
     parts = urlsplit(url if "://" in url else f"amqp://{url}")
-    if parts.scheme not in ("amqp", ""):
-        raise ValueError(f"router address {url!r}: only amqp:// is supported")
+    if parts.scheme not in ("amqp", "amqps", ""):
+        raise ValueError(f"router address {url!r}: expected amqp:// or amqps://")
     if not parts.hostname:
         raise ValueError(f"router address {url!r} has no host")
-    return parts.hostname, parts.port or 5672
+    return parts.hostname, parts.port or (5671 if parts.scheme == "amqps" else 5672)
 
 
 class _Protocol(EngineShell):
@@ -54,10 +55,14 @@ class FailoverConnection:
                  on_events: Callable[[Connection, list[Any]], None],
                  on_down: Callable[[], None],
                  sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
-                 connect_timeout: float = 2.0) -> None:
+                 connect_timeout: float = 2.0, ssl: SSLContext | None = None) -> None:
+        """``ssl``: the TLS context for ``amqps://`` routers (None: the system's CAs, host
+        names checked)."""
         if not routers:
             raise ValueError("give at least one router address")
         self.routers = [parse_router(u) for u in routers]
+        self.tls = [u.startswith("amqps://") for u in routers]
+        self.ssl = ssl
         self.container_id = container_id
         self.on_session = on_session
         self.on_events = on_events
@@ -125,11 +130,13 @@ class FailoverConnection:
             if wait > 0:
                 await asyncio.sleep(wait)
             host, port = self.routers[index % len(self.routers)]
+            tls = self.tls[index % len(self.routers)]
             engine = Connection(Mode.CLIENT, self.container_id, sasl_client=self.sasl,
                                 idle_timeout=self.idle_timeout)
+            context = (self.ssl or create_default_context()) if tls else None
             try:
-                proto = await dial(Kind.AMQP, lambda e=engine: self._made(_Protocol(self, e)), host, port,
-                                   self.connect_timeout)
+                proto = await dial(Kind.AMQPS if tls else Kind.AMQP, lambda e=engine: self._made(_Protocol(self, e)),
+                                   host, port, self.connect_timeout, ssl=context)
             except (OSError, TimeoutError) as e:
                 self.protocol = None
                 log.debug("router %s:%d: %s", host, port, e)

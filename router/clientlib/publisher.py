@@ -25,6 +25,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any, Protocol
 
 from once.records.gid import compute_gid
@@ -78,7 +79,7 @@ class Publisher:
     as ``send_nowait`` returns its future, even if this process dies right after."""
 
     def __init__(self, routers: Sequence[str], topic: str, store: str | Path | PublisherStore, *,
-                 name: str | None = None, sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
+                 name: str | None = None, sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0, ssl: SSLContext | None = None,
                  on_outcome: Callable[[int, Any], None] | None = None) -> None:
         """``on_outcome(tag, outcome)``: called for every outcome, also of messages sent
         before a restart (tags count from 0 and are never reused on this store). ``store``:
@@ -91,7 +92,7 @@ class Publisher:
         self._next = self.store.next_tag()
         self.conn = FailoverConnection(routers, self.container_id, on_session=self._on_session,
                                        on_events=self._on_events, on_down=self._on_down, sasl=sasl,
-                                       idle_timeout=idle_timeout)
+                                       idle_timeout=idle_timeout, ssl=ssl)
         self.link: Link | None = None
         self.attached = asyncio.Event()
         # tag -> payload, for everything not settled (mirrors the outbox table)

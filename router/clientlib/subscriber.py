@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any
 
 from ..adaptors.amqp.shared_subscriptions import ACTIVE, EXCLUSIVE, GLOBAL, RESUME, SHARED
@@ -53,7 +54,7 @@ class Message:
 class Subscriber:
     def __init__(self, routers: Sequence[str], topic: str, store: str | Path, *, name: str | None = None,
                  window: int = 500, grace: float = 30.0, retention: float = 600.0,
-                 sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
+                 sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0, ssl: SSLContext | None = None,
                  group: str | None = None, exclusive: bool = False) -> None:
         """``group``: join the topic's consumer group of that name (each message goes to one
         member; ``exclusive``: to the one active member, the others stand by). Exactly-once
@@ -75,7 +76,7 @@ class Subscriber:
         self._accepted = self.store.accepted_gids(retention)
         self.conn = FailoverConnection(routers, self.container_id, on_session=self._on_session,
                                        on_events=self._on_events, on_down=self._on_down, sasl=sasl,
-                                       idle_timeout=idle_timeout)
+                                       idle_timeout=idle_timeout, ssl=ssl)
         self.link: Link | None = None
         self.attached = asyncio.Event()
         self._queue: asyncio.Queue[Message] = asyncio.Queue()

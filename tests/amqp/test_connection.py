@@ -28,9 +28,10 @@ from once.router.amqp.performatives import (
     Role,
     Transfer,
 )
-from once.router.amqp.sasl import SaslClientConfig, SaslServerConfig, users_authenticator
+from once.router.amqp.sasl import SaslClientConfig, SaslServerConfig
 from once.router.amqp.transfer import encode_transfer
 from pair import Pair, frames_of
+from support.sasl_users import plain_users
 
 
 def _sent_pair(credit: int = 10, **kw) -> tuple[Pair, object, object]:
@@ -304,7 +305,7 @@ def test_detach_and_close_are_answered():
 
 
 def test_sasl_plain_and_wrong_password():
-    auth = users_authenticator({"alice": "pw"}, allow_anonymous=False)
+    auth = plain_users({"alice": "pw"}, allow_anonymous=False)
     cfg = SaslServerConfig(("PLAIN",), auth, allow_bare=False)
     ok = Pair(Connection(Mode.CLIENT, "c", sasl_client=SaslClientConfig("PLAIN", "alice", "pw")),
               Connection(Mode.SERVER, "s", sasl_server=cfg))
@@ -322,7 +323,7 @@ def test_sasl_plain_and_wrong_password():
 
 
 def test_sasl_plain_authorization_id_must_be_the_user_itself():
-    auth = users_authenticator({"alice": "pw", "bob": "bobpw"}, allow_anonymous=False)
+    auth = plain_users({"alice": "pw", "bob": "bobpw"}, allow_anonymous=False)
     assert auth("PLAIN", b"\x00alice\x00pw") == "alice"
     assert auth("PLAIN", b"alice\x00alice\x00pw") == "alice"
     assert auth("PLAIN", b"bob\x00alice\x00pw") is None  # alice may not act as bob
@@ -365,3 +366,47 @@ def test_credit_taken_back_still_admits_transfers_that_crossed_the_flow():
     _, se = p.pump()
     [detached] = [e for e in se if isinstance(e, LinkDetached)]
     assert detached.error.condition == "amqp:link:transfer-limit-exceeded"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_sasl_scram_over_challenge_and_response_frames(mechanism):
+    from once.router.authn import client_sasl
+    from once.router.clientlib.scram import scram
+    from once.router.config import Auth
+    from once.router.users import User, make_secrets
+
+    auth = Auth({"alice": User("alice", make_secrets("pw"))}, allow_anonymous=False)
+    ok = Pair(Connection(Mode.CLIENT, "c", sasl_client=scram(mechanism, "alice", "pw")),
+              Connection(Mode.SERVER, "s", sasl_server=client_sasl(auth, tls=False, peercert=None)))
+    ok.client.open()
+    ce, se = ok.pump()
+    assert SaslDone(ok=True, mechanism=mechanism, user="alice") in se
+    assert SaslDone(ok=True, mechanism=mechanism, user="alice") in ce
+    assert ok.server.user == "alice" and ok.server.remote_open is not None and ok.client.remote_open is not None
+    bad = Pair(Connection(Mode.CLIENT, "c", sasl_client=scram(mechanism, "alice", "nope")),
+               Connection(Mode.SERVER, "s", sasl_server=client_sasl(auth, tls=False, peercert=None)))
+    bad.client.open()
+    ce, se = bad.pump()
+    assert SaslDone(ok=False, mechanism=mechanism, user=None, requested="alice") in se
+    assert any(isinstance(e, ConnectionFailed) for e in ce) and bad.server.remote_open is None
+
+
+def test_a_scram_server_that_cannot_prove_it_holds_the_hash_is_refused_by_the_client():
+    """A server that says OK without SCRAM's server signature (it never had the hash) is
+    not the router we meant to reach: the client fails the connection."""
+    from once.router.amqp.sasl import SaslStep
+    from once.router.clientlib.scram import scram
+    from once.router.users import User, make_secrets, scram_exchange
+
+    real = scram_exchange({"alice": User("alice", make_secrets("pw"))}, "SCRAM-SHA-256")
+
+    def impostor(mechanism: str, response: bytes) -> SaslStep:
+        first = real(response)
+        return SaslStep(challenge=first.challenge, next=lambda _: SaslStep(user="alice", additional=b"v=Zm9yZ2Vk"))
+
+    p = Pair(Connection(Mode.CLIENT, "c", sasl_client=scram("SCRAM-SHA-256", "alice", "pw")),
+             Connection(Mode.SERVER, "s", sasl_server=SaslServerConfig(("SCRAM-SHA-256",), impostor)))
+    p.client.open()
+    ce, _ = p.pump()
+    failed = [e for e in ce if isinstance(e, ConnectionFailed)]
+    assert failed and "did not prove" in failed[0].description and p.client.remote_open is None

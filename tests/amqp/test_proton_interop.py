@@ -9,8 +9,9 @@ import proton
 from once.router.amqp.connection import Connection, Mode
 from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, SaslDone
 from once.router.amqp.performatives import Accepted
-from once.router.amqp.sasl import SaslServerConfig, users_authenticator
+from once.router.amqp.sasl import SaslServerConfig
 from proton import Collector, Delivery, Event, Message, Transport
+from support.sasl_users import plain_users
 
 
 class ProtonClient:
@@ -54,7 +55,7 @@ class ProtonClient:
 
 
 def _server() -> Connection:
-    cfg = SaslServerConfig(("ANONYMOUS", "PLAIN"), users_authenticator({}, True))
+    cfg = SaslServerConfig(("ANONYMOUS", "PLAIN"), plain_users({}, True))
     return Connection(Mode.SERVER, "ours", sasl_server=cfg, max_frame_size=4096)
 
 

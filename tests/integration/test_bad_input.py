@@ -139,7 +139,7 @@ def test_disposition_for_unknown_delivery_is_a_no_op(router, held, connect):
 
 
 def test_wrong_sasl_password(make_router, connect):
-    r = make_router(users={"alice": "secret"}, auth={"allow_anonymous": False})
+    r = make_router(users={"alice": "secret"}, auth={"allow_anonymous": False, "plain_without_tls": True})
     peer = connect(r)
     peer.send(SASL_HEADER)
     assert peer.read_header() == SASL_HEADER

@@ -115,7 +115,7 @@ def _try_password(r, password: str, source: str) -> int:
 
 
 def test_password_guessing_is_slowed_and_logged_per_host(make_router):
-    r = make_router(users={"alice": "secret"}, auth={"allow_anonymous": False})
+    r = make_router(users={"alice": "secret"}, auth={"allow_anonymous": False, "plain_without_tls": True})
     start = time.monotonic()
     for i in range(5):  # a user who mistypes a few times is not slowed
         assert _try_password(r, f"guess{i}", "127.0.0.2") == 1
@@ -140,7 +140,7 @@ def test_password_guessing_is_slowed_and_logged_per_host(make_router):
 
 
 def test_authorization_id_of_another_user_is_refused(make_router):
-    r = make_router(users={"alice": "apw", "bob": "bpw"}, auth={"allow_anonymous": False})
+    r = make_router(users={"alice": "apw", "bob": "bpw"}, auth={"allow_anonymous": False, "plain_without_tls": True})
     assert _try_password(r, "apw", "127.0.0.1") == 0
     peer = RawPeer(r.host, r.port)
     peer.send(SASL_HEADER)
@@ -152,7 +152,7 @@ def test_authorization_id_of_another_user_is_refused(make_router):
 
 
 def test_a_subscription_belongs_to_the_user_that_made_it(make_router):
-    r = make_router(users={"alice": "apw", "mallory": "mpw"}, auth={"allow_anonymous": False})
+    r = make_router(users={"alice": "apw", "mallory": "mpw"}, auth={"allow_anonymous": False, "plain_without_tls": True})
     alice = dict(user="alice", password="apw", allowed_mechs="PLAIN")
     sub = ProtonSubscriber(r.url, "mail", name="inbox", container_id="alice-app", auto_accept=False, **alice)
     pub = ProtonPublisher(r.url, "mail", **alice)

@@ -39,6 +39,6 @@ def test_rhea_without_sasl_publishes_and_subscribes(router, rhea):
 
 
 def test_rhea_with_sasl_plain(make_router, rhea):
-    r = make_router(users={"bob": "hunter2"}, auth={"allow_anonymous": False})
+    r = make_router(users={"bob": "hunter2"}, auth={"allow_anonymous": False, "plain_without_tls": True})
     result = _run(rhea, r.port, "bob", "hunter2")
     assert result["received"] == [f"rhea {i}" for i in range(20)] and result["accepted"] == 20

@@ -154,7 +154,8 @@ def test_a_router_whose_certificate_names_another_router_is_refused(tmp_path, ce
     a, b = _start(topo, "A", "B")  # (each says ready without the other, after its wait)
     started += [a, b]
     assert "neighbours" not in a.ready_line and "neighbours" not in b.ready_line
-    assert any("certificate names 127.0.0.1, C, localhost, not B: closed" in line for line in a._log)
+    wait_for(lambda: any("certificate names 127.0.0.1, C, localhost, not B: closed" in line for line in a._log),
+             what="A's refusal of the certificate made out to C")
 
 
 def test_sighup_takes_up_new_certificates_without_dropping_connections(tmp_path, certs, started):

@@ -108,7 +108,10 @@ def write_topology(tmp: Path, settings: dict[str, Any] | None = None, auth: dict
     doc: dict[str, Any] = {"routers": {"A": {"listen": "127.0.0.1:0"}}, "links": [],
                            "settings": {"max_in_flight": 10000, "subscriber_grace": "30s", **(settings or {})}}
     if users is not None:
-        (tmp / "users.yaml").write_text(yaml.safe_dump(users))
+        # (the router keeps salted hashes only: the test's passwords are written as such)
+        from once.router.users import entry
+
+        (tmp / "users.yaml").write_text(yaml.safe_dump({name: entry(pw) for name, pw in users.items()}))
         doc["auth"] = {"users_file": "users.yaml", **(auth or {})}
     elif auth:
         doc["auth"] = auth

@@ -33,6 +33,7 @@ from ...amqp.events import (
 )
 from ...amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
 from ...amqp.types import symbol, ulong
+from ...authn import client_sasl
 from ...core import Outcome, Publisher, Subscriber, TagInUse
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
@@ -120,7 +121,7 @@ class EdgeConnection(EngineProtocol):
         s = router.settings
         self.engine = Connection(
             Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
-            sasl_server=router.sasl, channel_max=255, offered_capabilities=OFFERED,
+            channel_max=255, offered_capabilities=OFFERED,  # (SASL: set once the socket is up)
         )
         self._deferred: bytearray | None = None
         self.peer = "?"
@@ -136,6 +137,8 @@ class EdgeConnection(EngineProtocol):
     # -------------------------------------------------------------- asyncio
 
     def on_admitted(self) -> None:
+        # What it may authenticate with depends on its TLS (``authn.py``); before a byte is read.
+        self.engine.sasl_server = client_sasl(self.router.topology.auth, self.tls, self.peercert)
         self.peer = self.remote
         self.router.serials += 1
         self.serial = self.router.serials

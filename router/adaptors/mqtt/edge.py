@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from once.records.membership import GroupId
 from once.records.table import Record
 
+from ...authn import password_user
 from ...core import Subscriber
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
@@ -256,8 +257,7 @@ class MqttEdgeConnection(EngineProtocol):
             return "anonymous" if auth.allow_anonymous else None
         if not auth.users:
             return username if auth.allow_anonymous else None
-        response = b"\x00" + username.encode() + b"\x00" + (password or b"")
-        return self.router.sasl.authenticate("PLAIN", response)
+        return password_user(auth, self.tls, username, password or b"")
 
     # ------------------------------------------------------------------ events
 
