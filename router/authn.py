@@ -70,3 +70,9 @@ def client_sasl(auth: Auth, tls: bool, peercert: dict[str, Any] | None) -> SaslS
         return None
 
     return SaslServerConfig(offered(auth, tls, cert_user), authenticate, allow_bare=auth.allow_anonymous)
+
+
+def user_groups(auth: Auth, user: str) -> tuple[str, ...]:
+    """The user groups the users file gives ``user`` (the policies' ``groups``)."""
+    found = auth.users.get(user)
+    return found.groups if found is not None else ()

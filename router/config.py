@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from .policy import Policy, Rule, policy_error
 from .tls import VERSIONS, TlsSpec
 from .users import User, UsersError, load_users
 
@@ -105,6 +106,8 @@ class Topology:
     groups: tuple[tuple[str, GroupMode], ...] = ()
     # TLS (``router/tls.py``): the ``amqps`` listeners, and mutual TLS on every inter-router link
     tls: TlsSpec | None = None
+    # who may publish, subscribe and join what (``router/policy.py``); None: everyone everything
+    policy: Policy | None = None
 
     def group_mode(self, subscription: str) -> GroupMode | None:
         for pattern, mode in self.groups:
@@ -181,7 +184,7 @@ def load_topology(path: str | Path) -> Topology:
 def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     ctx = _Ctx(path)
     top = ctx.mapping(data, "(top level)")
-    ctx.keys(top, "(top level)", {"routers", "links", "settings", "auth", "groups", "tls"})
+    ctx.keys(top, "(top level)", {"routers", "links", "settings", "auth", "groups", "tls", "policy"})
     tls = _tls(ctx, Path(path).parent, top["tls"]) if top.get("tls") is not None else None
     routers_raw = ctx.mapping(top.get("routers"), "routers")
     if not routers_raw:
@@ -282,7 +285,35 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         except ValueError:
             raise ctx.fail(f"groups.{pattern}", "shared or exclusive", mode) from None
     return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret, plain_without_tls=plain_anyway), tuple(groups),
-                    tls)
+                    tls, _policy(ctx, top["policy"]) if top.get("policy") is not None else None)
+
+
+def _policy(ctx: _Ctx, raw: Any) -> Policy:
+    p = ctx.mapping(raw, "policy")
+    ctx.keys(p, "policy", {"users", "groups", "default"})
+
+    def rule(value: Any, key: str) -> Rule:
+        r = ctx.mapping(value, key)
+        ctx.keys(r, key, {"publish", "subscribe", "groups"})
+        lists: dict[str, tuple[str, ...]] = {}
+        for k in ("publish", "subscribe", "groups"):
+            v = r.get(k, [])
+            items = [v] if isinstance(v, str) else v
+            if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+                raise ctx.fail(f"{key}.{k}", "a list of patterns", v)
+            if k != "groups":
+                for item in items:
+                    wrong = policy_error(item)
+                    if wrong:
+                        raise ctx.fail(f"{key}.{k}", "topic patterns ('+' or '*' a level, '#' last)", wrong)
+            lists[k] = tuple(items)
+        return Rule(key, lists["publish"], lists["subscribe"], lists["groups"])
+
+    users = {str(n): rule(v, f"policy.users.{n}") for n, v in ctx.mapping(p.get("users") or {}, "policy.users").items()}
+    groups = {str(n): rule(v, f"policy.groups.{n}")
+              for n, v in ctx.mapping(p.get("groups") or {}, "policy.groups").items()}
+    default = rule(p["default"], "policy.default") if p.get("default") is not None else None
+    return Policy(users, groups, default)
 
 
 def _tls(ctx: _Ctx, base: Path, raw: Any) -> TlsSpec:

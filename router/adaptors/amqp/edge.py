@@ -33,7 +33,7 @@ from ...amqp.events import (
 )
 from ...amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
 from ...amqp.types import symbol, ulong
-from ...authn import client_sasl
+from ...authn import client_sasl, user_groups
 from ...core import Outcome, Publisher, Subscriber, TagInUse
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
@@ -278,6 +278,9 @@ class EdgeConnection(EngineProtocol):
             if wrong:
                 self._refuse(link, Condition.INVALID_FIELD, wrong)
                 return
+            if self._unauthorized(link, "subscribe", address) or \
+                    (group is not None and self._unauthorized(link, "join", group.name)):
+                return
             their_map = attach.unsettled
             request = SubscriberAttach(address, container_id, link.name, attach.snd_settle_mode is SenderSettleMode.SETTLED,
                                        group, exclusive, can_resume(attach.desired_capabilities), owner,
@@ -300,6 +303,8 @@ class EdgeConnection(EngineProtocol):
             wrong = publisher_name_error(address)
             if wrong:
                 self._refuse(link, Condition.INVALID_FIELD, wrong)
+                return
+            if self._unauthorized(link, "publish", address):
                 return
             incarnation = _incarnation(attach.properties)
             pub, ours = self.lifecycle.attach_publisher(
@@ -330,6 +335,25 @@ class EdgeConnection(EngineProtocol):
         if not self.router.topology.auth.users:
             return ""
         return self.engine.user or "anonymous"
+
+    def _unauthorized(self, link: Link, action: str, name: str) -> bool:
+        """The topology's policy refuses this connection's user ``action`` on ``name``: the
+        attach is refused with the rule that decided, and logged (True)."""
+        policy = self.router.topology.policy
+        if policy is None:
+            return False
+        user = self.engine.user or "anonymous"
+        groups = user_groups(self.router.topology.auth, user)
+        check = policy.may_publish if action == "publish" else policy.may_subscribe if action == "subscribe" \
+            else policy.may_join
+        refusal = check(user, groups, name)
+        if refusal is None:
+            return False
+        self._refuse(link, Condition.UNAUTHORIZED_ACCESS, refusal)
+        log.warning("router %s: refused %s on connection %d from %s: %s", self.router.id, link.name, self.serial,
+                    self.peer, refusal, extra=fields("link.unauthorized", connection=self.serial, peer=self.peer,
+                                                     user=user, link=link.name, action=action, name=name))
+        return True
 
     def _refuse(self, link: Link, condition: Condition, description: str) -> None:
         self.engine.attach(link.session, link.name, link.role, link=link)

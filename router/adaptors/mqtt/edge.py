@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from once.records.membership import GroupId
 from once.records.table import Record
 
-from ...authn import password_user
+from ...authn import password_user, user_groups
 from ...core import Subscriber
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
@@ -291,9 +291,12 @@ class MqttEdgeConnection(EngineProtocol):
 
         for sub in s.subscriptions:
             try:
-                parse_filter(sub.filter)  # (valid, or its reason)
+                f = parse_filter(sub.filter)  # (valid, or its reason)
             except MqttError as e:
                 reasons.append(e.reason)
+                continue
+            if self.unauthorized("subscribe", f.pattern) or (f.group and self.unauthorized("join", f.group)):
+                reasons.append(Reason.NOT_AUTHORIZED)
                 continue
             reasons.append(sub.qos)
             old = self.subscribers.pop(sub.filter, None)
@@ -308,6 +311,21 @@ class MqttEdgeConnection(EngineProtocol):
             self.sessions.changed(self.session, effective)
         else:
             effective()
+
+    def unauthorized(self, action: str, name: str) -> str | None:
+        """The topology's policy refuses this client's user ``action`` on ``name``: why (logged)."""
+        policy = self.router.topology.policy
+        if policy is None:
+            return None
+        user = self.user or "anonymous"
+        groups = user_groups(self.router.topology.auth, user)
+        check = policy.may_publish if action == "publish" else policy.may_subscribe if action == "subscribe" \
+            else policy.may_join
+        refusal = check(user, groups, name)
+        if refusal is not None:
+            log.warning("router %s: refused MQTT client %s: %s", self.router.id, self.client_id, refusal,
+                        extra=fields("link.unauthorized", client=self.client_id, user=user, action=action, name=name))
+        return refusal
 
     def _attach(self, filter: str, qos: int, effective: Any, unsettled: dict[bytes, Any] | None) -> None:
         f = parse_filter(filter)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from once.records.table import Record
 
 from ...core import Publisher
-from ...mqtt.codes import Reason, Version
+from ...mqtt.codes import Prop, Reason, Version
 from ...mqtt.events import MessagePublished, PublishReleased
 from .message import to_amqp
 from .ports import MqttPublisherPort
@@ -70,6 +70,19 @@ class Inbound:
         if p.retain and engine.version is Version.V5:
             engine.disconnect(Reason.RETAIN_NOT_SUPPORTED, "the network keeps no retained messages")
             conn.drop_all()
+            return
+        refusal = conn.unauthorized("publish", p.topic)
+        if refusal is not None:
+            # MQTT 5.0 answers a QoS 1 or 2 message "not authorized"; a QoS 0 one has no
+            # answer and is dropped; 3.1.1 has no refusal but closing (its 4.8 allows it).
+            if engine.version is not Version.V5:
+                engine.disconnect(Reason.NOT_AUTHORIZED, refusal)
+                conn.drop_all()
+            elif p.qos == 1 and p.packet_id is not None:
+                engine.puback(p.packet_id, Reason.NOT_AUTHORIZED, ((Prop.REASON_STRING, refusal[:200]),))
+            elif p.qos == 2 and p.packet_id is not None:
+                engine.pubrec(p.packet_id, Reason.NOT_AUTHORIZED, ((Prop.REASON_STRING, refusal[:200]),))
+            conn.dirty()
             return
         if p.qos == 2:
             assert p.packet_id is not None

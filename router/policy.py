@@ -1,0 +1,111 @@
+"""Who may do what: the topology's ``policy`` section, per user and per user group.
+
+    policy:
+      users:
+        alice: {publish: ["orders/eu/#"], subscribe: ["orders/+/new"], groups: ["billing-*"]}
+      groups:                       # the user groups of the users file (``groups: [...]``)
+        operators: {publish: ["#"], subscribe: ["#"], groups: ["*"]}
+      default: {subscribe: ["public/#"]}   # everyone else, anonymous included
+
+A user may do what its own entry or any of its groups' entries allows; a user with neither
+gets ``default``; without ``default``, nothing. Without a ``policy`` section everything is
+allowed (the router's behaviour before there were policies).
+
+Topic patterns are the network's (``records/names.py``): levels split on ``/``, ``+`` (or
+``*``) one level, a last ``#`` the rest. A subscription to a pattern is allowed when an
+allowed pattern covers every topic it can match. Consumer groups are named by glob
+patterns (``billing-*``), as in the topology's ``groups``.
+
+Every check answers None (allowed) or the refusal's description, which names the rule
+that decided: it goes back to the client with ``amqp:unauthorized-access``.
+
+The rules hold across the network: a router checks the subscriptions other routers tell
+it of (the user travels with each: ``Subscription.owner``) and the messages they forward
+(the publishing user travels with each copy), not only its own clients' attaches.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from once.records.names import pattern_error
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    where: str  # the topology key it came from, for refusals: "policy.users.alice"
+    publish: tuple[str, ...] = ()
+    subscribe: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()  # consumer group names (globs)
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    users: dict[str, Rule] = field(default_factory=dict)
+    groups: dict[str, Rule] = field(default_factory=dict)
+    default: Rule | None = None
+
+    def rules(self, user: str, user_groups: tuple[str, ...]) -> list[Rule]:
+        found = [r for r in (self.users.get(user), *(self.groups.get(g) for g in user_groups)) if r is not None]
+        if not found and self.default is not None:
+            found.append(self.default)
+        return found
+
+    def may_publish(self, user: str, user_groups: tuple[str, ...], topic: str) -> str | None:
+        rules = self.rules(user, user_groups)
+        if any(covers(p, topic) for r in rules for p in r.publish):
+            return None
+        return _refusal(user, "publish to", topic, rules, "publish")
+
+    def may_subscribe(self, user: str, user_groups: tuple[str, ...], name: str) -> str | None:
+        rules = self.rules(user, user_groups)
+        if any(covers(p, name) for r in rules for p in r.subscribe):
+            return None
+        return _refusal(user, "subscribe to", name, rules, "subscribe")
+
+    def may_join(self, user: str, user_groups: tuple[str, ...], group: str) -> str | None:
+        rules = self.rules(user, user_groups)
+        if any(fnmatch.fnmatchcase(group, g) for r in rules for g in r.groups):
+            return None
+        return _refusal(user, "join consumer group", group, rules, "groups")
+
+
+def _refusal(user: str, verb: str, what: str, rules: list[Rule], key: str) -> str:
+    if not rules:
+        return f"user {user or 'anonymous'} may not {verb} {what!r}: no policy entry for the user, its groups, or a default"
+    said = "; ".join(f"{r.where}.{key}: {', '.join(getattr(r, key)) or '(none)'}" for r in rules)
+    return f"user {user or 'anonymous'} may not {verb} {what!r} ({said})"
+
+
+def _level_list(pattern: str) -> tuple[str, ...]:
+    return tuple("+" if level == "*" else level for level in pattern.split("/"))
+
+
+@lru_cache(maxsize=8192)
+def covers(allowed: str, name: str) -> bool:
+    """Whether every topic ``name`` (a topic or a pattern) can be is matched by ``allowed``."""
+    return _covers(_level_list(allowed), tuple(name.split("/")))
+
+
+def _covers(a: tuple[str, ...], n: tuple[str, ...]) -> bool:
+    for i, level in enumerate(a):
+        if level == "#":
+            return True  # the rest, whatever it is (the parent level included)
+        if i >= len(n):
+            return False
+        if n[i] == "#":
+            return False  # (``#`` reaches any depth: only a ``#`` covers it)
+        if level == "+":
+            continue  # any one level, a ``+`` included
+        if n[i] != level:
+            return False  # (a literal covers only itself, not a ``+``)
+    return len(n) == len(a)
+
+
+def policy_error(pattern: str) -> str | None:
+    """What is wrong with a policy's topic pattern (None: it is valid)."""
+    if not pattern:
+        return "an empty pattern"
+    return pattern_error("/".join(_level_list(pattern)))

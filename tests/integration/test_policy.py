@@ -1,0 +1,149 @@
+"""Authorization (issue 29): the topology's ``policy`` against real clients on real routers.
+Proton's attaches the policy refuses get ``amqp:unauthorized-access`` naming the rule, and
+nothing else on the connection is disturbed; MQTT's get "not authorized"; every router of
+a network enforces it for the clients that attach there."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+import yaml
+from once.router.users import add_user
+from once.tools.topology_ports import free_port
+from proton import ConnectionException, Delivery, LinkException, Message
+from proton.utils import BlockingConnection
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.routers import RouterProcess, _spawn
+
+ACCEPTED = Delivery.ACCEPTED
+
+POLICY = {
+    "users": {"alice": {"publish": ["orders/eu/#"], "subscribe": ["orders/+/new"], "groups": ["billing-*"]}},
+    "groups": {"ops": {"publish": ["#"], "subscribe": ["#"], "groups": ["*"]}},
+    "default": {"subscribe": ["public/#"]},
+}
+
+
+def _topology(tmp: Path, routers: int = 1) -> Path:
+    add_user(tmp / "users.yaml", "alice", "apw")
+    add_user(tmp / "users.yaml", "bob", "bpw", ("ops",))
+    ids = "AB"[:routers]
+    doc: dict[str, Any] = {
+        "routers": {rid: {"listen": f"127.0.0.1:{free_port()}", "mqtt": f"127.0.0.1:{free_port()}",
+                          **({"inter_router": f"127.0.0.1:{free_port()}"} if routers > 1 else {})} for rid in ids},
+        "links": [list(ids)] if routers > 1 else [],
+        "auth": {"users_file": "users.yaml", "plain_without_tls": True,
+                 **({"router_secret": "a-secret-for-tests"} if routers > 1 else {})},
+        "groups": {"billing-*": "shared", "other-*": "shared"},
+        "policy": POLICY,
+    }
+    path = tmp / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture
+def router(tmp_path: Path):
+    r = RouterProcess(_topology(tmp_path))
+    yield r
+    r.stop()
+
+
+def _as(r: RouterProcess, user: str | None, password: str = "") -> BlockingConnection:
+    if user is None:
+        return BlockingConnection(r.url, timeout=10)
+    return BlockingConnection(r.url, user=user, password=password, allowed_mechs="PLAIN", timeout=10)
+
+
+def _refused(make: Any) -> str:
+    with pytest.raises((LinkException, ConnectionException)) as e:
+        make()
+    return str(e.value)
+
+
+def test_attaches_the_policy_refuses_name_the_rule_and_leave_the_connection_alone(router):
+    conn = _as(router, "alice", "apw")
+    ok = conn.create_sender("orders/eu/new")
+    said = _refused(lambda: conn.create_sender("orders/us/1"))
+    assert "amqp:unauthorized-access" in said
+    assert "user alice may not publish to 'orders/us/1' (policy.users.alice.publish: orders/eu/#)" in said
+    said = _refused(lambda: conn.create_receiver("orders/#", name="too-wide"))
+    assert "may not subscribe to 'orders/#'" in said and "policy.users.alice.subscribe: orders/+/new" in said
+    conn.create_receiver("orders/eu/new", name="narrow", credit=0)  # (covered by orders/+/new)
+    conn.close()
+    # the refusals disturbed nothing else: the same connection's publisher still publishes
+    conn = _as(router, "alice", "apw")
+    ok = conn.create_sender("orders/eu/new")
+    assert _refused(lambda: conn.create_sender("orders/us/1"))
+    sub = ProtonSubscriber(router.url, "orders/eu/new", name="ops-watch", user="bob", password="bpw",
+                           allowed_mechs="PLAIN")
+    delivery = ok.send(Message(body="eu order"))
+    assert delivery.remote_state == ACCEPTED and sub.get().body == "eu order"
+    sub.close()
+    conn.close()
+
+
+def test_a_user_may_what_its_groups_allow_and_anonymous_what_the_default_does(router):
+    sub = ProtonSubscriber(router.url, "public/news", name="anon-news")  # anonymous: the default rule
+    said = _refused(lambda: _as(router, None).create_receiver("orders/eu/new", name="anon-orders"))
+    assert "user anonymous may not subscribe to 'orders/eu/new' (policy.default.subscribe: public/#)" in said
+    pub = ProtonPublisher(router.url, "public/news", user="bob", password="bpw", allowed_mechs="PLAIN")
+    assert pub.send_wait("from ops") == ACCEPTED and sub.get().body == "from ops"
+    said = _refused(lambda: _as(router, None).create_sender("public/news"))
+    assert "no policy entry" not in said and "policy.default.publish: (none)" in said
+    pub.close()
+    sub.close()
+
+
+def test_consumer_groups_a_user_may_join(router):
+    conn = _as(router, "alice", "apw")
+    conn.create_receiver("orders/eu/new", name="billing-1")
+    said = _refused(lambda: conn.create_receiver("orders/eu/new", name="other-1"))
+    assert "may not join consumer group 'other-1' (policy.users.alice.groups: billing-*)" in said
+    conn.close()
+
+
+def test_mqtt_subscribe_and_publish_are_refused_as_not_authorized(router):
+    acks: queue.Queue[Any] = queue.Queue()
+    pubacks: queue.Queue[Any] = queue.Queue()
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="alice-mqtt", protocol=mqtt.MQTTv5)
+    c.username_pw_set("alice", "apw")
+    c.on_subscribe = lambda cl, u, mid, codes, props: acks.put([int(getattr(x, "value", x)) for x in codes])
+    c.on_publish = lambda cl, u, mid, rc, props: pubacks.put((mid, int(getattr(rc, "value", rc))))
+    c.connect(*router.mqtt, keepalive=30)
+    c.loop_start()
+    try:
+        c.subscribe([("orders/+/new", 1), ("orders/#", 1)])
+        assert acks.get(timeout=15) == [1, 0x87]
+        info = c.publish("orders/us/1", b"no", qos=1)
+        assert pubacks.get(timeout=15) == (info.mid, 0x87)
+        info = c.publish("orders/eu/new", b"yes", qos=1)
+        assert pubacks.get(timeout=15) == (info.mid, 0)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
+def test_every_router_of_the_network_enforces_the_policy(tmp_path):
+    topo = _topology(tmp_path, routers=2)
+    procs = {rid: _spawn(topo, rid) for rid in "AB"}
+    routers = {rid: RouterProcess.adopt(p, topo, rid) for rid, p in procs.items()}
+    try:
+        b = routers["B"]
+        said = _refused(lambda: _as(b, "alice", "apw").create_receiver("orders/#", name="wide-at-b"))
+        assert "policy.users.alice.subscribe: orders/+/new" in said
+        sub = ProtonSubscriber(b.url, "orders/eu/new", name="at-b", user="alice", password="apw",
+                               allowed_mechs="PLAIN")
+        pub = ProtonPublisher(routers["A"].url, "orders/eu/new", user="alice", password="apw", allowed_mechs="PLAIN")
+        assert pub.send_wait("across") == ACCEPTED and sub.get().body == "across"
+        said = _refused(lambda: _as(routers["A"], "alice", "apw").create_sender("orders/us/new"))
+        assert "policy.users.alice.publish" in said
+        pub.close()
+        sub.close()
+    finally:
+        for r in routers.values():
+            r.stop()
