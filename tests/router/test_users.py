@@ -109,6 +109,6 @@ def test_plain_is_refused_without_tls_and_external_is_the_certificates_name():
 
 
 def load_users_from(passwords: dict[str, str]):
-    from once.router.users import make_secrets, User
+    from once.router.users import User, make_secrets
 
     return {n: User(n, make_secrets(pw, iterations=4096)) for n, pw in passwords.items()}
