@@ -80,6 +80,10 @@ class Settings:
     # and those of one publisher link (a larger message still goes, alone).
     max_in_flight_bytes: int = 256 * 1024 * 1024
     link_in_flight_bytes: int = 16 * 1024 * 1024
+    # What one client connection's messages may hold, those still arriving included (a link's
+    # first message, of a size unknown when it got its credit, draws on it); 0: the larger of
+    # max_message_size and a quarter of max_in_flight_bytes.
+    max_connection_bytes: int = 0
     # The acceptance protocol (``docs/protocol.md``): 3, answers to the root; 2, the
     # earlier one (answers gathered hop by hop), kept until its code goes. Every router of
     # a network must run the same one.
@@ -232,7 +236,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         if k in ("subscriber_grace", "publisher_grace", "idle_timeout", "router_dead_after", "handshake_timeout",
                  "credit_idle", "queue_target"):
             s[k] = ctx.duration(v, key)
-        elif k in ("max_connections", "max_connections_per_host", "max_connection_credit"):
+        elif k in ("max_connections", "max_connections_per_host", "max_connection_credit", "max_connection_bytes"):
             s[k] = ctx.positive_int(v, key, 0)
         elif k == "max_frame_size":
             s[k] = ctx.positive_int(v, key, 512)
@@ -272,6 +276,10 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     if settings.max_message_size > settings.max_in_flight_bytes:
         raise ctx.fail("settings.max_message_size", f"at most max_in_flight_bytes ({settings.max_in_flight_bytes})",
                        settings.max_message_size)
+    if settings.max_connection_bytes and not settings.max_message_size <= settings.max_connection_bytes \
+            <= settings.max_in_flight_bytes:
+        raise ctx.fail("settings.max_connection_bytes", f"from max_message_size ({settings.max_message_size}) to "
+                       f"max_in_flight_bytes ({settings.max_in_flight_bytes})", settings.max_connection_bytes)
     if settings.link_in_flight_bytes > settings.max_in_flight_bytes:
         raise ctx.fail("settings.link_in_flight_bytes", f"at most max_in_flight_bytes ({settings.max_in_flight_bytes})",
                        settings.link_in_flight_bytes)

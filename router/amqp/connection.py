@@ -24,7 +24,7 @@ from typing import Any
 
 from .connection_state import OPEN_STATES, Mode, State, admits
 from .deliveries import Deliveries
-from .endpoints import EndpointState, Session
+from .endpoints import EndpointState, Link, Session
 from .errors import AMQPError, Condition, FramingError, LocalProtocolError, ProtocolError, SessionError
 from .frames import EMPTY_FRAME, MIN_MAX_FRAME_SIZE, FrameReader, FrameType, build_frame
 from .links import Links
@@ -88,6 +88,7 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         self.user: str | None = None
         self._sasl: Any = None
         self._sasl_mechanism = ""
+        self.assembling: dict[Link, None] = {}
         self.remote_open: Open | None = None
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
         self.remote_idle_timeout: float | None = None

@@ -122,6 +122,8 @@ class ConnectionState:
     # the mechanism the client chose (empty until its init)
     _sasl: Any
     _sasl_mechanism: str
+    # links with a multi-frame delivery arriving (the router bounds their bytes: ``arriving``)
+    assembling: dict[Link, None]
     remote_open: Open | None
     remote_max_frame_size: int
     remote_idle_timeout: float | None

@@ -187,9 +187,12 @@ class Deliveries(ConnectionState):
             link.partial = delivery
             link.partial_size = 0
             link.partial_chunks = []  # (joined into the payload at the last frame)
+            self.assembling[link] = None
             partial = delivery
         if t.aborted:
             link.partial = None
+            link.partial_chunks = []
+            self.assembling.pop(link, None)
             self._events.append(DeliveryAborted(link=link, tag=partial.tag))
             return
         if t.delivery_id is not None and t.delivery_id != partial.delivery_id:
@@ -202,6 +205,8 @@ class Deliveries(ConnectionState):
             partial.state = t.state
         if link.max_message_size and link.partial_size > link.max_message_size:
             link.partial = None
+            link.partial_chunks = []
+            self.assembling.pop(link, None)
             self._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
                                     f"message exceeds max-message-size {link.max_message_size}")
             return
@@ -209,7 +214,15 @@ class Deliveries(ConnectionState):
             link.partial = None
             partial.payload = b"".join(link.partial_chunks)
             link.partial_chunks = []
+            self.assembling.pop(link, None)
             self._received_delivery(session, link, partial)
+
+    def arriving(self) -> list[Link]:
+        """The links with a multi-frame delivery arriving now (forgetting those that ended)."""
+        live = [link for link in self.assembling if link.partial is not None and link.state is _MAPPED]
+        if len(live) != len(self.assembling):
+            self.assembling = dict.fromkeys(live)
+        return live
 
     def _received_delivery(self, session: Session, link: Link, delivery: Delivery) -> None:
         if link.max_message_size and len(delivery.payload) > link.max_message_size:

@@ -168,6 +168,17 @@ class Links(ConnectionState):
         for i in gone:
             del table[i]
 
+    def drop_arriving(self, link: Link, condition: Condition, description: str) -> None:
+        """Refuse the delivery arriving on ``link``: its bytes are let go and the link detached
+        with the error (the caller drops its side of the link)."""
+        link.partial = None
+        link.partial_chunks = []
+        link.partial_size = 0
+        self.assembling.pop(link, None)
+        err = error_of(condition, description)
+        link.detach_error = err
+        self.detach(link, closed=True, error=err)
+
     def _detach_with_error(self, link: Link, condition: Condition, description: str) -> None:
         err = error_of(condition, description)
         link.detach_error = err

@@ -12,9 +12,10 @@ from proton.reactor import Container
 
 
 class _Flood(MessagingHandler):  # type: ignore[misc]
-    def __init__(self, url: str, topic: str, count: int, body: bytes) -> None:
+    def __init__(self, url: str, topic: str, count: int, body: bytes, links: int = 1) -> None:
         super().__init__(auto_settle=True)
-        self.url, self.topic, self.count, self.body = url, topic, count, body
+        self.url, self.topic, self.count, self.body, self.links = url, topic, count, body, links
+        self.refused: list[str] = []  # the errors links were detached with
         self.sent = 0
         self.accepted = 0
         self.other = 0
@@ -24,8 +25,14 @@ class _Flood(MessagingHandler):  # type: ignore[misc]
 
     def on_start(self, event: Any) -> None:
         conn = event.container.connect(self.url)
-        self.sender = event.container.create_sender(conn, self.topic)
+        for i in range(self.links):  # (``count`` messages in all, on one connection)
+            self.sender = event.container.create_sender(conn, self.topic, name=f"flood-{i}")
         event.container.schedule(0.05, self)
+
+    def on_link_error(self, event: Any) -> None:
+        cond = event.link.remote_condition
+        self.refused.append(f"{cond.name}: {cond.description}" if cond is not None else "?")
+        event.link.close()
 
     def on_timer_task(self, event: Any) -> None:
         if self.stop:
@@ -53,8 +60,8 @@ class _Flood(MessagingHandler):  # type: ignore[misc]
 class ProtonFlood:
     """``sent``, ``accepted``, ``credit`` (the link's, as Proton sees it) are read live."""
 
-    def __init__(self, url: str, topic: str, count: int, body: bytes) -> None:
-        self.handler = _Flood(url, topic, count, body)
+    def __init__(self, url: str, topic: str, count: int, body: bytes, links: int = 1) -> None:
+        self.handler = _Flood(url, topic, count, body, links)
         self._thread = threading.Thread(target=Container(self.handler).run, daemon=True)
         self._thread.start()
 

@@ -124,6 +124,7 @@ class EdgeConnection(EngineProtocol):
             channel_max=255, offered_capabilities=OFFERED,  # (SASL: set once the socket is up)
         )
         self._deferred: bytearray | None = None
+        self._turn_taken = False  # this connection waited for its host's turn (once per attempt)
         self.peer = "?"
         self.serial = 0  # this router's number for it (management API, logs), from 1
         self.mechanism = ""  # the SASL mechanism it authenticated with ("" without SASL)
@@ -148,9 +149,11 @@ class EdgeConnection(EngineProtocol):
         if self._deferred is not None:
             self._deferred += data
             return
-        if self.engine.state in PRE_AUTH:
+        if self.engine.state in PRE_AUTH and not self._turn_taken:
             # A host that keeps failing to authenticate waits for its turn before its
-            # next attempt is even read (see AuthFailures).
+            # next attempt is even read (see AuthFailures): once per attempt (a connection),
+            # not once per read of it (a SASL exchange takes two or three).
+            self._turn_taken = True
             loop = asyncio.get_running_loop()
             now = loop.time()
             turn = self.router.auth_failures.turn(self.host, now)
@@ -161,6 +164,45 @@ class EdgeConnection(EngineProtocol):
                 loop.call_at(turn, self._feed_deferred)
                 return
         self.feed(data)
+        if self.engine.assembling:  # (only while a multi-frame message arrives)
+            self._bound_arrivals()
+
+    def _bound_arrivals(self) -> None:
+        """The bytes of messages still arriving count, with those this connection's records
+        hold, against its share (``max_connection_bytes``) and the router's bound
+        (``max_in_flight_bytes``). A link's first message has credit before its size is
+        known: one connection's links could otherwise each bring a message as large as
+        ``max_message_size`` at once. Past either, the newest arrivals are refused
+        (``amqp:resource-limit-exceeded`` on their links, their bytes let go): the
+        connection's other links, and every other client, go on."""
+        engine = self.engine
+        links = engine.arriving()
+        if not links:
+            return
+        s = self.router.settings
+        share = s.max_connection_bytes or max(s.max_message_size, s.max_in_flight_bytes // 4)
+        arriving = sum(link.partial_size for link in links)
+        held = 0
+        for session in engine.sessions.values():
+            for link in session.links.values():
+                pub = link.context
+                if not link.is_sender and pub is not None:
+                    held += pub.bytes
+        room = s.max_in_flight_bytes - self.core.records.bytes
+        while links and (held + arriving > share or arriving > room):
+            link = links.pop()  # (the newest arrival first: the earlier ones were let in)
+            arriving -= link.partial_size
+            why = (f"this connection's messages would hold more than max_connection_bytes ({share}): "
+                   f"{held} held, {arriving + link.partial_size} arriving" if arriving + link.partial_size + held > share
+                   else f"the router holds max_in_flight_bytes ({s.max_in_flight_bytes}) of messages")
+            engine.drop_arriving(link, Condition.RESOURCE_LIMIT_EXCEEDED, why)
+            self._drop_link(link)
+            self.router.guard_log.warning(("bytes", self.host), asyncio.get_running_loop().time(),
+                                          "router %s: refused a message arriving on %s from %s: %s", self.router.id,
+                                          link.name, self.peer, why,
+                                          extra=fields("link.refused", connection=self.serial, peer=self.peer,
+                                                       link=link.name, limit="max_connection_bytes"))
+        self.dirty()
 
     def _feed_deferred(self) -> None:
         data = bytes(self._deferred or b"")
