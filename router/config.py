@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from .policy import Policy, Rule, policy_error
+from .policy import LIMITS, Policy, Rule, policy_error
 from .tls import VERSIONS, TlsSpec
 from .users import User, UsersError, load_users
 
@@ -302,7 +302,8 @@ def _policy(ctx: _Ctx, raw: Any) -> Policy:
 
     def rule(value: Any, key: str) -> Rule:
         r = ctx.mapping(value, key)
-        ctx.keys(r, key, {"publish", "subscribe", "groups"})
+        ctx.keys(r, key, {"publish", "subscribe", "groups", *LIMITS})
+        limits = tuple((k, ctx.positive_int(r[k], f"{key}.{k}")) for k in LIMITS if k in r)
         lists: dict[str, tuple[str, ...]] = {}
         for k in ("publish", "subscribe", "groups"):
             v = r.get(k, [])
@@ -315,7 +316,7 @@ def _policy(ctx: _Ctx, raw: Any) -> Policy:
                     if wrong:
                         raise ctx.fail(f"{key}.{k}", "topic patterns ('+' or '*' a level, '#' last)", wrong)
             lists[k] = tuple(items)
-        return Rule(key, lists["publish"], lists["subscribe"], lists["groups"])
+        return Rule(key, lists["publish"], lists["subscribe"], lists["groups"], limits)
 
     users = {str(n): rule(v, f"policy.users.{n}") for n, v in ctx.mapping(p.get("users") or {}, "policy.users").items()}
     groups = {str(n): rule(v, f"policy.groups.{n}")

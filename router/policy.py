@@ -39,6 +39,11 @@ class Rule:
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()  # consumer group names (globs)
+    # limits on what the user holds at once, across the router's connections (None: the router's own)
+    limits: tuple[tuple[str, int], ...] = ()
+
+
+LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +69,16 @@ class Policy:
         if any(covers(p, name) for r in rules for p in r.subscribe):
             return None
         return _refusal(user, "subscribe to", name, rules, "subscribe")
+
+    def limit(self, user: str, user_groups: tuple[str, ...], name: str) -> tuple[int, str] | None:
+        """The user's limit ``name`` and the rule that sets it: the most generous of its
+        rules that set one (a user in two groups has the larger); None when none does."""
+        best: tuple[int, str] | None = None
+        for r in self.rules(user, user_groups):
+            for k, v in r.limits:
+                if k == name and (best is None or v > best[0]):
+                    best = (v, f"{r.where}.{name}")
+        return best
 
     def may_join(self, user: str, user_groups: tuple[str, ...], group: str) -> str | None:
         rules = self.rules(user, user_groups)

@@ -22,7 +22,9 @@ from support.routers import RouterProcess, _spawn
 ACCEPTED = Delivery.ACCEPTED
 
 POLICY = {
-    "users": {"alice": {"publish": ["orders/eu/#"], "subscribe": ["orders/+/new"], "groups": ["billing-*"]}},
+    "users": {"alice": {"publish": ["orders/eu/#"], "subscribe": ["orders/+/new"], "groups": ["billing-*"]},
+              "carol": {"publish": ["limits/#"], "subscribe": ["limits/#"], "max_connections": 2, "max_sessions": 2,
+                        "max_links": 3, "max_message_size": 1000}},
     "groups": {"ops": {"publish": ["#"], "subscribe": ["#"], "groups": ["*"]}},
     "default": {"subscribe": ["public/#"]},
 }
@@ -31,6 +33,7 @@ POLICY = {
 def _topology(tmp: Path, routers: int = 1) -> Path:
     add_user(tmp / "users.yaml", "alice", "apw")
     add_user(tmp / "users.yaml", "bob", "bpw", ("ops",))
+    add_user(tmp / "users.yaml", "carol", "cpw")
     ids = "AB"[:routers]
     doc: dict[str, Any] = {
         "routers": {rid: {"listen": f"127.0.0.1:{free_port()}", "mqtt": f"127.0.0.1:{free_port()}",
@@ -147,3 +150,57 @@ def test_every_router_of_the_network_enforces_the_policy(tmp_path):
     finally:
         for r in routers.values():
             r.stop()
+
+
+def test_a_users_connections_links_and_message_size_are_limited_with_the_rule_named(router):
+    first, second = _as(router, "carol", "cpw"), _as(router, "carol", "cpw")
+    said = _refused(lambda: _as(router, "carol", "cpw").create_sender("limits/a"))
+    assert "amqp:resource-limit-exceeded" in said
+    assert "user carol may hold 2 connections on this router (policy.users.carol.max_connections)" in said
+    second.close()
+    for i in range(3):
+        first.create_sender(f"limits/{i}")
+    said = _refused(lambda: first.create_sender("limits/3"))
+    assert "user carol may hold 3 links on this router (policy.users.carol.max_links)" in said
+    first.close()
+    # the message size: the attach says carol's, and a larger message is refused on its link
+    conn = _as(router, "carol", "cpw")
+    sender = conn.create_sender("limits/size")
+    assert sender.link.remote_max_message_size == 1000
+    assert sender.send(Message(body="small"), timeout=10).remote_state == ACCEPTED
+    said = _refused(lambda: sender.send(Message(body="x" * 2000), timeout=10))
+    assert "amqp:link:message-size-exceeded" in said
+    conn.close()
+    # others are not limited by carol's limits
+    many = [_as(router, "bob", "bpw") for _ in range(3)]
+    for c in many:
+        c.close()
+
+
+async def test_a_users_sessions_are_limited(router):
+    import asyncio
+
+    from once.router.amqp.events import SessionEnded
+    from once.router.amqp.sasl import SaslClientConfig
+    from once.router.client import connect
+
+    ended: list[Any] = []
+    begun: list[Any] = []
+
+    def handler(proto: Any, events: list[Any]) -> None:
+        ended.extend(e for e in events if isinstance(e, SessionEnded))
+        if proto.engine.remote_open is not None and not begun:
+            begun.extend(proto.engine.begin() for _ in range(3))
+        proto.flush()
+
+    conn = await connect(router.host, router.port, "carol-sessions", handler,
+                         sasl=SaslClientConfig("PLAIN", "carol", "cpw"))
+    deadline = asyncio.get_running_loop().time() + 10
+    while not ended:
+        assert asyncio.get_running_loop().time() < deadline, "no session ended"
+        await asyncio.sleep(0.02)
+    assert len(ended) == 1 and ended[0].error is not None
+    assert ended[0].error.condition == "amqp:resource-limit-exceeded"
+    assert "user carol may hold 2 sessions on this router (policy.users.carol.max_sessions)" in ended[0].error.description
+    assert ended[0].session is begun[2]  # (the third: the first two go on)
+    conn.transport.close()

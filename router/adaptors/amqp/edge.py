@@ -16,7 +16,7 @@ from once.records.names import publisher_name_error, subscriber_name_error
 from once.records.table import Record
 
 from ...amqp.connection import Connection, Mode, State
-from ...amqp.endpoints import Delivery, Link
+from ...amqp.endpoints import Delivery, EndpointState, Link
 from ...amqp.errors import AMQPError, Condition
 from ...amqp.errors import condition_value as _value
 from ...amqp.events import (
@@ -29,6 +29,7 @@ from ...amqp.events import (
     LinkDetached,
     LinkFlow,
     SaslDone,
+    SessionBegun,
     SessionEnded,
 )
 from ...amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
@@ -280,6 +281,53 @@ class EdgeConnection(EngineProtocol):
                     extra=fields("access", user=user or "", host=self.host, peer=self.peer,
                                  mechanism=self.mechanism or "", connection=self.serial, container=self._container(),
                                  tls=self.tls))
+        over = self._over_user_limit("max_connections", len(self._user_connections()), "connections")
+        if over is not None:
+            self.engine.close(Error(condition=Condition.RESOURCE_LIMIT_EXCEEDED.value, description=over))
+            self.dirty()
+
+    # ------------------------------------------------------ per-user limits
+
+    def _user(self) -> str:
+        return self.engine.user or "anonymous"
+
+    def _user_connections(self) -> list[EdgeConnection]:
+        """This connection's user's open connections on this router (this one included)."""
+        user = self._user()
+        return [c for c in self.router.connections
+                if isinstance(c, EdgeConnection) and c.opened_at is not None and not c.engine.closed
+                and c._user() == user]
+
+    def _over_user_limit(self, name: str, count: int, what: str) -> str | None:
+        """The policy's limit ``name`` for this connection's user, when ``count`` passes it:
+        the refusal (logged), naming the rule; None when within it (or there is none)."""
+        policy = self.router.topology.policy
+        if policy is None:
+            return None
+        user = self._user()
+        limit = policy.limit(user, user_groups(self.router.topology.auth, user), name)
+        if limit is None or count <= limit[0]:
+            return None
+        why = f"user {user} may hold {limit[0]} {what} on this router ({limit[1]})"
+        self.router.guard_log.warning(("user-limit", user, name), asyncio.get_running_loop().time(),
+                                      "router %s: refused connection %d from %s: %s", self.router.id, self.serial,
+                                      self.peer, why, extra=fields("user.limit", connection=self.serial, user=user,
+                                                                   limit=name, peer=self.peer))
+        return why
+
+    def _on_session_begun(self, event: SessionBegun) -> None:
+        # (the sessions up to this one: several begins read at once are each counted in turn)
+        count = 0
+        for c in self._user_connections():
+            for session in c.engine.sessions.values():
+                if c is self and session is event.session:
+                    break
+                count += session.state is EndpointState.MAPPED
+        count += 1
+        over = self._over_user_limit("max_sessions", count, "sessions")
+        if over is not None:
+            self.engine.end(event.session, Error(condition=Condition.RESOURCE_LIMIT_EXCEEDED.value, description=over))
+            self.dirty()
 
     def container(self) -> str:
         return self._container()
@@ -296,7 +344,10 @@ class EdgeConnection(EngineProtocol):
             return
         container_id = self.engine.remote_open.container_id if self.engine.remote_open else "?"
         engine = self.engine
-        too_many = self._too_many_links(link)
+        # (links counted once we answered their attach: several read at once are each counted in turn)
+        too_many = self._too_many_links(link) or self._over_user_limit(
+            "max_links", 1 + sum(lk.state is EndpointState.MAPPED for c in self._user_connections()
+                                 for sn in c.engine.sessions.values() for lk in sn.links.values()), "links")
         if too_many:
             self._refuse(link, Condition.RESOURCE_LIMIT_EXCEEDED, too_many)
             return
@@ -356,11 +407,21 @@ class EdgeConnection(EngineProtocol):
             link.context = pub
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                           snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
-                          max_message_size=self.router.settings.max_message_size,
+                          max_message_size=self._max_message_size(),
                           unsettled=None if ours is None else states_out(ours),
                           properties={INCARNATION: ulong(pub.incarnation)})
             self.lifecycle.publisher_answered(pub)
         self.dirty()
+
+    def _max_message_size(self) -> int:
+        """The router's ``max_message_size``, or the user's smaller one (the policy's)."""
+        largest = self.router.settings.max_message_size
+        policy = self.router.topology.policy
+        if policy is None:
+            return largest
+        user = self._user()
+        limit = policy.limit(user, user_groups(self.router.topology.auth, user), "max_message_size")
+        return min(largest, limit[0]) if limit is not None else largest
 
     def _too_many_links(self, link: Link) -> str | None:
         """Why one more link would be too many for its session or connection (None: it is not)."""
@@ -489,6 +550,7 @@ EdgeConnection.HANDLERS = {
     LinkAttached: EdgeConnection._on_attach,
     LinkDetached: EdgeConnection._on_detach,
     SessionEnded: EdgeConnection._on_session_ended,
+    SessionBegun: EdgeConnection._on_session_begun,
     DeliveriesReceived: EdgeConnection._on_deliveries,
     DeliveryUpdated: EdgeConnection._on_update,
     LinkFlow: EdgeConnection._on_flow,
