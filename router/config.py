@@ -38,6 +38,7 @@ class RouterSpec:
     http: Address | None = None  # metrics, health, management API, console (off when absent)
     mqtt: Address | None = None  # MQTT 3.1.1 and 5.0 clients (off when absent)
     amqps: Address | None = None  # AMQP clients over TLS (needs the topology's ``tls``)
+    mqtts: Address | None = None  # MQTT clients over TLS (the same)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,18 +200,20 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rid):
             raise ctx.fail(key, "a router id of letters, digits, '_', '.', '-'", rid)
         spec = ctx.mapping(spec, key)
-        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt", "amqps"})
+        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt", "amqps", "mqtts"})
         if "listen" not in spec:
             raise ctx.fail(f"{key}.listen", "HOST:PORT", None)
         ir = spec.get("inter_router")
-        web, mqtt, amqps = spec.get("http"), spec.get("mqtt"), spec.get("amqps")
-        if amqps is not None and tls is None:
-            raise ctx.fail(f"{key}.amqps", "a top-level tls section (certificate, private_key, ca) for it", None)
+        web, mqtt, amqps, mqtts = spec.get("http"), spec.get("mqtt"), spec.get("amqps"), spec.get("mqtts")
+        for name, value in (("amqps", amqps), ("mqtts", mqtts)):
+            if value is not None and tls is None:
+                raise ctx.fail(f"{key}.{name}", "a top-level tls section (certificate, private_key, ca) for it", None)
         routers[rid] = RouterSpec(rid, ctx.address(spec["listen"], f"{key}.listen"),
                                   ctx.address(ir, f"{key}.inter_router") if ir is not None else None,
                                   ctx.address(web, f"{key}.http") if web is not None else None,
                                   ctx.address(mqtt, f"{key}.mqtt") if mqtt is not None else None,
-                                  ctx.address(amqps, f"{key}.amqps") if amqps is not None else None)
+                                  ctx.address(amqps, f"{key}.amqps") if amqps is not None else None,
+                                  ctx.address(mqtts, f"{key}.mqtts") if mqtts is not None else None)
     links_raw = top.get("links") or []
     if not isinstance(links_raw, list):
         raise ctx.fail("links", "a list", links_raw)

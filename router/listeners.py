@@ -21,6 +21,7 @@ class Kind(Enum):
     INTER_ROUTER = "inter-router"  # neighbour routers (``inter_router``)
     HTTP = "http"  # metrics, health, the management API and the console (``http``)
     MQTT = "mqtt"  # MQTT clients (``mqtt``)
+    MQTTS = "mqtts"  # MQTT clients over TLS (``mqtts``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ KINDS: dict[Kind, ListenerKind] = {
     Kind.INTER_ROUTER: ListenerKind(Kind.INTER_ROUTER),
     Kind.HTTP: ListenerKind(Kind.HTTP),
     Kind.MQTT: ListenerKind(Kind.MQTT),
+    Kind.MQTTS: ListenerKind(Kind.MQTTS),
 }
 
 

@@ -50,11 +50,13 @@ class Ready:
     http: Address | None = None
     mqtt: Address | None = None
     amqps: Address | None = None
+    mqtts: Address | None = None
 
     def line(self) -> str:
         web = f" amqps://{self.amqps}" if self.amqps is not None else ""
         web += f" http://{self.http}" if self.http is not None else ""
         web += f" mqtt://{self.mqtt}" if self.mqtt is not None else ""
+        web += f" mqtts://{self.mqtts}" if self.mqtts is not None else ""
         extra = f" neighbours {','.join(self.neighbours)}" if self.neighbours else ""
         return f"router {self.router_id} ready amqp://{self.amqp}{web}{extra}"
 
@@ -151,6 +153,13 @@ class Router:
                                                     self.spec.mqtt.port)
             self._servers.append(mserver)
             mqtt = Address(mhost, mport)
+        mqtts = None
+        if self.spec.mqtts is not None and self.tls is not None:
+            sserver, shost, sport = await listen_on(Kind.MQTTS, lambda: MqttEdgeConnection(self), self.spec.mqtts.host,
+                                                    self.spec.mqtts.port, ssl=self.tls.listening(for_routers=False),
+                                                    handshake_timeout=handshake)
+            self._servers.append(sserver)
+            mqtts = Address(shost, sport)
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._tasks.append(loop.create_task(self._credit_passes()))
         if neighbour_timeout is None:
@@ -160,7 +169,7 @@ class Router:
                 await asyncio.wait_for(self.network.all_up.wait(), neighbour_timeout)
             except TimeoutError:
                 pass
-        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web, mqtt, amqps)
+        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web, mqtt, amqps, mqtts)
         return self.ready
 
     def _accept_router(self) -> InterRouterConnection:

@@ -54,7 +54,7 @@ def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None 
 
     for spec in doc["routers"].values():
         spec["listen"] = f"127.0.0.1:{pick()}"
-        for key in ("inter_router", "http", "mqtt", "amqps"):
+        for key in ("inter_router", "http", "mqtt", "amqps", "mqtts"):
             if key in spec:
                 spec[key] = f"127.0.0.1:{pick()}"
     if settings:

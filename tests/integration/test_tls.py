@@ -221,3 +221,46 @@ def test_tls_configuration_errors_are_one_line(tmp_path, certs):
     topo.write_text(yaml.safe_dump(doc))
     out = subprocess.run([*cli, str(topo), "--id", "A"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "routers.A.amqps" in out.stderr and "tls" in out.stderr
+
+
+def test_mqtt_clients_over_tls_with_a_password_which_plain_mqtt_may_not_send(tmp_path, certs, started):
+    import paho.mqtt.client as mqtt
+    from once.router.users import add_user
+
+    certs.issue("A")
+    add_user(tmp_path / "users.yaml", "alice", "apw")
+    topo = _topology(tmp_path)
+    doc = yaml.safe_load(topo.read_text())
+    doc["routers"]["A"].update({"mqtt": f"127.0.0.1:{free_port()}", "mqtts": "127.0.0.1:0"})
+    doc["auth"] = {"users_file": "users.yaml", "allow_anonymous": False}
+    topo.write_text(yaml.safe_dump(doc))
+    started.append(r := _start(topo))
+    assert r.mqtts is not None
+
+    def client(where: tuple[str, int], tls: bool) -> tuple[Any, Any]:
+        got: Any = __import__("queue").Queue()
+        c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"alice-{tls}", protocol=mqtt.MQTTv5)
+        c.username_pw_set("alice", "apw")
+        if tls:
+            c.tls_set(ca_certs=str(certs.pem))
+        c.on_connect = lambda cl, u, flags, rc, props: got.put(("connack", int(getattr(rc, "value", rc))))
+        c.on_message = lambda cl, u, m: got.put(("message", m.payload))
+        c.on_subscribe = lambda cl, u, mid, codes, props: got.put(("suback", [int(getattr(x, "value", x)) for x in codes]))
+        c.connect(*where, keepalive=30)
+        c.loop_start()
+        return c, got
+
+    secure, got = client(r.mqtts, tls=True)
+    assert got.get(timeout=15) == ("connack", 0)
+    secure.subscribe("tls/t", qos=1)
+    assert got.get(timeout=15) == ("suback", [1])  # (live network-wide once acknowledged)
+    sender = ProtonPublisher(r.amqps.replace("amqps://", "amqps://alice:apw@"), "tls/t", ssl_domain=_domain(certs.pem),
+                             allowed_mechs="PLAIN")
+    assert sender.send_wait("to mqtts") == ACCEPTED
+    assert got.get(timeout=15) == ("message", b"to mqtts")
+    clear, refused = client(r.mqtt, tls=False)
+    assert refused.get(timeout=15) == ("connack", 0x86)  # bad user name or password: none in the clear
+    for c in (secure, clear):
+        c.disconnect()
+        c.loop_stop()
+    sender.close()

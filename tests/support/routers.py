@@ -64,6 +64,8 @@ class RouterProcess:
         self.http = next((w for w in line.split()[4:] if w.startswith("http://")), None)
         mqtt = next((w for w in line.split()[4:] if w.startswith("mqtt://")), None)  # (its MQTT listener)
         self.mqtt = None if mqtt is None else (mqtt[7:].rsplit(":", 1)[0], int(mqtt.rsplit(":", 1)[1]))
+        mqtts = next((w for w in line.split()[4:] if w.startswith("mqtts://")), None)  # (over TLS)
+        self.mqtts = None if mqtts is None else (mqtts[8:].rsplit(":", 1)[0], int(mqtts.rsplit(":", 1)[1]))
         # its TLS listener, when it has one (``amqps://HOST:PORT``)
         self.amqps = next((w for w in line.split()[4:] if w.startswith("amqps://")), None)
         self.host, port = self.url.removeprefix("amqp://").rsplit(":", 1)
