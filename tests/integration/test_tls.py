@@ -71,6 +71,13 @@ def _pubsub(url: str, topic: str, **kw: Any) -> None:
         sub.close()
 
 
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
 def _peer_serial(url: str, ca: Path) -> int:
     """The serial number of the certificate a new TLS connection to ``url`` is shown."""
     host, port = url.removeprefix("amqps://").rsplit(":", 1)
@@ -264,3 +271,27 @@ def test_mqtt_clients_over_tls_with_a_password_which_plain_mqtt_may_not_send(tmp
         c.disconnect()
         c.loop_stop()
     sender.close()
+
+
+def test_hundreds_of_silent_tls_handshakes_are_closed_in_time_and_others_are_served(tmp_path, certs, started):
+    """Sockets that never send a ClientHello, and one that finishes TLS but never says AMQP:
+    each is closed within handshake_timeout, memory stays bounded, and a client that does
+    speak is served meanwhile."""
+    certs.issue("A")
+    topo = _topology(tmp_path)
+    doc = yaml.safe_load(topo.read_text())
+    doc["settings"] = {"handshake_timeout": "1s"}
+    topo.write_text(yaml.safe_dump(doc))
+    started.append(r := _start(topo))
+    host, port = r.amqps.removeprefix("amqps://").rsplit(":", 1)
+    before = _rss_mb(r.proc.pid)
+    silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(300)]
+    ctx = ssl.create_default_context(cafile=str(certs.pem))
+    quiet = ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=10), server_hostname=host)
+    _pubsub(r.amqps, "served", ssl_domain=_domain(certs.pem))
+    assert _rss_mb(r.proc.pid) - before < 64
+    for s in silent[:20]:  # (the router closes them: a read ends, with nothing read)
+        assert s.recv(1) == b""
+    assert quiet.recv(1) == b""  # a TLS connection that never sent the AMQP header: closed too
+    for s in (*silent, quiet):
+        s.close()
