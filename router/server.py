@@ -16,6 +16,7 @@ from .adaptors.amqp.interrouter import InterRouterConnection, dial
 from .adaptors.amqp.shared_subscriptions import group_id
 from .adaptors.mqtt.edge import MqttEdgeConnection, end_suspended
 from .adaptors.mqtt.sessions import SessionStore
+from .authn import user_groups
 from .config import Address, Topology, TopologyError, load_topology
 from .core import Core
 from .core.lifecycle import LinkLifecycle
@@ -87,7 +88,7 @@ class Router:
         self.network = Network(self)
         self.journal = router_journal(journal_dir, router_id) if journal_dir is not None else None
         self.core = Core(router_id, self.settings, routes=self.network, unsynced=self.network.has_neighbours,
-                         message_key=group_id, journal=self.journal)
+                         message_key=group_id, journal=self.journal, admit=self._admit)
         self.lifecycle = LinkLifecycle(self.core, self.network)
         if state_dir is None:
             log.debug("router %s: subscriptions are kept in memory only: a restart forgets the suspended ones "
@@ -275,12 +276,21 @@ class Router:
             except TlsError as e:
                 log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
                 return
-        self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups)
+        self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups, policy=fresh.policy)
         auth = fresh.auth
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
-        log.info("router %s: SIGHUP: reloaded the users (%d)%s and consumer groups (%d) of %s; settings, listeners "
-                 "and links change with a restart", self.id, len(auth.users), certs, len(fresh.groups),
-                 self.topology.path)
+        log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy and consumer groups (%d) of %s; settings, "
+                 "listeners and links change with a restart (attaches already made are not checked again)", self.id,
+                 len(auth.users), certs, len(fresh.groups), self.topology.path)
+
+    def _admit(self, user: str, topic: str) -> str | None:
+        """A copy from another router: whether its publisher's user may publish to its topic
+        by our policy (the root checked by its own; they may differ): why not, or None."""
+        policy = self.topology.policy
+        if policy is None:
+            return None
+        refusal = policy.may_publish(user, user_groups(self.topology.auth, user), topic)
+        return None if refusal is None else f"router {self.id}: {refusal}"
 
     def describe(self) -> str:
         """One line of live state, for an operator (SIGUSR1 logs it)."""

@@ -23,7 +23,7 @@ from ..journal import Event
 from .messages import Answer, Control, Copy, Target
 from .parts import DeliveryPart
 from .peers import CoreRecord, CoreRecords, Subscriber
-from .ports import Outcome
+from .ports import Conditions, Outcome, rejected
 from .tables import CoreTables, Key
 
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
@@ -33,7 +33,7 @@ _ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
-                 "fenced", "refused", "left_had", "delivery")
+                 "fenced", "refused", "left_had", "delivery", "admit")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -44,6 +44,7 @@ class Destination:
         self.journal = tables.journal
         self.clock = tables.clock
         self.queue = queue  # a control item for a router (batched by ``Copies``)
+        self.admit = tables.admit
         self.reachable = reachable
         self.chains: dict[bytes, Chain[tuple[Copy, Target]]] = {}  # per stream
         self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
@@ -115,6 +116,17 @@ class Destination:
         return True
 
     def _take(self, copy: Copy, t: Target) -> None:
+        admit = self.admit
+        if admit is not None and copy.user:
+            refusal = admit(copy.user, copy.topic)
+            if refusal is not None:
+                # Our policy does not let its publisher's user publish here (the root's may
+                # have): nobody here gets it, and the root hears why (in order: a chain's next).
+                if not copy.presettled:
+                    no = rejected(Conditions.UNAUTHORIZED, refusal)
+                    self.queue(copy.root, Answer(copy.gid, copy.stream, t.position,
+                                                 tuple((k, Said.REJECTED, no) for k in t.keys)))
+                return
         record = self.records.get(copy.gid)
         take: Take = (copy.root, copy.stream, t.position, t.keys)
         earlier: dict[Key, tuple[Said, Outcome | None]] | None = None

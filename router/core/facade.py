@@ -87,13 +87,16 @@ class Core:
                  wall: Callable[[], int] = lambda: time.time_ns() // 1000, routes: RoutesPort = ALONE,
                  unsynced: bool = False, treatment: Treatment = FAN_OUT,
                  message_key: Callable[[bytes], bytes | None] = lambda payload: None,
-                 journal: Journal | None = None) -> None:
+                 journal: Journal | None = None, admit: Callable[[str, str], str | None] | None = None) -> None:
+        """``admit(user, topic)``: why a copy another router forwards may not be delivered
+        here (its publisher's user may not publish to its topic by this router's policy), or
+        None; the copy is answered rejected with ``amqp:unauthorized-access``."""
         self.router_id = router_id
         self.settings = settings
         self.clock = clock
         self.wall = wall
         self.routes = routes  # where other subscribers are and how to reach them (the network)
-        self.tables = tables = CoreTables(router_id, settings, clock, wall, journal)
+        self.tables = tables = CoreTables(router_id, settings, clock, wall, journal, admit)
         self.credit = credit = CreditWindow(settings)
         self.placeholders = placeholders = Placeholders()
         self.publishers: list[Publisher] = []

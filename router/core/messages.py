@@ -59,10 +59,12 @@ class Copy:
     # consumer groups: the member the root chose per group, (key, group, router), so that
     # a destination the publisher resumes at knows the choice when it becomes the root
     chosen: tuple[tuple[Key, GroupId, str], ...]
+    # the user its publisher authenticated as at the root ("": the root knew none: not checked)
+    user: str
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, presettled: bool, message_format: int, root: str,
                  stream: bytes, born: int, targets: tuple[Target, ...], visited: frozenset[str],
-                 chosen: tuple[tuple[Key, GroupId, str], ...] = ()) -> None:
+                 chosen: tuple[tuple[Key, GroupId, str], ...] = (), user: str = "") -> None:
         self.gid = gid
         self.topic = topic
         self.payload = payload
@@ -74,6 +76,7 @@ class Copy:
         self.targets = targets
         self.visited = visited
         self.chosen = chosen
+        self.user = user
 
 
 @dataclass(slots=True, init=False)

@@ -27,7 +27,7 @@ class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream",
-                 "resent", "counts", "pace")
+                 "resent", "counts", "pace", "user")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool, ceiling: Ceiling, pace: Pace, counts: TopicCounts | None = None) -> None:
@@ -71,6 +71,9 @@ class Publisher:
         # Tags it had in flight when it resumed here that we knew nothing of: it sends them
         # again as new deliveries, which an earlier router may have delivered (marked).
         self.resent: set[bytes] = set()
+        # The user its client authenticated as (the adaptor's to say; "anonymous" without
+        # one): it travels with every copy, and a destination's policy checks it again.
+        self.user = ""
 
     @property
     def key(self) -> tuple[str, str]:

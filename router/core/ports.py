@@ -28,6 +28,7 @@ class Conditions(StrEnum):
     HOP_ANSWERED_ODDLY = "amqp:internal-error"  # a router answered with something not final
     UNDELIVERABLE_HERE = "once:undeliverable-here"
     REDELIVERY_LIMIT = "once:redelivery-limit"
+    UNAUTHORIZED = "amqp:unauthorized-access"  # a destination's policy refused the publisher's user
 
 
 def rejected(condition: str | Conditions, description: str = "") -> Outcome:

@@ -57,16 +57,18 @@ class Relay:
             c = record
             gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
                                                                  c.message_format, c.root, c.born)
-            chosen = c.chosen
+            chosen, user = c.chosen, c.user
         else:
             gid, topic, payload, presettled, fmt, root, born = (record.gid, record.topic, record.payload,
                                                                  record.presettled, record.message_format,
                                                                  self.router_id, record.born)
             chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
+            pub = record.publisher
+            user = pub.user if pub is not None else ""
         onward = self.plans.onward(visited)
         if one is not None:
             one.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, tuple(targets),
-                                  onward, chosen))
+                                  onward, chosen, user))
             self.pump_hop(one)
             return
         for peer, routers in by_hop.items():
@@ -76,7 +78,7 @@ class Relay:
             carried = (tuple(targets) if len(by_router) == 1
                        else tuple(t for r in sorted(routers) for t in by_router[r]))
             hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,
-                                  chosen))
+                                  chosen, user))
             self.pump_hop(hop)
 
     def add_hop(self, peer: str, port: HopPort) -> Hop:

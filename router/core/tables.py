@@ -39,10 +39,11 @@ def rejection(state: Outcome) -> Outcome:
 
 
 class CoreTables:
-    __slots__ = ("router_id", "settings", "clock", "wall", "records", "topics", "stats", "measures", "journal")
+    __slots__ = ("router_id", "settings", "clock", "wall", "records", "topics", "stats", "measures", "journal",
+                 "admit")
 
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float], wall: Callable[[], int],
-                 journal: Journal | None) -> None:
+                 journal: Journal | None, admit: Callable[[str, str], str | None] | None = None) -> None:
         self.router_id = router_id
         self.settings = settings
         self.clock = clock
@@ -63,3 +64,6 @@ class CoreTables:
                       "resumed_subscribers": 0, "expired_subscribers": 0, "expired_with_owed": 0, "expired_owed": 0}
         self.measures = Measures()
         self.journal = journal  # delivery events, when the operator asked for them
+        # (user, topic) -> why that user may not publish there by this router's policy, or
+        # None: a copy from another router is checked again here (None: no policy)
+        self.admit = admit

@@ -204,3 +204,37 @@ async def test_a_users_sessions_are_limited(router):
     assert "user carol may hold 2 sessions on this router (policy.users.carol.max_sessions)" in ended[0].error.description
     assert ended[0].session is begun[2]  # (the third: the first two go on)
     conn.transport.close()
+
+
+def test_a_copy_from_a_router_with_a_laxer_policy_is_refused_where_the_subscriber_is(tmp_path):
+    """DISPATCH-1388's case: the user travels with every message between routers, so the
+    subscriber's router checks it against its own policy, whatever the root's said."""
+    lax = _topology(tmp_path, routers=2)
+    doc = yaml.safe_load(lax.read_text())
+    doc["policy"]["users"]["alice"]["publish"] = ["orders/#"]  # A lets alice publish anywhere in orders/
+    lax.write_text(yaml.safe_dump(doc))
+    strict = tmp_path / "strict.yaml"
+    doc["policy"]["users"]["alice"]["publish"] = ["orders/eu/#"]  # B does not
+    strict.write_text(yaml.safe_dump(doc))
+    a = RouterProcess.adopt(_spawn(lax, "A"), lax, "A")
+    b = RouterProcess.adopt(_spawn(strict, "B"), strict, "B")
+    try:
+        sub = ProtonSubscriber(b.url, "orders/us/new", name="ops-at-b", user="bob", password="bpw",
+                               allowed_mechs="PLAIN")
+        pub = ProtonPublisher(a.url, "orders/us/new", user="alice", password="apw", allowed_mechs="PLAIN")
+        got = pub.send_raw(bytes(Message(body="us order").encode())).get(timeout=20)
+        assert isinstance(got, tuple), got
+        state, condition, description = got
+        assert state == Delivery.REJECTED and condition == "amqp:unauthorized-access"
+        assert description == ("router B: user alice may not publish to 'orders/us/new' "
+                               "(policy.users.alice.publish: orders/eu/#)")
+        assert sub.messages.empty()
+        ok = ProtonPublisher(a.url, "orders/eu/new", user="alice", password="apw", allowed_mechs="PLAIN")
+        eu = ProtonSubscriber(b.url, "orders/eu/new", name="eu-at-b", user="bob", password="bpw",
+                              allowed_mechs="PLAIN")
+        assert ok.send_wait("eu order") == ACCEPTED and eu.get().body == "eu order"
+        for c in (sub, pub, ok, eu):
+            c.close()
+    finally:
+        a.stop()
+        b.stop()

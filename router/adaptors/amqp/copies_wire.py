@@ -66,7 +66,8 @@ _TARGETS: dict[tuple[str, frozenset[tuple[str, str]]], bytes] = {}
 
 
 def _prefix(copy: Copy) -> bytes:
-    key = (copy.presettled, copy.message_format, copy.topic, copy.root, copy.stream, copy.visited, copy.chosen)
+    key = (copy.presettled, copy.message_format, copy.topic, copy.root, copy.stream, copy.visited, copy.chosen,
+           copy.user)
     prefix = _PREFIXES.get(key)
     if prefix is None:
         parts = [_HEAD.pack(PRESETTLED if copy.presettled else 0, copy.message_format), _long(copy.topic),
@@ -75,6 +76,7 @@ def _prefix(copy: Copy) -> bytes:
         parts.append(_H.pack(len(copy.chosen)))
         parts += [_long(f"{router}\x00{g.scope}\x00{g.name}\x00{g.pattern}\x00{c}\x00{n}")
                   for (c, n), g, router in copy.chosen]
+        parts.append(_long(copy.user))
         body = b"".join(parts)
         prefix = _remember(_PREFIXES, key, _H.pack(len(body)) + body)
     return prefix
@@ -122,11 +124,11 @@ class _Reader:
 
 
 # What a prefix or a target's router and keys said, by their bytes: the same few recur.
-_PREFIX_OF: dict[bytes, tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...]]] = {}
+_PREFIX_OF: dict[bytes, tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...], str]] = {}
 _TARGET_OF: dict[bytes, tuple[str, frozenset[tuple[str, str]]]] = {}
 
 
-def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...]]:
+def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...], str]:
     r = _Reader(raw)
     flags, fmt = r.unpack(_HEAD)
     topic = r.long()
@@ -137,9 +139,10 @@ def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str]
     for _ in range(r.unpack(_H)[0]):
         router, scope, name, pattern, c, n = r.long().split("\x00", 5)
         chosen.append(((c, n), GroupId(name, scope, pattern), router))
+    user = r.long()
     if r.p != len(raw):
         raise ValueError("trailing bytes in a copy header")
-    return bool(flags & PRESETTLED), fmt, topic, root, stream, visited, tuple(chosen)
+    return bool(flags & PRESETTLED), fmt, topic, root, stream, visited, tuple(chosen), user
 
 
 def _read_target(raw: bytes) -> tuple[str, frozenset[tuple[str, str]]]:
@@ -161,7 +164,7 @@ def unpack_copy(gid: bytes, payload: bytes) -> Copy:
         if len(raw) != n:
             raise IndexError
         fields = _PREFIX_OF.get(raw) or _remember(_PREFIX_OF, raw, _read_prefix(raw))
-        presettled, fmt, topic, root, stream, visited, chosen = fields
+        presettled, fmt, topic, root, stream, visited, chosen, user = fields
         born, count = _QB.unpack_from(payload, p)
         p += 9
         targets = []
@@ -179,7 +182,7 @@ def unpack_copy(gid: bytes, payload: bytes) -> Copy:
         message = payload[p:]
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router copy header (protocol version 3)") from None
-    return Copy(gid, topic, message, presettled, fmt, root, stream, born, tuple(targets), visited, chosen)
+    return Copy(gid, topic, message, presettled, fmt, root, stream, born, tuple(targets), visited, chosen, user)
 
 
 # ------------------------------------------------------------------ control

@@ -404,6 +404,7 @@ class EdgeConnection(EngineProtocol):
                 PublisherLink(self, link), address, container_id, link.name,
                 attach.rcv_settle_mode is ReceiverSettleMode.SECOND, incarnation,
                 None if attach.unsettled is None else outcomes_in(attach.unsettled), group=self)
+            pub.user = self._user()  # (it travels with the copies: ``core/peers.py``)
             link.context = pub
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                           snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,

@@ -186,6 +186,7 @@ class Inbound:
             pub, _ = conn.lifecycle.attach_publisher(MqttPublisherPort(conn, topic), topic, conn.client_id,
                                                      f"mqtt:{topic}", True, conn.incarnation if persistent else None,
                                                      None, group=conn)
+            pub.user = conn.user or "anonymous"  # (it travels with the copies: ``core/peers.py``)
             self.publishers[topic] = pub
             conn.lifecycle.publisher_answered(pub)
         return pub
