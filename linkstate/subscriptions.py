@@ -138,6 +138,10 @@ class SubscriberTable:
         """The keys of ``origin``'s subscribers for ``topic``, as this table has them."""
         return frozenset(s.key for s in self._subs_of(origin, topic))
 
+    def subscribers_of(self, origin: str, topic: str) -> list[Subscription]:
+        """``origin``'s subscriptions that a message to ``topic`` reaches."""
+        return self._subs_of(origin, topic)
+
     def _subs_of(self, origin: str, topic: str) -> list[Subscription]:
         """``origin``'s subscribers that a message to ``topic`` reaches (by name or pattern)."""
         o = self.origins.get(origin)

@@ -27,6 +27,7 @@ from once.linkstate.handover import Fences, split
 from once.linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
 from once.records.membership import GroupId, Member, Table
 
+from .authn import user_groups
 from .core.messages import Note, Routed
 from .core.ports import NO_GROUPS, NetworkEvents
 from .logs import fields
@@ -75,6 +76,7 @@ class Network:
         if not self.costs:
             self.all_up.set()
         self._routers: dict[str, set[str]] = {}  # per topic, until the graph or the table changes
+        self._refused_noted: set[tuple[str, Any]] = set()  # remote subscribers our policy refuses, logged once
         self._groups: dict[str, Mapping[GroupId, tuple[Member, ...]]] = {}  # likewise
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
         # Readers of ``Note`` items (an adaptor's own traffic between routers), by channel
@@ -110,7 +112,37 @@ class Network:
         return bool(self.costs)
 
     def keys_at(self, topic: str, router: str) -> frozenset:
-        return self.plane.table.keys_of(router, topic)
+        if self.router.topology.policy is None:
+            return self.plane.table.keys_of(router, topic)
+        return frozenset(s.key for s in self.plane.table.subscribers_of(router, topic) if self._may_receive(s))
+
+    def _may_receive(self, sub: Subscription) -> bool:
+        """Our policy lets the user that made ``sub`` (at another router, whose policy let it)
+        subscribe to what it subscribed to: the user travels with each subscription
+        (``owner``), and a root sends no copy to a subscriber its policy refuses. A
+        subscription made where authentication is off (no owner) is not checked again."""
+        policy = self.router.topology.policy
+        if policy is None or not sub.owner:
+            return True
+        refusal = policy.may_subscribe(sub.owner, user_groups(self.router.topology.auth, sub.owner), sub.topic)
+        if refusal is None:
+            return True
+        if (sub.router, sub.key) not in self._refused_noted:
+            self._refused_noted.add((sub.router, sub.key))
+            log.warning("router %s: sends nothing to subscriber %s/%s at router %s: %s", self.me, sub.container_id,
+                        sub.link_name, sub.router, refusal, extra=fields("subscriber.unauthorized", router=sub.router,
+                                                                         container=sub.container_id,
+                                                                         link=sub.link_name, user=sub.owner))
+        return False
+
+    def policy_changed(self) -> None:
+        """SIGHUP brought another policy: who may receive what is worked out again."""
+        self._refused_noted.clear()
+        self._routers.clear()
+        self._groups.clear()
+        core = self.core
+        core.membership_changed()
+        core.follow_moved(self.plane.lsdb.reachable() | {self.me})  # (the plans cached per topic go)
 
     def homes(self, keys: Iterable) -> dict[str, set]:
         """Reachable or not: what is owed to a key at a router we cannot reach waits for it."""
@@ -128,6 +160,8 @@ class Network:
         view = self._groups.get(topic)
         if view is None:
             found = self.plane.table.group_members(topic, self.me)
+            if found and self.router.topology.policy is not None:
+                found = {g: kept for g, subs in found.items() if (kept := [s for s in subs if self._may_receive(s)])}
             view = {GroupId(name, scope, pattern): Table(Member(s.key, s.router, s.since, s.exclusive) for s in subs)
                     for (name, scope, pattern), subs in found.items()} if found else NO_GROUPS
             self._groups[topic] = view

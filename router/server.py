@@ -277,6 +277,7 @@ class Router:
                 log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
                 return
         self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups, policy=fresh.policy)
+        self.network.policy_changed()
         auth = fresh.auth
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
         log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy and consumer groups (%d) of %s; settings, "

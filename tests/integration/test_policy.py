@@ -238,3 +238,32 @@ def test_a_copy_from_a_router_with_a_laxer_policy_is_refused_where_the_subscribe
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_root_sends_nothing_to_a_subscriber_its_policy_refuses_though_its_router_let_it_attach(tmp_path):
+    """The other half: the user travels with each subscription, and the publisher's router
+    (the root) checks it against its own policy before it sends a copy there."""
+    strict = _topology(tmp_path, routers=2)  # A: alice may subscribe to orders/+/new only
+    doc = yaml.safe_load(strict.read_text())
+    doc["policy"]["users"]["alice"]["subscribe"] = ["orders/#"]  # B lets her subscribe to all of orders/
+    lax = tmp_path / "lax.yaml"
+    lax.write_text(yaml.safe_dump(doc))
+    a = RouterProcess.adopt(_spawn(strict, "A"), strict, "A")
+    b = RouterProcess.adopt(_spawn(lax, "B"), lax, "B")
+    try:
+        wide = ProtonSubscriber(b.url, "orders/#", name="alice-wide", user="alice", password="apw",
+                                allowed_mechs="PLAIN")
+        narrow = ProtonSubscriber(b.url, "orders/us/new", name="alice-narrow", user="alice", password="apw",
+                                  allowed_mechs="PLAIN")
+        pub = ProtonPublisher(a.url, "orders/us/new", user="bob", password="bpw", allowed_mechs="PLAIN")
+        assert pub.send_wait("one") == ACCEPTED
+        assert narrow.get().body == "one"  # (allowed by both: it came)
+        assert wide.messages.empty()  # (A's policy refuses orders/# to alice: nothing was sent to it)
+        for c in (wide, narrow, pub):
+            c.close()
+        log = "".join(a.stderr_lines())
+        assert "sends nothing to subscriber" in log and "alice-wide at router B" in log
+        assert "user alice may not subscribe to 'orders/#' (policy.users.alice.subscribe: orders/+/new)" in log
+    finally:
+        a.stop()
+        b.stop()
