@@ -181,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--credit", type=int, default=1000, help="credit each bench subscriber grants (default 1000)")
     b.add_argument("--no-router", action="store_true", help="clients straight to each other: the clients' ceiling")
     b.add_argument("--journal", action="store_true", help="routers write their delivery journal (its cost)")
+    b.add_argument("--tls", action="store_true", help="with --clients c: clients connect over TLS (amqps) and the "
+                   "routers link over mutual TLS, with certificates made for the run (openssl)")
     b.add_argument("--http", action="store_true", help="routers serve their http endpoint and the bench scrapes "
                    "each one's /metrics every second (the cost of being watched)")
     return p
@@ -305,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             from .bench.main import bench
 
             return bench(args.scenarios, args.json_path, args.messages, args.credit, args.no_router, args.journal,
-                         args.clients, args.http)
+                         args.clients, args.http, args.tls)
     except TopologyError as e:
         print(str(e), file=sys.stderr)
         return Exit.USAGE

@@ -35,6 +35,15 @@ def test_the_c_clients_are_built_and_measure_fan_out_and_one_in_flight():
     assert ping[-1] == "3000" and float(ping[3]) < float(fan[3])  # one in flight queues nothing
 
 
+def test_c_clients_over_tls_through_a_line_of_routers_linked_over_mutual_tls():
+    r = _once("bench", "--clients", "c", "--tls", "line3-1to1", "--messages", "3000")
+    assert r.returncode == 0, r.stderr[-2000:]
+    line = _rows(r.stdout)["line3-1to1"]
+    assert line[1] == "c" and int(line[2]) > 0 and line[-1] == "3000"
+    refused = _once("bench", "--tls", "single-1to1", "--messages", "10")
+    assert refused.returncode == 2 and "--tls needs --clients c" in refused.stderr
+
+
 def test_a_group_is_measured_with_c_clients_each_member_a_share():
     r = _once("bench", "--clients", "c", "single-group4", "--messages", "4000")
     assert r.returncode == 0, r.stderr[-2000:]

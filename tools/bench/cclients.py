@@ -93,10 +93,12 @@ def compile_clients(sources: Path, name: str, programs: dict[str, str], flags: C
     return cache
 
 
-def _client(cmd: list[str]) -> subprocess.Popen[str]:
+def _client(cmd: list[str], ca: Path | None = None) -> subprocess.Popen[str]:
+    """``ca``: the client speaks TLS and checks the router's certificate against it."""
     if two_cores():
         cmd = ["taskset", "-c", "1", *cmd]  # the router of a single-router run has core 0
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, ONCE_BENCH_CA=str(ca) if ca is not None else ""))
 
 
 def _report(proc: subprocess.Popen[str], what: str, timeout: float) -> dict[str, Any]:
@@ -108,7 +110,8 @@ def _report(proc: subprocess.Popen[str], what: str, timeout: float) -> dict[str,
 
 
 def run_scenario(name: str, scenario: Scenario, messages: int, credit: int, addrs: dict[str, tuple[str, int]],
-                 meter: Meter, body: int = 100) -> Result:
+                 meter: Meter, body: int = 100, ca: Path | None = None) -> Result:
+    """``ca``: the clients connect over TLS, checking the routers' certificate against it."""
     bins = build()
     topic = f"bench-{name}"
     receivers = []
@@ -116,7 +119,7 @@ def run_scenario(name: str, scenario: Scenario, messages: int, credit: int, addr
         host, port = addrs[rid]
         link = f"bench-group|bench-sub-{i}" if scenario.group else f"bench-sub-{i}"
         proc = _client([str(bins / "once-crecv"), host, str(port), topic, link, str(credit), str(messages),
-                        *(["shared"] if scenario.group else [])])
+                        *(["shared"] if scenario.group else [])], ca)
         receivers.append(proc)
         assert proc.stdout is not None
         if proc.stdout.readline().strip() != "attached":
@@ -125,7 +128,7 @@ def run_scenario(name: str, scenario: Scenario, messages: int, credit: int, addr
             raise RuntimeError(f"{name}: C receiver {i} did not attach: {proc.stderr.read().strip()[-300:] if proc.stderr else ''}")
     host, port = addrs[scenario.publisher]
     meter.start()
-    sender = _client([str(bins / "once-csend"), host, str(port), topic, str(messages), str(body), str(scenario.window)])
+    sender = _client([str(bins / "once-csend"), host, str(port), topic, str(messages), str(body), str(scenario.window)], ca)
     try:
         sent = _report(sender, "sender", max(120, messages / 1000))
     finally:

@@ -13,11 +13,12 @@ import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 
+import yaml
 from once.router.loop import run
 from once.tools.exits import CommandError, Exit
 from tqdm import tqdm
 
-from . import cclients, pyclients
+from . import cclients, certs, pyclients
 from .procs import ROOT, Meter, pin, start_routers, stop, unpin
 from .scenarios import DEFAULT_SCENARIOS, SCENARIOS, Result
 
@@ -53,7 +54,7 @@ class Scraper:
 
 
 def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str, journal: bool,
-         tmp: Path, root: Path | None, http: bool = False, peer: Path | None = None) -> Result:
+         tmp: Path, root: Path | None, http: bool = False, peer: Path | None = None, tls: bool = False) -> Result:
     scenario = SCENARIOS[name]
     if scenario.max_messages:
         messages = min(messages, scenario.max_messages)
@@ -64,7 +65,9 @@ def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str
 
         procs, addrs = start_peer(peer, scenario, tmp)
     else:
-        procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT, http=urls)
+        files = certs.make(tmp / "certs", sorted(yaml.safe_load((ROOT / "topologies" / scenario.topology).read_text())
+                                                 ["routers"])) if tls else None
+        procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT, http=urls, tls=files)
     scraper = Scraper(list(urls.values())) if urls else None
     meter = Meter([p.pid for p in procs])
     tty = sys.stderr.isatty()
@@ -72,7 +75,8 @@ def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str
     try:
         if clients == "c":
             print(f"bench {name} ({i}/{total}): {messages} messages, C clients ...", file=sys.stderr, flush=True)
-            result = cclients.run_scenario(name, scenario, messages, credit, addrs, meter)
+            result = cclients.run_scenario(name, scenario, messages, credit, addrs, meter,
+                                           ca=tmp / "certs" / "ca.pem" if tls else None)
         else:
             if len(addrs) == 1:
                 pin(1)
@@ -111,17 +115,17 @@ def table(results: list[Result]) -> str:
 
 
 def measure(names: list[str], messages: int, credit: int, clients: str = "python", journal: bool = False,
-            root: Path | None = None, http: bool = False, peer: Path | None = None) -> list[Result]:
+            root: Path | None = None, http: bool = False, peer: Path | None = None, tls: bool = False) -> list[Result]:
     results: list[Result] = []
     with tempfile.TemporaryDirectory() as tmp:
         for i, name in enumerate(names, 1):
             results.append(_one(name, i, len(names), messages, credit, clients, journal, Path(tmp), root, http,
-                                peer))
+                                peer, tls))
     return results
 
 
 def bench(names: list[str], json_path: str | None, messages: int, credit: int, no_router: bool,
-          journal: bool = False, clients: str = "python", http: bool = False) -> int:
+          journal: bool = False, clients: str = "python", http: bool = False, tls: bool = False) -> int:
     names = names or list(DEFAULT_SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
@@ -132,7 +136,9 @@ def bench(names: list[str], json_path: str | None, messages: int, credit: int, n
     else:
         if clients == "c":
             cclients.build()  # (before any router starts: the first build may install Proton-C)
-        results = measure(names, messages, credit, clients, journal, http=http)
+        if tls and clients != "c":
+            raise CommandError(Exit.USAGE, "--tls needs --clients c (the Proton-C clients speak TLS)")
+        results = measure(names, messages, credit, clients, journal, http=http, tls=tls)
     print(table(results))
     if json_path:
         doc = [dict(asdict(r), date=time.strftime("%Y-%m-%d"), machine=machine()) for r in results]

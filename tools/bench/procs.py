@@ -78,12 +78,14 @@ def checkout_cli(root: Path, tmp: Path) -> tuple[str, dict[str, str] | None]:
 
 
 def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any] | None = None,
-                  journal: bool = False, root: Path = ROOT,
-                  http: dict[str, str] | None = None) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
+                  journal: bool = False, root: Path = ROOT, http: dict[str, str] | None = None,
+                  tls: tuple[Path, Path, Path] | None = None) -> tuple[list[subprocess.Popen[str]], dict[str, tuple[str, int]]]:
     """Every router of the scenario's topology as OS processes on free ports; a single router
     is pinned to core 0 (the load clients then take core 1). ``root``: the checkout whose
     router code runs (``--compare`` points it at another git ref's). ``http``: a dict to
-    fill with each router's http endpoint (they serve one on a free port)."""
+    fill with each router's http endpoint (they serve one on a free port). ``tls``:
+    (certificate, key, CA): the routers link over TLS and the addresses returned are their
+    ``amqps`` listeners."""
     from once.tools.topology_ports import with_free_ports
 
     # The routers run with the topology's own settings: --credit is the clients' credit.
@@ -93,6 +95,11 @@ def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any]
         # The endpoint only with --http (given then on the command line): off is off, and a
         # --compare checkout from before the endpoint would refuse the key.
         spec.pop("http", None)
+        if tls is not None:
+            spec["amqps"] = "127.0.0.1:0"
+    if tls is not None:
+        doc["tls"] = {"certificate": str(tls[0]), "private_key": str(tls[1]), "ca": str(tls[2])}
+        doc.get("auth", {}).pop("router_secret", None)  # (routers authenticate with the certificate)
     topo.write_text(yaml.safe_dump(doc))
     ids = sorted(doc["routers"])
     single = len(ids) == 1 and two_cores()
@@ -113,7 +120,8 @@ def start_routers(scenario: Scenario, tmp: Path, router_settings: dict[str, Any]
             for p in procs:
                 p.kill()
             raise RuntimeError(f"router {rid} failed to start: {line!r}")
-        host, port = line.split()[3].removeprefix("amqp://").rsplit(":", 1)
+        where = next(w for w in line.split() if w.startswith("amqps://")) if tls is not None else line.split()[3]
+        host, port = where.removeprefix("amqps://").removeprefix("amqp://").rsplit(":", 1)
         addrs[rid] = (host, int(port))
         if http is not None:
             http[rid] = next(w for w in line.split() if w.startswith("http://"))

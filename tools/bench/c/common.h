@@ -16,6 +16,8 @@
 #include <proton/condition.h>
 #include <proton/event.h>
 #include <proton/listener.h>
+#include <proton/ssl.h>
+#include <proton/transport.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -61,14 +63,30 @@ static int fail_on_condition(pn_event_t *e) {
     return 0;
 }
 
-/* Connect to HOST:PORT and hand every event to `handle` until it returns 0. */
+/* Connect to HOST:PORT and hand every event to `handle` until it returns 0. Over TLS when
+ * ONCE_BENCH_CA names the CA to check the router's certificate against (`--tls`). */
 typedef int (*handler_t)(pn_proactor_t *, pn_event_t *);
 
 static pn_proactor_t *run_client(const char *host, const char *port, handler_t handle) {
     char addr[256];
     pn_proactor_addr(addr, sizeof addr, host, port);
     pn_proactor_t *p = pn_proactor();
-    pn_proactor_connect2(p, NULL, NULL, addr);
+    pn_transport_t *t = NULL;
+    const char *ca = getenv("ONCE_BENCH_CA");
+    if (ca && *ca) {
+        t = pn_transport();
+        pn_ssl_domain_t *d = pn_ssl_domain(PN_SSL_MODE_CLIENT);
+        if (!d || pn_ssl_domain_set_trusted_ca_db(d, ca) ||
+            pn_ssl_domain_set_peer_authentication(d, PN_SSL_VERIFY_PEER_NAME, NULL)) {
+            fprintf(stderr, "TLS: cannot use the CA %s\n", ca);
+            exit(2);
+        }
+        pn_ssl_t *s = pn_ssl(t);
+        pn_ssl_init(s, d, NULL);
+        pn_ssl_set_peer_hostname(s, host);
+        pn_ssl_domain_free(d);
+    }
+    pn_proactor_connect2(p, NULL, t, addr);
     int more = 1;
     while (more) {
         pn_event_batch_t *b = pn_proactor_wait(p);
