@@ -216,8 +216,8 @@ def test_a_copy_from_a_router_with_a_laxer_policy_is_refused_where_the_subscribe
     strict = tmp_path / "strict.yaml"
     doc["policy"]["users"]["alice"]["publish"] = ["orders/eu/#"]  # B does not
     strict.write_text(yaml.safe_dump(doc))
-    a = RouterProcess.adopt(_spawn(lax, "A"), lax, "A")
-    b = RouterProcess.adopt(_spawn(strict, "B"), strict, "B")
+    procs = _spawn(lax, "A"), _spawn(strict, "B")  # (both started before either is waited for)
+    a, b = RouterProcess.adopt(procs[0], lax, "A"), RouterProcess.adopt(procs[1], strict, "B")
     try:
         sub = ProtonSubscriber(b.url, "orders/us/new", name="ops-at-b", user="bob", password="bpw",
                                allowed_mechs="PLAIN")
@@ -248,8 +248,8 @@ def test_a_root_sends_nothing_to_a_subscriber_its_policy_refuses_though_its_rout
     doc["policy"]["users"]["alice"]["subscribe"] = ["orders/#"]  # B lets her subscribe to all of orders/
     lax = tmp_path / "lax.yaml"
     lax.write_text(yaml.safe_dump(doc))
-    a = RouterProcess.adopt(_spawn(strict, "A"), strict, "A")
-    b = RouterProcess.adopt(_spawn(lax, "B"), lax, "B")
+    procs = _spawn(strict, "A"), _spawn(lax, "B")  # (both started before either is waited for)
+    a, b = RouterProcess.adopt(procs[0], strict, "A"), RouterProcess.adopt(procs[1], lax, "B")
     try:
         wide = ProtonSubscriber(b.url, "orders/#", name="alice-wide", user="alice", password="apw",
                                 allowed_mechs="PLAIN")
