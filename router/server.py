@@ -115,52 +115,28 @@ class Router:
         pin_mmap_threshold()
         if self.journal is not None:
             self.journal.start()
-        listen = self.spec.listen
-        server, host, port = await listen_on(Kind.AMQP, lambda: EdgeConnection(self), listen.host, listen.port)
-        self._servers.append(server)
-        amqps = None
-        handshake = self.settings.handshake_timeout
-        if self.spec.amqps is not None and self.tls is not None:
-            tserver, thost, tport = await listen_on(Kind.AMQPS, lambda: EdgeConnection(self), self.spec.amqps.host,
-                                                    self.spec.amqps.port, ssl=self.tls.listening(for_routers=False),
-                                                    handshake_timeout=handshake)
-            self._servers.append(tserver)
-            amqps = Address(thost, tport)
+        spec, tls = self.spec, self.tls
+        client_tls = tls.listening(for_routers=False) if tls is not None else None
+        amqp = await self._open(Kind.AMQP, lambda: EdgeConnection(self), spec.listen)
+        assert amqp is not None
+        amqps = await self._open(Kind.AMQPS, lambda: EdgeConnection(self), spec.amqps, client_tls)
         inter = None
-        if self.neighbour_ids and self.spec.inter_router is not None:
-            ir = self.spec.inter_router
-            iserver, ihost, iport = await listen_on(
-                Kind.INTER_ROUTER, self._accept_router, ir.host, ir.port,
-                ssl=self.tls.listening(for_routers=True) if self.tls is not None else None, handshake_timeout=handshake)
-            self._servers.append(iserver)
-            inter = Address(ihost, iport)
+        if self.neighbour_ids and spec.inter_router is not None:
+            inter = await self._open(Kind.INTER_ROUTER, self._accept_router, spec.inter_router,
+                                     tls.listening(for_routers=True) if tls is not None else None)
             for peer in sorted(self.neighbour_ids):
                 if self.id < peer:
                     self._tasks.append(loop.create_task(dial(self, peer)))
         web = None
-        if self.spec.http is not None:
+        if spec.http is not None:
             table = routes(self)
-            hserver, whost, wport = await listen_on(Kind.HTTP, lambda: HttpConnection(table, self.http_connections),
-                                                    self.spec.http.host, self.spec.http.port)
-            self._servers.append(hserver)
-            web = Address(whost, wport)
+            web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections), spec.http)
         # Every router keeps its replicas of the network's MQTT sessions, listener or not:
         # a session's changes wait for every router in reach (``adaptors/mqtt/sessions.py``).
         self.mqtt_sessions = SessionStore(self)
         self.mqtt_sessions.on_end = lambda client_id: end_suspended(self, client_id)
-        mqtt = None
-        if self.spec.mqtt is not None:
-            mserver, mhost, mport = await listen_on(Kind.MQTT, lambda: MqttEdgeConnection(self), self.spec.mqtt.host,
-                                                    self.spec.mqtt.port)
-            self._servers.append(mserver)
-            mqtt = Address(mhost, mport)
-        mqtts = None
-        if self.spec.mqtts is not None and self.tls is not None:
-            sserver, shost, sport = await listen_on(Kind.MQTTS, lambda: MqttEdgeConnection(self), self.spec.mqtts.host,
-                                                    self.spec.mqtts.port, ssl=self.tls.listening(for_routers=False),
-                                                    handshake_timeout=handshake)
-            self._servers.append(sserver)
-            mqtts = Address(shost, sport)
+        mqtt = await self._open(Kind.MQTT, lambda: MqttEdgeConnection(self), spec.mqtt)
+        mqtts = await self._open(Kind.MQTTS, lambda: MqttEdgeConnection(self), spec.mqtts, client_tls)
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._tasks.append(loop.create_task(self._credit_passes()))
         if neighbour_timeout is None:
@@ -170,7 +146,7 @@ class Router:
                 await asyncio.wait_for(self.network.all_up.wait(), neighbour_timeout)
             except TimeoutError:
                 pass
-        self.ready = Ready(self.id, Address(host, port), inter, tuple(sorted(self.network.links)), web, mqtt, amqps, mqtts)
+        self.ready = Ready(self.id, amqp, inter, tuple(sorted(self.network.links)), web, mqtt, amqps, mqtts)
         return self.ready
 
     def _accept_router(self) -> InterRouterConnection:
@@ -260,6 +236,17 @@ class Router:
             gc.collect()
             trim()
             records.freed = 0
+
+    async def _open(self, kind: Kind, factory: Callable[[], Any], where: Address | None,
+                    ssl: Any = None) -> Address | None:
+        """Listen for ``kind`` at ``where`` (none: not at all; a TLS one needs ``ssl``, the
+        topology's ``tls`` checked that): where it listens."""
+        if where is None or (kind in (Kind.AMQPS, Kind.MQTTS) and ssl is None):
+            return None
+        server, host, port = await listen_on(kind, factory, where.host, where.port, ssl=ssl,
+                                             handshake_timeout=self.settings.handshake_timeout)
+        self._servers.append(server)
+        return Address(host, port)
 
     def reload(self) -> None:
         """SIGHUP: take up the users file (and the consumer groups of the topology) again;
