@@ -206,18 +206,24 @@ async def test_a_users_sessions_are_limited(router):
     conn.transport.close()
 
 
+def _differing(tmp: Path, key: str, at_a: list[str], at_b: list[str]) -> tuple[RouterProcess, RouterProcess]:
+    """Routers A and B of one network whose policy files give alice's ``key`` differently."""
+    base = _topology(tmp, routers=2)
+    doc = yaml.safe_load(base.read_text())
+    files = {}
+    for rid, patterns in (("A", at_a), ("B", at_b)):
+        doc["policy"]["users"]["alice"][key] = patterns
+        files[rid] = tmp / f"topology-{rid}.yaml"
+        files[rid].write_text(yaml.safe_dump(doc))
+    procs = {rid: _spawn(path, rid) for rid, path in files.items()}  # (both started before either is waited for)
+    return RouterProcess.adopt(procs["A"], files["A"], "A"), RouterProcess.adopt(procs["B"], files["B"], "B")
+
+
 def test_a_copy_from_a_router_with_a_laxer_policy_is_refused_where_the_subscriber_is(tmp_path):
     """DISPATCH-1388's case: the user travels with every message between routers, so the
     subscriber's router checks it against its own policy, whatever the root's said."""
-    lax = _topology(tmp_path, routers=2)
-    doc = yaml.safe_load(lax.read_text())
-    doc["policy"]["users"]["alice"]["publish"] = ["orders/#"]  # A lets alice publish anywhere in orders/
-    lax.write_text(yaml.safe_dump(doc))
-    strict = tmp_path / "strict.yaml"
-    doc["policy"]["users"]["alice"]["publish"] = ["orders/eu/#"]  # B does not
-    strict.write_text(yaml.safe_dump(doc))
-    procs = _spawn(lax, "A"), _spawn(strict, "B")  # (both started before either is waited for)
-    a, b = RouterProcess.adopt(procs[0], lax, "A"), RouterProcess.adopt(procs[1], strict, "B")
+    # A lets alice publish anywhere in orders/; B does not
+    a, b = _differing(tmp_path, "publish", ["orders/#"], ["orders/eu/#"])
     try:
         sub = ProtonSubscriber(b.url, "orders/us/new", name="ops-at-b", user="bob", password="bpw",
                                allowed_mechs="PLAIN")
@@ -243,13 +249,8 @@ def test_a_copy_from_a_router_with_a_laxer_policy_is_refused_where_the_subscribe
 def test_a_root_sends_nothing_to_a_subscriber_its_policy_refuses_though_its_router_let_it_attach(tmp_path):
     """The other half: the user travels with each subscription, and the publisher's router
     (the root) checks it against its own policy before it sends a copy there."""
-    strict = _topology(tmp_path, routers=2)  # A: alice may subscribe to orders/+/new only
-    doc = yaml.safe_load(strict.read_text())
-    doc["policy"]["users"]["alice"]["subscribe"] = ["orders/#"]  # B lets her subscribe to all of orders/
-    lax = tmp_path / "lax.yaml"
-    lax.write_text(yaml.safe_dump(doc))
-    procs = _spawn(strict, "A"), _spawn(lax, "B")  # (both started before either is waited for)
-    a, b = RouterProcess.adopt(procs[0], strict, "A"), RouterProcess.adopt(procs[1], lax, "B")
+    # A: alice may subscribe to orders/+/new only; B lets her subscribe to all of orders/
+    a, b = _differing(tmp_path, "subscribe", ["orders/+/new"], ["orders/#"])
     try:
         wide = ProtonSubscriber(b.url, "orders/#", name="alice-wide", user="alice", password="apw",
                                 allowed_mechs="PLAIN")
