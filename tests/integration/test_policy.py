@@ -92,12 +92,14 @@ def test_attaches_the_policy_refuses_name_the_rule_and_leave_the_connection_alon
 
 def test_a_user_may_what_its_groups_allow_and_anonymous_what_the_default_does(router):
     sub = ProtonSubscriber(router.url, "public/news", name="anon-news")  # anonymous: the default rule
-    said = _refused(lambda: _as(router, None).create_receiver("orders/eu/new", name="anon-orders"))
+    anon = _as(router, None)
+    said = _refused(lambda: anon.create_receiver("orders/eu/new", name="anon-orders"))
     assert "user anonymous may not subscribe to 'orders/eu/new' (policy.default.subscribe: public/#)" in said
     pub = ProtonPublisher(router.url, "public/news", user="bob", password="bpw", allowed_mechs="PLAIN")
     assert pub.send_wait("from ops") == ACCEPTED and sub.get().body == "from ops"
-    said = _refused(lambda: _as(router, None).create_sender("public/news"))
+    said = _refused(lambda: anon.create_sender("public/news"))
     assert "no policy entry" not in said and "policy.default.publish: (none)" in said
+    anon.close()
     pub.close()
     sub.close()
 

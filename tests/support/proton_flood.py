@@ -21,12 +21,13 @@ class _Flood(MessagingHandler):  # type: ignore[misc]
         self.other = 0
         self.credit = 0
         self.sender: Any = None
+        self.conn: Any = None
         self.stop = False
 
     def on_start(self, event: Any) -> None:
-        conn = event.container.connect(self.url)
+        self.conn = event.container.connect(self.url)
         for i in range(self.links):  # (``count`` messages in all, on one connection)
-            self.sender = event.container.create_sender(conn, self.topic, name=f"flood-{i}")
+            self.sender = event.container.create_sender(self.conn, self.topic, name=f"flood-{i}")
         event.container.schedule(0.05, self)
 
     def on_link_error(self, event: Any) -> None:
@@ -36,7 +37,9 @@ class _Flood(MessagingHandler):  # type: ignore[misc]
 
     def on_timer_task(self, event: Any) -> None:
         if self.stop:
-            event.container.stop()
+            # Closed, not left open: the container's loop ends once the router has closed
+            # it too (a router stopping waits a while for clients' closes).
+            self.conn.close()
             return
         self.credit = self.sender.credit if self.sender is not None else 0
         event.container.schedule(0.05, self)
