@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from .policy import LIMITS, Policy, Rule, policy_error
+from .policy import LIMITS, Policy, Rule, host_rules, policy_error
 from .tls import VERSIONS, TlsSpec
 from .users import User, UsersError, load_users
 
@@ -301,7 +301,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
 
 def _policy(ctx: _Ctx, raw: Any) -> Policy:
     p = ctx.mapping(raw, "policy")
-    ctx.keys(p, "policy", {"users", "groups", "default"})
+    ctx.keys(p, "policy", {"users", "groups", "default", "hosts"})
 
     def rule(value: Any, key: str) -> Rule:
         r = ctx.mapping(value, key)
@@ -325,7 +325,17 @@ def _policy(ctx: _Ctx, raw: Any) -> Policy:
     groups = {str(n): rule(v, f"policy.groups.{n}")
               for n, v in ctx.mapping(p.get("groups") or {}, "policy.groups").items()}
     default = rule(p["default"], "policy.default") if p.get("default") is not None else None
-    return Policy(users, groups, default)
+    hosts: dict[str, tuple[tuple[str, int], ...]] = {}
+    for n, v in ctx.mapping(p.get("hosts") or {}, "policy.hosts").items():
+        key = f"policy.hosts.{n}"
+        r = ctx.mapping(v, key)
+        ctx.keys(r, key, set(LIMITS))
+        hosts[str(n)] = tuple((k, ctx.positive_int(r[k], f"{key}.{k}")) for k in LIMITS if k in r)
+    try:
+        host_list = host_rules(hosts)
+    except ValueError as e:
+        raise ctx.fail("policy.hosts", "IP addresses or networks (10.0.0.0/8, ::1)", str(e)) from None
+    return Policy(users, groups, default, host_list)
 
 
 def _tls(ctx: _Ctx, base: Path, raw: Any) -> TlsSpec:

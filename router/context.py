@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .core import Core
     from .core.lifecycle import LinkLifecycle
     from .limits import AuthFailures, ConnectionLimits, RateLimitedLog
+    from .quotas import Quotas
     from .tls import RouterTls
 
 
@@ -60,6 +61,7 @@ class RouterContext(Protocol):
     limits: ConnectionLimits
     auth_failures: AuthFailures
     guard_log: RateLimitedLog
+    quotas: Quotas  # what each user and source host holds, against the policy's limits
     neighbour_ids: set[str]
     connections: set[Any]
     serials: int  # the last client connection number given

@@ -6,10 +6,17 @@
       groups:                       # the user groups of the users file (``groups: [...]``)
         operators: {publish: ["#"], subscribe: ["#"], groups: ["*"]}
       default: {subscribe: ["public/#"]}   # everyone else, anonymous included
+      hosts:                        # limits per source host, by address or network
+        "10.0.0.0/8": {max_connections: 20, max_in_flight_bytes: 67108864}
 
 A user may do what its own entry or any of its groups' entries allows; a user with neither
 gets ``default``; without ``default``, nothing. Without a ``policy`` section everything is
 allowed (the router's behaviour before there were policies).
+
+Limits (``LIMITS``) bound what one user, and what one source host, holds on a router at
+once (``router/quotas.py`` counts). A user's limit is the most generous of its rules'; a
+host's is set by the most specific network that names it (each host of a network has the
+network's limits to itself). Both apply: the one passed first refuses.
 
 Topic patterns are the network's (``records/names.py``): levels split on ``/``, ``+`` (or
 ``*``) one level, a last ``#`` the rest. A subscription to a pattern is allowed when an
@@ -27,6 +34,7 @@ it of (the user travels with each: ``Subscription.owner``) and the messages they
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -43,7 +51,16 @@ class Rule:
     limits: tuple[tuple[str, int], ...] = ()
 
 
-LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size")
+LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size", "max_in_flight_bytes")
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class HostRule:
+    network: Network
+    where: str  # "policy.hosts.10.0.0.0/8"
+    limits: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +68,22 @@ class Policy:
     users: dict[str, Rule] = field(default_factory=dict)
     groups: dict[str, Rule] = field(default_factory=dict)
     default: Rule | None = None
+    hosts: tuple[HostRule, ...] = ()  # most specific first
+
+    def host_limit(self, host: str, name: str) -> tuple[int, str] | None:
+        """The limit ``name`` of a client from ``host`` and the rule that sets it: the most
+        specific network holding the host that sets one; None when none does."""
+        if not self.hosts:
+            return None
+        address = _address(host)
+        if address is None:
+            return None
+        for rule in self.hosts:
+            if address.version == rule.network.version and address in rule.network:
+                for k, v in rule.limits:
+                    if k == name:
+                        return v, f"{rule.where}.{name}"
+        return None
 
     def rules(self, user: str, user_groups: tuple[str, ...]) -> list[Rule]:
         found = [r for r in (self.users.get(user), *(self.groups.get(g) for g in user_groups)) if r is not None]
@@ -85,6 +118,24 @@ class Policy:
         if any(fnmatch.fnmatchcase(group, g) for r in rules for g in r.groups):
             return None
         return _refusal(user, "join consumer group", group, rules, "groups")
+
+
+@lru_cache(maxsize=4096)
+def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return None
+    # (an IPv4 client on a dual-stack listener shows as ::ffff:a.b.c.d: its IPv4 rules hold)
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def host_rules(raw: dict[str, tuple[tuple[str, int], ...]]) -> tuple[HostRule, ...]:
+    """``policy.hosts`` as rules, most specific first (ValueError names a bad network)."""
+    rules = [HostRule(ipaddress.ip_network(k, strict=False), f"policy.hosts.{k}", v) for k, v in raw.items()]
+    return tuple(sorted(rules, key=lambda r: -r.network.prefixlen))
 
 
 def _refusal(user: str, verb: str, what: str, rules: list[Rule], key: str) -> str:

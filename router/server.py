@@ -31,6 +31,7 @@ from .listeners import listen as listen_on
 from .logs import fields
 from .network import Network
 from .observe import line, snapshot
+from .quotas import Quotas
 from .substore import FileStore, MemoryStore
 from .tls import RouterTls, TlsError
 
@@ -81,6 +82,7 @@ class Router:
         self.limits = ConnectionLimits(max_total, self.settings.max_connections_per_host or max(1, max_total // 2))
         self.auth_failures = AuthFailures()
         self.guard_log = RateLimitedLog(logging.getLogger("once.guard"))
+        self.quotas = Quotas(self)
         self.journal_dir = journal_dir
         self.neighbour_ids = {lk.b if lk.a == router_id else lk.a for lk in topology.links if router_id in (lk.a, lk.b)}
         # Our own subscriptions, kept where a restart finds them (``substore.py``).
@@ -265,6 +267,7 @@ class Router:
                 return
         self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups, policy=fresh.policy)
         self.network.policy_changed()
+        self.quotas.reloaded()
         auth = fresh.auth
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
         log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy and consumer groups (%d) of %s; settings, "

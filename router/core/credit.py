@@ -16,7 +16,9 @@ Publisher credit follows use, so one client can never take the window from the r
   message brings its window back);
 * one connection's publishers (a ``group``) hold at most ``max_connection_credit``;
 * a link's credit times its guessed message size stays within ``link_in_flight_bytes``
-  and the router's byte room, and a link that passes its bound loses its credit.
+  and the router's byte room, and a link that passes its bound loses its credit;
+* so does the credit of all the links of a user or a host with a ``max_in_flight_bytes``
+  in the policy, within that (``purse.py``).
 
 Granting calls the ports (``grant``) and nothing else; the core tells this window what
 changed and asks it to top up.
@@ -39,6 +41,7 @@ from .pace import EPOCH
 
 if TYPE_CHECKING:
     from .peers import Publisher, Upstream
+    from .purse import Purse
 
 
 class CreditWindow:
@@ -201,6 +204,7 @@ class CreditWindow:
         if room <= 0:
             return
         start = self._rr % n
+        promised_by: dict[Purse, int] | None = None  # (made when a link with a purse wants credit)
         for i in range(n):
             pub = pubs[(start + i) % n]
             if pub.window < link_credit and pub.sent - pub.grown_at >= max(1, pub.window // 2):
@@ -245,8 +249,16 @@ class CreditWindow:
                 give = min(give, fits - pub.credit, room // size)
             else:
                 give = min(give, 1 - pub.credit)  # its size is unknown until its first message
+            purses = pub.purses
+            if purses and give > 0:  # (its user's or host's byte budget: ``purse.py``)
+                if promised_by is None:
+                    promised_by = _promised(pubs)
+                give = min(give, _purse_fits(pub, purses, size, promised_by))
             if give <= 0:
                 continue
+            if purses and promised_by is not None:
+                for purse in purses:
+                    promised_by[purse] = promised_by.get(purse, 0) + give * max(size, 1)
             pub.credit += give
             pub.refill_at = refill_at  # ``publish`` asks for a pass when its credit falls to it
             self.outstanding += give
@@ -315,3 +327,29 @@ class CreditWindow:
                     cut += 1
         self.busy = busy
         return cut
+
+
+def _promised(pubs: Sequence[Publisher]) -> dict[Purse, int]:
+    """What the credit out there may bring, at each link's guessed size, per purse. (The
+    parked links' one credit each is left out: their size is a guess of one message.)"""
+    promised: dict[Purse, int] = {}
+    for pub in pubs:
+        if pub.purses and pub.credit:
+            for purse in pub.purses:
+                promised[purse] = promised.get(purse, 0) + pub.credit * max(pub.size, 1)
+    return promised
+
+
+def _purse_fits(pub: Publisher, purses: tuple[Purse, ...], size: int, promised: dict[Purse, int]) -> int:
+    """How many more credits ``pub``'s purses leave room for."""
+    fits = 1 << 30
+    for purse in purses:
+        left = purse.limit - purse.bytes - promised.get(purse, 0)
+        if size:
+            n = left // size
+            if n < 1 and purse.bytes == 0 and not promised.get(purse):
+                n = 1  # a message larger than the budget still goes, alone
+        else:
+            n = 1 if left > 0 else 0  # (its size unknown: its first message, once there is room)
+        fits = min(fits, n)
+    return fits

@@ -132,8 +132,15 @@ class LocalDelivery:
         # The guess of its message size (``credit.py``) follows a larger one at once, a smaller one slowly.
         guess = pub.size
         pub.size = size if size >= guess else guess - ((guess - size) >> 4)
-        if pub.credit and (pub.bytes > self.settings.link_in_flight_bytes
-                           or records.bytes > self.settings.max_in_flight_bytes):
+        over = pub.bytes > self.settings.link_in_flight_bytes or records.bytes > self.settings.max_in_flight_bytes
+        purses = pub.purses
+        if purses:  # (its user's or host's ``max_in_flight_bytes``: most publishers have none)
+            for purse in purses:
+                purse.bytes += size
+                over = over or purse.bytes > purse.limit
+                if purse.bytes + pub.size > purse.limit:
+                    purse.full(self.router_id, pub.size, self.clock())
+        if pub.credit and over:
             credit.take_back(pub)
         remote = self.remote_routers(pub.topic)
         if self.treatment.local_groups or self.group_members(pub.topic):
@@ -169,6 +176,10 @@ class LocalDelivery:
                 pub.in_flight += 1
                 old.bytes -= size
                 pub.bytes += size
+                for purse in old.purses:
+                    purse.bytes -= size
+                for purse in pub.purses:
+                    purse.bytes += size
         else:
             record.local = True
             record.arrived = self.clock()  # (our measures count from here: the time held before is another router's)
@@ -176,6 +187,8 @@ class LocalDelivery:
             self.local_count += 1
             pub.in_flight += 1
             pub.bytes += size
+            for purse in pub.purses:
+                purse.bytes += size
         record.publisher = pub
 
     def enqueue(self, record: CoreRecord, sub: Subscriber, redelivery: int) -> bool:
@@ -395,7 +408,10 @@ class LocalDelivery:
                 pub = record.publisher
                 if pub is not None:  # (a record of ours always has its publisher)
                     pub.in_flight -= 1
-                    pub.bytes -= len(record.payload)
+                    size = len(record.payload)
+                    pub.bytes -= size
+                    for purse in pub.purses:
+                        purse.bytes -= size
             if record.parked:
                 self.forwarding.forget_parked(record)
             if record.far is not None:

@@ -17,6 +17,7 @@ from .measures import TopicCounts
 from .messages import Copy
 from .pace import Pace
 from .ports import HopPort, PublisherPort, SubscriberPort
+from .purse import Purse
 
 
 class TagInUse(Exception):
@@ -27,7 +28,7 @@ class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream",
-                 "resent", "counts", "pace", "user")
+                 "resent", "counts", "pace", "user", "purses")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool, ceiling: Ceiling, pace: Pace, counts: TopicCounts | None = None) -> None:
@@ -74,6 +75,9 @@ class Publisher:
         # The user its client authenticated as (the adaptor's to say; "anonymous" without
         # one): it travels with every copy, and a destination's policy checks it again.
         self.user = ""
+        # The byte budgets of its user and its host that bound it (``purse.py``): none
+        # unless the policy sets a ``max_in_flight_bytes`` for either.
+        self.purses: tuple[Purse, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:

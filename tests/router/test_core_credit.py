@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from once.router.config import Settings
-from once.router.core import Core
+from once.router.core import ACCEPTED, Core
 from once.router.core.ceiling import FIRST_CEILING
+from once.router.core.purse import Purse
 from support.routes import TestRoutes
 from test_core import Pub, Sub
 
@@ -239,3 +240,40 @@ def test_unused_credit_stays_under_the_ceiling_while_unanswered_deliveries_fill_
         _send(core, pub, n, sent)
         sent += n
     assert pub.in_flight == sent == 1000  # the window, not the ceiling, stopped it
+
+
+def test_a_users_links_share_its_byte_budget_and_get_credit_again_as_it_frees():
+    """The policy's max_in_flight_bytes for a user (one ``Purse`` its links share): credit
+    stops when what its records hold reaches it, whatever the link and router bounds leave,
+    and comes back as those records are let go. Another user's link is not held back."""
+    clock = Clock()
+    core = _core(clock, max_in_flight=10_000, link_credit=2000, max_in_flight_bytes=400 * MB,
+                 link_in_flight_bytes=64 * MB)
+    sub = Sub(credit=0)  # takes nothing yet: all stays in flight
+    taker, _ = core.add_subscriber(sub, "t", "s", "l", False)
+    purse = Purse(8 * MB, "policy.users.alice.max_in_flight_bytes")
+    alices = [core.add_publisher(Pub(), "t", f"a{i}", "l", False, group=i, grant=False) for i in range(3)]
+    for pub in alices:
+        pub.purses = (purse,)
+    bob = core.add_publisher(Pub(), "t", "b", "l", False, group="b")
+    core.replenish()
+    body = b"x" * MB
+    tags = 0
+    for _ in range(20):
+        for pub in (*alices, bob):
+            while pub.credit:
+                core.publish(pub, str(tags).encode(), body, False, tags)
+                tags += 1
+            core.replenish()
+    # Each link's first message had one credit before its size was known: three over at most.
+    assert 6 * MB <= purse.bytes == sum(p.bytes for p in alices) <= 8 * MB + 3 * MB
+    assert all(p.credit == 0 for p in alices)
+    assert bob.bytes > 16 * MB  # (bob has no budget: the link bound is his)
+    # The subscriber takes and accepts everything: alice's purse empties, and credit returns.
+    sub._credit = 10_000
+    core.pump(taker)
+    for record, _settled, _ in list(sub.sent):
+        core.subscriber_update(taker, record, None, ACCEPTED, True)
+    core.replenish()
+    assert purse.bytes == 0
+    assert 0 < sum(p.credit for p in alices) * MB <= 8 * MB  # (within the budget again)

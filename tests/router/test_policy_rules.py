@@ -35,3 +35,23 @@ def test_the_policy_section_is_checked_with_one_line_errors():
         parse_topology({**base, "policy": {"users": {"alice": {"sub": ["a"]}}}}, "t.yaml")
     p = parse_topology({**base, "policy": {"default": {"publish": "x/#"}}}, "t.yaml").policy
     assert p is not None and p.default == Rule("policy.default", publish=("x/#",))
+    with pytest.raises(TopologyError, match=r"policy.hosts: expected IP addresses or networks .*10.0.0/33"):
+        parse_topology({**base, "policy": {"hosts": {"10.0.0/33": {"max_connections": 1}}}}, "t.yaml")
+    with pytest.raises(TopologyError, match=r"policy.hosts.10.0.0.0/8.publish: unknown key"):
+        parse_topology({**base, "policy": {"hosts": {"10.0.0.0/8": {"publish": ["#"]}}}}, "t.yaml")
+
+
+def test_a_hosts_limit_comes_from_the_most_specific_network_that_sets_it():
+    base = {"routers": {"A": {"listen": "127.0.0.1:0"}}}
+    p = parse_topology({**base, "policy": {"hosts": {
+        "10.0.0.0/8": {"max_connections": 100, "max_links": 50},
+        "10.1.0.0/16": {"max_connections": 10},
+        "10.1.2.3": {"max_in_flight_bytes": 1000},
+        "::1": {"max_connections": 2}}}}, "t.yaml").policy
+    assert p is not None
+    assert p.host_limit("10.1.2.3", "max_connections") == (10, "policy.hosts.10.1.0.0/16.max_connections")
+    assert p.host_limit("10.1.2.3", "max_links") == (50, "policy.hosts.10.0.0.0/8.max_links")
+    assert p.host_limit("10.1.2.3", "max_in_flight_bytes") == (1000, "policy.hosts.10.1.2.3.max_in_flight_bytes")
+    assert p.host_limit("::ffff:10.9.9.9", "max_connections")[0] == 100  # (IPv4 on a dual-stack listener)
+    assert p.host_limit("::1", "max_connections")[0] == 2
+    assert p.host_limit("192.168.0.1", "max_connections") is None and p.host_limit("?", "max_links") is None

@@ -12,9 +12,11 @@ from proton.reactor import Container
 
 
 class _Flood(MessagingHandler):  # type: ignore[misc]
-    def __init__(self, url: str, topic: str, count: int, body: bytes, links: int = 1) -> None:
+    def __init__(self, url: str, topic: str, count: int, body: bytes, links: int = 1,
+                 user: str | None = None, password: str | None = None) -> None:
         super().__init__(auto_settle=True)
         self.url, self.topic, self.count, self.body, self.links = url, topic, count, body, links
+        self.user, self.password = user, password
         self.refused: list[str] = []  # the errors links were detached with
         self.sent = 0
         self.accepted = 0
@@ -25,7 +27,8 @@ class _Flood(MessagingHandler):  # type: ignore[misc]
         self.stop = False
 
     def on_start(self, event: Any) -> None:
-        self.conn = event.container.connect(self.url)
+        login = {} if self.user is None else {"user": self.user, "password": self.password, "allowed_mechs": "PLAIN"}
+        self.conn = event.container.connect(self.url, **login)
         for i in range(self.links):  # (``count`` messages in all, on one connection)
             self.sender = event.container.create_sender(self.conn, self.topic, name=f"flood-{i}")
         event.container.schedule(0.05, self)
@@ -63,8 +66,9 @@ class _Flood(MessagingHandler):  # type: ignore[misc]
 class ProtonFlood:
     """``sent``, ``accepted``, ``credit`` (the link's, as Proton sees it) are read live."""
 
-    def __init__(self, url: str, topic: str, count: int, body: bytes, links: int = 1) -> None:
-        self.handler = _Flood(url, topic, count, body, links)
+    def __init__(self, url: str, topic: str, count: int, body: bytes, links: int = 1,
+                 user: str | None = None, password: str | None = None) -> None:
+        self.handler = _Flood(url, topic, count, body, links, user, password)
         self._thread = threading.Thread(target=Container(self.handler).run, daemon=True)
         self._thread.start()
 

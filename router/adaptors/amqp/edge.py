@@ -130,6 +130,7 @@ class EdgeConnection(EngineProtocol):
         self.serial = 0  # this router's number for it (management API, logs), from 1
         self.mechanism = ""  # the SASL mechanism it authenticated with ("" without SASL)
         self.opened_at: float | None = None  # (monotonic) when its open came
+        self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
 
     def dirty(self) -> None:
         """``EngineProtocol.dirty``, here again: its links call it per message, and compiled
@@ -190,12 +191,17 @@ class EdgeConnection(EngineProtocol):
                 if not link.is_sender and pub is not None:
                     held += pub.bytes
         room = s.max_in_flight_bytes - self.core.records.bytes
-        while links and (held + arriving > share or arriving > room):
+        quotas = self.router.quotas
+        user = self._user()
+        while links and (held + arriving > share or arriving > room
+                         or quotas.arrivals_over(user, self.host, arriving) is not None):
+            purse = quotas.arrivals_over(user, self.host, arriving)
             link = links.pop()  # (the newest arrival first: the earlier ones were let in)
             arriving -= link.partial_size
             why = (f"this connection's messages would hold more than max_connection_bytes ({share}): "
                    f"{held} held, {arriving + link.partial_size} arriving" if arriving + link.partial_size + held > share
-                   else f"the router holds max_in_flight_bytes ({s.max_in_flight_bytes}) of messages")
+                   else f"the router holds max_in_flight_bytes ({s.max_in_flight_bytes}) of messages" if purse is None
+                   else f"more than max_in_flight_bytes ({purse.limit}) of messages would be held ({purse.where})")
             engine.drop_arriving(link, Condition.RESOURCE_LIMIT_EXCEEDED, why)
             self._drop_link(link)
             self.router.guard_log.warning(("bytes", self.host), asyncio.get_running_loop().time(),
@@ -218,6 +224,8 @@ class EdgeConnection(EngineProtocol):
 
     def on_lost(self, exc: Exception | None) -> None:
         self.router.connections.discard(self)
+        if self.principal is not None:
+            self.router.quotas.leave(self, *self.principal)
         clean = self.engine.state is State.CLOSED
         log.info("router %s: connection from %s (container %s) %s", self.router.id, self.peer, self._container(),
                  "closed" if clean else f"lost without a close ({exc or 'the peer went away'}): its links are "
@@ -281,50 +289,39 @@ class EdgeConnection(EngineProtocol):
                     extra=fields("access", user=user or "", host=self.host, peer=self.peer,
                                  mechanism=self.mechanism or "", connection=self.serial, container=self._container(),
                                  tls=self.tls))
-        over = self._over_user_limit("max_connections", len(self._user_connections()), "connections")
+        self.principal = (self._user(), self.host)
+        over = self.router.quotas.enter(self, *self.principal, self.serial, self.peer)
         if over is not None:
             self.engine.close(Error(condition=Condition.RESOURCE_LIMIT_EXCEEDED.value, description=over))
             self.dirty()
 
-    # ------------------------------------------------------ per-user limits
+    # ------------------------------------------- per-user and per-host limits
 
     def _user(self) -> str:
         return self.engine.user or "anonymous"
 
-    def _user_connections(self) -> list[EdgeConnection]:
-        """This connection's user's open connections on this router (this one included)."""
-        user = self._user()
-        return [c for c in self.router.connections
-                if isinstance(c, EdgeConnection) and c.opened_at is not None and not c.engine.closed
-                and c._user() == user]
+    def holds(self, what: str) -> int:
+        """Its answered sessions or links (``quotas.Holder``)."""
+        sessions = self.engine.sessions.values()
+        if what == "sessions":
+            return sum(sn.state is EndpointState.MAPPED for sn in sessions)
+        return sum(lk.state is EndpointState.MAPPED for sn in sessions for lk in sn.links.values())
 
-    def _over_user_limit(self, name: str, count: int, what: str) -> str | None:
-        """The policy's limit ``name`` for this connection's user, when ``count`` passes it:
-        the refusal (logged), naming the rule; None when within it (or there is none)."""
-        policy = self.router.topology.policy
-        if policy is None:
-            return None
-        user = self._user()
-        limit = policy.limit(user, user_groups(self.router.topology.auth, user), name)
-        if limit is None or count <= limit[0]:
-            return None
-        why = f"user {user} may hold {limit[0]} {what} on this router ({limit[1]})"
-        self.router.guard_log.warning(("user-limit", user, name), asyncio.get_running_loop().time(),
-                                      "router %s: refused connection %d from %s: %s", self.router.id, self.serial,
-                                      self.peer, why, extra=fields("user.limit", connection=self.serial, user=user,
-                                                                   limit=name, peer=self.peer))
-        return why
+    def _over(self, name: str, what: str, mine: int) -> str | None:
+        """Whether ``mine`` of ``what`` on this connection, with what its user's and host's
+        other connections hold, passes their limit ``name``: the refusal, or None."""
+        quotas = self.router.quotas
+        user, host = self.principal or (self._user(), self.host)
+        return quotas.over(user, host, name, quotas.holding(what, mine, self), self.serial, self.peer)
 
     def _on_session_begun(self, event: SessionBegun) -> None:
         # (the sessions up to this one: several begins read at once are each counted in turn)
-        count = 0
-        for c in self._user_connections():
-            for session in c.engine.sessions.values():
-                if c is self and session is event.session:
-                    break
-                count += session.state is EndpointState.MAPPED
-        count += 1
-        over = self._over_user_limit("max_sessions", count, "sessions")
+        mine = 1
+        for session in self.engine.sessions.values():
+            if session is event.session:
+                break
+            mine += session.state is EndpointState.MAPPED
+        over = self._over("max_sessions", "sessions", mine)
         if over is not None:
             self.engine.end(event.session, Error(condition=Condition.RESOURCE_LIMIT_EXCEEDED.value, description=over))
             self.dirty()
@@ -345,9 +342,7 @@ class EdgeConnection(EngineProtocol):
         container_id = self.engine.remote_open.container_id if self.engine.remote_open else "?"
         engine = self.engine
         # (links counted once we answered their attach: several read at once are each counted in turn)
-        too_many = self._too_many_links(link) or self._over_user_limit(
-            "max_links", 1 + sum(lk.state is EndpointState.MAPPED for c in self._user_connections()
-                                 for sn in c.engine.sessions.values() for lk in sn.links.values()), "links")
+        too_many = self._too_many_links(link) or self._over("max_links", "links", 1 + self.holds("links"))
         if too_many:
             self._refuse(link, Condition.RESOURCE_LIMIT_EXCEEDED, too_many)
             return
@@ -405,6 +400,7 @@ class EdgeConnection(EngineProtocol):
                 attach.rcv_settle_mode is ReceiverSettleMode.SECOND, incarnation,
                 None if attach.unsettled is None else outcomes_in(attach.unsettled), group=self)
             pub.user = self._user()  # (it travels with the copies: ``core/peers.py``)
+            pub.purses = self.router.quotas.purses(pub.user, self.host)  # (before its first credit)
             link.context = pub
             engine.attach(link.session, link.name, link.role, link=link, source=attach.source, target=attach.target,
                           snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
@@ -415,14 +411,8 @@ class EdgeConnection(EngineProtocol):
         self.dirty()
 
     def _max_message_size(self) -> int:
-        """The router's ``max_message_size``, or the user's smaller one (the policy's)."""
-        largest = self.router.settings.max_message_size
-        policy = self.router.topology.policy
-        if policy is None:
-            return largest
-        user = self._user()
-        limit = policy.limit(user, user_groups(self.router.topology.auth, user), "max_message_size")
-        return min(largest, limit[0]) if limit is not None else largest
+        """The router's ``max_message_size``, or the user's or host's smaller one (the policy's)."""
+        return self.router.quotas.max_message_size(self._user(), self.host)
 
     def _too_many_links(self, link: Link) -> str | None:
         """Why one more link would be too many for its session or connection (None: it is not)."""

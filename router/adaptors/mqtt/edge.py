@@ -94,6 +94,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.ready = False  # its CONNACK went: deliveries may go (a resumed session's attach before it)
         self.serial = 0
         self.peer = "?"
+        self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
 
     def describe(self) -> str:
         return f"MQTT connection from {self.remote}"
@@ -131,6 +132,16 @@ class MqttEdgeConnection(EngineProtocol):
                         c.client_id, self.peer, extra=fields("auth.failed", peer=self.peer, host=self.host,
                                                              mechanism="MQTT", user=c.username or ""))
             return
+        # The policy's limits for its user and host (``quotas.py``): its connections count
+        # with the user's AMQP ones; a message larger than its size is refused at the frame.
+        self.principal = (user or "anonymous", self.host)
+        over = self.router.quotas.enter(self, *self.principal, self.serial, self.peer)
+        if over is not None:
+            engine.refuse(Reason.QUOTA_EXCEEDED, over)
+            return
+        largest = self.router.quotas.max_message_size(*self.principal)
+        if largest < self.router.settings.max_message_size:
+            engine.max_packet_size = engine.reader.max_packet_size = largest + 1024  # (as the router's: headers)
         if c.will is not None and c.will.retain and c.version is Version.V5:
             engine.refuse(Reason.RETAIN_NOT_SUPPORTED, "the network keeps no retained messages (the will has retain)")
             return
@@ -298,6 +309,9 @@ class MqttEdgeConnection(EngineProtocol):
             if self.unauthorized("subscribe", f.pattern) or (f.group and self.unauthorized("join", f.group)):
                 reasons.append(Reason.NOT_AUTHORIZED)
                 continue
+            if sub.filter not in self.subscribers and self._over_links():
+                reasons.append(Reason.QUOTA_EXCEEDED)
+                continue
             reasons.append(sub.qos)
             old = self.subscribers.pop(sub.filter, None)
             if old is not None:
@@ -311,6 +325,17 @@ class MqttEdgeConnection(EngineProtocol):
             self.sessions.changed(self.session, effective)
         else:
             effective()
+
+    def holds(self, what: str) -> int:
+        """Its subscriptions count as links (``quotas.Holder``); it holds no AMQP sessions."""
+        return len(self.subscribers) if what == "links" else 0
+
+    def _over_links(self) -> bool:
+        """One more subscription would pass its user's or host's ``max_links`` (logged)."""
+        quotas = self.router.quotas
+        user, host = self.principal or (self.user or "anonymous", self.host)
+        return quotas.over(user, host, "max_links", quotas.holding("links", len(self.subscribers) + 1, self),
+                           self.serial, self.peer) is not None
 
     def unauthorized(self, action: str, name: str) -> str | None:
         """The topology's policy refuses this client's user ``action`` on ``name``: why (logged)."""
@@ -426,6 +451,8 @@ class MqttEdgeConnection(EngineProtocol):
 
     def on_lost(self, exc: Exception | None) -> None:
         self.router.connections.discard(self)
+        if self.principal is not None:
+            self.router.quotas.leave(self, *self.principal)
         self.drop_all()
 
     def on_writable(self) -> None:

@@ -187,6 +187,7 @@ class Inbound:
                                                      f"mqtt:{topic}", True, conn.incarnation if persistent else None,
                                                      None, group=conn)
             pub.user = conn.user or "anonymous"  # (it travels with the copies: ``core/peers.py``)
+            pub.purses = conn.router.quotas.purses(pub.user, conn.host)  # (its user's and host's byte budgets)
             self.publishers[topic] = pub
             conn.lifecycle.publisher_answered(pub)
         return pub

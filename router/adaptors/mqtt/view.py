@@ -34,6 +34,8 @@ class ConnectionView(Protocol):
     lifecycle: LinkLifecycle
     engine: Any
     client_id: str
+    user: str
+    host: str  # (the client's address: the policy's per-host limits)
     incarnation: int
     session: Session | None
     sessions: SessionStore | None

@@ -1,0 +1,166 @@
+"""What each user and each source host holds on this router, against the policy's limits.
+
+The policy (``policy.py``) may limit, per user (its own rule or its groups') and per
+source host (``policy.hosts``), the connections, sessions, links, message size and
+in-flight message bytes held at once on a router. The AMQP and MQTT adaptors ask here;
+one table serves both, so a user's MQTT and AMQP connections count together.
+
+* Connections are counted as they open (after authentication: the user is known) and
+  as they go. Each principal (a user, a host) keeps the set of its connections, so a
+  count of sessions or links walks that principal's connections only, never the router's.
+* In-flight bytes are a ``Purse`` per principal with a limit, which its publisher links
+  share; the core's credit keeps them within it (``core/purse.py``).
+* A refusal names the limit and the rule that set it, e.g. ``user alice may hold 2
+  connections on this router (policy.users.alice.max_connections)``; the adaptor sends it
+  with its protocol's error, and it is logged once a while per principal and limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from .authn import user_groups
+from .core.purse import Purse
+from .logs import fields
+
+if TYPE_CHECKING:
+    from .config import Settings, Topology
+    from .limits import RateLimitedLog
+
+Principal = tuple[str, str]  # ("user", name) or ("host", address)
+
+NOUNS = {"max_connections": "connections", "max_sessions": "sessions", "max_links": "links"}
+
+
+class Owner(Protocol):
+    """What of its router the quotas read (the topology changes on SIGHUP)."""
+
+    id: str
+    topology: Topology
+    settings: Settings
+    guard_log: RateLimitedLog
+
+
+class Holder(Protocol):
+    """A client connection as the quotas see it."""
+
+    def holds(self, what: str) -> int:
+        """How many ``sessions`` or ``links`` it holds now (answered: not one being opened)."""
+        ...
+
+
+class Quotas:
+    def __init__(self, router: Owner) -> None:
+        self.router = router
+        self.held: dict[Principal, set[Holder]] = {}
+        self._purses: dict[Principal, Purse] = {}
+
+    @staticmethod
+    def principals(user: str, host: str) -> tuple[Principal, Principal]:
+        return ("user", user or "anonymous"), ("host", host)
+
+    def _limit(self, who: Principal, name: str) -> tuple[int, str] | None:
+        policy = self.router.topology.policy
+        if policy is None:
+            return None
+        kind, key = who
+        if kind == "user":
+            return policy.limit(key, user_groups(self.router.topology.auth, key), name)
+        return policy.host_limit(key, name)
+
+    # ------------------------------------------------------------ connections
+
+    def enter(self, conn: Holder, user: str, host: str, serial: int, peer: str) -> str | None:
+        """Count ``conn`` (opened); why it is one connection too many for its user or host,
+        or None. Counted either way: the adaptor closes it, and ``leave`` uncounts it."""
+        for who in self.principals(user, host):
+            self.held.setdefault(who, set()).add(conn)
+        return self.over(user, host, "max_connections", lambda held: len(held), serial, peer)
+
+    def leave(self, conn: Holder, user: str, host: str) -> None:
+        for who in self.principals(user, host):
+            held = self.held.get(who)
+            if held is not None:
+                held.discard(conn)
+                if not held:
+                    del self.held[who]
+
+    # ------------------------------------------------------- sessions, links
+
+    def over(self, user: str, host: str, name: str, count: Callable[[set[Holder]], int], serial: int,
+             peer: str) -> str | None:
+        """Whether the principals' ``count`` (of what their connections hold, the one being
+        opened included) passes the limit ``name``: the refusal (logged), or None."""
+        if self.router.topology.policy is None:
+            return None
+        for who in self.principals(user, host):
+            limit = self._limit(who, name)
+            if limit is None:
+                continue
+            n = count(self.held.get(who, set()))
+            if n > limit[0]:
+                return self._refused(who, name, limit, serial, peer)
+        return None
+
+    def holding(self, what: str, mine: int, me: Holder) -> Callable[[set[Holder]], int]:
+        """A ``count`` for ``over``: ``mine`` for the connection asking, plus what the
+        principal's other connections hold of ``what``."""
+        def count(held: set[Holder]) -> int:
+            return mine + sum(c.holds(what) for c in held if c is not me)
+        return count
+
+    def _refused(self, who: Principal, name: str, limit: tuple[int, str], serial: int, peer: str) -> str:
+        kind, key = who
+        noun = NOUNS.get(name, name)
+        why = f"{kind} {key} may hold {limit[0]} {noun} on this router ({limit[1]})"
+        router = self.router
+        router.guard_log.warning((f"{kind}-limit", key, name), time.monotonic(),
+                                 "router %s: refused connection %d from %s: %s", router.id, serial, peer, why,
+                                 extra=fields(f"{kind}.limit", connection=serial, peer=peer, limit=name,
+                                              **{kind: key}))
+        return why
+
+    # ------------------------------------------------------ size and bytes
+
+    def max_message_size(self, user: str, host: str) -> int:
+        """The router's ``max_message_size``, or the smaller one its user or host has."""
+        size = self.router.settings.max_message_size
+        for who in self.principals(user, host):
+            limit = self._limit(who, "max_message_size")
+            if limit is not None:
+                size = min(size, limit[0])
+        return size
+
+    def purses(self, user: str, host: str) -> tuple[Purse, ...]:
+        """The byte budgets a publisher link of ``user`` from ``host`` shares (none, without a
+        ``max_in_flight_bytes`` for either)."""
+        found: list[Purse] = []
+        for who in self.principals(user, host):
+            purse = self._purses.get(who)
+            if purse is None:
+                limit = self._limit(who, "max_in_flight_bytes")
+                if limit is None:
+                    continue
+                purse = self._purses[who] = Purse(limit[0], limit[1])
+            found.append(purse)
+        return tuple(found)
+
+    def arrivals_over(self, user: str, host: str, arriving: int) -> Purse | None:
+        """The purse that ``arriving`` more bytes (messages still arriving, their size known
+        only as they come) would pass, or None."""
+        for purse in self.purses_of(user, host):
+            if purse.bytes + arriving > purse.limit:
+                return purse
+        return None
+
+    def purses_of(self, user: str, host: str) -> Iterable[Purse]:
+        return (p for p in (self._purses.get(w) for w in self.principals(user, host)) if p is not None)
+
+    def reloaded(self) -> None:
+        """SIGHUP brought another policy: each purse takes its new limit (one no longer
+        limited gets none to speak of: its links keep it, and it bounds nothing)."""
+        for who, purse in self._purses.items():
+            limit = self._limit(who, "max_in_flight_bytes")
+            purse.limit, purse.where = (limit[0], limit[1]) if limit is not None else (1 << 62, "")

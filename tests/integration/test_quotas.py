@@ -1,0 +1,146 @@
+"""The policy's limits per user and per source host (issue 29), against real clients on a
+real router: a user's in-flight bytes (its publishers get no credit past them, another
+user's do), a host's connections counted across AMQP and MQTT, and a user's limits on
+MQTT clients (connections, subscriptions, message size). Each refusal names its rule."""
+
+from __future__ import annotations
+
+import queue
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+import yaml
+from once.router.users import add_user
+from once.tools.topology_ports import free_port
+from proton import ConnectionException, LinkException
+from proton.utils import BlockingConnection
+from support.proton_flood import ProtonFlood
+from support.routers import RouterProcess, wait_for
+
+MB = 1 << 20
+OPEN = {"publish": ["#"], "subscribe": ["#"], "groups": ["*"]}
+
+
+def _start(tmp: Path, policy: dict[str, Any]) -> RouterProcess:
+    for name in ("dave", "erin"):
+        add_user(tmp / "users.yaml", name, "pw")
+    doc: dict[str, Any] = {
+        "routers": {"A": {"listen": f"127.0.0.1:{free_port()}", "mqtt": f"127.0.0.1:{free_port()}"}}, "links": [],
+        "auth": {"users_file": "users.yaml", "plain_without_tls": True},
+        "settings": {"subscriber_grace": "30s"},
+        "policy": policy,
+    }
+    path = tmp / "topology.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return RouterProcess(path)
+
+
+@pytest.fixture
+def router(tmp_path: Path):
+    started: list[RouterProcess] = []
+
+    def make(policy: dict[str, Any]) -> RouterProcess:
+        started.append(_start(tmp_path, policy))
+        return started[-1]
+
+    yield make
+    for r in started:
+        r.stop()
+
+
+def _mqtt(r: RouterProcess, client_id: str, user: str | None = None) -> tuple[mqtt.Client, queue.Queue[Any]]:
+    """A connected paho 5.0 client, and a queue of what it hears (connack, suback, disconnect)."""
+    heard: queue.Queue[Any] = queue.Queue()
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    if user is not None:
+        c.username_pw_set(user, "pw")
+    c.on_connect = lambda cl, u, flags, rc, props: heard.put(("connack", int(getattr(rc, "value", rc))))
+    c.on_subscribe = lambda cl, u, mid, codes, props: heard.put(("suback", [int(getattr(x, "value", x))
+                                                                              for x in codes]))
+    c.on_disconnect = lambda cl, u, flags, rc, props: heard.put(("disconnect", int(getattr(rc, "value", rc))))
+    c.connect(*r.mqtt, keepalive=30)
+    c.loop_start()
+    return c, heard
+
+
+def _close(c: mqtt.Client) -> None:
+    c.disconnect()
+    c.loop_stop()
+
+
+def test_a_users_publishers_get_no_credit_past_its_in_flight_bytes_and_another_users_do(router):
+    r = router({"users": {"dave": {**OPEN, "max_in_flight_bytes": 4 * MB}}, "default": OPEN})
+    stingy = BlockingConnection(r.url, timeout=30)
+    hoard = stingy.create_receiver("hoard", name="stingy", credit=0)  # takes nothing: all stays held
+    # dave's two links share his 4 MiB: one 1 MiB message of each went before its size was known
+    dave = ProtonFlood(r.url, "hoard", 40, b"d" * MB, links=2, user="dave", password="pw")
+    other = ProtonFlood(r.url, "hoard", 40, b"o" * MB)  # anonymous: bounded by the link's 16 MiB only
+    wait_for(lambda: other.sent >= 12 and dave.sent >= 4, timeout=30, what="both to send what they may")
+    wait_for(lambda: dave.credit == 0, timeout=10, what="dave's credit gone")
+    assert dave.sent <= 4 + 2  # his budget, and the two first messages
+    assert dave.accepted == 0
+    # The subscriber takes all: dave's records go, his credit comes back, and all 40 arrive.
+    hoard.flow(80)
+    got = {"d": 0, "o": 0}
+    for _ in range(80):
+        got[bytes(hoard.receive(timeout=30).body[:1]).decode()] += 1
+        hoard.accept()
+    assert got == {"d": 40, "o": 40}
+    hoard.close()  # (and the accepts still unsent go with its detach)
+    wait_for(lambda: dave.accepted == 40 and other.accepted == 40, timeout=30, what="all accepted")
+    for c in (dave, other):
+        c.close()
+    stingy.close()
+    log = "".join(r.stderr_lines())
+    assert "publishers held back: their records hold" in log and "policy.users.dave.max_in_flight_bytes" in log
+
+
+def test_a_hosts_connections_count_amqp_and_mqtt_together(router):
+    r = router({"default": OPEN, "hosts": {"10.0.0.0/8": {"max_connections": 100},
+                                           "127.0.0.0/8": {"max_connections": 3}}})
+    first, second = BlockingConnection(r.url, timeout=10), BlockingConnection(r.url, timeout=10)
+    m, heard = _mqtt(r, "third")
+    assert heard.get(timeout=15) == ("connack", 0)
+    with pytest.raises((ConnectionException, LinkException)) as e:
+        BlockingConnection(r.url, timeout=10).create_sender("t")
+    assert "amqp:resource-limit-exceeded" in str(e.value)
+    assert "host 127.0.0.1 may hold 3 connections on this router (policy.hosts.127.0.0.0/8.max_connections)" \
+        in str(e.value)
+    m2, heard2 = _mqtt(r, "fourth")
+    assert heard2.get(timeout=15) == ("connack", 0x97)  # quota exceeded
+    _close(m2)
+    # One goes: there is room for one again.
+    second.close()
+    wait_for(lambda: _opens(r), timeout=10, what="a connection after one closed")
+    first.close()
+    _close(m)
+
+
+def _opens(r: RouterProcess) -> bool:
+    try:
+        c = BlockingConnection(r.url, timeout=10)
+        c.create_sender("t")
+        c.close()
+        return True
+    except (ConnectionException, LinkException):
+        return False
+
+
+def test_a_users_limits_hold_for_its_mqtt_clients(router):
+    r = router({"users": {"erin": {**OPEN, "max_connections": 1, "max_links": 2, "max_message_size": 1000}},
+                "default": OPEN})
+    c, heard = _mqtt(r, "erin-1", "erin")
+    assert heard.get(timeout=15) == ("connack", 0)
+    c2, heard2 = _mqtt(r, "erin-2", "erin")
+    assert heard2.get(timeout=15) == ("connack", 0x97)
+    _close(c2)
+    c.subscribe([("a/1", 1), ("a/2", 1), ("a/3", 1)])
+    assert heard.get(timeout=15) == ("suback", [1, 1, 0x97])  # the third passes max_links 2
+    c.publish("a/1", b"x" * 3000, qos=1)  # larger than her 1000 bytes (and headers): the router ends the connection
+    assert heard.get(timeout=15) == ("disconnect", 0x95)  # packet too large
+    _close(c)
+    log = "".join(r.stderr_lines())
+    assert "user erin may hold 1 connections on this router (policy.users.erin.max_connections)" in log
+    assert "user erin may hold 2 links on this router (policy.users.erin.max_links)" in log

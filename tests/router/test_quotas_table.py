@@ -1,0 +1,79 @@
+"""What users and hosts hold against the policy's limits (``router/quotas.py``), pure:
+connections counted as they enter and leave, sessions and links summed over a
+principal's connections, one byte budget shared by a user's links, SIGHUP's new limits."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from once.router.config import Settings, Topology, parse_topology
+from once.router.limits import RateLimitedLog
+from once.router.quotas import Quotas
+
+
+@dataclass
+class Owner:
+    topology: Topology
+    id: str = "A"
+    settings: Settings = field(default_factory=Settings)
+    guard_log: RateLimitedLog = field(default_factory=lambda: RateLimitedLog(logging.getLogger("test.guard")))
+
+
+class Conn:
+    def __init__(self, links: int = 0) -> None:
+        self.links = links
+
+    def holds(self, what: str) -> int:
+        return self.links if what == "links" else 0
+
+
+def _quotas(policy: dict[str, Any]) -> Quotas:
+    return Quotas(Owner(parse_topology({"routers": {"A": {"listen": "127.0.0.1:0"}}, "policy": policy}, "t.yaml")))
+
+
+def test_connections_are_counted_per_user_and_per_host_and_the_first_limit_passed_refuses():
+    q = _quotas({"users": {"alice": {"max_connections": 2}}, "hosts": {"10.0.0.0/8": {"max_connections": 3}}})
+    a1, a2, a3, b1, b2 = Conn(), Conn(), Conn(), Conn(), Conn()
+    assert q.enter(a1, "alice", "10.0.0.1", 1, "p") is None and q.enter(a2, "alice", "10.0.0.1", 2, "p") is None
+    assert q.enter(a3, "alice", "10.0.0.2", 3, "p") == \
+        "user alice may hold 2 connections on this router (policy.users.alice.max_connections)"
+    q.leave(a3, "alice", "10.0.0.2")
+    assert q.enter(b1, "bob", "10.0.0.1", 4, "p") is None  # (the host's third)
+    assert q.enter(b2, "bob", "10.0.0.1", 5, "p") == \
+        "host 10.0.0.1 may hold 3 connections on this router (policy.hosts.10.0.0.0/8.max_connections)"
+    q.leave(b2, "bob", "10.0.0.1")
+    q.leave(a1, "alice", "10.0.0.1")
+    assert q.enter(b2, "bob", "10.0.0.1", 6, "p") is None  # one left: room again
+    q.leave(b2, "bob", "10.0.0.1")
+    q.leave(b1, "bob", "10.0.0.1")
+    q.leave(a2, "alice", "10.0.0.1")
+    assert q.held == {}  # nothing left behind
+
+
+def test_links_count_over_the_users_connections_the_asking_one_by_what_it_says():
+    q = _quotas({"users": {"alice": {"max_links": 5}}})
+    one, two = Conn(links=3), Conn(links=1)
+    q.enter(one, "alice", "h", 1, "p")
+    q.enter(two, "alice", "h", 2, "p")
+    assert q.over("alice", "h", "max_links", q.holding("links", 2, two), 2, "p") is None  # 3 + 2
+    assert q.over("alice", "h", "max_links", q.holding("links", 3, two), 2, "p") == \
+        "user alice may hold 5 links on this router (policy.users.alice.max_links)"
+    assert q.over("bob", "h", "max_links", q.holding("links", 99, two), 2, "p") is None  # (no limit for bob)
+
+
+def test_a_users_links_share_one_purse_and_a_reload_changes_its_limit():
+    q = _quotas({"users": {"alice": {"max_in_flight_bytes": 1000}},
+                 "hosts": {"10.0.0.0/8": {"max_in_flight_bytes": 5000, "max_message_size": 300}}})
+    (user, host), (again, _) = q.purses("alice", "10.0.0.1"), q.purses("alice", "10.0.0.2")
+    assert user is again and (user.limit, host.limit) == (1000, 5000)
+    assert q.purses("bob", "192.168.0.1") == ()
+    assert q.max_message_size("bob", "10.0.0.7") == 300 and q.max_message_size("bob", "::1") == Settings().max_message_size
+    user.bytes = 900
+    assert q.arrivals_over("alice", "192.168.0.1", 200) is user and q.arrivals_over("alice", "192.168.0.1", 100) is None
+    owner = q.router
+    owner.topology = parse_topology({"routers": {"A": {"listen": "127.0.0.1:0"}},  # type: ignore[misc]
+                                     "policy": {"users": {"alice": {"max_in_flight_bytes": 2000}}}}, "t.yaml")
+    q.reloaded()
+    assert user.limit == 2000 and host.limit > 1 << 60  # (no longer limited: it bounds nothing)
