@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-router", action="store_true", help="clients straight to each other: the clients' ceiling")
     b.add_argument("--journal", action="store_true", help="routers write their delivery journal (its cost)")
     b.add_argument("--tls", action="store_true", help="with --clients c: clients connect over TLS (amqps) and the "
-                   "routers link over mutual TLS, with certificates made for the run (openssl)")
+                   "routers link over mutual TLS, with certificates made for the run (openssl); with --against, the peer too")
     b.add_argument("--http", action="store_true", help="routers serve their http endpoint and the bench scrapes "
                    "each one's /metrics every second (the cost of being watched)")
     return p
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
                 from .bench.compare import against
 
                 return against(args.against, args.scenarios or ["single-1to1", "single-1to3", "line3-1to1"],
-                               args.messages, args.credit, args.rounds)
+                               args.messages, args.credit, args.rounds, args.tls)
             if args.compare:
                 from .bench.compare import compare
 

@@ -106,8 +106,9 @@ def compare(ref: str, names: list[str], messages: int, credit: int, clients: str
     return 0
 
 
-def against(spec: str, names: list[str], messages: int, credit: int, rounds: int) -> int:
-    """Our routers and the peer's, alternating, under the same C clients; the ratios."""
+def against(spec: str, names: list[str], messages: int, credit: int, rounds: int, tls: bool = False) -> int:
+    """Our routers and the peer's, alternating, under the same C clients; the ratios.
+    ``tls``: both over TLS (clients) and mutual TLS (between routers)."""
     from .peer import parse
 
     kind, exe = parse(spec)
@@ -122,8 +123,9 @@ def against(spec: str, names: list[str], messages: int, credit: int, rounds: int
     for i in range(rounds):
         for side in (("once", kind) if i % 2 == 0 else (kind, "once")):
             print(f"bench --against: round {i + 1}/{rounds}, {side}", file=sys.stderr, flush=True)
-            runs[side].append(measure(names, messages, credit, "c", peer=exe if side == kind else None))
-    print(f"once ({MODE.line()}) vs {kind} ({exe}), C clients, credit {credit}, {messages} messages, median (min-max) of {rounds} "
+            runs[side].append(measure(names, messages, credit, "c", peer=exe if side == kind else None, tls=tls))
+    print(f"once ({MODE.line()}) vs {kind} ({exe}), C clients{' over TLS' if tls else ''}, credit {credit}, {messages} "
+          f"messages, median (min-max) of {rounds} "
           "alternating rounds; e2e: send to the slowest subscriber's arrival")
     print(f"{'scenario':<14} {'once msg/s':>22} {kind + ' msg/s':>22} {'ratio':>6} {'cpu us once':>11} "
           f"{kind[:9]:>9} {'p50 ms once':>11} {kind[:9]:>9} {'e2e p50 once':>12} {kind[:9]:>9}")

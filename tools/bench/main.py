@@ -60,13 +60,13 @@ def _one(name: str, i: int, total: int, messages: int, credit: int, clients: str
         messages = min(messages, scenario.max_messages)
     unpin()  # children inherit affinity: never start routers from a pinned process
     urls: dict[str, str] | None = {} if http else None
+    files = certs.make(tmp / "certs", sorted(yaml.safe_load((ROOT / "topologies" / scenario.topology).read_text())
+                                             ["routers"])) if tls else None
     if peer is not None:  # (--against: another router under the same clients)
         from .peer import start as start_peer
 
-        procs, addrs = start_peer(peer, scenario, tmp)
+        procs, addrs = start_peer(peer, scenario, tmp, tls=files)
     else:
-        files = certs.make(tmp / "certs", sorted(yaml.safe_load((ROOT / "topologies" / scenario.topology).read_text())
-                                                 ["routers"])) if tls else None
         procs, addrs = start_routers(scenario, tmp, journal=journal, root=root or ROOT, http=urls, tls=files)
     scraper = Scraper(list(urls.values())) if urls else None
     meter = Meter([p.pid for p in procs])
