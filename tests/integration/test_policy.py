@@ -208,6 +208,49 @@ async def test_a_users_sessions_are_limited(router):
     conn.transport.close()
 
 
+async def test_a_burst_of_subscriber_attaches_counts_those_waiting_for_the_network(tmp_path):
+    """A subscriber's attach is answered once the network has it (router B's echo): the ones
+    still waiting count against max_links, so four sent at once with room for three get one
+    refused."""
+    import asyncio
+
+    from once.router.amqp.events import LinkAttached, LinkDetached
+    from once.router.amqp.performatives import Role, Source, Target
+    from once.router.amqp.sasl import SaslClientConfig
+    from once.router.client import connect
+
+    detached: list[Any] = []
+    attached: list[Any] = []
+    links: list[Any] = []
+
+    def handler(proto: Any, events: list[Any]) -> None:
+        detached.extend(e for e in events if isinstance(e, LinkDetached))
+        attached.extend(e for e in events if isinstance(e, LinkAttached))
+        if proto.engine.remote_open is not None and not links:
+            session = proto.engine.begin()
+            links.extend(proto.engine.attach(session, f"burst-{i}", Role.RECEIVER, source=Source(address=f"limits/{i}"),
+                                             target=Target()) for i in range(4))
+        proto.flush()
+
+    path = _topology(tmp_path, routers=2)
+    procs = {rid: _spawn(path, rid) for rid in "AB"}
+    a, b = (RouterProcess.adopt(procs[rid], path, rid) for rid in "AB")
+    try:
+        conn = await connect(a.host, a.port, "carol-burst", handler, sasl=SaslClientConfig("PLAIN", "carol", "cpw"))
+        deadline = asyncio.get_running_loop().time() + 10
+        while len(attached) < 4 or not detached:
+            assert asyncio.get_running_loop().time() < deadline, (attached, detached)
+            await asyncio.sleep(0.02)
+        assert len(detached) == 1 and detached[0].link is links[3]  # (the fourth: the first three go on)
+        assert detached[0].error.condition == "amqp:resource-limit-exceeded"
+        assert "user carol may hold 3 links on this router (policy.users.carol.max_links)" in \
+            detached[0].error.description
+        conn.transport.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
 def _differing(tmp: Path, key: str, at_a: list[str], at_b: list[str]) -> tuple[RouterProcess, RouterProcess]:
     """Routers A and B of one network whose policy files give alice's ``key`` differently."""
     base = _topology(tmp, routers=2)

@@ -301,11 +301,14 @@ class EdgeConnection(EngineProtocol):
         return self.engine.user or "anonymous"
 
     def holds(self, what: str) -> int:
-        """Its answered sessions or links (``quotas.Holder``)."""
+        """Its answered sessions, or its links: answered, or taken up and waiting for their
+        answer (a subscriber's waits for the network: a burst of them counts at once), not
+        those of this batch still to be read (``quotas.Holder``)."""
         sessions = self.engine.sessions.values()
         if what == "sessions":
             return sum(sn.state is EndpointState.MAPPED for sn in sessions)
-        return sum(lk.state is EndpointState.MAPPED for sn in sessions for lk in sn.links.values())
+        return sum(lk.state is EndpointState.MAPPED or (lk.state is EndpointState.RECEIVED and lk.context is not None)
+                   for sn in sessions for lk in sn.links.values())
 
     def _over(self, name: str, what: str, mine: int) -> str | None:
         """Whether ``mine`` of ``what`` on this connection, with what its user's and host's
