@@ -38,6 +38,20 @@ def describe_exception() -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+def admitted(router: RouterContext, host: str, remote: str, what: str) -> bool:
+    """Whether an accepted socket from ``host`` fits the router's connection limits (then
+    counted: ``limits.release`` when it goes); a refusal is logged once a while per host.
+    Refused before a byte is read: a flood of sockets costs one descriptor each for an
+    instant, and never the service of the clients already here."""
+    refusal = router.limits.admit(host)
+    if refusal is None:
+        return True
+    router.guard_log.warning(("refused", what.split(" ", 1)[0], host, refusal.limit), asyncio.get_running_loop().time(),
+                             "router %s: refused %s: %s", router.id, what, refusal.line(),
+                             extra=fields("connection.refused", peer=remote, host=host, limit=refusal.limit))
+    return False
+
+
 class EngineShell(asyncio.Protocol):
     """Subclasses set ``engine`` and override the ``on_*`` hooks they need."""
 
@@ -214,17 +228,9 @@ class EngineProtocol(EngineShell):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self._note_peer(transport)
-        router = self.router
-        if self.counts_against_limits():
-            refusal = router.limits.admit(self.host)
-            if refusal is not None:
-                # Refused before a byte is read: a flood of sockets costs us one descriptor
-                # each for an instant, and never the service of the clients already here.
-                router.guard_log.warning(("refused", type(self).__name__, self.host, refusal.limit),
-                                         asyncio.get_running_loop().time(), "router %s: refused %s: %s", router.id,
-                                         self.describe(), refusal.line(),
-                                         extra=fields("connection.refused", peer=self.remote, host=self.host,
-                                                      limit=refusal.limit))
+        # (a TLS socket was admitted before its handshake: ``tls_accept.py``)
+        if self.counts_against_limits() and not self.admitted:
+            if not admitted(self.router, self.host, self.remote, self.describe()):
                 self.refused = self._gone = True
                 cast(asyncio.Transport, transport).abort()  # (a socket transport: it has abort)
                 return
@@ -267,7 +273,7 @@ class EngineProtocol(EngineShell):
         if self.admitted:
             self.admitted = False
             self.router.limits.release(self.host)
-        if not self.refused:
+        if not self.refused and self.transport is not None:  # (a TLS socket whose handshake failed never was)
             self.on_lost(exc)
             self.router.core.after_batch()
             self.router.flush()

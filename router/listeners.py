@@ -1,13 +1,15 @@
 """Every socket the project opens, listening or dialling, is made here, from a table of
 listener kinds: what a kind listens for (the protocol object each accepted socket gets)
 and how it is dialled: AMQP clients (plain and over TLS), inter-router links, HTTP and MQTT.
-A TLS listener or dial is given its ``ssl`` context (``tls.py``) and the handshake deadline.
+A TLS dial is given its ``ssl`` context (``tls.py``); a TLS listener accepts its sockets
+itself, admits them and does their handshake (``tls_accept.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -54,21 +56,36 @@ _WHY = {errno.EADDRINUSE: "the address is in use (another router, or a broker, A
 
 
 async def listen(kind: Kind, factory: Callable[[], asyncio.Protocol], host: str, port: int,
-                 ssl: SSLContext | None = None, handshake_timeout: float = 10.0) -> tuple[asyncio.AbstractServer, str, int]:
+                 ) -> tuple[asyncio.AbstractServer, str, int]:
     """Listen for ``kind`` on host:port (0: a free port); returns the server and where it listens.
-    ``ssl``: every accepted socket does a TLS handshake first, closed if it takes longer than
-    ``handshake_timeout`` (the protocol object is made only once it is done).
     ``ListenError`` (one line naming the address and what to do) when it cannot."""
     spec = KINDS[kind]
-    tls: dict[str, Any] = {"ssl": ssl, "ssl_handshake_timeout": handshake_timeout} if ssl is not None else {}
     try:
-        server = await asyncio.get_running_loop().create_server(factory, host, port,
-                                                                reuse_address=spec.reuse_address, **tls)
+        server = await asyncio.get_running_loop().create_server(factory, host, port, reuse_address=spec.reuse_address)
     except OSError as e:
-        why = _WHY.get(e.errno or 0, e.strerror or str(e))
-        raise ListenError(e.errno, f"cannot listen for {kind.value} on {host}:{port}: {why}") from None
+        raise _listen_error(kind, host, port, e) from None
     bound_host, bound_port = server.sockets[0].getsockname()[:2]
     return server, bound_host, bound_port
+
+
+def bind(kind: Kind, host: str, port: int) -> socket.socket:
+    """A listening socket for ``kind`` on host:port (0: a free port), non-blocking; a TLS
+    listener accepts from it itself (``tls_accept.py``). ``ListenError`` when it cannot."""
+    spec = KINDS[kind]
+    try:
+        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                    backlog=1024, reuse_port=False)
+        if not spec.reuse_address:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+    except OSError as e:
+        raise _listen_error(kind, host, port, e) from None
+    sock.setblocking(False)
+    return sock
+
+
+def _listen_error(kind: Kind, host: str, port: int, e: OSError) -> ListenError:
+    why = _WHY.get(e.errno or 0, e.strerror or str(e))
+    return ListenError(e.errno, f"cannot listen for {kind.value} on {host}:{port}: {why}")
 
 
 async def dial(kind: Kind, factory: Callable[[], Any], host: str, port: int, timeout: float | None = None,

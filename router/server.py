@@ -26,7 +26,7 @@ from .http.server import HttpConnection
 from .http.views import general, memory, waiting_on_suspended
 from .journal import router_journal
 from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
-from .listeners import Kind
+from .listeners import Kind, bind
 from .listeners import listen as listen_on
 from .logs import fields
 from .network import Network
@@ -34,6 +34,7 @@ from .observe import line, snapshot
 from .quotas import Quotas
 from .substore import FileStore, MemoryStore
 from .tls import RouterTls, TlsError
+from .tls_accept import TlsListener
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim
@@ -100,7 +101,7 @@ class Router:
         self.connections: set[EdgeConnection] = set()
         self.inter_connections: set[InterRouterConnection] = set()
         self.dirty: set = set()
-        self._servers: list[asyncio.AbstractServer] = []
+        self._servers: list[asyncio.AbstractServer | TlsListener] = []
         self._tasks: list[asyncio.Task] = []
         self.stopping = False
         self.ready: Ready | None = None
@@ -245,8 +246,12 @@ class Router:
         topology's ``tls`` checked that): where it listens."""
         if where is None or (kind in (Kind.AMQPS, Kind.MQTTS) and ssl is None):
             return None
-        server, host, port = await listen_on(kind, factory, where.host, where.port, ssl=ssl,
-                                             handshake_timeout=self.settings.handshake_timeout)
+        if ssl is not None:  # (admitted, then the handshake, then the connection: ``tls_accept.py``)
+            sock = bind(kind, where.host, where.port)
+            self._servers.append(TlsListener(self, sock, factory, ssl, self.settings.handshake_timeout))
+            host, port = sock.getsockname()[:2]
+            return Address(host, port)
+        server, host, port = await listen_on(kind, factory, where.host, where.port)
         self._servers.append(server)
         return Address(host, port)
 

@@ -120,6 +120,36 @@ def test_a_client_that_does_not_trust_the_routers_ca_does_not_connect_and_others
     with pytest.raises(ConnectionException):
         ProtonPublisher(r.amqps, "t", ssl_domain=_domain(other.pem), timeout=5).send_wait("never")
     _pubsub(r.amqps, "still-served", ssl_domain=_domain(certs.pem))
+    # The operator is told, with the peer and what to do (asyncio would say nothing).
+    assert "TLS handshake from 127.0.0.1:" in (log := "".join(r.stderr_lines()))
+    assert "failed: TLSV1_ALERT_UNKNOWN_CA: the client does not trust the router's certificate" in log
+
+
+def test_sockets_in_their_tls_handshake_count_against_the_hosts_connections(tmp_path, certs, started):
+    certs.issue("A")
+    topo = _topology(tmp_path)
+    doc = yaml.safe_load(topo.read_text())
+    doc["settings"] = {"max_connections_per_host": 4}
+    topo.write_text(yaml.safe_dump(doc))
+    started.append(r := _start(topo))
+    host, port = r.amqps.removeprefix("amqps://").rsplit(":", 1)
+    silent = [socket.create_connection((host, int(port)), timeout=10) for _ in range(4)]  # no ClientHello
+    ctx = ssl.create_default_context(cafile=str(certs.pem))
+    with pytest.raises(OSError):  # the fifth is closed before its handshake
+        ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=10), server_hostname=host)
+    for s in silent:
+        s.close()
+    # Their places come back as they go: a client is served again.
+    wait_for(lambda: _served(r.amqps, certs.pem), timeout=10, what="a TLS client served once the silent ones went")
+    assert "refused TLS connection from 127.0.0.1:" in "".join(r.stderr_lines())
+
+
+def _served(url: str, ca: Path) -> bool:
+    try:
+        _pubsub(url, "after", ssl_domain=_domain(ca))
+        return True
+    except (ConnectionException, AssertionError):
+        return False
 
 
 def test_a_required_client_certificate_must_come_from_the_ca_and_be_valid(tmp_path, certs, started):
