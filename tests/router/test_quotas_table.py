@@ -77,3 +77,22 @@ def test_a_users_links_share_one_purse_and_a_reload_changes_its_limit():
                                      "policy": {"users": {"alice": {"max_in_flight_bytes": 2000}}}}, "t.yaml")
     q.reloaded()
     assert user.limit == 2000 and host.limit > 1 << 60  # (no longer limited: it bounds nothing)
+
+
+def test_a_user_groups_limits_hold_for_each_member_and_the_most_generous_rule_wins():
+    from dataclasses import replace
+
+    from once.router.config import Auth
+    from once.router.users import User
+
+    q = _quotas({"groups": {"small": {"max_connections": 1}, "large": {"max_connections": 3}},
+                 "default": {"max_connections": 2}})
+    q.router.topology = replace(q.router.topology, auth=Auth(users={  # type: ignore[misc]
+        "ann": User("ann", {}, ("small",)), "bea": User("bea", {}, ("small", "large"))}))
+    ann, bea = [Conn(), Conn()], [Conn() for _ in range(4)]
+    assert q.enter(ann[0], "ann", "h1", 1, "p") is None
+    assert q.enter(ann[1], "ann", "h1", 2, "p") == \
+        "user ann may hold 1 connections on this router (policy.groups.small.max_connections)"
+    assert [q.enter(c, "bea", "h2", 3 + i, "p") for i, c in enumerate(bea)][-1] == \
+        "user bea may hold 3 connections on this router (policy.groups.large.max_connections)"
+    assert q.enter(Conn(), "cid", "h3", 9, "p") is None  # (no groups: the default's 2)
