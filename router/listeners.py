@@ -69,14 +69,14 @@ async def listen(kind: Kind, factory: Callable[[], asyncio.Protocol], host: str,
 
 
 def bind(kind: Kind, host: str, port: int) -> socket.socket:
-    """A listening socket for ``kind`` on host:port (0: a free port), non-blocking; a TLS
-    listener accepts from it itself (``tls_accept.py``). ``ListenError`` when it cannot."""
-    spec = KINDS[kind]
+    """A listening socket for ``kind`` on host:port (0: a free port), non-blocking, the
+    address reused; a TLS listener accepts from it itself (``tls_accept.py``).
+    ``ListenError`` when it cannot."""
     try:
-        sock = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                    backlog=1024, reuse_port=False)
-        if not spec.reuse_address:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+        # (the first address the host name gives: a name with several binds only that one)
+        family, _, _, _, address = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+                                                      flags=socket.AI_PASSIVE)[0]
+        sock = socket.create_server(address[:2], family=family, backlog=1024)
     except OSError as e:
         raise _listen_error(kind, host, port, e) from None
     sock.setblocking(False)

@@ -72,12 +72,14 @@ class Quotas:
 
     # ------------------------------------------------------------ connections
 
-    def enter(self, conn: Holder, user: str, host: str, serial: int, peer: str) -> str | None:
+    def enter(self, conn: Holder, user: str, host: str, serial: int, peer: str,
+              replacing: Holder | None = None) -> str | None:
         """Count ``conn`` (opened); why it is one connection too many for its user or host,
-        or None. Counted either way: the adaptor closes it, and ``leave`` uncounts it."""
+        or None. Counted either way: the adaptor closes it, and ``leave`` uncounts it.
+        ``replacing``: a connection it takes over if let in (not counted against it)."""
         for who in self.principals(user, host):
             self.held.setdefault(who, set()).add(conn)
-        return self.over(user, host, "max_connections", lambda held: len(held), serial, peer)
+        return self.over(user, host, "max_connections", lambda held: len(held) - (replacing in held), serial, peer)
 
     def leave(self, conn: Holder, user: str, host: str) -> None:
         for who in self.principals(user, host):
@@ -86,6 +88,9 @@ class Quotas:
                 held.discard(conn)
                 if not held:
                     del self.held[who]
+                    purse = self._purses.get(who)
+                    if purse is not None and purse.bytes == 0:  # (one per host address would pile up)
+                        del self._purses[who]
 
     # ------------------------------------------------------- sessions, links
 
@@ -117,7 +122,7 @@ class Quotas:
         why = f"{kind} {key} may hold {limit[0]} {noun} on this router ({limit[1]})"
         router = self.router
         router.guard_log.warning((f"{kind}-limit", key, name), time.monotonic(),
-                                 "router %s: refused connection %d from %s: %s", router.id, serial, peer, why,
+                                 "router %s: refused on connection %d from %s: %s", router.id, serial, peer, why,
                                  extra=fields(f"{kind}.limit", connection=serial, peer=peer, limit=name,
                                               **{kind: key}))
         return why
@@ -147,11 +152,12 @@ class Quotas:
             found.append(purse)
         return tuple(found)
 
-    def arrivals_over(self, user: str, host: str, arriving: int) -> Purse | None:
+    def arrivals_over(self, user: str, host: str, arriving: int, alone: bool) -> Purse | None:
         """The purse that ``arriving`` more bytes (messages still arriving, their size known
-        only as they come) would pass, or None."""
+        only as they come) would pass, or None. A message larger than a budget that holds
+        nothing still goes, ``alone`` (as credit lets it: ``core/credit.py``)."""
         for purse in self.purses_of(user, host):
-            if purse.bytes + arriving > purse.limit:
+            if purse.bytes + arriving > purse.limit and not (alone and purse.bytes == 0):
                 return purse
         return None
 

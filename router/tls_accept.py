@@ -59,6 +59,7 @@ class TlsListener:
         self.context = context
         self.timeout = timeout
         self.handshakes: set[asyncio.Task[None]] = set()  # (held: the loop keeps tasks weakly)
+        self.where = "{}:{}".format(*sock.getsockname()[:2])
         self.task = asyncio.get_running_loop().create_task(self._accept())
 
     async def _accept(self) -> None:
@@ -66,11 +67,12 @@ class TlsListener:
         while True:
             try:
                 conn, addr = await loop.sock_accept(self.sock)
+            except (ConnectionAbortedError, InterruptedError):
+                continue  # (one socket gone before we took it: the next)
             except OSError as e:  # (out of descriptors, say: the sockets already here go on)
-                self.router.guard_log.warning(("accept", self.sock.fileno()), loop.time(),
-                                              "router %s: cannot accept on %s: %s", self.router.id,
-                                              self.sock.getsockname(), e)
-                await asyncio.sleep(0.1)
+                self.router.guard_log.warning(("accept", id(self)), loop.time(), "router %s: cannot accept on %s: %s",
+                                              self.router.id, self.where, e)
+                await asyncio.sleep(0.1)  # (as asyncio's own servers wait, when out of descriptors)
                 continue
             task = loop.create_task(self._handshake(conn, str(addr[0]), f"{addr[0]}:{addr[1]}"))
             self.handshakes.add(task)
@@ -78,6 +80,9 @@ class TlsListener:
 
     async def _handshake(self, conn: socket.socket, host: str, remote: str) -> None:
         inner = self.factory()
+        # (its address from the accept: a socket reset at once has none to tell later, and
+        # the limits must let go of the host they counted)
+        inner.host, inner.remote = host, remote
         if inner.counts_against_limits():
             if not admitted(self.router, host, remote, f"TLS connection from {remote}"):
                 conn.close()
@@ -87,12 +92,15 @@ class TlsListener:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
                 lambda: inner, conn, ssl=self.context, ssl_handshake_timeout=self.timeout or None)
-        except Exception as e:  # (OpenSSL's refusal, the deadline, or the peer gone)
+        except BaseException as e:  # (OpenSSL's refusal, the deadline, the peer gone; or the router stops)
             conn.close()
             if inner.admitted and inner.transport is None:  # (never made: nothing else lets it go)
                 inner.admitted = False
                 self.router.limits.release(host)
-            self._failed(e, remote, host, time.monotonic() - started)
+            if isinstance(e, asyncio.CancelledError):
+                raise
+            if isinstance(e, Exception):
+                self._failed(e, remote, host, time.monotonic() - started)
 
     def _failed(self, e: BaseException, remote: str, host: str, took: float) -> None:
         router = self.router
@@ -106,7 +114,7 @@ class TlsListener:
         else:
             # (a peer that went away mid-handshake, a port scanner's probe: nobody's error)
             log.info("router %s: TLS handshake from %s: the peer went away (%s)", router.id, remote,
-                     e or type(e).__name__, extra=fields("tls.gone", peer=remote, host=host))
+                     str(e) or type(e).__name__, extra=fields("tls.gone", peer=remote, host=host))
             return
         router.guard_log.warning(("tls", host), asyncio.get_running_loop().time(),
                                  "router %s: TLS handshake from %s failed: %s", router.id, remote, why,
@@ -116,8 +124,8 @@ class TlsListener:
         self.task.cancel()
         for task in list(self.handshakes):
             task.cancel()
-        self.sock.close()
 
     async def wait_closed(self) -> None:
         await asyncio.gather(self.task, *self.handshakes, return_exceptions=True)
+        self.sock.close()  # (once nothing waits on it any more)
 

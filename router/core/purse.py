@@ -6,8 +6,10 @@ holds the purses that bound it (none, most of the time). Its records' bytes are 
 and taken away as the publisher's own ``bytes`` are (``delivery.py``), and credit is
 granted only while what its purses hold, with what the credit out there may bring at
 each link's guessed message size, stays within their limits (``credit.py``): a user's
-publishers are slowed as a link is by ``link_in_flight_bytes``, never refused. That it
-happened is logged, once a while per purse.
+publishers are slowed as a link is by ``link_in_flight_bytes``. (Only a multi-frame
+message still arriving that would pass a budget holding something is refused, as one
+passing ``max_connection_bytes`` is: its size was not known when its credit was given.)
+That a purse is full is logged, once a while per purse.
 """
 
 from __future__ import annotations

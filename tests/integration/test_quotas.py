@@ -85,7 +85,8 @@ def test_a_users_publishers_get_no_credit_past_its_in_flight_bytes_and_another_u
     hoard.flow(80)
     got = {"d": 0, "o": 0}
     for _ in range(80):
-        got[bytes(hoard.receive(timeout=30).body[:1]).decode()] += 1
+        msg = hoard.receive(timeout=30)  # (held: its body is a view of Proton's memory while it lives)
+        got[bytes(msg.body[:1]).decode()] += 1
         hoard.accept()
     assert got == {"d": 40, "o": 40}
     hoard.close()  # (and the accepts still unsent go with its detach)
@@ -138,9 +139,15 @@ def test_a_users_limits_hold_for_its_mqtt_clients(router):
     _close(c2)
     c.subscribe([("a/1", 1), ("a/2", 1), ("a/3", 1)])
     assert heard.get(timeout=15) == ("suback", [1, 1, 0x97])  # the third passes max_links 2
-    c.publish("a/1", b"x" * 3000, qos=1)  # larger than her 1000 bytes (and headers): the router ends the connection
-    assert heard.get(timeout=15) == ("disconnect", 0x95)  # packet too large
+    # The same client again while its old connection is still up: it takes that one over,
+    # within her one connection (not locked out by its own ghost).
+    c3, heard3 = _mqtt(r, "erin-1", "erin")
+    assert heard3.get(timeout=15) == ("connack", 0)
+    assert heard.get(timeout=15) == ("disconnect", 0x8E)  # session taken over
     _close(c)
+    c3.publish("a/1", b"x" * 1500, qos=1)  # larger than her 1000 bytes: the router ends the connection
+    assert heard3.get(timeout=15) == ("disconnect", 0x95)  # packet too large
+    _close(c3)
     log = "".join(r.stderr_lines())
     assert "user erin may hold 1 connections on this router (policy.users.erin.max_connections)" in log
     assert "user erin may hold 2 links on this router (policy.users.erin.max_links)" in log

@@ -71,7 +71,12 @@ def test_a_users_links_share_one_purse_and_a_reload_changes_its_limit():
     assert q.purses("bob", "192.168.0.1") == ()
     assert q.max_message_size("bob", "10.0.0.7") == 300 and q.max_message_size("bob", "::1") == Settings().max_message_size
     user.bytes = 900
-    assert q.arrivals_over("alice", "192.168.0.1", 200) is user and q.arrivals_over("alice", "192.168.0.1", 100) is None
+    assert q.arrivals_over("alice", "192.168.0.1", 200, False) is user
+    assert q.arrivals_over("alice", "192.168.0.1", 100, False) is None
+    user.bytes = 0  # (a message larger than the budget still goes alone, as credit lets it)
+    assert q.arrivals_over("alice", "192.168.0.1", 5000, True) is None
+    assert q.arrivals_over("alice", "192.168.0.1", 5000, False) is user
+    user.bytes = 900
     owner = q.router
     owner.topology = parse_topology({"routers": {"A": {"listen": "127.0.0.1:0"}},  # type: ignore[misc]
                                      "policy": {"users": {"alice": {"max_in_flight_bytes": 2000}}}}, "t.yaml")
@@ -96,3 +101,15 @@ def test_a_user_groups_limits_hold_for_each_member_and_the_most_generous_rule_wi
     assert [q.enter(c, "bea", "h2", 3 + i, "p") for i, c in enumerate(bea)][-1] == \
         "user bea may hold 3 connections on this router (policy.groups.large.max_connections)"
     assert q.enter(Conn(), "cid", "h3", 9, "p") is None  # (no groups: the default's 2)
+
+
+def test_a_connection_taking_over_another_is_not_counted_against_it_and_idle_purses_go():
+    q = _quotas({"users": {"erin": {"max_connections": 1}}, "hosts": {"::/0": {"max_in_flight_bytes": 100}}})
+    old, new = Conn(), Conn()
+    assert q.enter(old, "erin", "::1", 1, "p") is None
+    # (the same MQTT client again, over a half-open socket: the old one is taken over)
+    assert q.enter(new, "erin", "::1", 2, "p", replacing=old) is None
+    q.leave(old, "erin", "::1")
+    (purse,) = q.purses("erin", "::1")
+    q.leave(new, "erin", "::1")
+    assert q.held == {} and q.purses("erin", "::1")[0] is not purse  # (gone once idle: made anew)

@@ -194,8 +194,8 @@ class EdgeConnection(EngineProtocol):
         quotas = self.router.quotas
         user = self._user()
         while links and (held + arriving > share or arriving > room
-                         or quotas.arrivals_over(user, self.host, arriving) is not None):
-            purse = quotas.arrivals_over(user, self.host, arriving)
+                         or quotas.arrivals_over(user, self.host, arriving, len(links) == 1) is not None):
+            purse = quotas.arrivals_over(user, self.host, arriving, len(links) == 1)
             link = links.pop()  # (the newest arrival first: the earlier ones were let in)
             arriving -= link.partial_size
             why = (f"this connection's messages would hold more than max_connection_bytes ({share}): "

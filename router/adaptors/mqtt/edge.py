@@ -95,6 +95,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.serial = 0
         self.peer = "?"
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
+        self.max_message_size = 0  # its user's or host's, when smaller than the router's (0: the router's)
 
     def describe(self) -> str:
         return f"MQTT connection from {self.remote}"
@@ -134,14 +135,20 @@ class MqttEdgeConnection(EngineProtocol):
             return
         # The policy's limits for its user and host (``quotas.py``): its connections count
         # with the user's AMQP ones; a message larger than its size is refused at the frame.
+        # A connection of the same client here is taken over if this one is let in: it is
+        # not counted against it (a client reconnecting over a half-open socket is not
+        # locked out by its own ghost).
         self.principal = (user or "anonymous", self.host)
-        over = self.router.quotas.enter(self, *self.principal, self.serial, self.peer)
+        ghost = next((conn for conn in self.router.connections if isinstance(conn, MqttEdgeConnection)
+                      and c.client_id and conn.client_id == c.client_id), None)
+        over = self.router.quotas.enter(self, *self.principal, self.serial, self.peer, replacing=ghost)
         if over is not None:
             engine.refuse(Reason.QUOTA_EXCEEDED, over)
             return
         largest = self.router.quotas.max_message_size(*self.principal)
         if largest < self.router.settings.max_message_size:
             engine.max_packet_size = engine.reader.max_packet_size = largest + 1024  # (as the router's: headers)
+            self.max_message_size = largest  # (and the message itself: ``_on_publish``)
         if c.will is not None and c.will.retain and c.version is Version.V5:
             engine.refuse(Reason.RETAIN_NOT_SUPPORTED, "the network keeps no retained messages (the will has retain)")
             return
@@ -257,6 +264,9 @@ class MqttEdgeConnection(EngineProtocol):
 
     def _taken(self) -> None:
         """The client connected again (here or at another router): this connection ends."""
+        if self.principal is not None:  # (its place is the new connection's now)
+            self.router.quotas.leave(self, *self.principal)
+            self.principal = None
         if not self.engine.closed and self.engine.remote_open is not None:
             self.mqtt.disconnect(Reason.SESSION_TAKEN_OVER, "the same client connected again")
             self.dirty()
@@ -273,6 +283,12 @@ class MqttEdgeConnection(EngineProtocol):
     # ------------------------------------------------------------------ events
 
     def _on_publish(self, event: MessagePublished) -> None:
+        if self.max_message_size and len(event.publish.payload) > self.max_message_size:
+            self.mqtt.disconnect(Reason.PACKET_TOO_LARGE, f"a message of {len(event.publish.payload)} bytes; this "
+                                 f"user or host may send at most {self.max_message_size} (the policy's max_message_size)")
+            self.dirty()
+            self.drop_all()
+            return
         self.inbound.publish(event)
 
     def _on_released(self, event: PublishReleased) -> None:
