@@ -17,8 +17,15 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+# Every port handed out by this process: two calls in a row can otherwise give the same
+# port (nothing binds it between them), and a topology with its listen and mqtt ports equal
+# fails to start (it happened in CI, with six independent picks for two routers).
+_given: set[int] = set()
+
+
 def free_port(taken: set[int] | None = None) -> int:
-    """A port free now, below the kernel's ephemeral range when it can be.
+    """A port free now and not handed out before by this process, below the kernel's
+    ephemeral range when it can be.
 
     A router binds its port only after we chose it, and binds it again when the harness
     restarts it. A port from the ephemeral range (what binding port 0 gives) can meanwhile
@@ -29,17 +36,23 @@ def free_port(taken: set[int] | None = None) -> int:
     low = _ephemeral_low()
     for _ in range(50):
         port = random.randrange(10000, low) if low > 10001 else 0
-        if taken and port in taken:
+        if port in _given or (taken and port in taken):
             continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return s.getsockname()[1]
+            got = int(s.getsockname()[1])
+        if got in _given:  # (port 0 gave one handed out before)
+            continue
+        _given.add(got)
+        return got
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        got = int(s.getsockname()[1])
+    _given.add(got)
+    return got
 
 
 def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None = None) -> Path:

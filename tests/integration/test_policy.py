@@ -135,8 +135,7 @@ def test_mqtt_subscribe_and_publish_are_refused_as_not_authorized(router):
 
 def test_every_router_of_the_network_enforces_the_policy(tmp_path):
     topo = _topology(tmp_path, routers=2)
-    procs = {rid: _spawn(topo, rid) for rid in "AB"}
-    routers = {rid: RouterProcess.adopt(p, topo, rid) for rid, p in procs.items()}
+    routers = RouterProcess.adopt_all({rid: (_spawn(topo, rid), topo) for rid in "AB"})
     try:
         b = routers["B"]
         said = _refused(lambda: _as(b, "alice", "apw").create_receiver("orders/#", name="wide-at-b"))
@@ -233,8 +232,8 @@ async def test_a_burst_of_subscriber_attaches_counts_those_waiting_for_the_netwo
         proto.flush()
 
     path = _topology(tmp_path, routers=2)
-    procs = {rid: _spawn(path, rid) for rid in "AB"}
-    a, b = (RouterProcess.adopt(procs[rid], path, rid) for rid in "AB")
+    routers = RouterProcess.adopt_all({rid: (_spawn(path, rid), path) for rid in "AB"})
+    a, b = routers["A"], routers["B"]
     try:
         conn = await connect(a.host, a.port, "carol-burst", handler, sasl=SaslClientConfig("PLAIN", "carol", "cpw"))
         deadline = asyncio.get_running_loop().time() + 10
@@ -260,8 +259,9 @@ def _differing(tmp: Path, key: str, at_a: list[str], at_b: list[str]) -> tuple[R
         doc["policy"]["users"]["alice"][key] = patterns
         files[rid] = tmp / f"topology-{rid}.yaml"
         files[rid].write_text(yaml.safe_dump(doc))
-    procs = {rid: _spawn(path, rid) for rid, path in files.items()}  # (both started before either is waited for)
-    return RouterProcess.adopt(procs["A"], files["A"], "A"), RouterProcess.adopt(procs["B"], files["B"], "B")
+    # (both started before either is waited for)
+    routers = RouterProcess.adopt_all({rid: (_spawn(path, rid), path) for rid, path in files.items()})
+    return routers["A"], routers["B"]
 
 
 def test_a_copy_from_a_router_with_a_laxer_policy_is_refused_where_the_subscriber_is(tmp_path):

@@ -46,7 +46,7 @@ def _start(topology: Path, *ids: str) -> Any:
     procs = [(rid, subprocess.Popen([sys.executable, "-m", "once.tools.cli", "router", str(topology), "--id", rid],
                                     cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
              for rid in ids or ("A",)]
-    routers = [RouterProcess.adopt(proc, topology, rid) for rid, proc in procs]
+    routers = list(RouterProcess.adopt_all({rid: (proc, topology) for rid, proc in procs}).values())
     return routers if len(ids) > 1 else routers[0]
 
 

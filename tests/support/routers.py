@@ -56,8 +56,11 @@ class RouterProcess:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # blocks until the ready line or exit
         if not line.startswith(f"router {router_id} ready "):
+            # leave no process or pipe behind: a later test's unraisable-exception check
+            # would otherwise fail on them
             self.proc.kill()
-            raise AssertionError(f"router did not start: {line!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
+            _, err = self.proc.communicate()
+            raise AssertionError(f"router did not start: {line!r} {err}")
         self.ready_line = line
         self.url = line.split()[3]
         # its HTTP endpoint, when it has one (``router A ready amqp://... http://...``)
@@ -84,6 +87,24 @@ class RouterProcess:
     @classmethod
     def adopt(cls, proc: subprocess.Popen[str], topology: Path, router_id: str) -> RouterProcess:
         return cls(topology, router_id, proc)
+
+    @classmethod
+    def adopt_all(cls, procs: dict[str, tuple[subprocess.Popen[str], Path]]) -> dict[str, RouterProcess]:
+        """Routers started together, by id; when one fails to start, the others are stopped
+        before the failure is raised, so no process outlives the test that made it."""
+        adopted: dict[str, RouterProcess] = {}
+        try:
+            for rid, (proc, topology) in procs.items():
+                adopted[rid] = cls(topology, rid, proc)
+        except BaseException:
+            rest = [p for rid, (p, _) in procs.items() if rid not in adopted]
+            stop_all([*(r.proc for r in adopted.values()), *rest])
+            for p in rest:
+                p.communicate()  # (its pipes)
+            for r in adopted.values():
+                r.stop()
+            raise
+        return adopted
 
     def stderr_lines(self) -> list[str]:
         """Stop the router and return what it logged."""
@@ -153,9 +174,7 @@ class Network:
         self.start(*self.ids)
 
     def start(self, *ids: str) -> None:
-        procs = {i: _spawn(self.paths[i], i) for i in ids}
-        for i, proc in procs.items():
-            self.routers[i] = RouterProcess.adopt(proc, self.paths[i], i)
+        self.routers.update(RouterProcess.adopt_all({i: (_spawn(self.paths[i], i), self.paths[i]) for i in ids}))
 
     def proxy(self, a: str, b: str):
         return self.proxies[frozenset((a, b))]
