@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 from collections import Counter
 
 import pytest
@@ -18,18 +17,13 @@ from once.router.client import connect
 from once.router.config import parse_topology
 from once.router.server import Router
 from once.tools.bench.pyclients import Publisher, Subscriber
+from once.tools.topology_ports import free_port
 
 OURS = ("router", "records", "linkstate", "tools")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _topology(ids: list[str]):
-    routers = {r: {"listen": f"127.0.0.1:{_free_port()}", "inter_router": f"127.0.0.1:{_free_port()}"} for r in ids}
+    routers = {r: {"listen": f"127.0.0.1:{free_port()}", "inter_router": f"127.0.0.1:{free_port()}"} for r in ids}
     links = [[a, b] for a, b in zip(ids, ids[1:])]
     return parse_topology({"routers": routers, "links": links,
                            "settings": {"max_in_flight": 10000, "subscriber_grace": "30s"},
