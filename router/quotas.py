@@ -13,6 +13,10 @@ one table serves both, so a user's MQTT and AMQP connections count together.
 * A refusal names the limit and the rule that set it, e.g. ``user alice may hold 2
   connections on this router (policy.users.alice.max_connections)``; the adaptor sends it
   with its protocol's error, and it is logged once a while per principal and limit.
+* Refusals are counted, by limit (or by what the policy refused: ``publish``,
+  ``subscribe``, ``join``) and per principal, for ``once stat -p``, ``/api/policy`` and
+  the metrics (``http/views.py``). The per-principal counts are kept for the last
+  ``REFUSALS_KEPT`` principals refused: a flood from many addresses cannot grow them.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ if TYPE_CHECKING:
 Principal = tuple[str, str]  # ("user", name) or ("host", address)
 
 NOUNS = {"max_connections": "connections", "max_sessions": "sessions", "max_links": "links"}
+
+# What a refusal is counted under: a limit, or what the policy refused a user.
+LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size", "max_in_flight_bytes")
+REFUSED = (*LIMITS, "publish", "subscribe", "join")
+REFUSALS_KEPT = 1000
 
 
 class Owner(Protocol):
@@ -56,6 +65,8 @@ class Quotas:
         self.router = router
         self.held: dict[Principal, set[Holder]] = {}
         self._purses: dict[Principal, Purse] = {}
+        self.refusals: dict[str, int] = dict.fromkeys(REFUSED, 0)  # (since the router started)
+        self.refused_by: dict[Principal, dict[str, int]] = {}  # (insertion order: the oldest goes first)
 
     @staticmethod
     def principals(user: str, host: str) -> tuple[Principal, Principal]:
@@ -116,7 +127,32 @@ class Quotas:
             return mine + sum(c.holds(what) for c in held if c is not me)
         return count
 
+    def count_refusal(self, name: str, *whom: Principal) -> None:
+        """One refusal of ``name`` (in ``REFUSED``) for these principals."""
+        self.refusals[name] += 1
+        for who in whom:
+            counts = self.refused_by.pop(who, None)  # (re-inserted: the most recent last)
+            if counts is None:
+                counts = {}
+                while len(self.refused_by) >= REFUSALS_KEPT:
+                    del self.refused_by[next(iter(self.refused_by))]
+            counts[name] = counts.get(name, 0) + 1
+            self.refused_by[who] = counts
+
+    def limits(self, who: Principal) -> dict[str, tuple[int, str]]:
+        """The policy's limits on ``who``: by name, the limit and the rule that set it."""
+        found = ((name, self._limit(who, name)) for name in LIMITS)
+        return {name: limit for name, limit in found if limit is not None}
+
+    def principals_known(self) -> list[Principal]:
+        """Every principal holding something here, or limited, or refused lately."""
+        return sorted(self.held.keys() | self._purses.keys() | self.refused_by.keys())
+
+    def purse(self, who: Principal) -> Purse | None:
+        return self._purses.get(who)
+
     def _refused(self, who: Principal, name: str, limit: tuple[int, str], serial: int, peer: str) -> str:
+        self.count_refusal(name, who)
         kind, key = who
         noun = NOUNS.get(name, name)
         why = f"{kind} {key} may hold {limit[0]} {noun} on this router ({limit[1]})"
@@ -160,6 +196,10 @@ class Quotas:
             if purse.bytes + arriving > purse.limit and not (alone and purse.bytes == 0):
                 return purse
         return None
+
+    def refused_bytes(self, user: str, host: str, purse: Purse) -> None:
+        """A message arriving was refused: it would have passed ``purse`` (its principal's)."""
+        self.count_refusal("max_in_flight_bytes", *(w for w in self.principals(user, host) if self._purses.get(w) is purse))
 
     def purses_of(self, user: str, host: str) -> Iterable[Purse]:
         return (p for p in (self._purses.get(w) for w in self.principals(user, host)) if p is not None)

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stat", help="a running router's state, from its http endpoint (like qdstat)")
     for flag, what in (("g", "general (the default)"), ("c", "connections"), ("l", "links"), ("a", "topics"),
                        ("n", "the network as the router sees it"), ("s", "subscribers and consumer groups"),
-                       ("m", "memory and the in-flight window")):
+                       ("m", "memory and the in-flight window"),
+                       ("p", "what each user and source host holds against the policy, and what it refused")):
         st.add_argument(f"-{flag}", dest="views", action="append_const", const=flag, help=what)
     st.add_argument("--router", default="http://127.0.0.1:8672",
                     help="the router's http endpoint (default: router A of the shipped topologies)")

@@ -2,7 +2,7 @@
 
 Like Qpid Dispatch's ``qdstat``: ``-g`` general, ``-c`` connections, ``-l`` links, ``-a``
 topics (addresses), ``-n`` the network, ``-s`` subscribers and groups, ``-m`` memory and
-window. It reads the router's management API (``/api/...``, ``docs/operating.md``).
+window, ``-p`` what each user and host holds against the policy and what it refused. It reads the router's management API (``/api/...``, ``docs/operating.md``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ DEFAULT_ROUTER = "http://127.0.0.1:8672"  # router A's endpoint in the shipped t
 # option -> (API path, title)
 VIEWS = {"g": ("/api/router", "general"), "c": ("/api/connections", "connections"), "l": ("/api/links", "links"),
          "a": ("/api/topics", "topics"), "n": ("/api/network", "network"), "s": ("/api/subscribers", "subscribers"),
-         "m": ("/api/memory", "memory")}
+         "m": ("/api/memory", "memory"), "p": ("/api/policy", "policy")}
 
 
 def fetch(base: str, path: str, timeout: float) -> Any:
@@ -164,8 +164,25 @@ def memory(d: dict[str, Any]) -> str:
                    ("held", "held behind older"), ("placeholders", "placeholders open"), ("gc_counts", "gc counts")])
 
 
+def _limit(name: str, limit: int) -> str:
+    short = name.removeprefix("max_")
+    return f"{short} {_size(limit)}" if name.endswith(("bytes", "size")) else f"{short} {limit}"
+
+
+def policy(d: dict[str, Any]) -> str:
+    rows = [(p["kind"], p["name"], p["connections"], p["sessions"], p["links"],
+             None if p["in_flight_bytes"] is None else _size(p["in_flight_bytes"]),
+             ", ".join(_limit(n, v["limit"]) for n, v in p["limits"].items()) or "-",
+             ", ".join(f"{n} {k}" for n, k in p["refused"].items()) or "-")
+            for p in d["principals"]]
+    held = table(rows, ("kind", "name", "conns", "sessions", "links", "in flight", "limits", "refused"))
+    refused = table([(n, k) for n, k in d["refused"].items() if k], ("refused for", "times"))
+    head = "" if d["policy"] else "  (no policy in the topology: nothing is limited or refused)\n"
+    return f"{head}{held}\n\nrefusals since the router started:\n{refused}"
+
+
 RENDER: dict[str, Callable[[Any], str]] = {"g": general, "c": connections, "l": links, "a": topics, "n": network,
-                                           "s": subscribers, "m": memory}
+                                           "s": subscribers, "m": memory, "p": policy}
 
 
 def stat(router: str, chosen: Sequence[str], as_json: bool, timeout: float = 10.0) -> int:

@@ -35,16 +35,19 @@ def routes(router: Router) -> dict[str, Handler]:
         return lambda q: Reply.json(view(router))
 
     def summary() -> dict[str, Any]:
-        """One console frame: the network, the topics, the subscribers, the counters."""
+        """One console frame: the network, the topics, the subscribers, the counters, and
+        what each user and host holds."""
         return {"at": time.time(), "general": views.general(router), "network": views.network(router),
-                "topics": views.topics(router), "subscribers": views.subscribers(router)}
+                "topics": views.topics(router), "subscribers": views.subscribers(router),
+                "policy": views.policy(router)}
 
     return {
         "/metrics": lambda q: Reply(200, metrics.render(), CONTENT_TYPE),
         "/healthz": healthz,
         "/readyz": readyz,
         "/api": lambda q: Reply.json({"paths": ["/api/router", "/api/connections", "/api/links", "/api/topics",
-                                                "/api/network", "/api/subscribers", "/api/memory", "/api/events"]}),
+                                                "/api/network", "/api/subscribers", "/api/memory", "/api/policy",
+                                                "/api/events"]}),
         "/api/router": api(views.general),
         "/api/connections": api(views.connections),
         "/api/links": api(views.links),
@@ -52,6 +55,7 @@ def routes(router: Router) -> dict[str, Handler]:
         "/api/network": api(views.network),
         "/api/subscribers": api(views.subscribers),
         "/api/memory": api(views.memory),
+        "/api/policy": api(views.policy),
         "/api/summary": lambda q: Reply.json(summary()),
         "/api/events": lambda q: Stream(summary, _every(q)),
         "/": lambda q: Reply(200, page, "text/html; charset=utf-8"),

@@ -165,6 +165,12 @@ class RouterCollector(Collector):
                                 value=sum(1 for s in subs if s.group is not None))
         yield GaugeMetricFamily("once_topics", "Topics with a publisher or a subscriber here.",
                                 value=len(set(core.tables.topics) | {p.topic for p in core.publishers}))
+        refused = CounterMetricFamily("once_policy_refusals", "What the policy refused here: by the limit "
+                                      "passed, or the action (publish, subscribe, join) a user may not do.",
+                                      labels=["limit"])
+        for name, n in router.quotas.refusals.items():  # (a fixed set of names: bounded)
+            refused.add_metric([name], n)
+        yield refused
 
     def _neighbours(self) -> Iterator[Metric]:
         router = self.router

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from ..config import Settings, Topology
     from ..core import Core
     from ..network import Network
+    from ..quotas import Quotas
 
 
 class Observed(Protocol):
@@ -21,4 +22,5 @@ class Observed(Protocol):
     network: Network
     connections: set[Any]  # client connections (``adaptors/amqp/edge.py``)
     neighbour_ids: set[str]
+    quotas: Quotas  # what each user and source host holds, and the policy's refusals
     ready: Any  # None until the router is listening

@@ -153,6 +153,25 @@ def _subscriber(router: Router, s: Subscriber, now: float, conn: int | None) -> 
             "exclusive": s.exclusive, "active": active, "owner": s.owner, "presettled": s.presettled}
 
 
+def policy(router: Router) -> dict[str, Any]:
+    """What each user and source host holds here against the policy's limits, and the
+    refusals: in all, by limit (or action refused), and per user or host."""
+    q = router.quotas
+    principals = []
+    for who in q.principals_known():
+        kind, name = who
+        held = list(q.held.get(who, ()))
+        purse = q.purse(who)
+        principals.append({
+            "kind": kind, "name": name, "connections": len(held), "sessions": sum(c.holds("sessions") for c in held),
+            "links": sum(c.holds("links") for c in held), "in_flight_bytes": None if purse is None else purse.bytes,
+            "limits": {n: {"limit": v, "rule": rule} for n, (v, rule) in q.limits(who).items()},
+            "refused": dict(q.refused_by.get(who, {})),
+        })
+    return {"router": router.id, "policy": router.topology.policy is not None, "refused": dict(q.refusals),
+            "principals": principals}
+
+
 def in_flight_by_topic(router: Router) -> dict[str, int]:
     counts: dict[str, int] = {}
     for r in list(router.core.records.records.values()):

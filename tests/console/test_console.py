@@ -65,6 +65,9 @@ def test_console_shows_the_network_a_rate_and_a_router_dying(line3, tmp_path):
                 assert sent < 100_000, "the console's rate never moved"
             assert [m.body for m in sub.take(sent)] == [f"p{i}" for i in range(sent)]
             expect(page.locator('[data-edge="A-B"]')).to_have_attribute("data-state", "up")
+            # the publisher's host and (anonymous) user hold its connection at A
+            expect(page.locator('[data-principal="host 127.0.0.1"] [data-held="connections"]')).to_have_text("1")
+            expect(page.locator('[data-principal="user anonymous"]')).to_be_visible()
             line3["C"].proc.send_signal(signal.SIGKILL)
             # Within the dead-after time (2 s here; the frame comes a second later at most):
             expect(page.locator('[data-router="C"]')).to_have_attribute("data-state", "down", timeout=6_000)

@@ -5,7 +5,11 @@ MQTT clients (connections, subscriptions, message size). Each refusal names its 
 
 from __future__ import annotations
 
+import json
 import queue
+import subprocess
+import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +21,7 @@ from once.tools.topology_ports import free_port
 from proton import ConnectionException, LinkException
 from proton.utils import BlockingConnection
 from support.proton_flood import ProtonFlood
-from support.routers import RouterProcess, wait_for
+from support.routers import ROOT, RouterProcess, wait_for
 
 MB = 1 << 20
 OPEN = {"publish": ["#"], "subscribe": ["#"], "groups": ["*"]}
@@ -27,7 +31,8 @@ def _start(tmp: Path, policy: dict[str, Any]) -> RouterProcess:
     for name in ("dave", "erin"):
         add_user(tmp / "users.yaml", name, "pw")
     doc: dict[str, Any] = {
-        "routers": {"A": {"listen": f"127.0.0.1:{free_port()}", "mqtt": f"127.0.0.1:{free_port()}"}}, "links": [],
+        "routers": {"A": {"listen": f"127.0.0.1:{free_port()}", "mqtt": f"127.0.0.1:{free_port()}",
+                          "http": f"127.0.0.1:{free_port()}"}}, "links": [],
         "auth": {"users_file": "users.yaml", "plain_without_tls": True},
         "settings": {"subscriber_grace": "30s"},
         "policy": policy,
@@ -151,3 +156,60 @@ def test_a_users_limits_hold_for_its_mqtt_clients(router):
     log = "".join(r.stderr_lines())
     assert "user erin may hold 1 connections on this router (policy.users.erin.max_connections)" in log
     assert "user erin may hold 2 links on this router (policy.users.erin.max_links)" in log
+
+
+def _stat(r: RouterProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "once.tools.cli", "stat", "-p", "--router", str(r.http), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def test_stat_shows_what_each_user_and_host_holds_and_what_the_policy_refused(router):
+    r = router({"users": {"dave": {"publish": ["dave/#"], "subscribe": ["#"], "max_connections": 2,
+                                   "max_in_flight_bytes": 4 * MB},
+                          "erin": {**OPEN, "max_links": 1, "max_message_size": 1000}},
+                "hosts": {"127.0.0.0/8": {"max_connections": 10}}, "default": OPEN})
+    dave = [BlockingConnection(r.url, timeout=10, user="dave", password="pw", allowed_mechs="PLAIN")
+            for _ in range(2)]
+    dave[0].create_sender("dave/x")
+    with pytest.raises((ConnectionException, LinkException)):  # a third connection: over max_connections
+        BlockingConnection(r.url, timeout=10, user="dave", password="pw", allowed_mechs="PLAIN").create_sender("t")
+    with pytest.raises(LinkException, match="amqp:unauthorized-access"):  # not his topic
+        dave[1].create_sender("other/x")
+    m, heard = _mqtt(r, "erin-1", "erin")
+    assert heard.get(timeout=15) == ("connack", 0)
+    m.subscribe([("a/1", 1), ("a/2", 1)])
+    assert heard.get(timeout=15) == ("suback", [1, 0x97])  # the second passes max_links 1
+    m.publish("a/1", b"x" * 1500, qos=1)
+    assert heard.get(timeout=15) == ("disconnect", 0x95)  # larger than max_message_size
+    _close(m)
+
+    def rows() -> dict[tuple[str, str], dict[str, Any]]:
+        return {(p["kind"], p["name"]): p for p in json.loads(_stat(r, "--json").stdout)["principals"]}
+
+    wait_for(lambda: rows()[("user", "erin")]["connections"] == 0, timeout=10, what="erin's connection gone")
+    seen = rows()
+    d = seen[("user", "dave")]
+    assert (d["connections"], d["links"], d["in_flight_bytes"]) == (2, 1, 0)
+    assert d["limits"]["max_connections"] == {"limit": 2, "rule": "policy.users.dave.max_connections"}
+    assert d["limits"]["max_in_flight_bytes"]["limit"] == 4 * MB
+    assert d["refused"] == {"max_connections": 1, "publish": 1}
+    assert seen[("user", "erin")]["refused"] == {"max_links": 1, "max_message_size": 1}
+    host = seen[("host", "127.0.0.1")]
+    assert host["connections"] == 2 and host["limits"]["max_connections"]["limit"] == 10
+    assert host["refused"] == {"max_message_size": 1}  # (the message was the host's too; the rest were users')
+    body = json.loads(_stat(r, "--json").stdout)
+    assert {k: v for k, v in body["refused"].items() if v} == {"max_connections": 1, "max_links": 1,
+                                                                "max_message_size": 1, "publish": 1}
+    # for people: a row per user and host, and the refusals in all
+    table = _stat(r).stdout
+    dave_row = next(line for line in table.splitlines() if line.split()[:2] == ["user", "dave"])
+    assert "connections 2, in_flight_bytes 4.0 MiB" in dave_row and "max_connections 1, publish 1" in dave_row
+    assert "max_links" in table.split("refusals since the router started:")[1]
+    with urllib.request.urlopen(f"{r.http}/metrics", timeout=10) as got:
+        metrics = got.read().decode()
+    assert 'once_policy_refusals_total{limit="max_connections"} 1.0' in metrics
+    assert 'once_policy_refusals_total{limit="publish"} 1.0' in metrics
+    for c in dave:
+        c.close()

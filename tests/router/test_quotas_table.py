@@ -113,3 +113,27 @@ def test_a_connection_taking_over_another_is_not_counted_against_it_and_idle_pur
     (purse,) = q.purses("erin", "::1")
     q.leave(new, "erin", "::1")
     assert q.held == {} and q.purses("erin", "::1")[0] is not purse  # (gone once idle: made anew)
+
+
+def test_refusals_are_counted_by_limit_and_per_principal_and_the_per_principal_ones_are_bounded(monkeypatch):
+    import once.router.quotas as quotas
+
+    q = _quotas({"hosts": {"::/0": {"max_connections": 1}}, "default": {"publish": ["#"]}})
+    for i in range(5):  # each host's second connection refused for its host's limit
+        first, second = Conn(), Conn()
+        assert q.enter(first, "", f"2001:db8::{i}", i, "p") is None
+        assert q.enter(second, "", f"2001:db8::{i}", i, "p") is not None
+        q.leave(second, "", f"2001:db8::{i}")
+        q.leave(first, "", f"2001:db8::{i}")
+    q.count_refusal("publish", ("user", "mallory"))
+    assert q.refusals["max_connections"] == 5 and q.refusals["publish"] == 1
+    assert q.refused_by[("host", "2001:db8::4")] == {"max_connections": 1}
+    assert ("user", "anonymous") not in q.refused_by  # (the host's limit refused them, not the user's)
+    assert ("user", "mallory") in q.principals_known() and q.held == {}
+    # A flood from many addresses keeps the totals, and the most recent principals only
+    monkeypatch.setattr(quotas, "REFUSALS_KEPT", 3)
+    for i in range(5, 10):
+        q.count_refusal("max_connections", ("host", f"2001:db8::{i}"))
+    assert list(q.refused_by) == [("host", "2001:db8::7"), ("host", "2001:db8::8"), ("host", "2001:db8::9")]
+    assert q.refusals["max_connections"] == 10
+    assert q.limits(("host", "2001:db8::1")) == {"max_connections": (1, "policy.hosts.::/0.max_connections")}

@@ -204,6 +204,8 @@ class EdgeConnection(EngineProtocol):
                    else f"more than max_in_flight_bytes ({purse.limit}) of messages would be held ({purse.where})")
             engine.drop_arriving(link, Condition.RESOURCE_LIMIT_EXCEEDED, why)
             self._drop_link(link)
+            if purse is not None:
+                quotas.refused_bytes(user, self.host, purse)
             self.router.guard_log.warning(("bytes", self.host), asyncio.get_running_loop().time(),
                                           "router %s: refused a message arriving on %s from %s: %s", self.router.id,
                                           link.name, self.peer, why,
@@ -447,6 +449,7 @@ class EdgeConnection(EngineProtocol):
         if refusal is None:
             return False
         self._refuse(link, Condition.UNAUTHORIZED_ACCESS, refusal)
+        self.router.quotas.count_refusal(action, ("user", user))
         log.warning("router %s: refused %s on connection %d from %s: %s", self.router.id, link.name, self.serial,
                     self.peer, refusal, extra=fields("link.unauthorized", connection=self.serial, peer=self.peer,
                                                      user=user, link=link.name, action=action, name=name))
@@ -458,6 +461,9 @@ class EdgeConnection(EngineProtocol):
         self.dirty()
 
     def _on_detach(self, event: LinkDetached) -> None:
+        err = event.link.detach_error
+        if err is not None and str(err.condition) == Condition.MESSAGE_SIZE_EXCEEDED.value:
+            self.router.quotas.count_refusal("max_message_size", *self.router.quotas.principals(self._user(), self.host))
         self._drop_link(event.link, suspend=not event.closed)
 
     def _on_session_ended(self, event: SessionEnded) -> None:

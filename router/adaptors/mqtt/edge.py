@@ -286,6 +286,8 @@ class MqttEdgeConnection(EngineProtocol):
         if self.max_message_size and len(event.publish.payload) > self.max_message_size:
             self.mqtt.disconnect(Reason.PACKET_TOO_LARGE, f"a message of {len(event.publish.payload)} bytes; this "
                                  f"user or host may send at most {self.max_message_size} (the policy's max_message_size)")
+            if self.principal is not None:
+                self.router.quotas.count_refusal("max_message_size", *self.router.quotas.principals(*self.principal))
             self.dirty()
             self.drop_all()
             return
@@ -364,6 +366,7 @@ class MqttEdgeConnection(EngineProtocol):
             else policy.may_join
         refusal = check(user, groups, name)
         if refusal is not None:
+            self.router.quotas.count_refusal(action, ("user", user))
             log.warning("router %s: refused MQTT client %s: %s", self.router.id, self.client_id, refusal,
                         extra=fields("link.unauthorized", client=self.client_id, user=user, action=action, name=name))
         return refusal
