@@ -273,6 +273,8 @@ class Router:
         self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups, policy=fresh.policy)
         self.network.policy_changed()
         self.quotas.reloaded()
+        # (a byte budget new to a user or host bounds its links already attached too)
+        self.core.rebudget(b for conn in list(self.connections) for b in conn.budgets())
         auth = fresh.auth
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
         log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy and consumer groups (%d) of %s; settings, "

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from once.records.membership import GroupId
@@ -58,6 +58,7 @@ from .groups import Groups
 from .pace import Pace
 from .peers import SUSPENDED, CoreRecord, CoreRecords, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
+from .purse import Purse
 from .tables import CoreTables, Key
 from .topics import TopicIndex
 from .treatments import FAN_OUT, TopicTreatment, Treatment
@@ -285,6 +286,27 @@ class Core:
             return
         self._detach_publisher(pub)
         self._release_publisher(pub)
+
+    def rebudget(self, budgets: Iterable[tuple[Publisher, tuple[Purse, ...]]]) -> None:
+        """SIGHUP gave users or hosts byte budgets they lacked (``purse.py``): each publisher
+        takes its new ones. What its records hold counts in them from now on, and its
+        credit, given without them, is taken back; then credit is given again within them
+        (all publishers first: one granted credit before another's bytes were counted
+        would overdraw the budget they share)."""
+        changed = []
+        for pub, purses in budgets:
+            new = tuple(purse for purse in purses if purse not in pub.purses)
+            if not new:
+                continue
+            for purse in new:
+                purse.bytes += pub.bytes
+            pub.purses += new
+            changed.append(pub)
+        for pub in changed:
+            if pub.credit and pub.attached:
+                self.credit.take_back(pub)
+        if changed:
+            self.replenish()
 
     def _detach_publisher(self, pub: Publisher) -> None:
         pub.attached = False

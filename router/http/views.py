@@ -85,20 +85,11 @@ def _is_mqtt(conn: Any) -> bool:
     return hasattr(conn, "client_id")
 
 
-def _client_links(conn: Any) -> list[Any]:
-    """The core's publishers and subscribers of a client connection (AMQP links, or an MQTT
-    client's topics and filters)."""
-    if _is_mqtt(conn):
-        return [*conn.publishers.values(), *conn.subscribers.values()]
-    return [lk.context for session in list(conn.engine.sessions.values()) for lk in list(session.links.values())
-            if lk.context is not None]
-
-
 def connections(router: Router) -> list[dict[str, Any]]:
     now = time.monotonic()
     out = []
     for conn in sorted(router.connections, key=lambda c: c.serial):
-        links = _client_links(conn)
+        links = conn.links_here()
         mqtt = _is_mqtt(conn)
         out.append({
             "id": conn.serial, "protocol": "mqtt" if mqtt else "amqp", "peer": conn.peer,
@@ -117,7 +108,7 @@ def links(router: Router) -> list[dict[str, Any]]:
     now = router.core.clock()
     out: list[dict[str, Any]] = []
     for conn in sorted(router.connections, key=lambda c: c.serial):
-        for ctx in _client_links(conn):
+        for ctx in conn.links_here():
             if isinstance(ctx, Publisher):
                 out.append(_publisher(ctx, now, conn.serial))
             elif isinstance(ctx, Subscriber):

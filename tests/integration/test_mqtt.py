@@ -3,10 +3,12 @@ Debian's mosquitto clients and Proton on one network of OS processes over TCP.""
 
 from __future__ import annotations
 
+import json
 import queue
 import shutil
 import socket
 import subprocess
+import urllib.request
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -16,7 +18,7 @@ from proton.utils import BlockingConnection, LinkDetached
 from support.debian import install
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.proton_options import SharedSubscription
-from support.routers import Network
+from support.routers import Network, wait_for
 
 ACCEPTED = 36
 
@@ -211,6 +213,35 @@ def test_a_qos_0_message_reaches_a_subscriber_at_another_router(line3):
     pub = Paho(line3["A"].mqtt, "q0-pub")
     pub.client.publish("q0", b"at most once", qos=0).wait_for_publish(timeout=10)
     assert sub.take(1, timeout=10)[0].payload == b"at most once"
+
+
+def test_a_message_answered_as_it_is_published_is_settled_and_not_held(line3):
+    """Found by ``once stat -l``: a QoS 1 or 2 message answered within the publish itself (no
+    subscriber anywhere, or only QoS 0 ones here) was settled before the adaptor noted it
+    unsettled, so its record stayed held (and counted against the link's window) until the
+    client went."""
+    q0 = Paho(line3["A"].mqtt, "only-q0-sub")
+    assert q0.subscribe(("only-q0", 0)) == [0]
+    pub = Paho(line3["A"].mqtt, "answered-pub")
+    infos = [pub.client.publish("nobody/here", b"n%d" % i, qos=1 + i % 2) for i in range(40)]
+    infos += [pub.client.publish("only-q0", b"q%d" % i, qos=1) for i in range(40)]
+    for info in infos:
+        info.wait_for_publish(timeout=30)  # (PUBACK, or PUBREC, PUBREL and PUBCOMP)
+    assert [m.payload for m in q0.take(40)] == [b"q%d" % i for i in range(40)]
+
+    def held() -> list[tuple[str, int, int]]:
+        with urllib.request.urlopen(line3["A"].http + "/api/links", timeout=10) as r:
+            return [(lk["topic"], lk["in_flight"], lk["unsettled"]) for lk in json.loads(r.read())
+                    if lk.get("container") == "answered-pub"]
+
+    wait_for(lambda: held() == [("nobody/here", 0, 0), ("only-q0", 0, 0)], timeout=10,
+             what="no record held for the answered messages")
+    # (and the API lists MQTT clients among the connections: it failed on them before)
+    with urllib.request.urlopen(line3["A"].http + "/api/connections", timeout=10) as r:
+        mine = [c for c in json.loads(r.read()) if c["container"] == "answered-pub"]
+    assert [(c["protocol"], c["publishers"], c["subscribers"]) for c in mine] == [("mqtt", 2, 0)]
+    pub.close()
+    q0.close()
 
 
 def test_a_message_over_a_subscribers_maximum_packet_size_is_refused_for_it_not_left_waiting(line3):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import queue
+import signal
 import subprocess
 import sys
 import urllib.request
@@ -213,3 +214,35 @@ def test_stat_shows_what_each_user_and_host_holds_and_what_the_policy_refused(ro
     assert 'once_policy_refusals_total{limit="publish"} 1.0' in metrics
     for c in dave:
         c.close()
+
+
+def test_a_byte_budget_given_on_sighup_bounds_the_links_already_attached(router):
+    r = router({"users": {"dave": OPEN}, "default": OPEN})
+    stingy = BlockingConnection(r.url, timeout=30)
+    hoard = stingy.create_receiver("hoard", name="stingy", credit=0)
+    dave = ProtonFlood(r.url, "hoard", 3, b"d" * MB, user="dave", password="pw")
+    wait_for(lambda: dave.sent == 3 and dave.credit >= 3, timeout=30, what="dave's three messages, credit left")
+
+    def daves() -> dict[str, Any]:
+        rows = json.loads(_stat(r, "--json").stdout)["principals"]
+        return next(p for p in rows if (p["kind"], p["name"]) == ("user", "dave"))
+
+    assert daves()["in_flight_bytes"] is None  # (no budget yet)
+    doc = yaml.safe_load(r.topology.read_text())
+    doc["policy"]["users"]["dave"]["max_in_flight_bytes"] = 2 * MB
+    r.topology.write_text(yaml.safe_dump(doc))
+    r.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: any("SIGHUP: reloaded the users" in line for line in r._log), what="the reload")
+    # His link, attached before, is in the budget now: its records' 3 MiB count, and its credit went.
+    assert daves()["in_flight_bytes"] >= 3 * MB
+    wait_for(lambda: dave.credit == 0, timeout=10, what="dave's credit taken back")
+    hoard.flow(3)
+    for _ in range(3):
+        hoard.receive(timeout=30)
+        hoard.accept()
+    hoard.close()  # (the accepts still unsent go with its detach)
+    wait_for(lambda: dave.accepted == 3, timeout=30, what="his three accepted")
+    wait_for(lambda: daves()["in_flight_bytes"] == 0 and dave.credit > 0, timeout=10, what="credit again")
+    assert dave.credit <= 2  # (within his 2 MiB, at 1 MiB a message)
+    dave.close()
+    stingy.close()

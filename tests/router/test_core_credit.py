@@ -277,3 +277,36 @@ def test_a_users_links_share_its_byte_budget_and_get_credit_again_as_it_frees():
     core.replenish()
     assert purse.bytes == 0
     assert 0 < sum(p.credit for p in alices) * MB <= 8 * MB  # (within the budget again)
+
+
+def test_a_budget_given_on_reload_counts_what_the_links_hold_and_bounds_their_credit_from_then_on():
+    """SIGHUP gives a user a max_in_flight_bytes it had not: its links already attached take
+    the new ``Purse``, with the bytes their records hold, and get no credit past it."""
+    clock = Clock()
+    core = _core(clock, max_in_flight=10_000, link_credit=2000, max_in_flight_bytes=400 * MB,
+                 link_in_flight_bytes=64 * MB)
+    sub = Sub(credit=0)
+    core.add_subscriber(sub, "t", "s", "l", False)
+    pubs = [core.add_publisher(Pub(), "t", f"a{i}", "l", False, group=i) for i in range(2)]
+    body = b"x" * MB
+    tags = 0
+    for pub in pubs:
+        for _ in range(3):
+            while not pub.credit:
+                core.replenish()
+            core.publish(pub, str(tags).encode(), body, False, tags)
+            tags += 1
+        core.replenish()
+    assert all(p.credit > 0 for p in pubs) and sum(p.bytes for p in pubs) == 6 * MB
+    purse = Purse(8 * MB, "policy.users.alice.max_in_flight_bytes")
+    core.rebudget((pub, (purse,)) for pub in pubs)
+    core.rebudget((pub, (purse,)) for pub in pubs)  # (again: nothing more)
+    assert purse.bytes == 6 * MB and all(p.purses == (purse,) for p in pubs)
+    # credit again within it: 2 MiB of room, at 1 MiB a message
+    assert sum(p.credit for p in pubs) == 2
+    for pub in pubs:
+        while pub.credit:
+            core.publish(pub, str(tags).encode(), body, False, tags)
+            tags += 1
+        core.replenish()
+    assert purse.bytes == 8 * MB == sum(p.bytes for p in pubs) and all(p.credit == 0 for p in pubs)

@@ -46,6 +46,7 @@ from .shared_subscriptions import ACTIVE, OFFERED, can_resume, group_of
 
 if TYPE_CHECKING:
     from ...context import RouterContext
+    from ...core.purse import Purse
 
 log = logging.getLogger("once.edge")
 access = logging.getLogger("once.access")
@@ -301,6 +302,16 @@ class EdgeConnection(EngineProtocol):
 
     def _user(self) -> str:
         return self.engine.user or "anonymous"
+
+    def links_here(self) -> list[Publisher | Subscriber]:
+        """The core's publishers and subscribers of this connection's links."""
+        return [lk.context for session in list(self.engine.sessions.values()) for lk in list(session.links.values())
+                if lk.context is not None]
+
+    def budgets(self) -> list[tuple[Publisher, tuple[Purse, ...]]]:
+        """Its publishers with the byte budgets their user and host have now (``Core.rebudget``)."""
+        quotas = self.router.quotas
+        return [(ctx, quotas.purses(ctx.user, self.host)) for ctx in self.links_here() if isinstance(ctx, Publisher)]
 
     def holds(self, what: str) -> int:
         """Its answered sessions, or its links: answered, or taken up and waiting for their

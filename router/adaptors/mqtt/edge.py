@@ -62,6 +62,8 @@ from .will import publish_will, will_delay
 
 if TYPE_CHECKING:
     from ...context import RouterContext
+    from ...core import Publisher
+    from ...core.purse import Purse
 
 log = logging.getLogger("once.mqtt")
 access = logging.getLogger("once.access")
@@ -343,6 +345,15 @@ class MqttEdgeConnection(EngineProtocol):
             self.sessions.changed(self.session, effective)
         else:
             effective()
+
+    def links_here(self) -> list[Publisher | Subscriber]:
+        """The core's publishers (one per topic it publishes to) and subscribers of this client."""
+        return [*self.inbound.publishers.values(), *self.subscribers.values()]
+
+    def budgets(self) -> list[tuple[Publisher, tuple[Purse, ...]]]:
+        """Its publishers with the byte budgets their user and host have now (``Core.rebudget``)."""
+        quotas = self.router.quotas
+        return [(pub, quotas.purses(pub.user, self.host)) for pub in self.inbound.publishers.values()]
 
     def holds(self, what: str) -> int:
         """Its subscriptions count as links (``quotas.Holder``); it holds no AMQP sessions."""

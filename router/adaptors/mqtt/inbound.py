@@ -54,6 +54,8 @@ class Inbound:
         self.bumping = False  # a new epoch is on its way to the routers we reach
         self.publishers: dict[str, Publisher] = {}
         self.unsettled: dict[bytes, Record] = {}  # its QoS 1/2 messages in the network, by our tag
+        self.publishing: bytes | None = None  # the tag of the message in ``core.publish`` now
+        self.settled_early = False  # that message was answered and settled before ``publish`` returned
 
     def resumed(self, epoch: int) -> None:
         """The session resumes here: its messages from before are of ``epoch``."""
@@ -106,11 +108,18 @@ class Inbound:
         pub = self._publisher(p.topic)
         if p.dup and tag not in pub.live:
             pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
-        record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0,
-                                   (p.qos, p.packet_id or 0, tag))
+        self.publishing, self.settled_early = tag, False
+        try:
+            record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0,
+                                       (p.qos, p.packet_id or 0, tag))
+        finally:
+            self.publishing = None
         if p.qos and record is not None:
-            # (by our tag: a record taken over from a copy is under the copy's tag in the core)
-            self.unsettled[tag] = record
+            if self.settled_early:  # (answered, and settled, within ``core.publish``)
+                conn.core.publisher_settled(pub, record)
+            else:
+                # (by our tag: a record taken over from a copy is under the copy's tag in the core)
+                self.unsettled[tag] = record
         port = pub.port
         assert isinstance(port, MqttPublisherPort)
         if port.credit <= 0:
@@ -165,6 +174,11 @@ class Inbound:
         """Its message is settled (PUBACK sent, or PUBREL came): the network may forget it."""
         pub = self.publishers.get(topic)
         record = self.unsettled.pop(tag, None)
+        if record is None and self.publishing == tag:
+            # answered within ``core.publish`` (no subscriber to wait for, or only QoS 0 ones),
+            # before it was noted unsettled: settled once ``publish`` has its record
+            self.settled_early = True
+            return
         if pub is not None and record is not None:
             self.conn.core.publisher_settled(pub, record)
 
