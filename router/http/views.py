@@ -151,11 +151,11 @@ def policy(router: Router) -> dict[str, Any]:
     principals = []
     for who in q.principals_known():
         kind, name = who
-        held = list(q.held.get(who, ()))
         purse = q.purse(who)
+        sessions, links = q.holding_now(who)
         principals.append({
-            "kind": kind, "name": name, "connections": len(held), "sessions": sum(c.holds("sessions") for c in held),
-            "links": sum(c.holds("links") for c in held), "in_flight_bytes": None if purse is None else purse.bytes,
+            "kind": kind, "name": name, "connections": len(q.held.get(who, ())), "sessions": sessions,
+            "links": links, "in_flight_bytes": None if purse is None else purse.bytes,
             "limits": {n: {"limit": v, "rule": rule} for n, (v, rule) in q.limits(who).items()},
             "refused": dict(q.refused_by.get(who, {})),
         })

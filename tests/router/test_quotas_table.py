@@ -137,3 +137,30 @@ def test_refusals_are_counted_by_limit_and_per_principal_and_the_per_principal_o
     assert list(q.refused_by) == [("host", "2001:db8::7"), ("host", "2001:db8::8"), ("host", "2001:db8::9")]
     assert q.refusals["max_connections"] == 10
     assert q.limits(("host", "2001:db8::1")) == {"max_connections": (1, "policy.hosts.::/0.max_connections")}
+
+
+def test_a_principals_sessions_and_links_are_the_sum_of_what_its_connections_last_reported():
+    q = _quotas({"users": {"alice": {"max_links": 5}}, "hosts": {"10.0.0.0/8": {"max_links": 6}}})
+    one, two, bob = Conn(links=1), Conn(), Conn(links=2)
+    q.enter(one, "alice", "10.0.0.1", 1, "p")
+    q.enter(two, "alice", "10.0.0.2", 2, "p")
+    q.enter(bob, "bob", "10.0.0.1", 3, "p")
+    assert q.holding_now(("user", "alice")) == (0, 1) and q.holding_now(("host", "10.0.0.1")) == (0, 3)
+    two.links = 3  # (it attached three: counted once it reports, at the end of its batch)
+    assert q.holding_now(("user", "alice")) == (0, 1)
+    q.report(two)
+    assert q.holding_now(("user", "alice")) == (0, 4) and q.holding_now(("host", "10.0.0.2")) == (0, 3)
+    # one asking for its second link: 2 + alice's other 3 = 5, within her 5; its third is not
+    assert q.over("alice", "10.0.0.1", "max_links", q.holding("links", 2, one), 1, "p") is None
+    assert q.over("alice", "10.0.0.1", "max_links", q.holding("links", 3, one), 1, "p") == \
+        "user alice may hold 5 links on this router (policy.users.alice.max_links)"
+    # bob's third link at host 10.0.0.1: his 3 and alice's 1 there, within the host's 6
+    assert q.over("bob", "10.0.0.1", "max_links", q.holding("links", 3, bob), 3, "p") is None
+    assert q.over("bob", "10.0.0.1", "max_links", q.holding("links", 6, bob), 3, "p") == \
+        "host 10.0.0.1 may hold 6 links on this router (policy.hosts.10.0.0.0/8.max_links)"
+    q.leave(two, "alice", "10.0.0.2")
+    assert q.holding_now(("user", "alice")) == (0, 1) and q.holding_now(("host", "10.0.0.2")) == (0, 0)
+    q.report(two)  # (gone: nothing)
+    for c, user in ((one, "alice"), (bob, "bob")):
+        q.leave(c, user, "10.0.0.1")
+    assert q.held == {} and q.totals == {} and q.reported == {}

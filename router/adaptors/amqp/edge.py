@@ -132,11 +132,18 @@ class EdgeConnection(EngineProtocol):
         self.mechanism = ""  # the SASL mechanism it authenticated with ("" without SASL)
         self.opened_at: float | None = None  # (monotonic) when its open came
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
+        self._holdings_stale = False  # its sessions or links may have changed since it told the quotas
 
     def dirty(self) -> None:
         """``EngineProtocol.dirty``, here again: its links call it per message, and compiled
         here the call costs no interpreted frame."""
         self.router.dirty.add(self)
+
+    def write_out(self) -> None:
+        if self._holdings_stale:  # (once per batch that attached, detached, began or ended)
+            self._holdings_stale = False
+            self.router.quotas.report(self)
+        super().write_out()
 
     # -------------------------------------------------------------- asyncio
 
@@ -331,6 +338,7 @@ class EdgeConnection(EngineProtocol):
         return quotas.over(user, host, name, quotas.holding(what, mine, self), self.serial, self.peer)
 
     def _on_session_begun(self, event: SessionBegun) -> None:
+        self._holdings_stale = True
         # (the sessions up to this one: several begins read at once are each counted in turn)
         mine = 1
         for session in self.engine.sessions.values():
@@ -349,9 +357,11 @@ class EdgeConnection(EngineProtocol):
         return self.engine.remote_open.container_id if self.engine.remote_open else "?"
 
     def _on_closed(self, event: ConnectionClosed) -> None:
+        self._holdings_stale = True
         self._drop_all_links()
 
     def _on_attach(self, event: LinkAttached) -> None:
+        self._holdings_stale = True
         link, attach = event.link, event.attach
         if not event.reply_needed:
             return
@@ -467,22 +477,26 @@ class EdgeConnection(EngineProtocol):
         return True
 
     def _refuse(self, link: Link, condition: Condition, description: str) -> None:
+        self._holdings_stale = True
         self.engine.attach(link.session, link.name, link.role, link=link)
         self.engine.detach(link, closed=True, error=Error(condition=condition.value, description=description))
         self.dirty()
 
     def _on_detach(self, event: LinkDetached) -> None:
+        self._holdings_stale = True
         err = event.link.detach_error
         if err is not None and str(err.condition) == Condition.MESSAGE_SIZE_EXCEEDED.value:
             self.router.quotas.count_refusal("max_message_size", *self.router.quotas.principals(self._user(), self.host))
         self._drop_link(event.link, suspend=not event.closed)
 
     def _on_session_ended(self, event: SessionEnded) -> None:
+        self._holdings_stale = True
         for link in list(event.session.links.values()):
             self._drop_link(link)
 
     def _drop_link(self, link: Link, suspend: bool = False) -> None:
         """The link is gone: a closed subscription ends; an interrupted one is suspended."""
+        self._holdings_stale = True
         ctx = link.context
         link.context = None
         if isinstance(ctx, Publisher):

@@ -359,6 +359,10 @@ class MqttEdgeConnection(EngineProtocol):
         """Its subscriptions count as links (``quotas.Holder``); it holds no AMQP sessions."""
         return len(self.subscribers) if what == "links" else 0
 
+    def write_out(self) -> None:
+        self.router.quotas.report(self)  # (what it holds may have changed: a count, cheap to compare)
+        super().write_out()
+
     def _over_links(self) -> bool:
         """One more subscription would pass its user's or host's ``max_links`` (logged)."""
         quotas = self.router.quotas
