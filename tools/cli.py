@@ -291,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
                 from .bench.outbox import main as outbox_bench
 
                 return outbox_bench(min(args.messages, 100_000), args.rounds, compare=args.compare)
+            if args.scenarios == ["attach"]:
+                from .bench.attach import main as attach_bench
+
+                return attach_bench(args.rounds, args.compare)
             if args.scenarios == ["core"]:
                 from .bench.core import main as core_loops
 

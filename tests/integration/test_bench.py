@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from once.tools.bench import memory
+from once.tools.bench import attach, memory
 from support.routers import ROOT
 
 
@@ -58,6 +58,15 @@ def test_memory_per_held_delivery_is_measured_by_body_size():
     # holding 2000 x 4 KiB grows the router by at least the payload it holds
     assert held[1].grew_kib * 1024 >= 4096 * 2000 * 0.9
     assert "per delivery" in memory.report(held).splitlines()[0]
+
+
+def test_an_attach_storm_is_measured_with_and_without_a_policy(monkeypatch):
+    monkeypatch.setattr(attach, "CONNECTIONS", 100)  # (every link answered, or it times out)
+    storms = attach.measure(rounds=1, compare=None)
+    assert [(s.side, s.policy) for s in storms] == [("this tree", False), ("this tree", True)]
+    assert all(s.cpu >= 0 and s.seconds > 0 for s in storms)  # (figures measured, not asserted)
+    lines = attach.report(storms).splitlines()
+    assert "router cpu s" in lines[0] and len(lines) == 3
 
 
 def test_compare_runs_another_ref_back_to_back():
