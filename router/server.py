@@ -256,8 +256,9 @@ class Router:
         return Address(host, port)
 
     def reload(self) -> None:
-        """SIGHUP: take up the users file (and the consumer groups of the topology) again;
-        listeners, links and settings need a restart. A file that does not load keeps the
+        """SIGHUP: take up the users file (and the policy and consumer groups of the
+        topology) again; a byte budget new to a user or host bounds its links already
+        attached too; listeners, links and settings need a restart. A file that does not load keeps the
         running configuration, and says why in one line."""
         try:
             fresh = load_topology(self.topology.path)
@@ -278,7 +279,8 @@ class Router:
         auth = fresh.auth
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
         log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy and consumer groups (%d) of %s; settings, "
-                 "listeners and links change with a restart (attaches already made are not checked again)", self.id,
+                 "listeners and links change with a restart (attaches already made are not checked again; a new "
+                 "byte budget bounds the links attached)", self.id,
                  len(auth.users), certs, len(fresh.groups), self.topology.path)
 
     def _admit(self, user: str, topic: str) -> str | None:

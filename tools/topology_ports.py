@@ -48,9 +48,12 @@ def free_port(taken: set[int] | None = None) -> int:
             continue
         _given.add(got)
         return got
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        got = int(s.getsockname()[1])
+    for _ in range(50):  # (the kernel's choice, from its ephemeral range: still never one given before)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            got = int(s.getsockname()[1])
+        if got not in _given and not (taken and got in taken):
+            break
     _given.add(got)
     return got
 

@@ -155,7 +155,7 @@ def policy(router: Router) -> dict[str, Any]:
         sessions, links = q.holding_now(who)
         principals.append({
             "kind": kind, "name": name, "connections": len(q.held.get(who, ())), "sessions": sessions,
-            "links": links, "in_flight_bytes": None if purse is None else purse.bytes,
+            "links": links, "in_flight_bytes": None if purse is None or not purse.where else purse.bytes,
             "limits": {n: {"limit": v, "rule": rule} for n, (v, rule) in q.limits(who).items()},
             "refused": dict(q.refused_by.get(who, {})),
         })

@@ -1,6 +1,7 @@
 """What users and hosts hold against the policy's limits (``router/quotas.py``), pure:
 connections counted as they enter and leave, sessions and links summed over a
-principal's connections, one byte budget shared by a user's links, SIGHUP's new limits."""
+principal's connections (as each last reported), one byte budget shared by a user's
+links, SIGHUP's new limits, refusals counted, idle budgets swept."""
 
 from __future__ import annotations
 
@@ -164,3 +165,28 @@ def test_a_principals_sessions_and_links_are_the_sum_of_what_its_connections_las
     for c, user in ((one, "alice"), (bob, "bob")):
         q.leave(c, user, "10.0.0.1")
     assert q.held == {} and q.totals == {} and q.reported == {}
+
+
+def test_a_message_too_large_counts_for_whose_policy_limit_refused_it_and_not_the_routers_own():
+    q = _quotas({"users": {"erin": {"max_message_size": 1000}}, "hosts": {"10.0.0.0/8": {"max_message_size": 5000}}})
+    q.refused_size("erin", "10.0.0.1")  # (erin's 1000 binds, not the host's 5000)
+    q.refused_size("bob", "10.0.0.1")  # (the host's)
+    q.refused_size("bob", "192.168.0.1")  # (the router's own limit: not the policy's doing)
+    assert q.refusals["max_message_size"] == 2
+    assert q.refused_by == {("user", "erin"): {"max_message_size": 1}, ("host", "10.0.0.1"): {"max_message_size": 1}}
+
+
+def test_the_byte_budget_of_a_principal_gone_is_dropped_once_its_records_are_let_go():
+    q = _quotas({"hosts": {"::/0": {"max_in_flight_bytes": 1000}}})
+    left = []
+    for i in range(200):  # each host leaves with 100 bytes in flight, let go after it left
+        host = f"2001:db8::{i}"
+        c = Conn()
+        q.enter(c, "", host, i, "p")
+        (purse,) = q.purses("", host)
+        purse.bytes += 100
+        q.leave(c, "", host)
+        left.append(purse)
+        purse.bytes -= 100
+    assert len(q._purses) <= 2 * 64 + 1  # (swept as they doubled)
+    assert q.principals_known() == [] and q._purses == {}

@@ -107,6 +107,7 @@ class SubscriberLink:
         self.conn.engine.detach(self.link, closed=True, error=Error(
             condition=Condition.STOLEN.value, description="the same subscriber attached again"))
         self.link.context = None
+        self.conn._holdings_stale = True  # (no event comes for it: the peer's answering detach is plain)
         self.conn.dirty()
 
     def activated(self) -> None:
@@ -212,7 +213,7 @@ class EdgeConnection(EngineProtocol):
                    else f"more than max_in_flight_bytes ({purse.limit}) of messages would be held ({purse.where})")
             engine.drop_arriving(link, Condition.RESOURCE_LIMIT_EXCEEDED, why)
             self._drop_link(link)
-            if purse is not None:
+            if purse is not None and why.endswith(f"({purse.where})"):  # (the policy's budget: what refused it)
                 quotas.refused_bytes(user, self.host, purse)
             self.router.guard_log.warning(("bytes", self.host), asyncio.get_running_loop().time(),
                                           "router %s: refused a message arriving on %s from %s: %s", self.router.id,
@@ -405,6 +406,7 @@ class EdgeConnection(EngineProtocol):
                               snd_settle_mode=attach.snd_settle_mode, rcv_settle_mode=attach.rcv_settle_mode,
                               unsettled=None if ours is None else states_out(ours),
                               properties=None if active is None else {ACTIVE: active})
+                self._holdings_stale = True
                 self.dirty()
                 self.router.flush()
 
@@ -485,8 +487,9 @@ class EdgeConnection(EngineProtocol):
     def _on_detach(self, event: LinkDetached) -> None:
         self._holdings_stale = True
         err = event.link.detach_error
-        if err is not None and str(err.condition) == Condition.MESSAGE_SIZE_EXCEEDED.value:
-            self.router.quotas.count_refusal("max_message_size", *self.router.quotas.principals(self._user(), self.host))
+        if err is not None and event.error is err and str(err.condition) == Condition.MESSAGE_SIZE_EXCEEDED.value:
+            # (the engine's own detach, not the peer's answer to it; counted where the policy's limit binds)
+            self.router.quotas.refused_size(self._user(), self.host)
         self._drop_link(event.link, suspend=not event.closed)
 
     def _on_session_ended(self, event: SessionEnded) -> None:

@@ -289,7 +289,7 @@ class MqttEdgeConnection(EngineProtocol):
             self.mqtt.disconnect(Reason.PACKET_TOO_LARGE, f"a message of {len(event.publish.payload)} bytes; this "
                                  f"user or host may send at most {self.max_message_size} (the policy's max_message_size)")
             if self.principal is not None:
-                self.router.quotas.count_refusal("max_message_size", *self.router.quotas.principals(*self.principal))
+                self.router.quotas.refused_size(*self.principal)
             self.dirty()
             self.drop_all()
             return
@@ -428,6 +428,8 @@ class MqttEdgeConnection(EngineProtocol):
         log.warning("router %s: closed MQTT connection from %s: 0x%02x %s", self.router.id, self.peer, event.reason,
                     event.description, extra=fields("connection.failed", connection=self.serial, peer=self.peer,
                                                     condition=event.reason.name, description=event.description))
+        if event.reason is Reason.PACKET_TOO_LARGE and self.principal is not None:
+            self.router.quotas.refused_size(*self.principal)  # (past the maximum packet size CONNACK gave)
         self.drop_all()
 
     def _dispatch(self, event: object) -> None:
