@@ -486,8 +486,8 @@ class EdgeConnection(EngineProtocol):
 
     def _on_detach(self, event: LinkDetached) -> None:
         self._holdings_stale = True
-        err = event.link.detach_error
-        if err is not None and event.error is err and str(err.condition) == Condition.MESSAGE_SIZE_EXCEEDED.value:
+        err = event.error
+        if err is not None and err is event.link.detach_error and str(err.condition) == Condition.MESSAGE_SIZE_EXCEEDED.value:
             # (the engine's own detach, not the peer's answer to it; counted where the policy's limit binds)
             self.router.quotas.refused_size(self._user(), self.host)
         self._drop_link(event.link, suspend=not event.closed)
