@@ -244,6 +244,30 @@ def test_a_message_answered_as_it_is_published_is_settled_and_not_held(line3):
     q0.close()
 
 
+def test_a_client_that_asks_for_gids_gets_one_with_a_message_answered_as_it_is_published(line3):
+    """``once-gid: 1`` at CONNECT: each PUBACK names its message's gid, a message answered
+    within its own publish (no subscriber) too (its PUBACK had none)."""
+    props = Properties(PacketTypes.CONNECT)
+    props.UserProperty = [("once-gid", "1")]
+    c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="gid-pub", protocol=mqtt.MQTTv5)
+    acks: queue.Queue[tuple[int, dict[str, str]]] = queue.Queue()
+    c.on_publish = lambda cl, u, mid, reason, p: acks.put(
+        (int(getattr(reason, "value", reason)), dict(getattr(p, "UserProperty", None) or [])))
+    c.connect(*line3["A"].mqtt, properties=props)
+    c.loop_start()
+    try:
+        gids = []
+        for i in range(3):
+            c.publish("nobody/gid", b"g%d" % i, qos=1)
+            reason, user_props = acks.get(timeout=15)
+            assert reason == 0 and len(user_props.get("once-gid", "")) >= 16, user_props
+            gids.append(user_props["once-gid"])
+        assert len(set(gids)) == 3
+    finally:
+        c.disconnect()
+        c.loop_stop()
+
+
 def test_a_message_over_a_subscribers_maximum_packet_size_is_refused_for_it_not_left_waiting(line3):
     """MQTT 5.0: a client that takes at most N bytes cannot have a larger message; the
     publisher hears it refused (0x80) at once instead of waiting for an acknowledgement

@@ -182,9 +182,13 @@ class Inbound:
         if pub is not None and record is not None:
             self.conn.core.publisher_settled(pub, record)
 
-    def gid(self, tag: bytes) -> bytes:
-        """The gid of its unsettled message ``tag`` (b"": none)."""
+    def gid(self, topic: str, tag: bytes) -> bytes:
+        """The gid of its unsettled message ``tag`` (b"": none), the one being published too
+        (answered within ``core.publish``: not noted unsettled yet, the publisher's live one)."""
         record = self.unsettled.get(tag)
+        if record is None and tag == self.publishing:
+            pub = self.publishers.get(topic)
+            record = pub.live.get(tag) if pub is not None else None
         return record.gid if record is not None else b""
 
     def released(self, event: PublishReleased) -> None:

@@ -43,7 +43,7 @@ class MqttPublisherPort:
         reason = Reason.SUCCESS if accepted else Reason.UNSPECIFIED_ERROR
         props: Props = ()
         if conn.tell_gid:
-            gid = conn.inbound.gid(tag)
+            gid = conn.inbound.gid(self.topic, tag)
             props = ((Prop.USER_PROPERTY, ("once-gid", gid.hex())),) if gid else ()
         if qos == 1:
             conn.mqtt.puback(packet_id, reason, props)
