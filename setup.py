@@ -44,7 +44,7 @@ COMPILED = (
                                       "deliveries", "endpoints", "events", "sasl")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "records").glob("*.py")) if p.name not in ("__init__.py", "compiled.py")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "router" / "core").glob("*.py")) if p.name != "__init__.py"),
-    *(f"router/adaptors/amqp/{m}.py" for m in ("copies_wire", "dispositions", "edge", "interrouter", "message", "wire")),
+    *(f"router/adaptors/amqp/{m}.py" for m in ("copies_wire", "dispositions", "edge", "interrouter", "message")),
 )
 MANIFEST = "once/records/compiled.json"  # (in the build: module -> sha256 of the source it was built from)
 

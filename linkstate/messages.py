@@ -68,26 +68,6 @@ class SubAck:
 
 
 @dataclass(frozen=True, slots=True)
-class HandOver:
-    """``origin`` has sent towards ``target`` everything it held for the subscriber whose
-    attach was ``target``'s event ``seq``.
-
-    It travels behind those deliveries on the data path (queued with them hop by hop),
-    so its arrival means they have arrived. A router with several paths to ``target``
-    splits it, sharing ``weight`` out; the target has them all when the weights it got
-    from ``origin`` add up to ``WHOLE``.
-    """
-
-    origin: str
-    target: str
-    seq: int
-    weight: int
-
-
-WHOLE = 1 << 40
-
-
-@dataclass(frozen=True, slots=True)
 class OriginState:
     """Everything known about one origin: for a full sync."""
 
@@ -105,11 +85,11 @@ class Sync:
     states: tuple[OriginState, ...]
     # The sender's view holds every subscription there is (it never restarted, or it
     # synced with a router whose view did): a restarted router whose view is not complete
-    # takes publishes only once it has such a sync (protocol version 3).
+    # takes publishes only once it has such a sync (``docs/protocol.md``, the cold-start rule).
     complete: bool = True
 
 
-Message = LinkStateAd | SubEvent | SubAck | Sync | HandOver
+Message = LinkStateAd | SubEvent | SubAck | Sync
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
@@ -127,8 +107,6 @@ def from_dict(d: dict[str, Any]) -> Message:
         return SubEvent(body["origin"], int(body["seq"]), bool(body["attached"]), _sub(body["subscription"]))
     if kind == "SubAck":
         return SubAck(body["origin"], int(body["seq"]))
-    if kind == "HandOver":
-        return HandOver(body["origin"], body["target"], int(body["seq"]), int(body["weight"]))
     if kind == "Sync":
         return Sync(tuple(OriginState(s["origin"], int(s["ls_seq"]), {str(k): int(v) for k, v in s["neighbours"].items()},
                                       int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]))

@@ -1,34 +1,26 @@
 """Per-delivery acceptance records (seed 002, "Delivery records kept for topic").
 
 Pure data and transitions: no I/O, no clock of its own. A record is created when the
-root receives a publisher's delivery and lists every subscriber (on a single router;
-downstream hops too in a network) that must reach a terminal state before the
-publisher is told the outcome.
+root receives a publisher's delivery and lists every subscriber here (and, in a network,
+a stand-in for the other routers' answers: ``far``) that must reach a terminal state
+before the publisher is told the outcome.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from enum import Enum
-from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 from .few import Few
 from .membership import GroupId, Key
 from .outcomes import Outcome
 
-_NONE: frozenset[str] = frozenset()
-# What ``upstreams`` and ``hop_dests`` are until a network copy needs them: one shared,
-# read-only empty map (two empty dicts per record were 128 bytes on every local delivery).
-NO_MAP: Mapping[Any, Any] = MappingProxyType({})
-
 # Who a record belongs to and who it waits for are the core's types (its publisher, its
-# waiters: subscribers, hops and stand-ins, and the neighbours that gave it to us); the
-# record is generic over them so that it stays below the core and is still typed there
-# (``router/core/peers.py``: ``CoreRecord``).
+# waiters: subscribers and stand-ins); the record is generic over them so that it stays
+# below the core and is still typed there (``router/core/peers.py``: ``CoreRecord``).
 P = TypeVar("P")  # the publisher
 W = TypeVar("W", bound=Hashable)  # a waiter
-U = TypeVar("U", bound=Hashable)  # an upstream neighbour's link
 
 
 class SubState(Enum):
@@ -46,52 +38,25 @@ class DuplicateGid(Exception):
     pass
 
 
-class OwedAnswers:
-    """What a hop owes for a record when a keyed copy went after copies not answered yet."""
-
-    __slots__ = ("handles", "newest", "refusal")
-
-    def __init__(self, handle: object) -> None:
-        self.handles: list[object] = [handle]  # the earlier copies still unanswered
-        self.newest: Outcome | None = None  # the newest copy's answer, once it came
-        self.refusal: Outcome | None = None  # the first answer that was not an acceptance: it decides
-
-
 class Rare:
-    """A record's fields that stay at their defaults on most deliveries: failover, parking and
-    subscribers that moved. Seven slots on every record were 56 bytes per message held; here
-    they cost one slot until the first of them is written (``Record``'s properties)."""
+    """A record's fields that stay at their defaults on most deliveries (subscribers that
+    moved): they cost one slot on every record until the first of them is written
+    (``Record``'s properties)."""
 
-    __slots__ = ("keyed_only", "earlier", "parked", "parked_keys", "orphan_since", "keyed", "followed")
+    __slots__ = ("followed",)
 
     def __init__(self) -> None:
-        # Destinations in ``hop_dests`` that only keyed copies went to (for subscribers
-        # that moved there): the full copy has still to go there for everyone else.
-        self.keyed_only: set[str] | None = None
-        # hop -> answers it still owes for earlier copies: a keyed copy answers for its keys
-        # alone, so when one follows a copy not answered yet, all their answers resolve the hop.
-        self.earlier: dict[Any, OwedAnswers] | None = None
-        self.parked: frozenset[str] = _NONE  # destinations with no route right now
-        # parked destination -> the subscriber keys it had when the record parked for it:
-        # those that attach elsewhere meanwhile are followed there (even once the router
-        # they left has forgotten them)
-        self.parked_keys: dict[str, frozenset[Key]] | None = None
-        self.orphan_since: float | None = None  # when its publisher went (failover)
-        # Upstreams that handed us this record for particular subscribers only (they
-        # moved here): each is answered when those waiters are, not with the record;
-        # by the copy's handle: (upstream, waiters).
-        self.keyed: dict[object, tuple[Any, list[Any]]] | None = None
         # (router, subscriber key) pairs the root already sent this record to after
         # those subscribers moved away from a dead router
         self.followed: set[tuple[str, Key]] | None = None
 
 
-class Record(Generic[P, W, U]):
+class Record(Generic[P, W]):
     """One delivery's record. A plain slotted class: it is built once per message."""
 
     __slots__ = ("gid", "topic", "payload", "publisher", "tag", "generation", "presettled", "message_format",
                  "states", "pending", "rejection", "publisher_handle", "publisher_settled", "outcome_sent", "unsettled",
-                 "upstreams", "hop_dests", "local", "born", "root", "chosen", "far", "resent", "arrived", "rare")
+                 "local", "born", "root", "chosen", "far", "resent", "arrived", "rare")
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, publisher: P | None, tag: bytes, generation: int,
                  presettled: bool, message_format: int = 0) -> None:
@@ -112,16 +77,9 @@ class Record(Generic[P, W, U]):
         # waiter -> the adaptor's handle of our delivery to it while it is unsettled (one,
         # usually: ``Few`` holds it in two slots, not a 224-byte dict)
         self.unsettled = Few()
-        # Network: who gave us this record (upstream hop -> its delivery handle), which
-        # destination routers each downstream hop carries it to, and destinations with no
-        # route right now (re-tried when the graph changes).
-        # (``NO_MAP`` until written: write through ``upstream_map()`` / ``hop_map()``)
-        self.upstreams: Mapping[U, Any] = NO_MAP
-        self.hop_dests: Mapping[W, frozenset[str]] = NO_MAP
         self.local = True  # created by our own publisher (we are root), not forwarded to us
-        # The root's stamp (microseconds of its wall clock, strictly increasing there):
-        # publish order across routers, for a subscriber whose deliveries come by
-        # several paths after it moved.
+        # The root's stamp (microseconds of its wall clock, strictly increasing there): the
+        # journal's and the copies' time of publication.
         self.born = 0
         # When it came to us from its publisher (the root's monotonic clock, seconds): what
         # the router's publish-to-accepted and time-held measures count from.
@@ -131,8 +89,8 @@ class Record(Generic[P, W, U]):
         # to, chosen by the root, and the router it was sent to for it: member key ->
         # (group, router). It travels with every copy; None on a topic with no groups.
         self.chosen: dict[Key, tuple[GroupId, str]] | None = None
-        # Protocol version 3 (``router/core/copies.py``): what the root sent and is owed, and
-        # the copies a destination took and answers for; None under version 2.
+        # In a network (``router/core/copies.py``): what the root sent and is owed, and the
+        # copies a destination took and answers for; None on a record no other router has.
         self.far: Any = None
         # A publisher resuming here sent it again (the router it published on first may have
         # delivered it): every delivery of it is marked as a possible repeat.
@@ -152,72 +110,6 @@ class Record(Generic[P, W, U]):
         return rare
 
     @property
-    def keyed_only(self) -> set[str] | None:
-        rare = self.rare
-        return rare.keyed_only if rare is not None else None
-
-    @keyed_only.setter
-    def keyed_only(self, value: set[str] | None) -> None:
-        if value is None and self.rare is None:
-            return  # (the default: nothing to hold)
-        self._rare().keyed_only = value
-
-    @property
-    def earlier(self) -> dict[W, OwedAnswers] | None:
-        rare = self.rare
-        return rare.earlier if rare is not None else None
-
-    @earlier.setter
-    def earlier(self, value: dict[W, OwedAnswers] | None) -> None:
-        if value is None and self.rare is None:
-            return  # (the default: nothing to hold)
-        self._rare().earlier = value
-
-    @property
-    def parked(self) -> frozenset[str]:
-        rare = self.rare
-        return rare.parked if rare is not None else _NONE
-
-    @parked.setter
-    def parked(self, value: frozenset[str]) -> None:
-        if not value and self.rare is None:
-            return
-        self._rare().parked = value
-
-    @property
-    def parked_keys(self) -> dict[str, frozenset[Key]] | None:
-        rare = self.rare
-        return rare.parked_keys if rare is not None else None
-
-    @parked_keys.setter
-    def parked_keys(self, value: dict[str, frozenset[Key]] | None) -> None:
-        if value is None and self.rare is None:
-            return  # (the default: nothing to hold)
-        self._rare().parked_keys = value
-
-    @property
-    def orphan_since(self) -> float | None:
-        rare = self.rare
-        return rare.orphan_since if rare is not None else None
-
-    @orphan_since.setter
-    def orphan_since(self, value: float | None) -> None:
-        if value is None and self.rare is None:
-            return  # (the default: nothing to hold)
-        self._rare().orphan_since = value
-
-    @property
-    def keyed(self) -> dict[object, tuple[U, list[W]]] | None:
-        rare = self.rare
-        return rare.keyed if rare is not None else None
-
-    @keyed.setter
-    def keyed(self, value: dict[object, tuple[U, list[W]]] | None) -> None:
-        if value is None and self.rare is None:
-            return  # (the default: nothing to hold)
-        self._rare().keyed = value
-
-    @property
     def followed(self) -> set[tuple[str, Key]] | None:
         rare = self.rare
         return rare.followed if rare is not None else None
@@ -227,33 +119,6 @@ class Record(Generic[P, W, U]):
         if value is None and self.rare is None:
             return  # (the default: nothing to hold)
         self._rare().followed = value
-
-    def upstream_map(self) -> dict[U, Any]:
-        """``upstreams``, to write to."""
-        m = self.upstreams
-        if isinstance(m, dict):
-            return m
-        d: dict[U, Any] = {}
-        self.upstreams = d
-        return d
-
-    def hop_map(self) -> dict[W, frozenset[str]]:
-        """``hop_dests``, to write to."""
-        m = self.hop_dests
-        if isinstance(m, dict):
-            return m
-        d: dict[W, frozenset[str]] = {}
-        self.hop_dests = d
-        return d
-
-    def covered(self) -> set[str]:
-        """Destination routers this record went to (or waits to go to) for everyone."""
-        out: set[str] = set(self.parked)
-        for ds in self.hop_dests.values():
-            out |= ds
-        if self.keyed_only:
-            out -= self.keyed_only
-        return out
 
     @property
     def complete(self) -> bool:
@@ -291,13 +156,13 @@ class Record(Generic[P, W, U]):
         return False
 
 
-class RecordTable(Generic[P, W, U]):
+class RecordTable(Generic[P, W]):
     """All live records of one router, by gid, and the bytes their messages hold."""
 
     __slots__ = ("records", "bytes", "freed")
 
     def __init__(self) -> None:
-        self.records: dict[bytes, Record[P, W, U]] = {}
+        self.records: dict[bytes, Record[P, W]] = {}
         self.bytes = 0
         self.freed = 0  # bytes freed since the owner last reset it
 
@@ -307,17 +172,17 @@ class RecordTable(Generic[P, W, U]):
     def __contains__(self, gid: bytes) -> bool:
         return gid in self.records
 
-    def get(self, gid: bytes) -> Record[P, W, U] | None:
+    def get(self, gid: bytes) -> Record[P, W] | None:
         return self.records.get(gid)
 
-    def add(self, record: Record[P, W, U]) -> Record[P, W, U]:
+    def add(self, record: Record[P, W]) -> Record[P, W]:
         if record.gid in self.records:
             raise DuplicateGid(record.gid.hex())
         self.records[record.gid] = record
         self.bytes += len(record.payload)
         return record
 
-    def enter(self, record: Record[P, W, U]) -> None:
+    def enter(self, record: Record[P, W]) -> None:
         """``add`` for the per-message path: the caller has looked its gid up already."""
         self.records[record.gid] = record
         self.bytes += len(record.payload)
@@ -325,7 +190,7 @@ class RecordTable(Generic[P, W, U]):
     # ------------------------------------------------------ a record's rules
 
     @staticmethod
-    def complete(record: Record[P, W, U]) -> Outcome | None:
+    def complete(record: Record[P, W]) -> Outcome | None:
         """Every waiter reached a terminal state: the outcome is sent now (once); returns the
         first rejection, or None (accepted). The rule for when: after a waiter's answer that
         left none in doubt (``resolve`` or ``drop_waiter`` returned True), if the outcome has
@@ -334,7 +199,7 @@ class RecordTable(Generic[P, W, U]):
         return record.rejection
 
     @staticmethod
-    def settle(record: Record[P, W, U]) -> list[tuple[W, Any]]:
+    def settle(record: Record[P, W]) -> list[tuple[W, Any]]:
         """Settlement reached ``record``: the waiters' deliveries still unsettled, to settle
         now (forgotten here)."""
         if not record.unsettled:
@@ -344,11 +209,11 @@ class RecordTable(Generic[P, W, U]):
         return out
 
     @staticmethod
-    def finished(record: Record[P, W, U]) -> bool:
+    def finished(record: Record[P, W]) -> bool:
         """A record can be freed once its outcome is known and settlement went everywhere."""
         return record.pending == 0 and (record.presettled or record.publisher_settled) and not record.unsettled
 
-    def release(self, record: Record[P, W, U]) -> bool:
+    def release(self, record: Record[P, W]) -> bool:
         """Free ``record`` if nothing holds it any more (``finished``); True if it was freed
         by this call."""
         if self.finished(record) and self.records.pop(record.gid, None) is not None:
@@ -358,7 +223,7 @@ class RecordTable(Generic[P, W, U]):
             return True
         return False
 
-    def free(self, record: Record[P, W, U]) -> None:
+    def free(self, record: Record[P, W]) -> None:
         if self.records.pop(record.gid, None) is not None:
             self.bytes -= len(record.payload)
             self.freed += len(record.payload)

@@ -85,10 +85,6 @@ class Settings:
     # first message, of a size unknown when it got its credit, draws on it); 0: the larger of
     # max_message_size and a quarter of max_in_flight_bytes.
     max_connection_bytes: int = 0
-    # The acceptance protocol (``docs/protocol.md``): 3, answers to the root; 2, the
-    # earlier one (answers gathered hop by hop), kept until its code goes. Every router of
-    # a network must run the same one.
-    protocol: int = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,8 +270,6 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
             if routers[end].inter_router is None:
                 raise ctx.fail(f"routers.{end}.inter_router", "HOST:PORT (the router has inter-router links)", None)
     settings = Settings(**s)
-    if settings.protocol not in (2, 3):
-        raise ctx.fail("settings.protocol", "2 or 3", settings.protocol)
     if settings.max_message_size > settings.max_in_flight_bytes:
         raise ctx.fail("settings.max_message_size", f"at most max_in_flight_bytes ({settings.max_in_flight_bytes})",
                        settings.max_message_size)

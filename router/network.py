@@ -2,15 +2,12 @@
 
 Pure decisions live in ``linkstate.engine.ControlPlane``; this module only carries its
 messages over the inter-router connections, tells the core about hops and routes, and
-completes subscriber attaches once the whole reachable network has acknowledged them
-and handed over what it held for them.
+completes subscriber attaches once the whole reachable network has acknowledged them.
 
-The hand-over: a subscriber that moved here (its router died, or it reconnected
-elsewhere) is owed deliveries that sit at other routers; they follow it here as soon as
-each router learns of the attach. Newer deliveries can reach it sooner by a shorter
-path, so its attach completes, and its first delivery goes out, only once every router
-that was reachable has sent a ``HandOver`` marker behind what it forwarded this way;
-the queue then goes out in publish order (``Core.attach_completed``).
+A subscriber that moved here (its router died, or it reconnected elsewhere) is owed
+deliveries other routers' roots hold: each root sends what it still owes the key here,
+in its own sequence, before anything newer (``docs/protocol.md``), so no hand-over has
+to be waited for.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from once.linkstate.engine import ControlPlane, Result
-from once.linkstate.handover import Fences, split
-from once.linkstate.messages import WHOLE, HandOver, SubEvent, Subscription, Sync
+from once.linkstate.messages import SubEvent, Subscription, Sync
 from once.records.membership import GroupId, Member, Table
 
 from .authn import user_groups
@@ -38,10 +34,6 @@ if TYPE_CHECKING:
     from .core import Subscriber
 
 log = logging.getLogger("once.network")
-
-# A marker can be lost with the link it was on; the attach then completes this much later
-# instead of never. Everything the marker vouched for was already on its way.
-HANDOVER_WAIT = 1.0
 
 
 class Network:
@@ -65,13 +57,8 @@ class Network:
         for link in router.topology.links:
             if router.id in (link.a, link.b):
                 self.costs[link.b if link.a == router.id else link.a] = link.cost
-        self.fences = Fences()
-        self.on_complete: dict[int, tuple[Callable[[], None], Subscription]] = {}  # by event seq, like fences
-        self.timers: dict[int, Any] = {}  # handles with cancel()
-        self.marked: dict[tuple[str, int], None] = {}  # remote attaches we sent our marker for
-        # Markers for keys that attached elsewhere while still attached here: they wait
-        # until we see the old link go and hand over what it held (``_release_markers``).
-        self.deferred: dict[tuple[str, str], list[HandOver]] = {}
+        # our attaches waiting for their subscription event's flood to be acknowledged, by its seq
+        self.on_complete: dict[int, Callable[[], None]] = {}
         self.all_up = asyncio.Event()
         if not self.costs:
             self.all_up.set()
@@ -85,18 +72,14 @@ class Network:
         # The routes port (``core/ports.py``), bound for the core's constructor:
         self.route = self.plane.lsdb.route
         self.moved = self.plane.moved
-        self.reroute_marker = self._send_marker
-        # Protocol version 3 (``core/copies.py``) needs no hand-over markers: a root sends
-        # what a moved subscriber was owed before anything newer, in one sequence.
-        self.markers = router.settings.protocol < 3
         # A restarted router knows only its own subscriptions (its journal): the others'
         # it learns from a neighbour whose view is complete. Taking publishes before that
         # would accept them without subscribers it does not know of yet (when every
-        # router that knew them restarted too). Version 3 waits for a complete sync, or
-        # for ``subscriber_grace`` (by then a subscriber nobody could tell us of has
-        # been out of reach past its grace): the cold-start rule, docs/protocol.md.
+        # router that knew them restarted too). It waits for a complete sync, or for
+        # ``subscriber_grace`` (by then a subscriber nobody could tell us of has been out
+        # of reach past its grace): the cold-start rule, docs/protocol.md.
         self.store_restarted = self.store.begin()
-        self.cold = self.store_restarted and not self.markers
+        self.cold = self.store_restarted
         if self.cold:
             self.plane.complete = False
             router.call_later(router.settings.subscriber_grace, self._cold_start)
@@ -253,12 +236,6 @@ class Network:
             elif msg.ttl > 1:
                 self.send_to(msg.to, msg.items, msg.frm, msg.ttl - 1, msg.blob)
             return
-        if type(msg) is HandOver:
-            if msg.target != self.me:
-                self._send_marker(msg)
-            elif self.fences.marker(msg):
-                self._complete(msg.seq)
-            return
         self._apply(self.plane.receive(peer, msg))
         if type(msg) is SubEvent:
             if msg.subscription.suspended:
@@ -269,26 +246,6 @@ class Network:
             # A neighbour's full view: from now on we know the subscribers (a restarted
             # router, or one that came up alone, took no publishes before this).
             self.core.synced()
-        if (type(msg) is SubEvent and msg.attached and not msg.subscription.suspended and msg.origin != self.me
-                and self.markers):
-            # What we hold for that subscriber was sent towards it just now (``_apply``):
-            # the marker goes behind it, once per attach however often the flood brings it.
-            mark = (msg.origin, msg.seq)
-            if mark not in self.marked:
-                if len(self.marked) > 100_000:
-                    self.marked.pop(next(iter(self.marked)))
-                self.marked[mark] = None
-                marker = HandOver(self.me, msg.origin, msg.seq, WHOLE)
-                key = msg.subscription.key
-                if self.core.live_here(key) and self.plane.table.home(key) != self.me:
-                    # The client came back there before we saw its link here go (it is
-                    # still attached here): what we hold for it is handed over only when
-                    # we do. Our marker now would let its attach there complete first,
-                    # and newer deliveries overtake ours (the in-process network's seeds
-                    # 141, 1062, 1669). Never seeing it go, the fence there expires.
-                    self.deferred.setdefault(key, []).append(marker)
-                else:
-                    self._send_marker(marker)
 
     def _cold_start(self) -> None:
         if not self.plane.complete:
@@ -299,43 +256,6 @@ class Network:
                 conn.send_control(self.plane.sync_message())
             self.core.synced()
 
-    # --------------------------------------------------------- hand-over
-
-    def _release_markers(self) -> None:
-        """Deferred markers whose key is no longer live here go, behind its hand-over."""
-        for key in [k for k in self.deferred if not self.core.live_here(k)]:
-            for marker in self.deferred.pop(key):
-                self._send_marker(marker)
-
-    def _send_marker(self, marker: HandOver) -> None:
-        """Towards its target on every path deliveries may be on, the weight shared out."""
-        core = self.core
-        if core.hold_marker(marker.target, marker):
-            return  # it goes on with the deliveries held here for its target
-        hops = core.marker_hops(marker.target)
-        # No way there: the target stops waiting for us when it loses sight of us.
-        for hop, part in zip(hops, split(marker, len(hops)) if hops else ()):
-            core.queue_marker(hop, part)
-
-    def _complete(self, seq: int) -> None:
-        done, _ = self.on_complete.pop(seq)
-        timer = self.timers.pop(seq, None)
-        if timer is not None:
-            timer.cancel()
-        done()
-
-    def _fence_expired(self, seq: int) -> None:
-        self.timers.pop(seq, None)
-        if seq not in self.on_complete:
-            return
-        _, sub = self.on_complete[seq]
-        owed = self.fences.owed(seq)
-        if owed:
-            log.warning("router %s: subscriber %s/%s: no hand-over from %s after %.1fs; completing its attach anyway",
-                        self.me, sub.container_id, sub.link_name, ", ".join(sorted(owed)), HANDOVER_WAIT)
-        if self.fences.give_up(seq):
-            self._complete(seq)
-
     # ---------------------------------------------------- subscriptions
 
     def subscribe(self, sub: Subscription, attached: bool, on_complete: Callable[[], None] | None = None) -> None:
@@ -345,11 +265,7 @@ class Network:
             self.store.drop(sub.key)
         seq, result = self.plane.subscribe(sub, attached)
         if on_complete is not None:
-            routers = self.plane.lsdb.reachable() - {self.me} if self.markers else set()
-            self.fences.open(seq, routers)
-            self.on_complete[seq] = (on_complete, sub)
-            if routers:
-                self.timers[seq] = self.router.call_later(HANDOVER_WAIT, self._fence_expired, seq)
+            self.on_complete[seq] = on_complete
         self._apply(result)
 
     def finished(self, sub: Subscription) -> None:
@@ -465,15 +381,12 @@ class Network:
             core.membership_changed()
             self.follow_moved_subscribers()
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
-            core.retry_parked()
         # Attaches complete last: a subscriber that moved here has what it was owed queued
         # (older first) before its first delivery goes out.
         for seq in result.completed:
-            if self.fences.echoed(seq):
-                self._complete(seq)
-        if result.topology_changed and self.fences:
-            for seq in self.fences.unreachable(self.plane.lsdb.reachable()):
-                self._complete(seq)
+            done = self.on_complete.pop(seq, None)
+            if done is not None:
+                done()
 
     def follow_moved_subscribers(self) -> None:
         """Our suspended subscribers whose key now lives at another reachable router moved
@@ -491,8 +404,6 @@ class Network:
                     self.ended.append(sub)
             if self.ended:
                 self.router.call_soon(self._end_moved)
-        if self.deferred:
-            self._release_markers()
 
     def _end_moved(self) -> None:
         ended, self.ended = self.ended, []

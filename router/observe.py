@@ -40,9 +40,7 @@ class CoreSnapshot:
     records: int  # deliveries held
     own_records: int  # of those, ours as root
     held_bytes: int  # their message bytes
-    parked: int  # waiting for a route
-    parked_sample: tuple[tuple[str, tuple[str, ...]], ...]  # a few: (gid prefix, destinations)
-    held: int  # waiting here behind older ones (per-destination order)
+    held: int  # copies waiting here behind a gap in their stream (order by sequence)
     publishers: int
     publisher_credit: int  # granted and not yet used
     subscribers: tuple[SubscriberView, ...] = ()
@@ -56,8 +54,7 @@ def snapshot(core: Core) -> CoreSnapshot:
                  for topic, by_key in core.topics.items() for key, s in by_key.items())
     hops = tuple(HopView(peer, len(h.queue), h.port.credit()) for peer, h in core.hops.items())
     ups = tuple(UpstreamView(peer, u.credit) for peer, u in core.upstreams.items())
-    sample = tuple((r.gid.hex()[:8], tuple(sorted(r.parked))) for r in list(core.parked)[:3])
-    return CoreSnapshot(core.router_id, len(core.records), core.local_count, core.records.bytes, len(core.parked), sample,
+    return CoreSnapshot(core.router_id, len(core.records), core.local_count, core.records.bytes,
                         sum(len(q) for q in core.held.values()), len(core.publishers), core.credit.outstanding,
                         subs, hops, ups, dict(core.stats))
 
@@ -68,8 +65,7 @@ def line(snap: CoreSnapshot, connections: int) -> str:
                      f"{', suspended' if s.suspended else ''})" for s in snap.subscribers)
     hops = ", ".join(f"{h.peer}(queue {h.queued}, credit {h.credit})" for h in snap.hops)
     ups = ", ".join(f"{u.peer}(credit {u.credit})" for u in snap.upstreams)
-    parked = "; ".join(f"{gid} for {list(dests)}" for gid, dests in snap.parked_sample)
     return (f"router {snap.router_id}: records {snap.records} (own {snap.own_records}, {snap.held_bytes} bytes), "
-            f"parked {snap.parked}{f' ({parked})' if parked else ''}, held {snap.held}, "
+            f"held {snap.held}, "
             f"subscribers [{subs}], hops [{hops}], upstreams [{ups}], publishers {snap.publishers} "
             f"(credit {snap.publisher_credit}), connections {connections}, totals {snap.totals}")

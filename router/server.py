@@ -167,13 +167,14 @@ class Router:
             self.flush()
 
     async def _housekeeping(self) -> None:
-        """Collect forwarded records orphaned by a vanished upstream, and subscribers
-        suspended past their grace (nothing waits for them any more)."""
+        """The core's timers: what a root sends again, a destination's tombstones and
+        questions that ran out, links idle with credit, and subscribers suspended past
+        their grace (nothing waits for them any more)."""
         while not self.stopping:
             s = self.settings
             await asyncio.sleep(min(1.0, s.subscriber_grace / 4 or 1.0, s.credit_idle / 2 or 1.0))
             now = self.core.clock()
-            changed = self.core.expire(now, self.settings.subscriber_grace)
+            changed = self.core.expire(now)
             changed += self.core.reclaim_idle(now)
             for sub in self.core.ended_elsewhere():
                 changed += 1

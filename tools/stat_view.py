@@ -160,7 +160,7 @@ def memory(d: dict[str, Any]) -> str:
                    "max_b": _size(d["max_in_flight_bytes"])},
                   [("rss", "resident memory"), ("records", "records in flight"), ("max_in_flight", "max_in_flight"),
                    ("held_b", "message bytes held"), ("max_b", "max_in_flight_bytes"),
-                   ("publisher_credit_outstanding", "publisher credit outstanding"), ("parked", "parked"),
+                   ("publisher_credit_outstanding", "publisher credit outstanding"),
                    ("held", "held behind older"), ("placeholders", "placeholders open"), ("gc_counts", "gc counts")])
 
 

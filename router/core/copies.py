@@ -1,7 +1,6 @@
-"""Protocol version 3 (``docs/protocol.md``): copies to destination routers, answers to the
-root, order by sequence. The part of ``Core`` that replaces ``Forwarding`` when
-``settings.protocol`` is 3 (the default); consumer groups' members are chosen by the root
-(``groups.py``) and travel with each copy.
+"""The acceptance protocol (``docs/protocol.md``): copies to destination routers, answers to
+the root, order by sequence. A part of ``Core``; consumer groups' members are chosen by
+the root (``groups.py``) and travel with each copy.
 
 Three roles, one router may play all of them for one message:
 
@@ -37,12 +36,11 @@ from .destination import Destination
 from .inquiry import Inquiry
 from .messages import Answer, Ask, Control, Copy, Ended, Settle, Target
 from .parts import DeliveryPart, FailoverPart, GroupsPart
-from .peers import ASKING, FAR, CoreRecord, CoreRecords, Hop, Subscriber, Upstream
+from .peers import ASKING, FAR, CoreRecord, CoreRecords, Subscriber, Upstream
 from .plans import Plans
 from .ports import RoutesPort
 from .relay import Relay
 from .tables import CoreTables, Key
-from .unparked import WithoutParkingOrMarkers
 
 PENDING = KeyState.PENDING
 _MEMBER_GONE = (Said.CLOSED, Said.EXPIRED)
@@ -50,10 +48,10 @@ _MEMBER_GONE = (Said.CLOSED, Said.EXPIRED)
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 
-class Copies(WithoutParkingOrMarkers):
+class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
                  "relay", "hops", "upstreams", "outboxes", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
-                 "streams", "_dispatch", "replenish_transit", "parked", "delivery", "failover", "groups")
+                 "streams", "_dispatch", "replenish_transit", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
                  send_to: Callable[[str, tuple[Control, ...]], None]) -> None:
@@ -78,7 +76,6 @@ class Copies(WithoutParkingOrMarkers):
         self._dispatch, self.replenish_transit = relay.dispatch, relay.replenish_transit
         self.only_me = frozenset({self.router_id})
         self.streams = 0
-        self.parked: dict[CoreRecord, float] = {}  # (version 2's; nothing parks here: the root sends again)
         self.delivery: DeliveryPart
         self.failover: FailoverPart
         self.groups: GroupsPart
@@ -104,11 +101,11 @@ class Copies(WithoutParkingOrMarkers):
         return self.delivery.stamp()
 
     def forward(self, record: CoreRecord, dests: set[str], exclude: str | None,
-                keys: frozenset[Key] | None = None) -> list[Hop]:
+                keys: frozenset[Key] | None = None) -> None:
         """The root sends ``record`` to the remote keys at ``dests`` (only ``keys``, if given)
-        not owed it yet. (The name is the forwarding part's: ``parts.py``.)"""
+        not owed it yet."""
         if not record.local:
-            return []
+            return
         if keys is None and record.far is None and not record.chosen:
             # A fresh publish (the hot path): the topic's plan, made once per table.
             owed_map, by_router = self.plans.plan(record.topic, dests)
@@ -118,7 +115,7 @@ class Copies(WithoutParkingOrMarkers):
                 far.stream = self._stream(record)
                 far.owed = Owed(owed_map, shared=True) if not record.presettled else Owed({})
                 self._number(record, far, by_router, record.resent)
-            return []
+            return
         if keys is None:
             remote = self.plans.remote_keys(record.topic)
             wanted = {k: r for k, r in remote.items() if r in dests}
@@ -136,7 +133,7 @@ class Copies(WithoutParkingOrMarkers):
         else:
             wanted = {k: where for where, ks in self.routes.homes(keys).items() for k in ks}
         if not wanted:
-            return []
+            return
         far = self._root_far(record)
         owed = far.owed
         assert owed is not None
@@ -147,7 +144,6 @@ class Copies(WithoutParkingOrMarkers):
             new.setdefault(r, set()).add(k)
         if new:
             self._send(record, far, new, keys is not None or record.resent)
-        return []
 
     def _stream(self, record: CoreRecord) -> bytes:
         pub = record.publisher
@@ -540,7 +536,7 @@ class Copies(WithoutParkingOrMarkers):
 
     # ------------------------------------------------------------ timers
 
-    def expire(self, now: float, orphan_ttl: float) -> int:
+    def expire(self, now: float) -> int:
         """Every tick: send again what has had no answer for ``router_dead_after``; the
         destination's own timers (``Destination.expire``)."""
         retry = self.settings.router_dead_after

@@ -18,8 +18,8 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
 from ..journal import Event
 from .credit import CreditWindow
-from .parts import FailoverPart, ForwardingPart, GroupsPart
-from .peers import CoreRecord, CoreRecords, Hop, Publisher, Subscriber, TagInUse, Waiter
+from .parts import CopiesPart, FailoverPart, GroupsPart
+from .peers import CoreRecord, CoreRecords, Publisher, Subscriber, TagInUse, Waiter
 from .ports import ACCEPTED, Conditions, Outcome, RoutesPort, rejected
 from .tables import (
     ACCEPTED_KIND,
@@ -36,7 +36,7 @@ from .treatments import TopicTreatment
 class LocalDelivery:
     __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency",
                  "observe_held", "clock", "journal", "credit", "placeholders", "treatment", "remote_routers",
-                 "group_members", "local_count", "born", "unsynced", "forwarding", "failover", "groups", "moved_away")
+                 "group_members", "local_count", "born", "unsynced", "copies", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, placeholders: Placeholders, routes: RoutesPort,
                  treatment: TopicTreatment, unsynced: bool) -> None:
@@ -66,19 +66,14 @@ class LocalDelivery:
         # neighbour), a publish here could be accepted for want of subscribers we do not
         # know of yet: publishers get no credit until then (``synced``).
         self.unsynced = unsynced
-        self.forwarding: ForwardingPart
+        self.copies: CopiesPart
         self.failover: FailoverPart
         self.groups: GroupsPart
-        # The failover part's moved-away table, read (never written) on every forwarded
-        # record: a subscriber that moved from here is owed what still comes here for it.
-        self.moved_away: dict[str, dict[Key, tuple[str, float]]]
 
-    def connect(self, forwarding: ForwardingPart, failover: FailoverPart, groups: GroupsPart,
-                moved_away: dict[str, dict[Key, tuple[str, float]]]) -> None:
-        self.forwarding = forwarding
+    def connect(self, copies: CopiesPart, failover: FailoverPart, groups: GroupsPart) -> None:
+        self.copies = copies
         self.failover = failover
         self.groups = groups
-        self.moved_away = moved_away
 
     # ------------------------------------------------------------- publish
 
@@ -183,7 +178,6 @@ class LocalDelivery:
         else:
             record.local = True
             record.arrived = self.clock()  # (our measures count from here: the time held before is another router's)
-            record.orphan_since = None
             self.local_count += 1
             pub.in_flight += 1
             pub.bytes += size
@@ -214,11 +208,7 @@ class LocalDelivery:
             dests = set(remote)
             dests.discard(self.router_id)
             if dests:
-                self.forwarding.forward(record, dests, exclude, keys)
-        if local and keys is None and not record.local and self.moved_away:
-            owed = self.failover.moved_away_owed(record)
-            if owed:
-                self.failover.send_owed(record, owed)
+                self.copies.forward(record, dests, exclude, keys)
         if record.chosen is not None and local and not record.local:
             self.groups.chosen_here_missing(record)  # (the root chose among members it has)
         for sub in targets:
@@ -334,12 +324,7 @@ class LocalDelivery:
             self.groups.answered_at_root(record)
         far = record.far
         if far is not None and far.takes:  # (copies we took: answered to their roots)
-            self.forwarding.answer_ready(record)
-        if record.upstreams and not record.presettled:
-            outcome = self.outcome(record)
-            for up, handle in list(record.upstreams.items()):
-                if up.attached:
-                    up.port.outcome(handle, outcome, False)  # the upstream settles, then we relay it
+            self.copies.answer_ready(record)
         if not record.local:
             self.maybe_free(record)
             return
@@ -372,7 +357,7 @@ class LocalDelivery:
         self._retire(record)
         self.settle_subscribers(record)
         if record.far is not None:
-            self.forwarding.settled(record)
+            self.copies.settled(record)
 
     def _retire(self, record: CoreRecord) -> None:
         pub = record.publisher
@@ -387,7 +372,7 @@ class LocalDelivery:
     def settle_subscribers(self, record: CoreRecord) -> None:
         if record.unsettled:
             for waiter, handle in self.records.settle(record):
-                waiter.port.settle(handle)  # type: ignore[union-attr]  # (only subscribers and hops are sent copies)
+                waiter.port.settle(handle)  # type: ignore[union-attr]  # (only subscribers are sent deliveries)
 
     def answered(self, record: CoreRecord, done: bool) -> None:
         """After a waiter's answer (``done``: it was the last one in doubt): the publisher
@@ -398,8 +383,6 @@ class LocalDelivery:
             self.maybe_free(record)
 
     def maybe_free(self, record: CoreRecord) -> None:
-        if record.keyed:
-            self.forwarding.answer_keyed(record)
         if self.records.release(record):
             record.publisher_handle = None  # (it points back at the record: no cycle left behind)
             if record.local:
@@ -412,16 +395,14 @@ class LocalDelivery:
                     pub.bytes -= size
                     for purse in pub.purses:
                         purse.bytes -= size
-            if record.parked:
-                self.forwarding.forget_parked(record)
             if record.far is not None:
-                self.forwarding.freed(record)
+                self.copies.freed(record)
             self.credit.want_pass()
 
-    def settle_late(self, record: CoreRecord, waiter: Subscriber | Hop, handle: Any) -> None:
-        """An answer to a copy sent after the record was settled (a redelivery to a
-        subscriber that came back, a re-forward): settle it now, nobody else will (the
-        in-process network's seed 78 kept such records for good)."""
+    def settle_late(self, record: CoreRecord, waiter: Subscriber, handle: Any) -> None:
+        """An answer to a delivery sent after the record was settled (a redelivery to a
+        subscriber that came back): settle it now, nobody else will
+        (``test_an_answer_after_settlement_is_settled_at_once``)."""
         if record.unsettled.get(waiter) is handle and record.states.get(waiter) is not IN_DOUBT:
             del record.unsettled[waiter]
             waiter.port.settle(handle)
@@ -443,7 +424,7 @@ class LocalDelivery:
     def after_batch(self) -> None:
         if self.credit.take_pass():
             self.replenish()
-            self.forwarding.replenish_transit()
+            self.copies.replenish_transit()
 
     def replenish(self) -> None:
         """Top up publisher credit within the room the window has left (``credit.py``)."""

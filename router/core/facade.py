@@ -10,10 +10,11 @@ the ``PublisherPort`` shape) and, at construction, ``RoutesPort`` (the network).
 ``Core`` is this facade (attaching and detaching publishers and subscribers, the
 periodic expiry) over four parts it holds as objects, each with its own declared state
 and the narrow interfaces of ``parts.py`` to the others: ``LocalDelivery``
-(``delivery.py``: the local hot path, answers, settlement, credit hooks), ``Forwarding``
-(``forwarding.py``: copies to other routers, order per destination, parked records, hop
-loss, hand-over markers), ``Failover`` (``failover.py``: resume, adoption, moves, owed
-deliveries) and ``Groups`` (``groups.py``: consumer groups). What they all read is in
+(``delivery.py``: the local hot path, answers, settlement, credit hooks), ``Copies``
+(``copies.py``: the acceptance protocol, ``docs/protocol.md``: the root's copies to other
+routers and their answers, the relay's data links, the destination's part), ``Failover``
+(``failover.py``: resume, adoption, owed deliveries) and ``Groups`` (``groups.py``:
+consumer groups). What they all read is in
 ``tables.py``; ``credit.py`` is the window; ``treatments.py`` chooses which local
 subscribers a delivery goes to; the record's own rules are ``records/table.py``'s.
 Adaptors call the link lifecycle (``lifecycle.py``) to attach and detach, and the
@@ -42,7 +43,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from once.records.membership import GroupId
-from once.records.order import HeldEntry
 from once.records.placeholders import Placeholders
 from once.records.table import SubState
 
@@ -53,10 +53,9 @@ from .copies import Copies
 from .credit import CreditWindow
 from .delivery import LocalDelivery
 from .failover import Failover
-from .forwarding import Forwarding
 from .groups import Groups
 from .pace import Pace
-from .peers import SUSPENDED, CoreRecord, CoreRecords, Hop, Publisher, Subscriber, Upstream
+from .peers import SUSPENDED, CoreRecords, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
 from .purse import Purse
 from .tables import CoreTables, Key
@@ -66,23 +65,14 @@ from .treatments import FAN_OUT, TopicTreatment, Treatment
 __all__ = ["Core", "Hop", "Publisher", "Subscriber", "Upstream"]
 
 
-def _version_2_only(*args: object) -> None:
-    raise RuntimeError("a version 2 message reached a router running protocol version 3")
-
-
-def _version_3_only(*args: object) -> None:
-    raise RuntimeError("a version 3 message reached a router running protocol version 2")
-
-
 class Core:
     __slots__ = ("tables", "router_id", "settings", "clock", "wall", "routes", "credit", "placeholders", "publishers",
-                 "suspended_publishers", "delivery", "forwarding", "failover", "groups",
+                 "suspended_publishers", "delivery", "copies", "failover", "groups",
                  # the parts' entry points adaptors call, bound once (the per-message ones among them)
                  "publish", "pump", "subscriber_update", "publisher_settled", "publisher_credit_changed",
-                 "after_batch", "replenish", "forwarded", "hop_update", "upstream_settled", "pump_hop", "add_hop",
-                 "add_upstream", "hop_lost", "upstream_lost", "retry_parked", "expire", "marker_hops", "queue_marker",
-                 "hold_marker", "resume_subscriber", "attach_completed", "follow_moved",
-                 "membership_changed", "last_member", "is_active", "group_view", "copies", "copy_arrived", "control")
+                 "replenish", "pump_hop", "add_hop", "add_upstream", "hop_lost", "upstream_lost", "expire",
+                 "resume_subscriber", "attach_completed", "follow_moved", "membership_changed", "last_member",
+                 "is_active", "group_view", "copy_arrived", "control")
 
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], int] = lambda: time.time_ns() // 1000, routes: RoutesPort = ALONE,
@@ -106,59 +96,30 @@ class Core:
         self.delivery = delivery = LocalDelivery(tables, credit, placeholders, routes,
                                                  TopicTreatment(treatment, groups.local_groups, groups.patterns),
                                                  unsynced)
-        # Protocol version 3 (``copies.py``, the default) takes the forwarding part's place:
-        # copies to destinations, answers to the root.
-        self.copies = copies = Copies(tables, credit, routes, routes.send_to) if settings.protocol >= 3 else None
-        forwarding: Forwarding | Copies = copies or Forwarding(tables, credit, routes)
-        self.forwarding = forwarding
+        # the acceptance protocol (``docs/protocol.md``): copies to destinations, answers to the root
+        self.copies = copies = Copies(tables, credit, routes, routes.send_to)
         self.failover = failover = Failover(tables, routes, placeholders)
-        delivery.connect(forwarding, failover, groups, failover.moved_away)
-        forwarding.connect(delivery, failover, groups)
-        failover.connect(delivery, forwarding, groups)
-        groups.connect(forwarding, failover, copies.inquiry if copies is not None else None)
-        if copies is not None:
-            copies.inquiry.connect(delivery, failover, groups, placeholders)
+        delivery.connect(copies, failover, groups)
+        copies.connect(delivery, failover, groups)
+        failover.connect(delivery, copies, groups)
+        groups.connect(failover, copies.inquiry)
+        copies.inquiry.connect(delivery, failover, groups, placeholders)
         self.publish = delivery.publish
         self.pump = delivery.pump
         self.subscriber_update = delivery.subscriber_update
         self.publisher_settled = delivery.publisher_settled
         self.publisher_credit_changed = delivery.publisher_credit_changed
-        self.after_batch = delivery.after_batch
         self.replenish = delivery.replenish
-        # (Each version's entry points; the other version's raise.)
-        self.forwarded: Callable[..., Any]
-        self.hop_update: Callable[..., Any]
-        self.upstream_settled: Callable[..., Any]
-        self.copy_arrived: Callable[..., Any]
-        self.control: Callable[..., Any]
-        if isinstance(forwarding, Forwarding):
-            self.forwarded = forwarding.forwarded
-            self.hop_update = forwarding.hop_update
-            self.upstream_settled = forwarding.upstream_settled
-            self.copy_arrived = self.control = _version_3_only
-            self.follow_moved = failover.follow_moved
-        else:
-            self.forwarded = self.hop_update = self.upstream_settled = _version_2_only
-            self.copy_arrived = forwarding.copy_arrived
-            self.control = forwarding.control
-            self.follow_moved = forwarding.table_changed
-            delivery_after_batch, flush = delivery.after_batch, forwarding.flush
-
-            def after_batch() -> None:
-                delivery_after_batch()
-                flush()
-            self.after_batch = after_batch
-        links = forwarding if isinstance(forwarding, Forwarding) else forwarding.relay
-        self.pump_hop = links.pump_hop
-        self.add_hop = links.add_hop
-        self.add_upstream = links.add_upstream
-        self.hop_lost = links.hop_lost
-        self.upstream_lost = links.upstream_lost
-        self.retry_parked = forwarding.retry_parked
-        self.expire = forwarding.expire
-        self.marker_hops = forwarding.marker_hops
-        self.queue_marker = forwarding.queue_marker
-        self.hold_marker = forwarding.hold_marker
+        self.copy_arrived = copies.copy_arrived
+        self.control = copies.control
+        self.follow_moved = copies.table_changed
+        relay = copies.relay
+        self.pump_hop = relay.pump_hop
+        self.add_hop = relay.add_hop
+        self.add_upstream = relay.add_upstream
+        self.hop_lost = relay.hop_lost
+        self.upstream_lost = relay.upstream_lost
+        self.expire = copies.expire
         self.resume_subscriber = failover.resume_subscriber
         self.attach_completed = failover.attach_completed
         self.membership_changed = groups.membership_changed
@@ -198,29 +159,21 @@ class Core:
 
     @property
     def hops(self) -> dict[str, Hop]:
-        return self.forwarding.hops
+        return self.copies.hops
 
     @property
     def upstreams(self) -> dict[str, Upstream]:
-        return self.forwarding.upstreams
+        return self.copies.upstreams
 
     @property
-    def parked(self) -> dict[CoreRecord, float]:
-        return self.forwarding.parked
+    def held(self) -> dict[str, list[Any]]:
+        """Copies a destination holds behind a gap in their stream, by root."""
+        return self.copies.held_copies()
 
-    @property
-    def pins(self) -> dict[str, dict[str, int]]:
-        forwarding = self.forwarding
-        return forwarding.order.pins if isinstance(forwarding, Forwarding) else {}
-
-    @property
-    def held(self) -> dict[str, list[HeldEntry]] | dict[str, list[Any]]:
-        forwarding = self.forwarding
-        return forwarding.order.held if isinstance(forwarding, Forwarding) else forwarding.held_copies()
-
-    @property
-    def moved_away(self) -> dict[str, dict[Key, tuple[str, float]]]:
-        return self.failover.moved_away
+    def after_batch(self) -> None:
+        """The end of an adaptor's batch: credit passes, and the control items gathered go out."""
+        self.delivery.after_batch()
+        self.copies.flush()
 
     def synced(self) -> None:
         """The network has told us who subscribes where (a neighbour's first sync)."""
@@ -335,22 +288,21 @@ class Core:
         """Our side of a resuming publisher's unsettled map (``Failover.publisher_resume_map``);
         what it will send again that we know nothing of is asked about now (``Inquiry.ask_early``)."""
         ours = self.failover.publisher_resume_map(pub, theirs)
-        if self.copies is not None and pub.resent:
+        if pub.resent:
             self.copies.inquiry.ask_early(pub)
         return ours
 
     def _release_publisher(self, pub: Publisher) -> None:
         # Nobody is left to answer: the records live on until their subscribers finish.
         pub.suspended_until = None
-        if self.copies is not None:
-            self.copies.inquiry.forget_early(pub)
+        self.copies.inquiry.forget_early(pub)
         delivery = self.delivery
         for record in list(pub.live.values()):
             record.publisher_handle = None
             record.publisher_settled = True
             delivery.settle_subscribers(record)
             if record.far is not None:
-                self.forwarding.settled(record)
+                self.copies.settled(record)
             delivery.maybe_free(record)
         pub.live.clear()
         self.replenish()
@@ -427,10 +379,6 @@ class Core:
                 del self.suspended_publishers[key]
                 self._release_publisher(pub)
         self.placeholders.expire(now)
-        parked = self.forwarding.parked
-        if parked and (self.groups.local_groups or any(r.chosen for r in parked)):
-            self.groups.pass_on_unreachable(now)
-        self.failover.expire_moved(now)
         tables = self.tables
         gone = [s for subs in tables.topics.values() for s in subs.values()
                 if s.suspended_until is not None and s.suspended_until <= now]
@@ -456,14 +404,12 @@ class Core:
         sub.attached = False
         self._unlink(sub)
         sub.queue.clear()
-        if self.copies is not None:
-            self.copies.subscriber_closed(sub.key)
+        self.copies.subscriber_closed(sub.key)
         member = sub.group is not None
         delivery, groups, copies = self.delivery, self.groups, self.copies
         for record in [r for r in self.tables.records.records.values() if sub in r.states]:
-            if copies is not None:
-                copies.dest.keep_said(record, sub)
-            # (A version 3 destination answers ``closed`` for a member: its root passes it on.)
+            copies.dest.keep_said(record, sub)
+            # (A destination answers ``closed`` for a member: its root passes it on.)
             passed_on = member and (record.local or record.far is None)
             delivery.answered(record, groups.member_gone(sub, record) if passed_on else record.drop_waiter(sub))
         self.replenish()
@@ -472,16 +418,13 @@ class Core:
         """Subscription ``key`` ended here before we restarted (our journal says so): copies
         for it are answered ``closed`` until then; a root that asks whom a message's group
         members were hears what it ``had`` (``inquiry.py``)."""
-        if self.copies is not None:
-            self.copies.dest.closed[key] = until
-            if had is not None:
-                self.copies.inquiry.left(key, had[0], had[1], until)
+        self.copies.dest.closed[key] = until
+        if had is not None:
+            self.copies.inquiry.left(key, had[0], had[1], until)
 
     def member_had(self, key: Key) -> tuple[GroupId, tuple[bytes, ...]] | None:
         """Group member ``key`` ends here: its group and what it answered of the messages we
         hold (our journal keeps them with its end: a restart must not forget them)."""
-        if self.copies is None:
-            return None
         return self.copies.inquiry.member_had(key)
 
     def stand_in(self, sub: Subscriber) -> None:
@@ -494,7 +437,7 @@ class Core:
         """Subscribers of ours from before we restarted that another router said closed
         there after they attached here (``Inquiry.ended``): moved there, their deliveries
         handed over (``subscriber_moved``). The network ends them here, as moved."""
-        if self.copies is None or not self.copies.inquiry.moved_on:
+        if not self.copies.inquiry.moved_on:
             return []
         out = []
         for key, where in self.copies.inquiry.take_moved_on().items():
@@ -507,10 +450,7 @@ class Core:
 
     def subscriber_moved(self, sub: Subscriber, where: str) -> None:
         """A suspended subscriber's key attached at router ``where``: hand its deliveries over."""
-        if self.copies is not None:
-            self.copies.subscriber_moved(sub, where, self._unlink)
-        else:
-            self.failover.subscriber_moved(sub, where, self._unlink)
+        self.copies.subscriber_moved(sub, where, self._unlink)
 
 
 def _of_name(group: GroupId | None, topic: str) -> GroupId | None:

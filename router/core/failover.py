@@ -1,23 +1,22 @@
-"""Failover and hand-over: a resuming publisher (its resume map, adopting records), a
-resuming or moving subscriber (its map, take-over, what it was owed elsewhere and its
-order), hand-over markers behind what was forwarded.
+"""Failover: a resuming publisher (its resume map, adopting records), a resuming
+subscriber (its map, its take-over), and what subscribers that moved are owed.
 
-A part of ``Core`` (``facade.py``) with its own state: the subscribers that moved away
-from here (late copies follow them) and the placeholders of resuming subscribers. It
-calls the other parts through ``parts.py``.
+A part of ``Core`` (``facade.py``) with its own state: the placeholders of resuming
+subscribers. It calls the other parts through ``parts.py``. (A suspended subscriber that
+attached elsewhere is handed over by ``copies.py``: as root it sends what the key is
+owed there; as a destination it answers ``moved``.)
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from once.records.names import is_pattern, matches
 from once.records.placeholders import Placeholders
 from once.records.table import SubState
 
-from .parts import DeliveryPart, ForwardingPart, GroupsPart
+from .parts import CopiesPart, DeliveryPart, GroupsPart
 from .peers import CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import Outcome, RoutesPort
 from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
@@ -25,7 +24,7 @@ from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
 
 class Failover:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "placeholders",
-                 "moved_away", "delivery", "forwarding", "groups", "stats")
+                 "delivery", "copies", "groups", "stats")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, placeholders: Placeholders) -> None:
         self.router_id = tables.router_id
@@ -36,15 +35,13 @@ class Failover:
         self.stats = tables.stats
         self.routes = routes
         self.placeholders = placeholders
-        # topic -> {subscriber key: (the router it moved to, until when late copies follow it)}
-        self.moved_away: dict[str, dict[Key, tuple[str, float]]] = {}
         self.delivery: DeliveryPart
-        self.forwarding: ForwardingPart
+        self.copies: CopiesPart
         self.groups: GroupsPart
 
-    def connect(self, delivery: DeliveryPart, forwarding: ForwardingPart, groups: GroupsPart) -> None:
+    def connect(self, delivery: DeliveryPart, copies: CopiesPart, groups: GroupsPart) -> None:
         self.delivery = delivery
-        self.forwarding = forwarding
+        self.copies = copies
         self.groups = groups
 
     def adopt(self, pub: Publisher, record: CoreRecord, settled: bool, handle: Any, resumed: bool) -> CoreRecord:
@@ -59,16 +56,15 @@ class Failover:
         pub.resent.discard(record.tag)  # (taken over: the tag is no longer one sent before)
         ours = record.local
         delivery.take_over(pub, record, resumed)
-        if self.settings.protocol >= 3:
-            self.forwarding.adopted(record)
-            if not ours:
-                # Our records in the order they came is the order a resuming subscriber
-                # here gets them again (``take_over``): as root we have it now, after what
-                # came before. (Not one that was ours already: it is in its place, and
-                # moved, a subscriber resuming here before the publisher resent the next
-                # got it after them: fresh --groups seed 935772827090.)
-                records = self.records.records
-                records[record.gid] = records.pop(record.gid)
+        self.copies.adopted(record)
+        if not ours:
+            # Our records in the order they came is the order a resuming subscriber
+            # here gets them again (``take_over``): as root we have it now, after what
+            # came before. (Not one that was ours already: it is in its place, and
+            # moved, a subscriber resuming here before the publisher resent the next
+            # got it after them: fresh --groups seed 935772827090.)
+            records = self.records.records
+            records[record.gid] = records.pop(record.gid)
         if settled:  # the publisher adopted the outcome we told it, and settles
             record.publisher_handle = None
             if not record.presettled:
@@ -82,10 +78,10 @@ class Failover:
             # still asking, ``inquiry.py``: --groups --leaves seed 278 lost 5), or a member
             # it names is gone (it may have chosen again since: seed 1048 lost 1): we ask.
             record.outcome_sent = False
-        new = set(self.groups.wanted(record)) - record.covered() - {self.router_id}
+        new = set(self.groups.wanted(record)) - {self.router_id}
         if new:
             record.outcome_sent = False
-            self.forwarding.forward(record, new, None)
+            self.copies.forward(record, new, None)
         if record.root != self.router_id:
             # The old root delivered to its own subscribers itself; those of them that
             # moved (it died) are owed this now, and from us: we answer the publisher.
@@ -112,11 +108,10 @@ class Failover:
         """Our side of a resuming publisher's unsettled map: tag -> outcome, or None while
         in doubt. Tags we hold no record of are left out: the publisher resends those."""
         out: dict[bytes, Any] = {}
-        # Protocol version 3: the publisher sends the tags we name again at once, the rest
-        # when it has credit. A tag named after one we do not know would overtake it, and
-        # the root numbers its copies in the order they come: once one is unknown, no later
-        # one is named in doubt (it comes with the fresh ones, in order, and is taken over).
-        ordered = self.settings.protocol >= 3
+        # The publisher sends the tags we name again at once, the rest when it has credit.
+        # A tag named after one we do not know would overtake it, and the root numbers its
+        # copies in the order they come: once one is unknown, no later one is named in
+        # doubt (it comes with the fresh ones, in order, and is taken over).
         gap = False
         for tag in theirs:
             if not isinstance(tag, bytes):
@@ -129,9 +124,8 @@ class Failover:
             if record is None or record.presettled:
                 gap = True
                 continue
-            if gap and ordered and not (record.pending == 0 and record.local):
+            if gap and not (record.pending == 0 and record.local):
                 continue
-            record.orphan_since = None  # about to be adopted: keep it
             # A copy forwarded to us is complete when our part of the network accepted it;
             # the old root's own subscribers and other branches are not in it. In doubt,
             # then: the publisher sends it again and we take it over (``_adopt``).
@@ -161,92 +155,12 @@ class Failover:
                 self.delivery.answered(record, done)
         return out
 
-    def moved_away_owed(self, record: CoreRecord) -> dict[str, set[Key]]:
-        """Subscribers that just moved from here to another router, for a delivery routed to
-        us by a root that had not heard of the move yet: it follows them there. Answered
-        here without them, it would be lost to them. (A copy the root sent there directly
-        as well is recognised there by its gid and not delivered twice.)"""
-        moved_away = self.moved_away
-        if not moved_away:
-            return {}
-        # (moved away by the name they attached under: the topic, or a pattern it matches)
-        names = [n for n in moved_away if n == record.topic or (is_pattern(n) and matches(n, record.topic))]
-        if not names:
-            return {}
-        now = self.clock()
-        out: dict[str, set[Key]] = {}
-        here = self.topics.get(record.topic) or {}
-        for name in names:
-            moved = moved_away[name]
-            for key, (where, until) in list(moved.items()):
-                if until <= now:
-                    del moved[key]
-                    if not moved:
-                        del moved_away[name]
-                    continue
-                if key in here:
-                    continue
-                # Where it lives now, not where it went first: it may have moved on (or
-                # come back), and two routers each following it to the other by what
-                # they saw first would hand copies back and forth, each waiting for the
-                # other (the harness's seed 7307 stalled so once the window was the grace).
-                now_at = self.routes.homes((key,))
-                if now_at:
-                    where = next(iter(now_at))
-                    if where == self.router_id:
-                        continue
-                done = record.followed
-                if done is None or (where, key) not in done:
-                    out.setdefault(where, set()).add(key)
-                    if done is None:
-                        record.followed = done = set()
-                    done.add((where, key))
-        return out
-
-    def expire_moved(self, now: float) -> None:
-        """Subscribers that moved away long enough ago: late copies no longer follow them."""
-        for topic, moved in list(self.moved_away.items()):
-            for key in [k for k, (_, until) in moved.items() if until <= now]:
-                del moved[key]
-            if not moved:
-                del self.moved_away[topic]
-
-    def follow_moved(self, reachable: set[str]) -> None:
-        """Root: subscribers of a dead router attached elsewhere: send them what they were
-        owed now, from here, before anything newer.
-
-        The router holding those deliveries for the dead one hands them over too, but
-        its copies can arrive after newer deliveries that went to the new place straight
-        from here: per-publisher order would break. Ours go first on the same path as
-        the newer ones; the later copies find the subscriber served (``_keyed_copy``).
-        """
-        if not self.delivery.root_records():
-            return
-        for record in list(self.records.records.values()):  # publish order
-            if not record.local or record.outcome_sent or record.presettled:
-                continue
-            gone = {d for hop, ds in record.hop_dests.items() if record.states.get(hop) is SubState.IN_DOUBT
-                    for d in ds if d not in reachable}
-            if record.root not in reachable:  # adopted from a root that died: its subscribers too
-                gone.add(record.root)
-            if gone:
-                self.send_owed(record, self.owed_elsewhere(record, gone))
-
     def owed_elsewhere(self, record: CoreRecord, gone: Iterable[str]) -> dict[str, set[Key]]:
         """Where the subscribers of the unreachable routers ``gone`` attached since, with
         their keys, leaving out those this record already followed (marked as followed)."""
         retarget: dict[str, set[Key]] = {}
-        parked_keys = record.parked_keys
         for d in gone:
             owed = self.routes.moved(record.topic, d)
-            if parked_keys and parked_keys.get(d):
-                # The subscribers it had when this record parked for it may have left it
-                # since, and it may have forgotten them (they attached elsewhere while we
-                # were cut off: the in-process network's seed 7625 lost 27).
-                for where, there in self.routes.homes(parked_keys[d]).items():
-                    if where != d:
-                        owed = dict(owed)
-                        owed[where] = frozenset(owed.get(where, frozenset()) | there)
             for where, keys in owed.items():
                 done = record.followed
                 new = {k for k in keys if done is None or (where, k) not in done}
@@ -269,7 +183,7 @@ class Failover:
             else:
                 # No split horizon for a keyed copy: it is consumed where it goes, and the
                 # way there may well be back through the upstream (or be the upstream).
-                self.forwarding.forward(record, {where}, None, frozenset(keys))
+                self.copies.forward(record, {where}, None, frozenset(keys))
 
     def _enqueue_owed(self, record: CoreRecord, keys: frozenset[Key]) -> None:
         """Queue a record owed to subscribers that moved here, in publish order: it may be
@@ -277,77 +191,33 @@ class Failover:
         delivery = self.delivery
         for sub in delivery.local_targets(record, keys):
             if delivery.enqueue(record, sub, 1):
-                queue = sub.queue
-                if self.settings.protocol < 3 and len(queue) > 1 and queue[-2][0].born > record.born:
-                    self._order_queue(sub)
                 delivery.pump(sub)
 
-    @staticmethod
-    def _order_queue(sub: Subscriber) -> None:
-        sub.queue = deque(sorted(sub.queue, key=lambda item: item[0].born))
-
     def attach_completed(self, sub: Subscriber) -> None:
-        """The network has handed over everything it held for ``sub`` (it moved here, or
-        resumed): what reached it by several paths goes out in publish order."""
-        queue = sub.queue
-        # (Protocol version 3 queues in each stream's sequence as it comes: the root's
-        # stamps are not that order once a publisher resumed at another root.)
-        if self.settings.protocol < 3 and any(queue[i][0].born > queue[i + 1][0].born for i in range(len(queue) - 1)):
-            self._order_queue(sub)
+        """``sub``'s attach is effective (``docs/protocol.md``): what is queued for it goes
+        out, in each stream's sequence as it came (the roots' stamps are not that order once
+        a publisher resumed at another root)."""
         self.delivery.pump(sub)
 
     def take_over(self, old: Subscriber, new: Subscriber) -> None:
         old.attached = False
         queued = {id(r) for r, _ in old.queue}
         in_doubt = SubState.IN_DOUBT
-        ordered = self.settings.protocol >= 3
         for record in self.records.records.values():  # publish order
             state = record.states.pop(old, None)
             if state is None:
                 continue
             record.states[new] = state
             was_sent = record.unsettled.pop(old, None) is not None or (state is in_doubt and id(record) not in queued)
-            if state is in_doubt and (was_sent or not ordered):
-                new.queue.append((record, 1 if was_sent else 0))
-        if ordered:
-            # What was sent goes again first, in the order it went; then the queue as it
-            # stood, in its order (the order copies came in their streams: our records'
-            # order is not that once some came earlier for other keys).
-            again = new.queue
-            order = {id(r): i for i, r in enumerate(old.sent)}
-            new.queue = deque(sorted(again, key=lambda item: order.get(id(item[0]), -1)))
-            new.queue.extend((r, n) for r, n in old.queue if r.states.get(new) is in_doubt)
-            old.sent = {}
+            if state is in_doubt and was_sent:
+                new.queue.append((record, 1))
+        # What was sent goes again first, in the order it went; then the queue as it
+        # stood, in its order (the order copies came in their streams: our records'
+        # order is not that once some came earlier for other keys).
+        again = new.queue
+        order = {id(r): i for i, r in enumerate(old.sent)}
+        new.queue = deque(sorted(again, key=lambda item: order.get(id(item[0]), -1)))
+        new.queue.extend((r, n) for r, n in old.queue if r.states.get(new) is in_doubt)
+        old.sent = {}
         new.attempts = old.attempts
         old.queue.clear()
-
-    def subscriber_moved(self, sub: Subscriber, where: str, unlink: Callable[[Subscriber], None]) -> None:
-        """A suspended subscriber's key attached at router ``where``: hand its deliveries over.
-
-        Everything it had not accepted goes there, to that key alone, marked; only when
-        that router answers does the record stop waiting for it. Dropping them here (as the
-        grace expiry would) would lose them.
-        """
-        if not sub.attached or sub.suspended_until is None:
-            return
-        held = [r for r in self.records.records.values() if r.states.get(sub) is SubState.IN_DOUBT]
-        sub.suspended_until = None
-        unlink(sub)
-        sub.attached = False
-        sub.queue.clear()
-        # Roots that have not heard of the move still route its deliveries here: for a
-        # moment usually (the flood and the transit take well under the time a dead link
-        # takes), but a root that was cut off sends what it parked for this router when
-        # it comes back, before it hears of the move. That can be late: up to the grace
-        # a subscription has anyway (the in-process network's seed 7625 lost 27 after 3 s).
-        s = self.settings
-        until = self.clock() + max(s.router_dead_after, s.subscriber_grace)
-        self.moved_away.setdefault(sub.topic, {})[sub.key] = (where, until)
-        for record in held:
-            self.forwarding.forward(record, {where}, None, frozenset({sub.key}))
-            if record.drop_waiter(sub) and not record.outcome_sent:
-                self.delivery.complete(record)
-        for record in [r for r in self.records.records.values() if sub in r.states]:
-            record.states.pop(sub, None)
-            record.unsettled.pop(sub, None)
-            self.delivery.maybe_free(record)

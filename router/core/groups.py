@@ -23,7 +23,7 @@ from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.names import matches
 from once.records.table import SubState
 
-from .parts import FailoverPart, ForwardingPart, InquiryPart
+from .parts import FailoverPart, InquiryPart
 from .peers import ASKING, CoreRecord, Subscriber
 from .ports import RoutesPort
 from .tables import CoreTables
@@ -33,8 +33,8 @@ NO_MEMBERS = Table(())
 
 class Groups:
     __slots__ = ("router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
-                 "patterns", "chooser", "message_key", "_group_views", "_local_version", "active_members", "forwarding",
-                 "failover", "inquiry")
+                 "patterns", "chooser", "message_key", "_group_views", "_local_version", "active_members", "failover",
+                 "inquiry")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None]) -> None:
         self.router_id = tables.router_id
@@ -52,12 +52,10 @@ class Groups:
         self._group_views: dict[str, tuple[object, int, dict[GroupId, Table]]] = {}
         self._local_version = 0
         self.active_members: set[Key] = set()  # ours that are active in an exclusive group
-        self.forwarding: ForwardingPart
         self.failover: FailoverPart
-        self.inquiry: InquiryPart | None = None  # (protocol version 3's)
+        self.inquiry: InquiryPart
 
-    def connect(self, forwarding: ForwardingPart, failover: FailoverPart, inquiry: InquiryPart | None) -> None:
-        self.forwarding = forwarding
+    def connect(self, failover: FailoverPart, inquiry: InquiryPart) -> None:
         self.failover = failover
         self.inquiry = inquiry
 
@@ -73,8 +71,7 @@ class Groups:
         if sub.group.pattern:
             self.patterns.add(sub.topic)
         self._local_version += 1
-        if self.inquiry is not None:
-            self.inquiry.member_joined(sub, since)
+        self.inquiry.member_joined(sub, since)
         self.membership_changed()
 
     def leave(self, sub: Subscriber) -> None:
@@ -165,7 +162,7 @@ class Groups:
         A message its publisher resent to us, of which we knew nothing, is not chosen for
         yet: we ask the other routers whom it went to first (``inquiry.py``), then choose
         with ``known`` (the member each group gave it to before, where one did)."""
-        if known is None and self.inquiry is not None:
+        if known is None:
             if record.resent:
                 self.inquiry.ask(record)
                 return set()
@@ -209,7 +206,7 @@ class Groups:
         that root's last (``stale_choice``), ask whom its members were before choosing
         (``inquiry.py``); if its publisher's earlier messages wait for answers, it waits
         behind them. False if neither (its choice stands, and goes now)."""
-        if self.inquiry is None or not self.group_view(record.topic):
+        if not self.group_view(record.topic):
             return False
         if self.stale_choice(record) or self.inquiry.fenced_out(record.gid):
             # (fenced: a root asked about it before, and may have died asking: we ask, and
@@ -237,22 +234,6 @@ class Groups:
         for member, (group, _) in (record.chosen or {}).items():
             chooser.answered(member, group, key)
 
-    @staticmethod
-    def merge_chosen(record: CoreRecord, chosen: dict[Key, tuple[GroupId, str]],
-                     keys: frozenset[Key] | None) -> dict[Key, tuple[GroupId, str]]:
-        """A copy of a record we hold came with its choices. A full copy's choice for a
-        group that already has one here does not stand: it was made again by a root that
-        never saw the first (the publisher resumed there after the first root died), and
-        the member chosen first may have processed it (the groups soak's random-104). A
-        copy for particular keys names members chosen to take over: they join."""
-        mine = record.chosen
-        if not mine:
-            return dict(chosen)
-        if keys is not None:
-            return {**mine, **{k: v for k, v in chosen.items() if k in keys}}
-        have = {group for group, _ in mine.values()}
-        return {**{k: v for k, v in chosen.items() if v[0] not in have}, **mine}
-
     def wanted(self, record: CoreRecord) -> set[str]:
         """Routers this record must reach: those with plain subscribers of its topic, and
         those of the members chosen for it (a router with members only is not among the
@@ -264,31 +245,6 @@ class Groups:
             # 38 when the router it had moved to died and was dropped as having nobody)
             wanted = wanted | {router for _, router in record.chosen.values()} | set(self.routes.homes(record.chosen))
         return wanted
-
-    def pass_on_unreachable(self, now: float) -> None:
-        """Members chosen for records parked here because their router is out of reach, for
-        longer than the subscriber grace, and not attached anywhere else since: their share
-        goes to the group's other members (marked), as a member's that left would. The
-        router they were on stops being waited for unless plain subscribers are there."""
-        grace = self.settings.subscriber_grace
-        for record, since in self.forwarding.parked_since():
-            if now - since < grace or not record.chosen:
-                continue
-            done = False
-            for key, (group, router) in list(record.chosen.items()):
-                if router not in record.parked:
-                    continue
-                home = next(iter(self.routes.homes((key,))), None)
-                if home is not None and home != router:
-                    continue  # it attached elsewhere: it is followed there, not replaced
-                if self.pass_on(record, group, key):
-                    del record.chosen[key]
-                    done = True
-            if done:
-                wanted = self.remote_routers(record.topic) | {r for _, r in record.chosen.values()}
-                keep = {d for d in record.parked if d in wanted}
-                if keep != record.parked:
-                    self.forwarding.parked_given_up(record, frozenset(keep))
 
     def members_not_chosen_out(self, record: CoreRecord, owed: Mapping[str, set[Key]]) -> Mapping[str, set[Key]]:
         """What follows subscribers that moved, less the group members that were not chosen
@@ -330,8 +286,7 @@ class Groups:
     def pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> bool:
         """Give ``record`` to another member of ``group`` than those that had it; False when
         nobody is left (the caller does what it does for a plain subscriber)."""
-        if self.inquiry is not None and (self.inquiry.fenced_out(record.gid)
-                                         or record.states.get(ASKING) is SubState.IN_DOUBT):
+        if self.inquiry.fenced_out(record.gid) or record.states.get(ASKING) is SubState.IN_DOUBT:
             return False  # another root asked whom it went to (the choice is that root's now), or we ask
         chosen = record.chosen if record.chosen is not None else {}
         members = self.group_view(record.topic).get(group, NO_MEMBERS)

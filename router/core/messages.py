@@ -1,4 +1,4 @@
-"""Protocol version 3's messages between routers (``docs/protocol.md``, section 2), as the
+"""The acceptance protocol's messages between routers (``docs/protocol.md``, section 2), as the
 core sends and receives them. Adaptors carry them: the in-process network's links as
 they are, the AMQP inter-router links in their own encoding (``adaptors/amqp/copies_wire.py``).
 
@@ -23,6 +23,10 @@ from typing import NamedTuple
 from once.records.membership import GroupId, Key
 from once.records.outcomes import Outcome
 from once.records.owed import Said
+
+# The acceptance protocol these messages are (``docs/protocol.md``): reported by ``/api/router``
+# and ``once_router_info``; every router of a network runs the same one.
+PROTOCOL_VERSION = 3
 
 
 @dataclass(slots=True, init=False)

@@ -1,22 +1,21 @@
 """The peers the core serves, as the core sees them: publishers, subscribers, the data
 links to and from neighbour routers, and the stand-ins that wait in a record's place
-(a parked or held destination)."""
+(other routers' answers, a question to them)."""
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from dataclasses import dataclass
 from typing import Any
 
 from once.records.gid import GidHasher, gid_prefix
-from once.records.membership import GroupId, Key
+from once.records.membership import GroupId
 from once.records.table import Record, RecordTable
 
 from .ceiling import Ceiling
 from .measures import TopicCounts
 from .messages import Copy
 from .pace import Pace
-from .ports import HopPort, PublisherPort, SubscriberPort
+from .ports import HopPort, PublisherPort, SubscriberPort, UpstreamPort
 from .purse import Purse
 
 
@@ -142,23 +141,8 @@ class Subscriber:
         return f"Subscriber({self.container_id}/{self.link_name} on {self.topic!r})"
 
 
-
-
-@dataclass(frozen=True, slots=True)
-class QueuedMarker:
-    """A hand-over marker in a hop's queue (it goes out after what was queued before it)."""
-
-    marker: Any
-
-
-# A copy of a record for these destinations (and only these subscriber keys, if given).
-# A plain tuple: one is built per forwarded message.
-Forward = tuple["CoreRecord", frozenset[str], "frozenset[Key] | None"]
-HopEntry = Forward | QueuedMarker | Copy  # (a Copy: protocol 3's message to a far router)
-
-
 class Hop:
-    """Our data link towards one neighbour router: a waiter, like a subscriber."""
+    """Our data link towards one neighbour router."""
 
     __slots__ = ("peer", "port", "queue", "attached", "sent")
 
@@ -166,9 +150,7 @@ class Hop:
         self.peer = peer
         self.port = port
         self.sent = 0  # copies sent on it (an operator's rate per link)
-        # what goes out on it, in order: copies of records, and hand-over markers behind
-        # what they vouch for
-        self.queue: deque[HopEntry] = deque()
+        self.queue: deque[Copy] = deque()  # copies waiting for its credit, in order
         self.attached = True
 
     def __repr__(self) -> str:
@@ -180,26 +162,16 @@ class Upstream:
 
     __slots__ = ("peer", "port", "credit", "attached")
 
-    def __init__(self, peer: str, port: PublisherPort) -> None:
+    def __init__(self, peer: str, port: UpstreamPort) -> None:
         self.peer = peer
         self.port = port
         self.credit = 0
         self.attached = True
 
 
-class _Parked:
-    """Stands in as a waiter while some destinations of a record have no route."""
-
-    def __repr__(self) -> str:
-        return "PARKED"
-
-
-PARKED = _Parked()
-
-
 class _Far:
     """Stands in as a waiter while the root waits for other routers' answers for its remote
-    keys (protocol version 3: ``copies.py``)."""
+    keys (``copies.py``)."""
 
     def __repr__(self) -> str:
         return "FAR"
@@ -219,28 +191,9 @@ class _Asking:
 ASKING = _Asking()
 
 
-class HeldFor:
-    """Stands in as a waiter while a record waits here for destination ``dest``, behind
-    older deliveries for it that went back to the neighbour it came from."""
-
-    __slots__ = ("dest",)
-
-    def __init__(self, dest: str) -> None:
-        self.dest = dest
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is HeldFor and other.dest == self.dest
-
-    def __hash__(self) -> int:
-        return hash(("held", self.dest))
-
-    def __repr__(self) -> str:
-        return f"HELD({self.dest})"
-
-
-# Who a record waits for (the keys of ``Record.states``): local subscribers, downstream
-# hops, and the stand-ins for destinations with no route or held behind older ones.
-Waiter = Subscriber | Hop | HeldFor | _Parked | _Far | _Asking
+# Who a record waits for (the keys of ``Record.states``): local subscribers, and the
+# stand-ins for other routers' answers and for a question to them.
+Waiter = Subscriber | _Far | _Asking
 # A record as the core holds it, and the core's table of them (``records/table.py``).
-CoreRecord = Record[Publisher, Waiter, Upstream]
-CoreRecords = RecordTable[Publisher, Waiter, Upstream]
+CoreRecord = Record[Publisher, Waiter]
+CoreRecords = RecordTable[Publisher, Waiter]

@@ -17,8 +17,10 @@ from mypy_extensions import mypyc_attr
 from once.records.membership import GroupId, Key, Member
 from once.records.outcomes import ACCEPTED, RELEASED, Outcome, OutcomeKind
 
+from .messages import Copy
+
 __all__ = ["ACCEPTED", "ALONE", "NO_GROUPS", "RELEASED", "Conditions", "HopPort", "Outcome", "OutcomeKind",
-           "NetworkEvents", "PublisherPort", "RoutesPort", "SubscriberPort", "rejected"]
+           "NetworkEvents", "PublisherPort", "RoutesPort", "SubscriberPort", "UpstreamPort", "rejected"]
 
 
 class Conditions(StrEnum):
@@ -36,10 +38,17 @@ def rejected(condition: str | Conditions, description: str = "") -> Outcome:
 
 
 class PublisherPort(Protocol):
-    """A publisher's link (and the same shape for a neighbour forwarding to us)."""
+    """A publisher's link."""
 
     def grant(self, credit: int) -> None: ...  # the link's absolute credit
     def outcome(self, handle: Any, outcome: Outcome, settle: bool) -> None: ...
+
+
+class UpstreamPort(Protocol):
+    """A neighbour's data link towards us: copies come on it as its credit allows (transit
+    credit, ``credit.py``); nothing goes back on it (answers go to the root by router id)."""
+
+    def grant(self, credit: int) -> None: ...  # the link's absolute credit
 
 
 class SubscriberPort(Protocol):
@@ -63,14 +72,12 @@ class RoutesPort(Protocol):
     def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]: ...
     # where the subscribers of router ``origin`` on ``topic`` attached since: {router: keys}
     def moved(self, topic: str, origin: str) -> dict[str, frozenset[Key]]: ...
-    def reroute_marker(self, marker: Any) -> None: ...  # a hand-over marker whose hop went down
     def keys_at(self, topic: str, router: str) -> frozenset[Key]: ...  # that router's subscriber keys
     def homes(self, keys: Iterable[Key]) -> dict[str, set[Key]]: ...  # where each key lives now (reachable or not)
     # consumer groups' members at other routers, per group (``records/membership.py``);
     # the same object until the subscriber table changes (the core caches on it)
     def group_members(self, topic: str) -> Mapping[GroupId, tuple[Member, ...]]: ...
-    # protocol version 3: control items to a router, relayed over the control links; and
-    # the routers we can reach now
+    # control items to a router, relayed over the control links; and the routers we can reach now
     def send_to(self, router: str, items: tuple[Any, ...]) -> None: ...
     def reachable(self) -> set[str]: ...
     def all_routers(self) -> set[str]: ...  # every other router of the network, reachable or not
@@ -89,9 +96,6 @@ class Alone:
 
     def moved(self, topic: str, origin: str) -> dict[str, frozenset[Key]]:
         return {}
-
-    def reroute_marker(self, marker: Any) -> None:
-        pass
 
     def keys_at(self, topic: str, router: str) -> frozenset[Key]:
         return frozenset()
@@ -117,12 +121,11 @@ ALONE = Alone()
 
 
 class HopPort(Protocol):
-    """A neighbour router's data link, downstream."""
+    """A neighbour router's data link, downstream: copies go on it settled, as its credit
+    allows (a copy lost with the link is sent again by its root)."""
 
     def credit(self) -> int: ...
-    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset[Key] | None = None) -> Any: ...
-    def settle(self, handle: Any) -> None: ...
-    def marker(self, msg: Any) -> None: ...
+    def copy(self, copy: Copy) -> None: ...
 
 
 class NetworkEvents(Protocol):
@@ -134,14 +137,13 @@ class NetworkEvents(Protocol):
     def wall(self) -> int: ...  # microseconds
     # neighbours: a data link came up (the core's hop and upstream for it) or went down
     def add_hop(self, peer: str, port: HopPort) -> Any: ...
-    def add_upstream(self, peer: str, port: PublisherPort) -> Any: ...
+    def add_upstream(self, peer: str, port: UpstreamPort) -> Any: ...
     def hop_lost(self, peer: str) -> None: ...
     def upstream_lost(self, peer: str) -> None: ...
     def synced(self) -> None: ...  # a neighbour's full view came: publishers may have credit
     # the graph or the subscriber table changed: in this order
     def membership_changed(self) -> None: ...
     def follow_moved(self, reachable: set[str]) -> None: ...
-    def retry_parked(self) -> None: ...
     # subscribers: ours from an earlier life, those that moved away, and what is here
     def adopt_subscriber(self, topic: str, container_id: str, link_name: str, until: float, owner: str = "",
                          group: GroupId | None = None, since: int = 0, exclusive: bool = False) -> None: ...
@@ -149,7 +151,3 @@ class NetworkEvents(Protocol):
     def subscriber_moved(self, sub: Any, where: str) -> None: ...
     def live_here(self, key: Key) -> bool: ...
     def subscribed(self, topic: str, key: Key) -> bool: ...
-    # hand-over markers go behind what was forwarded
-    def hold_marker(self, target: str, marker: Any) -> bool: ...
-    def marker_hops(self, target: str) -> list[Any]: ...
-    def queue_marker(self, hop: Any, marker: Any) -> None: ...

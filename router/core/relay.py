@@ -1,4 +1,4 @@
-"""The data links to neighbours, for protocol version 3 (``copies.py``): a copy is queued on
+"""The data links to neighbours (``copies.py``): a copy is queued on
 the next hop towards each router it is for, never back to one it visited, and sent as
 that hop's credit allows; neighbours that pass copies to us get transit credit for what
 we hold for other roots. A part ``Copies`` holds: it knows routes and credit, not what a
@@ -13,7 +13,7 @@ from .credit import CreditWindow
 from .messages import Copy, Target
 from .peers import CoreRecord, Hop, Upstream
 from .plans import Plans
-from .ports import HopPort, PublisherPort
+from .ports import HopPort, UpstreamPort
 from .tables import CoreTables
 
 
@@ -88,7 +88,7 @@ class Relay:
         self.plans.graph_changed()
         return hop
 
-    def add_upstream(self, peer: str, port: PublisherPort) -> Upstream:
+    def add_upstream(self, peer: str, port: UpstreamPort) -> Upstream:
         up = Upstream(peer, port)
         self.upstreams[peer] = up
         self.replenish_transit()
@@ -117,11 +117,11 @@ class Relay:
         sent = 0
         while credit > 0 and queue:
             copy = queue.popleft()
-            port.copy(copy)  # type: ignore[attr-defined]
+            port.copy(copy)
             credit -= 1
             sent += 1
             if self.journal is not None:
-                self.journal.add(Event.FORWARDED, copy.gid, copy.topic, hop.peer)  # type: ignore[union-attr]
+                self.journal.add(Event.FORWARDED, copy.gid, copy.topic, hop.peer)
         if sent:
             hop.sent += sent
             self.stats["forwarded"] += sent

@@ -28,6 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..core.measures import OTHER, Buckets, Measures
+from ..core.messages import PROTOCOL_VERSION
 from . import views
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class RouterCollector(Collector):
         stats = core.tables.stats
         measures = core.tables.measures
         info = InfoMetricFamily("once_router", "This router: its id, version and acceptance protocol.")
-        info.add_metric([], {"router": router.id, "version": router.version, "protocol": str(router.settings.protocol)})
+        info.add_metric([], {"router": router.id, "version": router.version, "protocol": str(PROTOCOL_VERSION)})
         yield info
         state = views.ready(router)
         yield GaugeMetricFamily("once_ready", "1 when the router is listening and synced with the network.",

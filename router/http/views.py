@@ -16,6 +16,7 @@ from once.records.table import IN_DOUBT
 
 from ..core import Publisher, Subscriber
 from ..core.measures import TopicCounts
+from ..core.messages import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from .observed import Observed as Router
@@ -57,7 +58,7 @@ def general(router: Router) -> dict[str, Any]:
     subs = [s for by_key in core.tables.topics.values() for s in by_key.values()]
     suspended = sum(1 for s in subs if s.suspended_until is not None)
     return {
-        "router": router.id, "version": router.version, "protocol": router.settings.protocol,
+        "router": router.id, "version": router.version, "protocol": PROTOCOL_VERSION,
         "uptime_s": round(now - router.started, 3), **ready(router),
         "connections": len(router.connections), "inter_router_links": len(router.network.links),
         "neighbours": len(router.neighbour_ids), "publishers": len(core.publishers),
@@ -75,7 +76,7 @@ def memory(router: Router) -> dict[str, Any]:
         "router": router.id, "rss_bytes": rss_bytes(), "records": len(core.records), "records_own": core.local_count,
         "records_bytes": core.records.bytes, "max_in_flight": s.max_in_flight, "max_in_flight_bytes": s.max_in_flight_bytes,
         "link_in_flight_bytes": s.link_in_flight_bytes, "publisher_credit_outstanding": core.credit.outstanding,
-        "placeholders": len(core.placeholders), "parked": len(core.parked),
+        "placeholders": len(core.placeholders),
         "held": sum(len(q) for q in core.held.values()),
         "gc_counts": list(gc.get_count()),
     }

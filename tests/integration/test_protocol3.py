@@ -1,7 +1,6 @@
-"""Protocol version 3 (``docs/protocol.md``) on real routers: OS processes, the AMQP
-inter-router encoding (``router/adaptors/amqp/copies_wire.py``), standard Proton clients.
-(Version 3 is the default, so ``test_network.py`` runs it too; this asks for it by name,
-with more messages in flight than the window of one batch.)"""
+"""The acceptance protocol (``docs/protocol.md``) on real routers: OS processes, the AMQP
+inter-router encoding (``router/adaptors/amqp/copies_wire.py``), standard Proton clients,
+with more messages in flight than the window of one batch."""
 
 from __future__ import annotations
 
@@ -12,12 +11,11 @@ from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.routers import Network
 
 ACCEPTED = 36
-V3 = {"protocol": 3}
 
 
 @pytest.mark.parametrize("topology", ["line3.yaml", "mesh3.yaml"])
 def test_every_subscriber_once_in_order(tmp_path, topology):
-    net = Network(topology, tmp_path, V3)
+    net = Network(topology, tmp_path)
     try:
         subs = {r: ProtonSubscriber(net[r].url, "news", name=f"sub-{r}") for r in "ABC"}
         pub = ProtonPublisher(net["A"].url, "news")

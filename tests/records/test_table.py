@@ -70,20 +70,11 @@ def test_gid_depends_on_every_part_and_prefix_form_agrees():
 
 
 def test_rare_fields_read_their_defaults_and_hold_what_is_written():
-    """Failover's and parking's fields live in ``Rare``: a record that only reads them, or
-    writes their defaults back, never allocates one; one written keeps its value."""
+    """The rare fields live in ``Rare``: a record that only reads them, or writes their
+    defaults back, never allocates one; one written keeps its value."""
     r = _record()
-    assert (r.keyed_only, r.earlier, r.parked, r.parked_keys, r.orphan_since, r.keyed, r.followed) == \
-        (None, None, frozenset(), None, None, None, None)
-    r.orphan_since = None
-    r.parked = frozenset()
-    r.keyed = None
+    assert r.followed is None
+    r.followed = None
     assert r.rare is None
-    r.parked = frozenset({"B"})
     r.followed = {("B", ("c", "l"))}
-    r.orphan_since = 2.5
-    assert r.rare is not None
-    assert r.parked == {"B"} and r.followed == {("B", ("c", "l"))} and r.orphan_since == 2.5
-    assert r.keyed_only is None and r.earlier is None
-    r.orphan_since = None
-    assert r.orphan_since is None and r.parked == {"B"}
+    assert r.rare is not None and r.followed == {("B", ("c", "l"))}

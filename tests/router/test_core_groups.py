@@ -15,7 +15,7 @@ G = GroupId("work")
 
 def _core(**kw: Any) -> Core:
     # a test message "key:rest" carries the key "key"
-    return Core("A", Settings(**{"protocol": 2, **kw}), clock=lambda: 0.0,
+    return Core("A", Settings(**kw), clock=lambda: 0.0,
                 message_key=lambda payload: payload.split(b":")[0] if b":" in payload else None, routes=TestRoutes())
 
 
@@ -240,44 +240,9 @@ def test_a_member_asking_for_exclusive_makes_the_group_exclusive_and_plain_membe
     assert core.is_active(a) is True and core.is_active(b) is False
 
 
-def _member_router() -> tuple[Core, dict[str, Sub], dict[str, Any]]:
-    """Router E with members g1 and g2 of one group, and two upstream neighbours."""
-    core = Core("E", Settings(protocol=2), clock=lambda: 0.0, routes=TestRoutes())
-    ports = {"g1": Sub(), "g2": Sub()}
-    subs = {n: core.add_subscriber(p, "t", n, "w", False, G)[0] for n, p in ports.items()}
-    ups = {peer: core.add_upstream(peer, Pub()) for peer in ("A", "C")}
-    for up in ups.values():
-        up.credit = 100
-    return core, ports, {"subs": subs, "ups": ups}
-
-
-def test_a_second_roots_choice_does_not_stand_where_the_first_ones_member_has_it():
-    core, ports, x = _member_router()
-    a, c = x["ups"]["A"], x["ups"]["C"]
-    core.forwarded(a, "hA", b"gid", "t", b"m", frozenset({"E"}), False, 0, chosen={("g2", "w"): (G, "E")})
-    assert len(ports["g2"].sent) == 1 and not ports["g1"].sent
-    # A died; the publisher resumed at C, which never saw the message and chose g1
-    core.forwarded(c, "hC", b"gid", "t", b"m", frozenset({"E"}), False, 0, chosen={("g1", "w"): (G, "E")})
-    assert not ports["g1"].sent  # g2 had it first: nobody else processes it
-    record = ports["g2"].sent[0][0]
-    core.subscriber_update(x["subs"]["g2"], record, None, ACCEPTED, True)
-    assert [o for _, o, _ in c.port.outcomes] == [ACCEPTED]
-
-
-def test_a_copy_for_particular_keys_reaches_only_members_chosen_for_it():
-    core, ports, x = _member_router()
-    a = x["ups"]["A"]
-    core.forwarded(a, "hA", b"gid", "t", b"m", frozenset({"E"}), False, 0, chosen={("g2", "w"): (G, "E")})
-    # a keyed copy for both keys (subscribers that moved here): only the chosen one counts
-    core.forwarded(a, "hA2", b"gid2", "t", b"m2", frozenset({"E"}), False, 0,
-                   keys=frozenset({("g1", "w"), ("g2", "w")}), chosen={("g1", "w"): (G, "E")})
-    assert [r.gid for r, _, _ in ports["g1"].sent] == [b"gid2"]
-    assert [r.gid for r, _, _ in ports["g2"].sent] == [b"gid"]
-
-
 def test_a_durable_groups_last_member_stands_in_until_a_member_attaches_again():
     t = [0.0]
-    core = Core("A", Settings(protocol=2), clock=lambda: t[0], routes=TestRoutes())
+    core = Core("A", Settings(), clock=lambda: t[0], routes=TestRoutes())
     first, p = Sub(), Pub()
     a, _ = core.add_subscriber(first, "t", "c1", "w", False, G)
     assert core.last_member(a)
@@ -296,56 +261,9 @@ def test_a_durable_groups_last_member_stands_in_until_a_member_attaches_again():
     assert len(p.outcomes) == 3 and len(core.records) == 0
 
 
-class _Routes:
-    """The network as root A sees it: member ("c9", "w") of G lives at D, which is out of reach."""
-
-    def __init__(self) -> None:
-        self.view = {G: Table([Member(("c9", "w"), "D", 1)])}
-
-    def remote_routers(self, topic: str) -> set[str]:
-        return set()
-
-    def route(self, dests, exclude):
-        return {}, set(dests)
-
-    def moved(self, topic, origin):
-        return {}
-
-    def reroute_marker(self, marker) -> None:
-        pass
-
-    def keys_at(self, topic, router):
-        return frozenset({("c9", "w")}) if router == "D" else frozenset()
-
-    def homes(self, keys):
-        return {"D": set(keys)} if ("c9", "w") in keys else {}
-
-    def group_members(self, topic):
-        return self.view
-
-
-def test_a_members_share_waits_for_its_unreachable_router_for_the_grace_then_goes_to_another():
-    t = [0.0]
-    core = Core("A", Settings(protocol=2, subscriber_grace=30.0), clock=lambda: t[0], routes=_Routes())
-    p = Pub()
-    pub = core.add_publisher(p, "t", "cp", "lp", False)
-    rec = core.publish(pub, b"0", b"m", False, "h")
-    assert rec.chosen == {("c9", "w"): (G, "D")} and rec in core.parked  # waits for D
-    here = Sub()
-    m, _ = core.add_subscriber(here, "t", "c1", "w", False, G)
-    t[0] = 29.0
-    core.expire_suspended(t[0])
-    assert not here.sent  # within the grace D's member may still come back
-    t[0] = 31.0
-    core.expire_suspended(t[0])
-    assert [(r.gid, mark) for r, _, mark in here.sent] == [(rec.gid, 1)] and rec not in core.parked
-    core.subscriber_update(m, rec, None, ACCEPTED, True)
-    assert p.outcomes == [("h", ACCEPTED, True)]
-
-
 def test_a_resumable_publishers_message_goes_to_the_same_member_whichever_router_chooses():
     def root(router_id: str) -> tuple[Core, Any]:
-        core = Core(router_id, Settings(protocol=2), clock=lambda: 0.0, routes=TestRoutes())
+        core = Core(router_id, Settings(), clock=lambda: 0.0, routes=TestRoutes())
         for i in range(3):
             core.add_subscriber(Sub(), "t", f"c{i}", "w", False, G)
         # our client library carries its incarnation: the same gids at any router

@@ -14,7 +14,7 @@ from test_core import Pub, Sub
 
 
 def _core() -> Core:
-    return Core("A", Settings(protocol=3), clock=lambda: 0.0, routes=TestRoutes())
+    return Core("A", Settings(), clock=lambda: 0.0, routes=TestRoutes())
 
 
 def _accept_all(core: Core, subs: dict[Any, Sub]) -> None:

@@ -2,10 +2,69 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from once.records.gid import gid_from_prefix, gid_prefix
 from once.records.table import SubState
-from once.router.core import ACCEPTED
-from test_core import HopP, Pub, Sub, _core, _routed
+from once.router.config import Settings
+from once.router.core import ACCEPTED, Core
+from once.router.core.messages import Answer, Copy, Target
+from support.routes import TestRoutes
+from test_core import Pub, Sub, _core
+
+K = ("client", "k")
+
+
+class Routes(TestRoutes):
+    """Router X (a root that dies) and B, reached directly, where subscribers ``at_b`` live;
+    what the core sends routers is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.at_b: frozenset[tuple[str, str]] = frozenset()
+        self.sent: list[tuple[str, tuple[Any, ...]]] = []
+
+    def remote_routers(self, topic: str) -> set[str]:
+        return {"B"} if self.at_b else set()
+
+    def keys_at(self, topic: str, router: str) -> frozenset:
+        return self.at_b if router == "B" else frozenset()
+
+    def homes(self, keys: Any) -> dict[str, set]:
+        there = set(keys) & self.at_b
+        return {"B": there} if there else {}
+
+    def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
+        return ({"B": {"B"}} if "B" in dests else {}), set(dests) - {"B"}
+
+    def send_to(self, router: str, items: tuple[Any, ...]) -> None:
+        self.sent.append((router, items))
+
+    def reachable(self) -> set[str]:
+        return {"B"}
+
+
+class HopPort:
+    def __init__(self) -> None:
+        self.copies: list[Copy] = []
+
+    def credit(self) -> int:
+        return 100
+
+    def copy(self, copy: Copy) -> None:
+        self.copies.append(copy)
+
+
+def _net_core() -> tuple[Core, Routes]:
+    routes = Routes()
+    return Core("A", Settings(), clock=lambda: 0.0, routes=routes), routes
+
+
+def _copy_from_x(core: Core, gid: bytes, keys: frozenset) -> None:
+    """Root X's copy of message ``gid`` for ``keys`` here, the first of its stream to us."""
+    up = core.add_upstream("X", Pub())
+    core.copy_arrived(up, Copy(gid, "t", b"m", False, 0, "X", b"X/1", 1, (Target("A", keys, 1, 1),), frozenset({"X"})))
+    core.after_batch()
 
 
 def test_fresh_attaches_get_random_incarnations_and_a_resume_keeps_its_own():
@@ -60,41 +119,6 @@ def test_a_resumed_transfer_nobody_knows_is_ignored():
     assert core.publish(pub, b"9", b"", True, "h", resumed=True) is None and len(core.records) == 0
 
 
-def test_publisher_resuming_where_a_forwarded_copy_waits_becomes_its_root():
-    core = _core()
-    s = Sub()
-    sub, _ = core.add_subscriber(s, "t", "cs", "ls", False)
-    up = core.add_upstream("X", Pub())
-    gid = gid_from_prefix(gid_prefix("c", "l", 42), b"0")
-    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0)
-    core.upstream_lost("X")  # the root died
-    assert rec.orphan_since is not None
-    p = Pub()
-    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=42)
-    assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}
-    core.publish(pub, b"0", b"m", False, "h", resumed=True)
-    assert rec.local and rec.orphan_since is None and len(s.sent) == 1
-    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
-    assert p.outcomes == [("h", ACCEPTED, False)]
-
-
-def test_adopting_root_sends_to_routers_the_old_root_had_not_reached():
-    core = _core()
-    hb = HopP()
-    core.add_hop("B", hb)
-    _routed(core, {"B": "B"}, {"B"})
-    up = core.add_upstream("X", Pub())
-    gid = gid_from_prefix(gid_prefix("c", "l", 1), b"0")
-    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0)
-    core.upstream_lost("X")
-    p = Pub()
-    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=1)
-    core.publish(pub, b"0", b"m", False, "h", resumed=True)
-    assert hb.sent == [(rec, frozenset({"B"}))] and p.outcomes == []
-    core.hop_update(core.hops["B"], rec, ("hop", 1), ACCEPTED, False)
-    assert p.outcomes == [("h", ACCEPTED, False)]
-
-
 def test_resuming_subscriber_map_answers_for_it_and_placeholders_stop_late_copies():
     core = _core()
     s1 = Sub()
@@ -117,45 +141,100 @@ def test_resuming_subscriber_map_answers_for_it_and_placeholders_stop_late_copie
     assert len(core.placeholders) == 0
 
 
+def test_publisher_resuming_where_a_copy_waits_becomes_its_root():
+    """Root X sent us a copy for our subscriber and died; its publisher resumes here. The
+    record is ours to answer now: the resent message is not delivered again, and the
+    publisher hears accepted once our subscriber accepts."""
+    core, _ = _net_core()
+    s = Sub()
+    sub, _ = core.add_subscriber(s, "t", "cs", "ls", False)
+    gid = gid_from_prefix(gid_prefix("c", "l", 42), b"0")
+    _copy_from_x(core, gid, frozenset({("cs", "ls")}))
+    assert len(s.sent) == 1
+    core.upstream_lost("X")  # the root died
+    p = Pub()
+    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=42)
+    assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}
+    rec = core.publish(pub, b"0", b"m", False, "h", resumed=True)
+    assert rec is not None and rec.gid == gid and rec.local and len(s.sent) == 1
+    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
+    assert p.outcomes == [("h", ACCEPTED, False)]
+
+
+def test_adopting_root_sends_to_routers_the_old_root_had_not_reached():
+    """X's copy reached us, not B, whose subscriber k attached meanwhile: the publisher
+    resuming here makes us root, we send B a copy, and the publisher hears accepted only
+    once B answers for k."""
+    core, routes = _net_core()
+    hb = HopPort()
+    core.add_hop("B", hb)
+    s = Sub()
+    core.add_subscriber(s, "t", "cs", "ls", False)
+    gid = gid_from_prefix(gid_prefix("c", "l", 1), b"0")
+    _copy_from_x(core, gid, frozenset({("cs", "ls")}))
+    core.upstream_lost("X")
+    routes.at_b = frozenset({K})
+    core.membership_changed()
+    core.follow_moved({"A", "B"})
+    p = Pub()
+    pub = core.add_publisher(p, "t", "c", "l", True, incarnation=1)
+    rec = core.publish(pub, b"0", b"m", False, "h", resumed=True)
+    assert rec is not None
+    core.subscriber_update(core.topics["t"][("cs", "ls")], rec, s.sent[0], ACCEPTED, False)
+    [copy] = hb.copies
+    [target] = copy.targets
+    assert copy.gid == gid and copy.root == "A" and (target.router, target.keys) == ("B", frozenset({K}))
+    assert p.outcomes == []  # B has not answered
+    core.control("B", (Answer(gid, copy.stream, target.position, ()),))
+    assert p.outcomes == [("h", ACCEPTED, False)]
+
+
 def test_adopting_root_delivers_to_the_old_roots_subscriber_that_moved_here():
-    """X died with the delivery forwarded to us but not yet given to its own subscriber k.
-    k and the publisher both resumed here: k must get it before the publisher hears
-    `accepted`, although we never were one of its destinations."""
-    core = _core()
-    up = core.add_upstream("X", Pub())
+    """X died with the message copied to us but not yet given to its own subscriber k. k
+    and the publisher both resumed here: k gets it (marked: it may have had it) before the
+    publisher hears accepted, although the copy was not for k."""
+    core, _ = _net_core()
+    s_here = Sub()
+    here, _ = core.add_subscriber(s_here, "t", "cs", "ls", False)
     gid = gid_from_prefix(gid_prefix("c", "l", 7), b"0")
-    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0, root="X")
+    _copy_from_x(core, gid, frozenset({("cs", "ls")}))
     core.upstream_lost("X")
     s = Sub()
-    sub, _ = core.add_subscriber(s, "t", "client", "k", False)  # k moved here from X
-    core.routes.moves = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
+    sub, _ = core.add_subscriber(s, "t", *K, False)  # k moved here from X
+    core.routes.moves = lambda topic, origin: {"A": frozenset({K})} if origin == "X" else {}
     p = Pub()
     pub = core.add_publisher(p, "t", "c", "l", True, incarnation=7)
-    core.publish(pub, b"0", b"m", False, "h", resumed=True)
-    assert [r for r, _, _ in s.sent] == [rec] and s.sent[0][2] == 1  # marked: k may have had it
+    assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}
+    rec = core.publish(pub, b"0", b"m", False, "h", resumed=True)
+    assert rec is not None
+    assert [r.gid for r, _, _ in s.sent] == [gid] and s.sent[0][2] == 1  # marked: k may have had it
+    core.subscriber_update(here, rec, s_here.sent[0], ACCEPTED, False)
     assert p.outcomes == []
     core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
     assert p.outcomes == [("h", ACCEPTED, False)]
 
 
-def test_a_forwarded_copy_complete_here_is_still_in_doubt_for_a_publisher_resuming_here():
-    """X forwarded it to us and died before its own subscriber k had it. Our subscriber
-    accepted, so our copy is complete, but that says nothing of k: the resuming publisher
-    must hear "in doubt" and send it again, and k (now here) gets it before `accepted`."""
-    core = _core()
+def test_a_copy_complete_here_is_still_in_doubt_for_a_publisher_resuming_here():
+    """X copied it to us and died before its own subscriber k had it. Our subscriber
+    accepted, so our part is complete, but that says nothing of k: the resuming publisher
+    hears "in doubt" and sends it again, and k (now here) gets it before accepted."""
+    core, _ = _net_core()
     s_here = Sub()
-    here, _ = core.add_subscriber(s_here, "t", "client", "here", False)
-    up = core.add_upstream("X", Pub())
+    here, _ = core.add_subscriber(s_here, "t", "cs", "ls", False)
     gid = gid_from_prefix(gid_prefix("c", "l", 9), b"0")
-    rec = core.forwarded(up, "from-x", gid, "t", b"m", frozenset({"A"}), False, 0, root="X")
+    _copy_from_x(core, gid, frozenset({("cs", "ls")}))
+    rec = core.records.get(gid)
+    assert rec is not None
     core.subscriber_update(here, rec, s_here.sent[0], ACCEPTED, False)
     assert rec.pending == 0
     core.upstream_lost("X")
     s = Sub()
-    core.add_subscriber(s, "t", "client", "k", False)  # k moved here from X
-    core.routes.moves = lambda topic, origin: {"A": frozenset({("client", "k")})} if origin == "X" else {}
+    sub, _ = core.add_subscriber(s, "t", *K, False)  # k moved here from X
+    core.routes.moves = lambda topic, origin: {"A": frozenset({K})} if origin == "X" else {}
     p = Pub()
     pub = core.add_publisher(p, "t", "c", "l", True, incarnation=9)
     assert core.publisher_resume_map(pub, {b"0": None}) == {b"0": None}
     core.publish(pub, b"0", b"m", False, "h", resumed=True)
-    assert [r for r, _, _ in s.sent] == [rec] and p.outcomes == []
+    assert [r.gid for r, _, _ in s.sent] == [gid] and p.outcomes == []
+    core.subscriber_update(sub, rec, s.sent[0], ACCEPTED, False)
+    assert p.outcomes == [("h", ACCEPTED, False)]

@@ -10,7 +10,7 @@ from pathlib import Path
 TOP = Path(__file__).resolve().parents[2]
 CORE = TOP / "router" / "core"
 # The core's parts and the components they own: their attributes are theirs alone.
-PARTS = {"Core", "LocalDelivery", "Forwarding", "Failover", "Groups", "CreditWindow", "LinkLifecycle", "CoreTables",
+PARTS = {"Core", "LocalDelivery", "Copies", "Failover", "Groups", "CreditWindow", "LinkLifecycle", "CoreTables",
          "TopicTreatment"}
 
 

@@ -53,7 +53,7 @@ def test_adaptors_live_in_their_own_room():
     """Each protocol's adaptors and their helpers in ``router/adaptors/<protocol>/``; nothing
     protocol-specific beside the core at the top of ``router/`` (the engines have their own)."""
     amqp = {p.stem for p in (ROUTER / "adaptors" / "amqp").glob("*.py")}
-    assert {"edge", "interrouter", "wire", "dispositions", "message", "shared_subscriptions"} <= amqp
+    assert {"edge", "interrouter", "copies_wire", "dispositions", "message", "shared_subscriptions"} <= amqp
     assert not {p.stem for p in ROUTER.glob("*.py")} & amqp - {"__init__"}
 
 

@@ -103,7 +103,7 @@ def test_a_member_that_closes_here_is_told_to_every_router_again_until_its_time_
     while now[0] < until + 2 * s.router_dead_after:
         now[0] += 0.25
         routes.sent.clear()
-        core.expire(now[0], s.subscriber_grace)
+        core.expire(now[0])
         core.after_batch()
         if any(Ended(KEY, 100) in items for _, items in routes.sent):
             rounds += 1
@@ -138,7 +138,7 @@ def test_a_root_asks_about_what_a_resuming_publisher_names_before_it_comes_and_k
     core.control("C", (Told(gid, ()),))
     routes.sent.clear()
     now[0] += Settings().router_dead_after
-    core.expire(now[0], Settings().subscriber_grace)
+    core.expire(now[0])
     core.after_batch()
     assert {router for router, items in routes.sent for i in items if type(i) is Ask and i.gid == gid} == {"B", "C"}
     assert core.copies is not None

@@ -53,7 +53,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from once.records.owed import KeyState
@@ -226,7 +226,7 @@ def digest(net: SimNet, faults_left: int) -> int:
             owed = far.owed
             recs.append((gid, tuple(sorted((k, s.value) for k, s in owed.states.items())) if owed else None,
                          tuple(sorted((d, tuple(v)) for d, v in far.sends.items())), len(far.takes)))
-        dest = core.copies.dest if core.copies is not None else None
+        dest = core.copies.dest
         chains = tuple(sorted((s, c.next, tuple(sorted(c.held))) for s, c in dest.chains.items())) if dest else ()
         tombs = tuple(sorted(dest.tombstones)) if dest else ()
         ends = tuple(sorted((peer, e.up, e.closed, e.credit, e.snd_count, e.rcv_count) for peer, e in r.ends.items()))
@@ -317,12 +317,11 @@ def accepted_without(net: SimNet) -> str | None:
     return None
 
 
-def run(model: Model, deviations: dict[int, int], seed: int = 1, protocol: int | None = None,
-        hash_after: int | None = None) -> Outcome:
+def run(model: Model, deviations: dict[int, int], seed: int = 1, hash_after: int | None = None) -> Outcome:
     """One schedule: the default choice everywhere but at ``deviations`` (point -> choice).
     The state's hash is taken at the points after ``hash_after`` only (None: at none): the
     search expands no other, and hashing was half the time of a search."""
-    net = SimNet(seed, list(model.links), SETTINGS if protocol is None else replace(SETTINGS, protocol=protocol))
+    net = SimNet(seed, list(model.links), SETTINGS)
     loop = ChoiceLoop(seed)
     net.loop = loop
     result = Outcome()
@@ -396,7 +395,7 @@ class Report:
     failures: list[tuple[dict[int, int], list[str]]] = field(default_factory=list)
 
 
-def explore(model: Model, depth: int, stop_after: int = 1, protocol: int | None = None) -> Report:
+def explore(model: Model, depth: int, stop_after: int = 1) -> Report:
     """Every schedule within ``depth`` deviations of the default (see the module doc)."""
     report = Report(model.name)
     expanded: dict[int, int] = {}  # state hash -> the most budget it was expanded with
@@ -404,7 +403,7 @@ def explore(model: Model, depth: int, stop_after: int = 1, protocol: int | None 
     while stack:
         deviations, last = stack.pop()
         budget = depth - len(deviations)
-        outcome = run(model, deviations, protocol=protocol, hash_after=last if budget > 0 else None)
+        outcome = run(model, deviations, hash_after=last if budget > 0 else None)
         report.schedules += 1
         report.injected[outcome.injected] = report.injected.get(outcome.injected, 0) + 1
         if outcome.violations:
@@ -433,12 +432,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replay", nargs=2, metavar=("MODEL", "CHOICES"),
                     help="replay one schedule: CHOICES as point:choice,point:choice (printed with a failure)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="models explored at once")
-    ap.add_argument("--protocol", type=int, choices=(2, 3), help="the routers' acceptance protocol (default: theirs)")
     args = ap.parse_args(argv)
     if args.replay:
         name, text = args.replay
         deviations = {int(a): int(b) for a, b in (p.split(":") for p in text.split(",") if p)}
-        outcome = run(MODELS[name], deviations, protocol=args.protocol)
+        outcome = run(MODELS[name], deviations)
         print(f"{name} {text}: {'PASS' if not outcome.violations else 'FAIL'}")
         for line in outcome.violations:
             print(f"  {line}")
@@ -446,7 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     t0 = time.monotonic()
     names = args.model or sorted(MODELS)
-    one = functools.partial(_explore_one, depth=args.depth, protocol=args.protocol)
+    one = functools.partial(_explore_one, depth=args.depth)
     with ProcessPoolExecutor(max(1, args.jobs)) as pool:
         reports = pool.map(one, names)
         for report, seconds in reports:
@@ -456,9 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def _explore_one(name: str, depth: int, protocol: int | None) -> tuple[Report, float]:
+def _explore_one(name: str, depth: int) -> tuple[Report, float]:
     t0 = time.monotonic()
-    report = explore(MODELS[name], depth, protocol=protocol)
+    report = explore(MODELS[name], depth)
     return report, time.monotonic() - t0
 
 

@@ -1,6 +1,7 @@
 """In-memory connections: a FIFO pipe per direction (TCP keeps order on one connection;
 different connections overtake each other), and the inter-router link's two ends with
-the core's hop and upstream ports on them. Link credit follows AMQP: the receiver grants
+the core's hop and upstream ports on them: copies go settled on the data link, control
+items (answers, settlements, the link state) on the control link. Link credit follows AMQP: the receiver grants
 credit against the delivery count it has seen, the sender spends it."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from once.router.core import Outcome
 from once.router.core.messages import Copy
 
 from .clock import Loop
@@ -39,27 +39,6 @@ class Pipe:
     def _arrive(self, frame: Any) -> None:
         if not self.closed:
             self.receive(frame)
-
-
-@dataclass(frozen=True, slots=True)
-class Transfer:
-    id: int
-    gid: bytes
-    topic: str
-    payload: bytes
-    dests: frozenset[str]
-    presettled: bool
-    keys: frozenset | None
-    born: int
-    root: str
-    chosen: dict | None = None  # consumer group members chosen by the root (a copy: the wire's)
-
-
-@dataclass(frozen=True, slots=True)
-class Disposition:
-    id: int
-    outcome: Outcome | None
-    settled: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +78,6 @@ class RouterEnd:
         self.upstream: Any = None
         self.up = False
         self.closed = False
-        self.next_id = 0
-        self.sent: dict[int, Handle] = {}  # our deliveries on our data link, unsettled
-        self.received: dict[int, Handle] = {}  # the neighbour's, unsettled
         self.snd_count = 0
         self.credit = 0  # on our data link
         self.rcv_count = 0
@@ -136,44 +112,17 @@ class RouterEnd:
             router.network.link_up(self.peer, self)
         elif not self.up:
             return
-        elif t is Transfer:
-            self.rcv_count += 1
-            handle = Handle(frame.id)
-            if not frame.presettled:
-                self.received[frame.id] = handle
-            handle.record = router.core.forwarded(self.upstream, handle, frame.gid, frame.topic, frame.payload,
-                                                  frame.dests, frame.presettled, 0, frame.keys, frame.born, frame.root,
-                                                  dict(frame.chosen) if frame.chosen else None)
-        elif t is Copy:  # protocol version 3: consumed at once, no disposition
+        elif t is Copy:  # consumed at once, no disposition
             self.rcv_count += 1
             router.core.copy_arrived(self.upstream, frame)
-        elif t is Disposition:
-            sent = self.sent.get(frame.id)
-            if sent is None:
-                return
-            if frame.settled:
-                del self.sent[frame.id]
-            if self.hop is not None and frame.outcome is not None:
-                router.core.hop_update(self.hop, sent.record, sent, frame.outcome, frame.settled)
         elif t is Flow:
             # AMQP 2.6.7: credit = the receiver's delivery count + its credit - ours
             self.credit = frame.delivery_count + frame.credit - self.snd_count
             if self.hop is not None:
                 router.core.pump_hop(self.hop)
-        elif t is SettleIn:
-            handle = self.received.pop(frame.id, None)
-            if handle is not None and handle.record is not None and self.upstream is not None:
-                router.core.upstream_settled(self.upstream, handle.record)
         elif t is Control:
             router.network.receive(self.peer, frame.msg)
         router.after_batch()
-
-
-@dataclass(frozen=True, slots=True)
-class SettleIn:
-    """The sender settled its delivery (the receiver forgets it)."""
-
-    id: int
 
 
 class HopEnd:
@@ -188,31 +137,12 @@ class HopEnd:
         end = self.end
         return max(0, end.credit) if end.up and not end.closed else 0
 
-    def forward(self, record: Any, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Handle:
-        end = self.end
-        end.next_id += 1
-        handle = Handle(end.next_id, record)
-        if not settled:
-            end.sent[handle.id] = handle
-        end.snd_count += 1
-        end.credit -= 1
-        end.send(Transfer(handle.id, record.gid, record.topic, record.payload, dests, record.presettled or settled,
-                          keys, record.born, record.root, dict(record.chosen) if record.chosen else None))
-        return handle
-
-    def settle(self, handle: Handle) -> None:
-        self.end.sent.pop(handle.id, None)
-        self.end.send(SettleIn(handle.id))
-
     def copy(self, copy: Copy) -> None:
-        """Protocol version 3: a copy goes settled (the root sends it again if it is lost)."""
+        """A copy goes settled (the root sends it again if it is lost)."""
         end = self.end
         end.snd_count += 1
         end.credit -= 1
         end.send(copy)
-
-    def marker(self, msg: object) -> None:
-        self.end.send(Control(msg))  # behind the deliveries sent before it: one connection keeps order
 
 
 class UpstreamEnd:
@@ -226,8 +156,3 @@ class UpstreamEnd:
     def grant(self, credit: int) -> None:
         end = self.end
         end.send(Flow(end.rcv_count, credit))
-
-    def outcome(self, handle: Handle, outcome: Outcome, settle: bool) -> None:
-        if settle:
-            self.end.received.pop(handle.id, None)
-        self.end.send(Disposition(handle.id, outcome, settle))

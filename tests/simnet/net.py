@@ -91,7 +91,7 @@ class SimRouter:
             return
         core = self.core
         now = core.clock()
-        core.expire(now, self.settings.subscriber_grace)
+        core.expire(now)
         core.reclaim_idle(now)
         for sub in core.ended_elsewhere():
             self.network.end(sub)
@@ -466,12 +466,10 @@ class SimNet:
             if not r.alive:
                 continue
             c = r.core
-            left = {"records": len(c.records), "pins": len(c.pins), "held": len(c.held), "parked": len(c.parked),
-                    "placeholders": len(c.placeholders)}
-            if c.copies is not None:  # (questions about group members: asked, asked early, held behind)
-                inq = c.copies.inquiry
-                left["questions"] = len(inq.asking) + len(inq.early) + len(inq.held)
-            if c.copies is not None and self.tombstones_checked:  # (kept for ``publisher_grace``, then gone)
+            left = {"records": len(c.records), "held": len(c.held), "placeholders": len(c.placeholders)}
+            inq = c.copies.inquiry  # (questions about group members: asked, asked early, held behind)
+            left["questions"] = len(inq.asking) + len(inq.early) + len(inq.held)
+            if self.tombstones_checked:  # (kept for ``publisher_grace``, then gone)
                 left["tombstones"] = len(c.copies.dest.tombstones)
             left = {k: n for k, n in left.items() if n}
             if left:

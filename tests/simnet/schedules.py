@@ -70,7 +70,6 @@ class Plan:
     faults: list[Fault]
     members: list[tuple[str, list[str]]] = field(default_factory=list)  # of consumer group "g"
     hard: bool = False  # drawn by ``hard_plan``: faults may add up to seconds, so graces are longer
-    protocol: int | None = None  # the acceptance protocol the routers run (None: the default; ``docs/protocol.md``)
     releases: float = 0.0  # how often a group member releases a message it is given (each at most once)
     topics: dict[str, str] = field(default_factory=dict)  # client (or group "g") -> its topic or pattern (else "t")
 
@@ -216,7 +215,7 @@ def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNe
 
 def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     base = HARD_SETTINGS if p.hard else SETTINGS
-    net = SimNet(p.seed, topology_links(p.topology), base if p.protocol is None else replace(base, protocol=p.protocol))
+    net = SimNet(p.seed, topology_links(p.topology), base)
     net.releases = p.releases
     net.start()
     for name, prefs in p.subscribers:
@@ -291,11 +290,10 @@ def with_patterns(p: Plan) -> Plan:
     return p
 
 
-def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | None = None,
+def _one(seed: int, groups: bool = False, hard: bool = False,
          releases: bool = False, leaves: bool = False, joins: bool = False,
          patterns: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
-    p.protocol = protocol
     with_churn(p, releases, leaves, joins)
     if patterns:
         with_patterns(p)
@@ -304,10 +302,10 @@ def _one(seed: int, groups: bool = False, hard: bool = False, protocol: int | No
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
-          protocol: int | None = None, releases: bool = False, leaves: bool = False,
+          releases: bool = False, leaves: bool = False,
           joins: bool = False, patterns: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
-    one = functools.partial(_one, groups=groups, hard=hard, protocol=protocol, releases=releases, leaves=leaves,
+    one = functools.partial(_one, groups=groups, hard=hard, releases=releases, leaves=leaves,
                             joins=joins, patterns=patterns)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
@@ -356,8 +354,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--joins", action="store_true", help="with --groups: one more member joins during the run")
     ap.add_argument("--patterns", action="store_true", help="publishers on several topics, subscribers on "
                     "topics and patterns of them ('+', '#'), each owed what its name matches")
-    ap.add_argument("--protocol", type=int, choices=(2, 3),
-                    help="the acceptance protocol the routers run (docs/protocol.md; default: the routers' default, 3)")
     ap.add_argument("--fingerprint", action="store_true", help="print one digest of the runs of --seeds (the "
                     "same in every build that behaves alike: pure Python and compiled)")
     args = ap.parse_args(argv)
@@ -367,7 +363,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.seed is not None:
         p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
-        p.protocol = args.protocol
         with_churn(p, args.releases, args.leaves, args.joins)
         if args.patterns:
             with_patterns(p)
@@ -390,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
-    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard, protocol=args.protocol,
+    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard,
                    releases=args.releases, leaves=args.leaves, joins=args.joins, patterns=args.patterns)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))

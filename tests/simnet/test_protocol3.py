@@ -12,7 +12,6 @@ from simnet.schedules import plan, run
 
 def _clean(seed: int, groups: bool = False) -> None:
     p = plan(seed, groups=groups)
-    p.protocol = 3
     _, verdict = run(p)
     assert verdict.ok, verdict.violations
 

@@ -5,7 +5,6 @@ test never reaches into the core to change how it routes."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from once.router.core.ports import Alone
 
@@ -18,7 +17,6 @@ class TestRoutes(Alone):
         self.routing: Callable[[set[str], str | None], tuple[dict[str, set[str]], set[str]]] = \
             lambda dests, exclude: ({}, set(dests))
         self.moves: Callable[[str, str], dict[str, frozenset]] = lambda topic, origin: {}
-        self.rerouted: list[Any] = []  # hand-over markers whose hop went down
 
     def remote_routers(self, topic: str) -> set[str]:
         return self.remote(topic)
@@ -28,6 +26,3 @@ class TestRoutes(Alone):
 
     def moved(self, topic: str, origin: str) -> dict[str, frozenset]:
         return self.moves(topic, origin)
-
-    def reroute_marker(self, marker: Any) -> None:
-        self.rerouted.append(marker)

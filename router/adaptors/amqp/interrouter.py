@@ -7,7 +7,8 @@ the dialler then authenticates with SASL EXTERNAL as ``router:ID``, which the ce
 must bear out. Without TLS, both sides authenticate with SASL PLAIN as ``router:ID`` and
 the topology's shared secret, so a client cannot pose as a router. Each side attaches two sending links
 on one session: ``once-control`` (pre-settled control messages) and ``once-data``
-(forwarded deliveries; acceptance and settlement come back as dispositions).
+(copies of messages, sent settled: a copy's answer goes to its root over the control
+links, ``docs/protocol.md``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ import ssl
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from once.linkstate.messages import HandOver, from_dict, to_dict
-from once.records.table import Record
+from once.linkstate.messages import from_dict, to_dict
 
 from ...amqp.codec import decode, dumps
 from ...amqp.connection import Connection, Mode
@@ -30,7 +30,6 @@ from ...amqp.events import (
     ConnectionFailed,
     ConnectionOpened,
     DeliveriesReceived,
-    DeliveryUpdated,
     LinkAttached,
     LinkDetached,
     LinkFlow,
@@ -40,7 +39,7 @@ from ...amqp.events import (
 from ...amqp.performatives import Role, Source, Target
 from ...amqp.sasl import SaslClientConfig, SaslServerConfig
 from ...amqp.types import Described, symbol, ulong
-from ...core import Hop, Outcome, Upstream
+from ...core import Hop, Upstream
 from ...core.messages import Copy, Routed
 from ...engineio import EngineProtocol
 from ...listeners import Kind
@@ -48,8 +47,6 @@ from ...listeners import dial as connect
 from ...logs import fields
 from ...tls import names
 from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
-from .dispositions import to_amqp, to_outcome
-from .wire import ONCE_FORMAT, pack, unpack
 
 if TYPE_CHECKING:
     from ...context import RouterContext
@@ -105,33 +102,13 @@ class HopLink:
             return 0
         return link.credit
 
-    def forward(self, record: Record, dests: frozenset[str], settled: bool, keys: frozenset | None = None) -> Delivery:
-        conn = self.conn
-        payload = pack(record.topic, dests, record.presettled, record.message_format, record.root, record.born,
-                       keys, record.chosen) + record.payload
-        link = conn.data_out
-        assert link is not None  # (the core forwards on a hop only while it is up)
-        d = conn.engine.send(link, record.gid, payload, settled=settled, message_format=ONCE_FORMAT)
-        d.context = record
-        conn.dirty()
-        return d
-
     def copy(self, copy: Copy) -> None:
-        """Protocol version 3: a copy goes settled (its root sends it again if it is lost)."""
+        """A copy goes settled: its root sends it again if it is lost."""
         conn = self.conn
         link = conn.data_out
-        assert link is not None  # (as in ``forward``)
+        assert link is not None  # (the core sends on a hop only while it is up)
         conn.engine.send(link, copy.gid, pack_copy(copy) + copy.payload, settled=True, message_format=COPY_FORMAT)
         conn.dirty()
-
-    def settle(self, handle: Delivery) -> None:
-        self.conn.engine.disposition(handle, handle.state, settled=True)
-        self.conn.dirty()
-
-    def marker(self, msg: HandOver) -> None:
-        # On the control link, but only once the deliveries queued ahead of it went out
-        # on the data link of the same connection: frames keep their order.
-        self.conn.send_control(msg)
 
 
 class UpstreamLink:
@@ -147,10 +124,6 @@ class UpstreamLink:
         if link is not None and link.attached:
             self.conn.engine.flow(link, credit)
             self.conn.dirty()
-
-    def outcome(self, handle: Delivery, outcome: Outcome, settle: bool) -> None:
-        self.conn.engine.disposition(handle, to_amqp(outcome), settled=settle)
-        self.conn.dirty()
 
 
 class InterRouterConnection(EngineProtocol):
@@ -247,14 +220,6 @@ class InterRouterConnection(EngineProtocol):
             else:
                 for d in ev.deliveries:
                     self._on_control(d)
-        elif t is DeliveryUpdated:
-            record = ev.delivery.context
-            if record is None:
-                return
-            if ev.delivery.link is self.data_out and self.hop is not None:
-                self.router.core.hop_update(self.hop, record, ev.delivery, to_outcome(ev.state), ev.settled)
-            elif ev.delivery.link is self.data_in and ev.settled and self.upstream is not None:
-                self.router.core.upstream_settled(self.upstream, record)
         elif t is LinkFlow:
             if ev.link is self.control_out:
                 self._flush_control()
@@ -325,20 +290,15 @@ class InterRouterConnection(EngineProtocol):
     def _on_data(self, d: Delivery) -> None:
         if self.upstream is None:
             return
-        if d.message_format == COPY_FORMAT:
-            self.router.core.copy_arrived(self.upstream, unpack_copy(d.tag, d.payload))
-            return
-        if d.message_format != ONCE_FORMAT:
+        if d.message_format != COPY_FORMAT:
             raise DecodeError(f"inter-router message format {d.message_format:#x}, this router speaks "
-                              f"{ONCE_FORMAT:#x} (a router of another version?)")
-        topic, dests, presettled, fmt, message, keys, root, born, chosen = unpack(d.payload)
-        d.context = self.router.core.forwarded(self.upstream, d, d.tag, topic, message, dests,
-                                               presettled or d.settled, fmt, keys, born, root, chosen)
+                              f"{COPY_FORMAT:#x} (a router of another version?)")
+        self.router.core.copy_arrived(self.upstream, unpack_copy(d.tag, d.payload))
 
 
 # (set after the class: compiled, a class body's dict cannot name its methods)
 InterRouterConnection.HANDLERS = dict.fromkeys(
-    (DeliveriesReceived, DeliveryUpdated, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached, LinkDetached,
+    (DeliveriesReceived, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached, LinkDetached,
      SessionEnded, ConnectionClosed, ConnectionFailed), InterRouterConnection.on_event)
 
 
