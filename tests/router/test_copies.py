@@ -189,7 +189,6 @@ class One:
         core = self.core
         core.membership_changed()
         core.follow_moved(self.routes.reachable() | {core.router_id})
-        core.retry_parked()
         core.after_batch()
 
     def tick(self, until: float, step: float = 0.25) -> None:
@@ -197,7 +196,7 @@ class One:
         core = self.core
         while self.now < until:
             self.now = min(until, self.now + step)
-            core.expire(self.now, self.settings.subscriber_grace)
+            core.expire(self.now)
             core.expire_suspended(self.now)
             core.after_batch()
 
