@@ -51,8 +51,8 @@ class LinkStateDB:
 
     # ------------------------------------------------------------- queries
 
-    def graph(self) -> nx.Graph:
-        g = nx.Graph()
+    def graph(self) -> nx.Graph[str]:
+        g: nx.Graph[str] = nx.Graph()
         g.add_node(self.me)
         for a, ad in self.ads.items():
             for b, cost in ad.neighbours.items():

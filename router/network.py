@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from once.linkstate.engine import ControlPlane, Result
 from once.linkstate.messages import SubEvent, Subscription, Sync
-from once.records.membership import GroupId, Member, Table
+from once.records.membership import GroupId, Key, Member, Table
 
 from .authn import user_groups
 from .core.messages import Note, Routed
@@ -38,7 +38,7 @@ log = logging.getLogger("once.network")
 
 class Network:
     """Also the core's ``RoutesPort``. No I/O of its own: timers come from the router's
-    ``call_later``/``call_soon``, so the in-process network (``tests/simnet``) runs it as is."""
+    ``call_later``/``call_soon``, so the in-process network (``sim/``) runs it as is."""
 
     def __init__(self, router: RouterContext, base: int | None = None) -> None:
         self.router = router
@@ -94,7 +94,7 @@ class Network:
         """Whether the topology gives us neighbours (then publishes wait for their first sync)."""
         return bool(self.costs)
 
-    def keys_at(self, topic: str, router: str) -> frozenset:
+    def keys_at(self, topic: str, router: str) -> frozenset[Key]:
         if self.router.topology.policy is None:
             return self.plane.table.keys_of(router, topic)
         return frozenset(s.key for s in self.plane.table.subscribers_of(router, topic) if self._may_receive(s))
@@ -127,10 +127,10 @@ class Network:
         core.membership_changed()
         core.follow_moved(self.plane.lsdb.reachable() | {self.me})  # (the plans cached per topic go)
 
-    def homes(self, keys: Iterable) -> dict[str, set]:
+    def homes(self, keys: Iterable[Key]) -> dict[str, set[Key]]:
         """Reachable or not: what is owed to a key at a router we cannot reach waits for it."""
         table = self.plane.table
-        out: dict[str, set] = {}
+        out: dict[str, set[Key]] = {}
         for key in keys:
             where = table.home(key)
             if where is not None:

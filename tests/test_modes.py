@@ -118,9 +118,9 @@ def test_the_simulator_runs_alike_in_both_builds(kind: tuple[str, ...]) -> None:
     seeds = {(): "0:150", ("--groups",): "0:60", ("--hard",): "0:15"}[kind]
 
     def digest(pure: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "simnet.schedules", "--seeds", seeds, "--fingerprint", *kind],
+        out = subprocess.run([sys.executable, "-m", "once.sim.schedules", "--seeds", seeds, "--fingerprint", *kind],
                              cwd=TESTS, capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "ONCE_PURE": pure, "PYTHONHASHSEED": "0", "PYTHONPATH": str(TESTS)})
+                             env={**os.environ, "ONCE_PURE": pure, "PYTHONHASHSEED": "0"})
         assert out.returncode == 0, out.stderr[-2000:]
         return out.stdout.strip()
 

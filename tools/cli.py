@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--stranded-after", type=float, default=60.0, metavar="SECONDS",
                    help="with run: rows older than this are counted and logged as stranded (default 60)")
 
+    sub.add_parser("sim", add_help=False, help="the in-process network: fault schedules on seeds, deterministic "
+                   "('once sim --help'; 'once sim explore --help': the bounded exhaustive mode)")
+
     b = sub.add_parser("bench", help="measure throughput, latency, router CPU and memory")
     b.add_argument("scenarios", nargs="*", help="scenarios to run (default: the four data-path ones; also single-1to3, "
                    "single-ping, single-idle2000, single-group4, line3-group); 'memory': memory per in-flight delivery; "
@@ -228,8 +231,13 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["sim"]:  # (its own parsers read the rest: schedules', or explore's)
+        from .sim_cli import sim
+
+        return sim(argv[1:])
     parser = build_parser()
-    args = parse(parser, sys.argv[1:] if argv is None else argv)
+    args = parse(parser, argv)
     try:
         if args.command == "router":
             from once.router.main import main as router_main

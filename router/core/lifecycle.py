@@ -3,7 +3,7 @@ link between its attach and its end, the same for every adaptor.
 
 Every client adaptor calls this service (the AMQP one in ``adaptors/amqp/edge.py``, the
 MQTT one in ``adaptors/mqtt/edge.py``) and so does the in-process network's test adaptor
-(``tests/simnet``): there is one lifecycle, and the simulator runs the code the router runs. An adaptor reads its
+(``sim/``): there is one lifecycle, and the simulator runs the code the router runs. An adaptor reads its
 protocol's attach into the arguments below, answers the attach when the service says
 so, and tells the service when a link goes (closed, or interrupted).
 

@@ -5,7 +5,7 @@ a router in the middle passes on; what a root that took a message over chooses.
 
 These are the behaviours the version 2 core tests asserted of several routers, on the
 protocol the routers run (each docstring names the test it replaced); the same in the
-in-process network: ``tests/simnet/test_routing.py``."""
+in-process network: ``tests/sim/test_routing.py``."""
 
 
 from __future__ import annotations

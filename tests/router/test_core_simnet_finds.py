@@ -1,9 +1,9 @@
-"""Bugs the in-process network found (``tests/simnet``), each pinned down on one core.
+"""Bugs the in-process network found (``sim/``), each pinned down on one core.
 
 (Those of several routers replay as named seeds in the in-process network itself:
-``tests/simnet/test_issue24_seeds.py``, ``test_protocol3.py``, ``test_routing_v3.py``;
+``tests/sim/test_issue24_seeds.py``, ``test_protocol3.py``, ``test_routing.py``;
 the bounded exhaustive mode explores their situations in every placement of their
-faults: ``tests/simnet/explore.py``.)"""
+faults: ``sim/explore.py``.)"""
 
 from __future__ import annotations
 

@@ -97,7 +97,7 @@ def test_no_import_circle_inside_router():
 def test_nothing_imports_a_room_as_a_top_level_package():
     """Installed, the rooms are ``once.router``, ``once.records``, ...: an import of plain
     ``router`` or ``records`` would find another project's package (or none)."""
-    rooms = ("router", "records", "linkstate", "tools", "topologies")
+    rooms = ("router", "records", "linkstate", "sim", "tools", "topologies")
     top = ROUTER.parent
     found = []
     for path in [*top.joinpath("tests").rglob("*.py"), *(p for r in rooms for p in top.joinpath(r).rglob("*.py"))]:
@@ -124,9 +124,9 @@ def test_the_simulator_and_the_amqp_adaptor_run_one_link_lifecycle():
     through the service the AMQP adaptor uses, not through a copy of it."""
     service = "once.router.core.lifecycle"
     edge = ROUTER / "adaptors" / "amqp" / "edge.py"
-    simnet = ROUTER.parent / "tests" / "simnet" / "clients.py"
+    simnet = ROUTER.parent / "sim" / "clients.py"
     assert any(n.startswith(service) for n in _imports(edge, "once.router.adaptors.amqp"))
-    assert any(n.startswith(service) for n in _imports(simnet, "simnet"))
+    assert any(n.startswith(service) for n in _imports(simnet, "once.sim"))
     for path in (edge, simnet):
         assert _calls(path) & LIFECYCLE_ONLY == set(), path
         assert {"attach_subscriber", "attach_publisher", "subscriber_gone", "publisher_gone"} <= _calls(path), path

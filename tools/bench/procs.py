@@ -55,7 +55,7 @@ def peak_rss_kib(pid: int) -> int:
     return _status_kib(pid, "VmHWM:")
 
 
-ROOMS = ("router", "linkstate", "records", "tools", "topologies")
+ROOMS = ("router", "linkstate", "records", "sim", "tools", "topologies")
 
 
 def checkout_cli(root: Path, tmp: Path) -> tuple[str, dict[str, str] | None]:
@@ -73,7 +73,8 @@ def checkout_cli(root: Path, tmp: Path) -> tuple[str, dict[str, str] | None]:
     if not base.exists():
         (base / "once").mkdir(parents=True)
         for room in ROOMS:
-            (base / "once" / room).symlink_to(root / room)
+            if (root / room).exists():  # (an older checkout may lack a room)
+                (base / "once" / room).symlink_to(root / room)
     return "once.tools.cli", dict(os.environ, PYTHONPATH=str(base))
 
 

@@ -27,7 +27,7 @@ class Loop:
     def __init__(self, seed: int) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
-        self._heap: list[tuple[float, int, Timer, Callable[..., Any], tuple]] = []
+        self._heap: list[tuple[float, int, Timer, Callable[..., Any], tuple[Any, ...]]] = []
         self._seq = 0
         self.events = 0
         self.max_events = 2_000_000  # a schedule that never settles is reported, not run forever

@@ -51,7 +51,7 @@ CASES += [(s, "joins") for s in ASKED_JOINS]
 
 REPLAY = """
 import json, sys
-from simnet.schedules import plan, run, with_churn
+from once.sim.schedules import plan, run, with_churn
 out = {}
 for seed, option in json.loads(sys.argv[1]):
     p = with_churn(plan(seed, groups=True), **({option: True} if option else {}))
@@ -62,7 +62,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, list[str]]:
-    env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
+    env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
     proc = subprocess.run([sys.executable, "-c", REPLAY, json.dumps(CASES)], cwd=TESTS.parent, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -38,7 +38,7 @@ Checked in every state:
 and at the end of every schedule the sweep's own verdict (``SimNet.check``): nothing lost,
 twice, reordered, unanswered, or left behind, and the run settles (no hang).
 
-``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.explore [--depth N] [--model NAME]``
+``PYTHONHASHSEED=0 python -m once.sim.explore [--depth N] [--model NAME]``
 prints each model's count of schedules and states, and any violation with the choices
 that replay it (``--replay NAME CHOICES``).
 """
@@ -54,7 +54,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from once.records.owed import KeyState
 from once.router.core import OutcomeKind
@@ -126,7 +126,7 @@ class ChoiceLoop(Loop):
 
     def __init__(self, seed: int) -> None:
         super().__init__(seed)
-        self.choose: Callable[[list[tuple[float, int, Timer, Callable[..., Any], tuple]]], int | None] | None = None
+        self.choose: Callable[[list[tuple[float, int, Timer, Callable[..., Any], tuple[Any, ...]]]], int | None] | None = None
 
     def run_until(self, until: float, idle: Callable[[], bool] | None = None) -> None:
         heap = self._heap
@@ -152,7 +152,7 @@ class ChoiceLoop(Loop):
                 return
         self.now = max(self.now, until)
 
-    def _chosen(self, until: float) -> tuple[float, int, Timer, Callable[..., Any], tuple] | None:
+    def _chosen(self, until: float) -> tuple[float, int, Timer, Callable[..., Any], tuple[Any, ...]] | None:
         """Pop the events that could run next, let ``choose`` pick one; push back the rest.
         None: ``choose`` ran something else (a fault) instead."""
         heap = self._heap
@@ -165,7 +165,7 @@ class ChoiceLoop(Loop):
         candidates, seen = [], set()
         for entry in near:
             fn = entry[3]
-            channel = id(fn.__self__) if getattr(fn, "__func__", None) is Pipe._arrive else None
+            channel = id(cast(Any, fn).__self__) if getattr(fn, "__func__", None) is Pipe._arrive else None
             if channel not in seen:
                 seen.add(channel)
                 candidates.append(entry)
@@ -201,7 +201,7 @@ def digest(net: SimNet, faults_left: int) -> int:
         if timer.cancelled:
             continue
         if getattr(fn, "__func__", None) is Pipe._arrive:
-            frames.setdefault(id(fn.__self__), []).append(repr(args))
+            frames.setdefault(id(cast(Any, fn).__self__), []).append(repr(args))
         else:
             timers.append(getattr(fn, "__qualname__", repr(fn)))
     parts: list[object] = [faults_left, sorted(map(tuple, frames.values())), tuple(timers)]
@@ -217,7 +217,7 @@ def digest(net: SimNet, faults_left: int) -> int:
             parts.append((name, "dead"))
             continue
         core = r.core
-        recs = []
+        recs: list[tuple[object, ...]] = []
         for gid, rec in sorted(core.records.records.items()):
             far = rec.far
             if far is None:
@@ -271,29 +271,29 @@ def wait_cycle(net: SimNet) -> list[object] | None:
                 for missing in range(chain.next, position):
                     if missing in chain.held:
                         continue
-                    gid = numbered.get((copy.root, stream, name, missing))
-                    if gid is not None:
-                        edges.setdefault(node, set()).add(("root", copy.root, gid))
-    state: dict[object, int] = {}
+                    waited = numbered.get((copy.root, stream, name, missing))
+                    if waited is not None:
+                        edges.setdefault(node, set()).add(("root", copy.root, waited))
+    visiting: dict[object, int] = {}  # 1: on the path, 2: done
     path: list[object] = []
 
     def visit(node: object) -> list[object] | None:
-        state[node] = 1
+        visiting[node] = 1
         path.append(node)
         for nxt in edges.get(node, ()):
-            if state.get(nxt) == 1:
+            if visiting.get(nxt) == 1:
                 return path[path.index(nxt):] + [nxt]
-            if nxt not in state:
+            if nxt not in visiting:
                 found = visit(nxt)
                 if found:
                     return found
-        state[node] = 2
+        visiting[node] = 2
         path.pop()
         return None
 
-    for node in list(edges):
-        if node not in state:
-            found = visit(node)
+    for start in list(edges):
+        if start not in visiting:
+            found = visit(start)
             if found:
                 return found
     return None
@@ -327,7 +327,7 @@ def run(model: Model, deviations: dict[int, int], seed: int = 1, hash_after: int
     result = Outcome()
     faults = list(model.faults)
 
-    def choose(candidates: list[tuple[float, int, Timer, Callable[..., Any], tuple]]) -> int | None:
+    def choose(candidates: list[tuple[float, int, Timer, Callable[..., Any], tuple[Any, ...]]]) -> int | None:
         n = len(candidates) + (1 if faults else 0)
         if n > 1:
             i = len(result.points)
@@ -341,13 +341,15 @@ def run(model: Model, deviations: dict[int, int], seed: int = 1, hash_after: int
             return pick
         return 0
 
-    def check_state() -> None:
+    def check_state() -> bool:
+        """Raises on a violation; False otherwise (the loop goes on)."""
         bad = accepted_without(net)
         if bad:
             raise Violation(bad)
         cycle = wait_cycle(net)
         if cycle:
             raise Violation(f"wait cycle: {cycle}")
+        return False
 
     net.start()
     for i, prefs in enumerate(model.subscribers):
@@ -361,7 +363,7 @@ def run(model: Model, deviations: dict[int, int], seed: int = 1, hash_after: int
     real = ChoiceLoop.run_until
 
     def checked(until: float, idle: Callable[[], bool] | None = None) -> None:
-        real(loop, until, lambda: bool(check_state()) or (idle is not None and idle()))
+        real(loop, until, lambda: check_state() or (idle is not None and idle()))
 
     loop.run_until = checked  # type: ignore[method-assign]
     try:
@@ -426,7 +428,7 @@ def explore(model: Model, depth: int, stop_after: int = 1) -> Report:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simnet.explore")
+    ap = argparse.ArgumentParser(prog="once sim explore")
     ap.add_argument("--depth", type=int, default=2, help="choices that may deviate from the default (faults count)")
     ap.add_argument("--model", action="append", choices=sorted(MODELS), help="only these models (default: all)")
     ap.add_argument("--replay", nargs=2, metavar=("MODEL", "CHOICES"),

@@ -2,7 +2,7 @@
 protocol (version 3, ``docs/protocol.md``).
 
 Four thousand seeded schedules run in a subprocess with a fixed hash seed (so a failing
-seed replays exactly: ``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.schedules
+seed replays exactly: ``PYTHONHASHSEED=0 python -m once.sim.schedules
 --seed N --trace``; twenty thousand under ``-m slow``), three thousand more with a consumer
 group (``--groups``; ten thousand under ``-m slow``), two thousand with pattern
 subscribers (``--patterns``), and
@@ -26,9 +26,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from simnet.net import Fault
-from simnet.schedules import KINDS, START, TOPOLOGIES, Plan, run
+from once.sim.net import Fault
+from once.sim.schedules import KINDS, START, TOPOLOGIES, Plan, run
 
 TESTS = Path(__file__).resolve().parent.parent
 NEVER = ("duplicated", "phantom", " then ")  # processed twice, never sent, two outcomes
@@ -37,8 +36,8 @@ NEVER = ("duplicated", "phantom", " then ")  # processed twice, never sent, two 
 def _sweep(tmp_path: Path, n: int, *options: str) -> dict[str, list[str]]:
     """Run ``n`` seeded schedules in a subprocess; return the failing ones."""
     out = tmp_path / "failed.json"
-    env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
-    proc = subprocess.run([sys.executable, "-m", "simnet.schedules", *options, "--seeds", f"0:{n}", "--jobs", "2",
+    env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
+    proc = subprocess.run([sys.executable, "-m", "once.sim.schedules", *options, "--seeds", f"0:{n}", "--jobs", "2",
                            "--json", str(out)], cwd=TESTS.parent, env=env, capture_output=True, text=True,
                           timeout=900)
     assert f"{n} schedules" in proc.stdout, proc.stderr[-2000:]
@@ -160,8 +159,8 @@ def test_no_schedule_makes_a_subscriber_process_a_message_twice(plan: Plan):
 
 def test_a_schedule_past_its_wall_time_cap_is_a_failure():
     """Hangs are failures: a run stopped by the cap says so in its verdict."""
-    import simnet.schedules as schedules
-    from simnet.schedules import plan as plan_of
+    import once.sim.schedules as schedules
+    from once.sim.schedules import plan as plan_of
 
     def hangs(p: object, limit: float) -> object:
         while True:  # a schedule that never ends (the cap's signal stops it)

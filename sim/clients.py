@@ -42,14 +42,14 @@ class Attach:
     topic: str
     container_id: str
     name: str
-    unsettled: dict | None
+    unsettled: dict[Any, Any] | None
     incarnation: int = 0
     group: str = ""  # a subscriber joining this consumer group (global)
 
 
 @dataclass(frozen=True, slots=True)
 class Attached:
-    unsettled: dict | None
+    unsettled: dict[Any, Any] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,10 +179,10 @@ class EdgeLink:
         elif t is Message:
             if not frame.resume:
                 self.rcv_count += 1
-            handle = Handle(int.from_bytes(frame.tag, "big"))
-            handle.record = core.publish(self.ctx, frame.tag, frame.payload, frame.settled, handle, 0, frame.resume)
-            if handle.record is not None and not frame.settled:
-                self.handles[handle.id] = handle
+            new = Handle(int.from_bytes(frame.tag, "big"))
+            new.record = core.publish(self.ctx, frame.tag, frame.payload, frame.settled, new, 0, frame.resume)
+            if new.record is not None and not frame.settled:
+                self.handles[new.id] = new
         elif t is Update:
             handle = self.handles.get(frame.id)
             if handle is None:
@@ -213,7 +213,7 @@ class EdgeLink:
             lifecycle.publisher_answered(self.ctx)
             return
 
-        def answer(ours: dict | None, active: bool | None) -> None:
+        def answer(ours: dict[Any, Any] | None, active: bool | None) -> None:
             if self.gone or not router.alive:
                 return
             self.completed = True
@@ -358,7 +358,7 @@ class Publisher(Client):
             self._outcome(frame.id, frame.outcome)
         self.pump()
 
-    def _attached(self, theirs: dict) -> None:
+    def _attached(self, theirs: dict[Any, Any]) -> None:
         self.ever_attached = self.attached = True
         self.snd_count = 0
         fresh = []

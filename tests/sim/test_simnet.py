@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from simnet.net import Fault, SimNet
-from simnet.schedules import START, TOPOLOGIES
+from once.sim.net import Fault, SimNet
+from once.sim.schedules import START, TOPOLOGIES
 
 
 def _run(topology: str, faults: list[Fault], messages: int = 60, seed: int = 1) -> SimNet:

@@ -9,8 +9,8 @@ each docstring); these check the whole path: cores, control planes, links and cl
 
 from __future__ import annotations
 
-from simnet.net import Fault, SimNet
-from simnet.schedules import START, TOPOLOGIES
+from once.sim.net import Fault, SimNet
+from once.sim.schedules import START, TOPOLOGIES
 
 MESSAGES = 120
 INTERVAL = 0.01

@@ -1,12 +1,11 @@
 """Seeds of issue 24's sweeps (the in-process network on seeds the suite never ran),
 each a named regression test once its cause is fixed. The schedule is replayed exactly
-(``simnet.schedules.plan``); the verdict must be clean."""
+(``once.sim.schedules.plan``); the verdict must be clean."""
 
 from __future__ import annotations
 
 import pytest
-
-from simnet.schedules import plan, run
+from once.sim.schedules import plan, run
 
 
 def _clean(seed: int, groups: bool = False) -> None:
@@ -30,8 +29,8 @@ def test_harness_seed_9608_line3_schedule_loses_nothing_in_the_simulator():
     the same 20 s. (Version 2 passes this replay too: what lost messages on real routers
     was timing the simulator does not reproduce here. The real check is the harness run,
     10 of 10 clean on version 3: BENCHMARKS.md.)"""
-    from simnet.net import Fault
-    from simnet.schedules import START, Plan
+    from once.sim.net import Fault
+    from once.sim.schedules import START, Plan
 
     def at(t: float) -> float:
         return START + t

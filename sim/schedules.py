@@ -1,6 +1,6 @@
 """Random fault schedules for the in-process network, and the sweep over many of them.
 
-``PYTHONPATH=tests PYTHONHASHSEED=0 python -m simnet.schedules --seeds 0:10000`` runs ten
+``PYTHONHASHSEED=0 python -m once.sim.schedules --seeds 0:10000`` runs ten
 thousand schedules and prints each failing seed with its violations;
 ``--seed N --trace`` replays one with its fault log. (The hash seed makes set iteration,
 and with it the whole run, repeatable across processes.)
@@ -336,7 +336,7 @@ def fingerprint(seeds: range, groups: bool = False, hard: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simnet.schedules")
+    ap = argparse.ArgumentParser(prog="once sim")
     ap.add_argument("--seeds", default="0:1000", help="a range a:b of seeds")
     ap.add_argument("--seed", type=int, help="replay this one seed")
     ap.add_argument("--trace", action="store_true", help="with --seed: print the plan and the fault log")

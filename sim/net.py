@@ -66,7 +66,7 @@ class SimRouter:
     def call_soon(self, fn: Any, *args: Any) -> Timer:
         return self.net.loop.call_soon(self._run, fn, args)
 
-    def _run(self, fn: Any, args: tuple) -> None:
+    def _run(self, fn: Any, args: tuple[Any, ...]) -> None:
         if not self.alive:
             return
         paused = self.net.paused.get(self.id, 0.0)
@@ -344,7 +344,7 @@ class SimNet:
         loop.call_later(dead_after + loop.rng.uniform(0.0, 0.05), dead)
 
     def _client_gives_up(self, client: Publisher | Subscriber, conn: Any) -> None:
-        if client.conn is conn:
+        if client.conn is conn and conn is not None:
             conn.cut()
 
     def _unskew(self, name: str, extra: float) -> None:
@@ -431,7 +431,7 @@ class SimNet:
         for unit, members in units.items():
             seen: set[bytes] = set()
             dup = reordered = phantom = 0
-            first = {}
+            first: dict[str, Any] = {}
             grouped = bool(members[0].group)
             # what its name reaches (every message, on the one topic a schedule without patterns has)
             owed = {g for g, (name, _) in tags.items() if matches(members[0].topic, topic_of[name])}
@@ -471,13 +471,13 @@ class SimNet:
             left["questions"] = len(inq.asking) + len(inq.early) + len(inq.held)
             if self.tombstones_checked:  # (kept for ``publisher_grace``, then gone)
                 left["tombstones"] = len(c.copies.dest.tombstones)
-            left = {k: n for k, n in left.items() if n}
-            if left:
-                out.append(f"router {r.id}: state left behind {left}")
+            held = {k: n for k, n in left.items() if n}
+            if held:
+                out.append(f"router {r.id}: state left behind {held}")
         # (a member that left may have lost its detach with its connection: its router then
         # keeps it for its grace, as it must, and expires it)
-        left = {s.container_id for s in self.subscribers if s.left}
-        expired = [e for e in self.expired if e[1] not in left]
+        gone = {s.container_id for s in self.subscribers if s.left}
+        expired = [e for e in self.expired if e[1] not in gone]
         if expired:
             out.append(f"subscriptions expired: {expired}")
         return v

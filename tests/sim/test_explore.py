@@ -10,16 +10,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simnet.explore import MODELS, accepted_without, explore
-from simnet.net import SimNet
-from simnet.schedules import START
+from once.sim.explore import MODELS, accepted_without, explore
+from once.sim.net import SimNet
+from once.sim.schedules import START
 
 TESTS = Path(__file__).resolve().parent.parent
 
 
 def test_every_schedule_of_the_small_models_within_two_deviations_is_clean():
-    env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
-    proc = subprocess.run([sys.executable, "-m", "simnet.explore", "--depth", "2", "--jobs", "2"], cwd=TESTS.parent,
+    env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
+    proc = subprocess.run([sys.executable, "-m", "once.sim.explore", "--depth", "2", "--jobs", "2"], cwd=TESTS.parent,
                           env=env, capture_output=True, text=True, timeout=600)
     assert f"{len(MODELS)} models, depth 2, 0 failed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
 
@@ -39,8 +39,8 @@ def test_a_schedule_the_explorer_found_against_the_earlier_protocol_passes():
     explorer found this schedule itself; the protocol the routers run passes it. (Replayed
     with the hash seed the search ran with: set order in the routers follows it, and with
     it the choice points.)"""
-    env = dict(os.environ, PYTHONPATH=str(TESTS), PYTHONHASHSEED="0")
-    replay = [sys.executable, "-m", "simnet.explore", "--replay", "triangle-crash-and-kill", "7:3,8:2"]
+    env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
+    replay = [sys.executable, "-m", "once.sim.explore", "--replay", "triangle-crash-and-kill", "7:3,8:2"]
     fixed = subprocess.run(replay, cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=300)
     assert fixed.returncode == 0 and "PASS" in fixed.stdout, fixed.stdout
 

@@ -13,9 +13,8 @@ from typing import Any, NamedTuple
 
 import pytest
 from once.records.membership import GroupId
-
-from simnet.net import Fault, SimNet
-from simnet.schedules import START, TOPOLOGIES
+from once.sim.net import Fault, SimNet
+from once.sim.schedules import START, TOPOLOGIES
 
 T = "t"  # the topic
 G = GroupId("work")

@@ -6,8 +6,7 @@ regression test (the schedule replayed exactly, on version 3). The deterministic
 from __future__ import annotations
 
 import pytest
-
-from simnet.schedules import plan, run
+from once.sim.schedules import plan, run
 
 
 def _clean(seed: int, groups: bool = False) -> None:
@@ -20,7 +19,7 @@ def test_hard_seed_904_a_crashed_publisher_resending_at_its_root_keeps_its_order
     """ring8c, a publisher crashed and came back to the same root: what it sent again went
     on in the old attach's stream, and a copy lost there reached its subscriber after newer
     ones (reordered 2). The root now sends what is still owed in the new attach's stream."""
-    from simnet.schedules import hard_plan
+    from once.sim.schedules import hard_plan
 
     _, verdict = run(hard_plan(904))
     assert verdict.ok, verdict.violations
@@ -32,7 +31,7 @@ def test_hard_seed_an_attach_on_a_router_whose_clock_is_behind_is_still_the_newe
     resumed there, its attach looked older than the one it replaced, and the router it
     left expired it (275, 889: 32 lost, 71: 10 reordered). Attach stamps are now past
     every stamp known for the key (``LinkLifecycle.attach_subscriber``)."""
-    from simnet.schedules import hard_plan
+    from once.sim.schedules import hard_plan
 
     _, verdict = run(hard_plan(seed))
     assert verdict.ok, verdict.violations
@@ -118,7 +117,7 @@ def test_hard_group_seed_a_router_restarted_with_its_clock_behind_is_heard():
     earlier life, and B ignored them: member g2 resumed at C, A never heard of it, kept it
     suspended and expired it 30 s later. A restarted router now numbers past an earlier
     life's numbers that come back, and says its state again (``linkstate/subscriptions.py``)."""
-    from simnet.schedules import hard_plan
+    from once.sim.schedules import hard_plan
 
     _, verdict = run(hard_plan(396129154652, True))
     assert verdict.ok, verdict.violations
@@ -135,7 +134,7 @@ def test_hard_group_seed_a_live_attach_behind_a_partition_on_a_slow_clock_outran
     a live attach outranks a suspended one (``SubscriberTable.home``). 840217628598
     (triangle, A 4.4 s behind, B-A cut) and 840217628795 (line3, C behind, B-C silent then
     cut) are the same: a member expired at B while attached elsewhere."""
-    from simnet.schedules import hard_plan
+    from once.sim.schedules import hard_plan
 
     _, verdict = run(hard_plan(seed, True))
     assert verdict.ok, verdict.violations
@@ -148,7 +147,7 @@ def test_hard_group_seed_a_root_whose_publisher_is_attached_asks_past_a_fence_on
     refused them for D's fence (``taken``), and A chose no member: 244 messages accepted
     that no member got. ``Told`` now carries the fence's stamp, and a root whose publisher
     is attached asks again past it."""
-    from simnet.schedules import hard_plan
+    from once.sim.schedules import hard_plan
 
     _, verdict = run(hard_plan(957146179704, True))
     assert verdict.ok, verdict.violations
