@@ -12,9 +12,9 @@ from typing import Any
 
 import yaml
 
-from .policy import LIMITS, Policy, Rule, host_rules, policy_error
-from .tls import VERSIONS, TlsSpec
-from .users import User, UsersError, load_users
+from .security.policy import LIMITS, Policy, Rule, host_rules, policy_error
+from .security.tls import VERSIONS, TlsSpec
+from .security.users import User, UsersError, load_users
 
 
 class TopologyError(ValueError):
@@ -105,9 +105,9 @@ class Topology:
     # consumer groups by subscription name (``groups:``, a glob pattern -> mode): a
     # receiving link whose name matches joins the topic's group of that name
     groups: tuple[tuple[str, GroupMode], ...] = ()
-    # TLS (``router/tls.py``): the ``amqps`` listeners, and mutual TLS on every inter-router link
+    # TLS (``router/security/tls.py``): the ``amqps`` listeners, and mutual TLS on every inter-router link
     tls: TlsSpec | None = None
-    # who may publish, subscribe and join what (``router/policy.py``); None: everyone everything
+    # who may publish, subscribe and join what (``router/security/policy.py``); None: everyone everything
     policy: Policy | None = None
 
     def group_mode(self, subscription: str) -> GroupMode | None:
@@ -334,7 +334,7 @@ def _policy(ctx: _Ctx, raw: Any) -> Policy:
 
 def _tls(ctx: _Ctx, base: Path, raw: Any) -> TlsSpec:
     """The ``tls`` section: file paths relative to the topology's directory. The files are
-    loaded when a router starts (``router/tls.py``), where a bad one is named."""
+    loaded when a router starts (``router/security/tls.py``), where a bad one is named."""
     t = ctx.mapping(raw, "tls")
     ctx.keys(t, "tls", {"certificate", "private_key", "ca", "require_client_certificate", "min_version", "ciphers"})
     paths = {}

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     from .config import Settings, Topology
     from .core import Core
     from .core.lifecycle import LinkLifecycle
-    from .limits import AuthFailures, ConnectionLimits, RateLimitedLog
-    from .quotas import Quotas
-    from .tls import RouterTls
+    from .security.limits import AuthFailures, ConnectionLimits, RateLimitedLog
+    from .security.quotas import Quotas
+    from .security.tls import RouterTls
 
 
 class NeighbourLink(Protocol):

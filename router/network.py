@@ -23,10 +23,10 @@ from once.linkstate.engine import ControlPlane, Result
 from once.linkstate.messages import SubEvent, Subscription, Sync
 from once.records.membership import GroupId, Key, Member, Table
 
-from .authn import user_groups
 from .core.messages import Note, Routed
 from .core.ports import NO_GROUPS, NetworkEvents
 from .logs import fields
+from .security.authn import user_groups
 from .substore import Had, Kept, MemoryStore, remaining
 
 if TYPE_CHECKING:

@@ -16,7 +16,6 @@ from .adaptors.amqp.interrouter import InterRouterConnection, dial
 from .adaptors.amqp.shared_subscriptions import group_id
 from .adaptors.mqtt.edge import MqttEdgeConnection, end_suspended
 from .adaptors.mqtt.sessions import SessionStore
-from .authn import user_groups
 from .config import Address, Topology, TopologyError, load_topology
 from .core import Core
 from .core.lifecycle import LinkLifecycle
@@ -25,16 +24,17 @@ from .http.endpoint import routes
 from .http.server import HttpConnection
 from .http.views import general, memory, waiting_on_suspended
 from .journal import router_journal
-from .limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .listeners import Kind, bind
 from .listeners import listen as listen_on
 from .logs import fields
 from .network import Network
 from .observe import line, snapshot
-from .quotas import Quotas
+from .security.authn import user_groups
+from .security.limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
+from .security.quotas import Quotas
+from .security.tls import RouterTls, TlsError
+from .security.tls_accept import TlsListener
 from .substore import FileStore, MemoryStore
-from .tls import RouterTls, TlsError
-from .tls_accept import TlsListener
 
 log = logging.getLogger("once.router")
 TRIM_AFTER = 32 * 1024 * 1024  # bytes of messages freed since the last trim

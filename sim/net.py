@@ -33,7 +33,7 @@ SETTINGS = Settings(max_in_flight=400, link_credit=40, subscriber_grace=10.0, pu
 class _Topology:
     def __init__(self, links: tuple[LinkSpec, ...]) -> None:
         self.links = links
-        self.policy = None  # (the simulated network authorizes everyone: ``router/policy.py``)
+        self.policy = None  # (the simulated network authorizes everyone: ``router/security/policy.py``)
 
 
 class SimRouter:

@@ -1,5 +1,5 @@
 """``once user add|remove NAME --file PATH``: the users file's entries (salted SCRAM hashes;
-``router/users.py``). The password is asked for twice on a terminal, or read as one line
+``router/security/users.py``). The password is asked for twice on a terminal, or read as one line
 from standard input (``echo "$PW" | once user add alice --file users.yaml``); it is never an
 argument, where ``ps`` and shell histories would show it."""
 
@@ -9,7 +9,7 @@ import getpass
 import sys
 from pathlib import Path
 
-from once.router.users import UsersError, add_user, remove_user
+from once.router.security.users import UsersError, add_user, remove_user
 
 from .exits import CommandError, Exit
 

@@ -2,7 +2,7 @@
 
 The mechanisms are the application's: the server asks a callable (``authenticate``) what
 an init's response means, and it answers with a user, a refusal, or a ``SaslStep`` that
-sends a challenge and takes the next response (SCRAM's exchange: ``router/users.py``).
+sends a challenge and takes the next response (SCRAM's exchange: ``router/security/users.py``).
 Single-step mechanisms here: ANONYMOUS, PLAIN and EXTERNAL (the identity TLS established:
 the response is at most an authorization identity). The users file, certificates and the
 SCRAM arithmetic stay out of the engine.
@@ -53,7 +53,7 @@ class SaslClientConfig:
     mechanism: str = "ANONYMOUS"
     username: str = ""
     password: str = ""
-    # a multi-step mechanism's client (SCRAM: ``router/users.py``), made per connection
+    # a multi-step mechanism's client (SCRAM: ``router/security/users.py``), made per connection
     exchange: Callable[[SaslClientConfig], ClientExchange] | None = None
 
     def initial_response(self) -> bytes:

@@ -1,6 +1,6 @@
 """The message bytes one user (or one source host) may hold in a router's records.
 
-The policy's ``max_in_flight_bytes`` for a user or a host (``router/quotas.py``) is one
+The policy's ``max_in_flight_bytes`` for a user or a host (``router/security/quotas.py``) is one
 ``Purse``, shared by every publisher link of that user or from that host; a publisher
 holds the purses that bound it (none, most of the time). Its records' bytes are added
 and taken away as the publisher's own ``bytes`` are (``delivery.py``), and credit is

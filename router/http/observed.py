@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from ..config import Settings, Topology
     from ..core import Core
     from ..network import Network
-    from ..quotas import Quotas
+    from ..security.quotas import Quotas
 
 
 class Observed(Protocol):

@@ -371,10 +371,10 @@ def test_credit_taken_back_still_admits_transfers_that_crossed_the_flow():
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_sasl_scram_over_challenge_and_response_frames(mechanism):
-    from once.router.authn import client_sasl
     from once.router.clientlib.scram import scram
     from once.router.config import Auth
-    from once.router.users import User, make_secrets
+    from once.router.security.authn import client_sasl
+    from once.router.security.users import User, make_secrets
 
     auth = Auth({"alice": User("alice", make_secrets("pw"))}, allow_anonymous=False)
     ok = Pair(Connection(Mode.CLIENT, "c", sasl_client=scram(mechanism, "alice", "pw")),
@@ -397,7 +397,7 @@ def test_a_scram_server_that_cannot_prove_it_holds_the_hash_is_refused_by_the_cl
     not the router we meant to reach: the client fails the connection."""
     from once.router.amqp.sasl import SaslStep
     from once.router.clientlib.scram import scram
-    from once.router.users import User, make_secrets, scram_exchange
+    from once.router.security.users import User, make_secrets, scram_exchange
 
     real = scram_exchange({"alice": User("alice", make_secrets("pw"))}, "SCRAM-SHA-256")
 

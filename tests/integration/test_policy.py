@@ -12,7 +12,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 import yaml
-from once.router.users import add_user
+from once.router.security.users import add_user
 from once.tools.topology_ports import free_port
 from proton import ConnectionException, Delivery, LinkException, Message
 from proton.utils import BlockingConnection

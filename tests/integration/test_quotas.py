@@ -21,7 +21,7 @@ import yaml
 from once.router.amqp.events import LinkAttached, LinkDetached
 from once.router.amqp.performatives import Role, Source, Target
 from once.router.client import connect
-from once.router.users import add_user
+from once.router.security.users import add_user
 from once.tools.topology_ports import free_port
 from proton import ConnectionException, LinkException
 from proton.utils import BlockingConnection

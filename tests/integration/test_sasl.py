@@ -17,7 +17,7 @@ import yaml
 from once.router.amqp.performatives import Accepted
 from once.router.clientlib import Publisher, Subscriber
 from once.router.clientlib.scram import scram
-from once.router.users import add_user
+from once.router.security.users import add_user
 from once.tools.topology_ports import free_port
 from proton import ConnectionException, Delivery, SSLDomain
 from support.certs import CA

@@ -279,7 +279,7 @@ def test_tls_configuration_errors_are_one_line(tmp_path, certs):
 
 def test_mqtt_clients_over_tls_with_a_password_which_plain_mqtt_may_not_send(tmp_path, certs, started):
     import paho.mqtt.client as mqtt
-    from once.router.users import add_user
+    from once.router.security.users import add_user
 
     certs.issue("A")
     add_user(tmp_path / "users.yaml", "alice", "apw")

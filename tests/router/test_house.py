@@ -77,3 +77,21 @@ def test_the_check_finds_an_assignment_from_outside():
     tree = ast.parse("core.local_count = 3\nself.local_count = 4\ncore.delivery.unsynced += 1\nx.other = 1\n")
     assert _assigned_from_outside(tree, {"local_count", "unsynced"}) == ["1: core.local_count",
                                                                          "3: core.delivery.unsynced"]
+
+
+# Security modules live in their room (``router/security/``), not loose at the router's top.
+SECURITY = {"tls", "tls_accept", "authn", "users", "policy", "quotas", "limits"}
+
+
+def test_security_lives_in_its_own_room():
+    loose = {p.stem for p in (TOP / "router").glob("*.py")}
+    assert loose & SECURITY == set()
+    assert {p.stem for p in (TOP / "router" / "security").glob("*.py")} >= SECURITY
+
+
+def test_the_simulator_is_a_room_of_the_product_not_of_the_tests():
+    """The in-process network is how the product is proven: it is installed (``once.sim``,
+    ``once sim``), typed, and no test module holds a part of it."""
+    assert {p.stem for p in (TOP / "sim").glob("*.py")} >= {"net", "clients", "links", "clock", "schedules", "explore"}
+    assert not (TOP / "tests" / "simnet").exists()
+    assert all(p.name.startswith(("test_", "__init__")) for p in (TOP / "tests" / "sim").glob("*.py"))

@@ -1,10 +1,10 @@
-"""The policy's rules (``router/policy.py``): which rule decides, and pattern coverage."""
+"""The policy's rules (``router/security/policy.py``): which rule decides, and pattern coverage."""
 
 from __future__ import annotations
 
 import pytest
 from once.router.config import TopologyError, parse_topology
-from once.router.policy import Policy, Rule, covers
+from once.router.security.policy import Policy, Rule, covers
 
 
 @pytest.mark.parametrize("allowed, name, ok", [

@@ -1,4 +1,4 @@
-"""What users and hosts hold against the policy's limits (``router/quotas.py``), pure:
+"""What users and hosts hold against the policy's limits (``router/security/quotas.py``), pure:
 connections counted as they enter and leave, sessions and links summed over a
 principal's connections (as each last reported), one byte budget shared by a user's
 links, SIGHUP's new limits, refusals counted, idle budgets swept."""
@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from once.router.config import Settings, Topology, parse_topology
-from once.router.limits import RateLimitedLog
-from once.router.quotas import Quotas
+from once.router.security.limits import RateLimitedLog
+from once.router.security.quotas import Quotas
 
 
 @dataclass
@@ -89,7 +89,7 @@ def test_a_user_groups_limits_hold_for_each_member_and_the_most_generous_rule_wi
     from dataclasses import replace
 
     from once.router.config import Auth
-    from once.router.users import User
+    from once.router.security.users import User
 
     q = _quotas({"groups": {"small": {"max_connections": 1}, "large": {"max_connections": 3}},
                  "default": {"max_connections": 2}})
@@ -117,7 +117,7 @@ def test_a_connection_taking_over_another_is_not_counted_against_it_and_idle_pur
 
 
 def test_refusals_are_counted_by_limit_and_per_principal_and_the_per_principal_ones_are_bounded(monkeypatch):
-    import once.router.quotas as quotas
+    import once.router.security.quotas as quotas
 
     q = _quotas({"hosts": {"::/0": {"max_connections": 1}}, "default": {"publish": ["#"]}})
     for i in range(5):  # each host's second connection refused for its host's limit

@@ -1,6 +1,6 @@
-"""The users file (``router/users.py``): hashes only, plain entries refused with the file and
+"""The users file (``router/security/users.py``): hashes only, plain entries refused with the file and
 line, and SCRAM checked with ``scramp``'s client against the router's side; and which SASL
-mechanisms a connection is offered (``router/authn.py``)."""
+mechanisms a connection is offered (``router/security/authn.py``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 from once.router.amqp.sasl import SaslStep
-from once.router.authn import client_sasl, offered
 from once.router.config import Auth
-from once.router.users import SCRAM, UsersError, add_user, check_plain, entry, load_users, remove_user, scram_exchange
+from once.router.security.authn import client_sasl, offered
+from once.router.security.users import SCRAM, UsersError, add_user, check_plain, entry, load_users, remove_user, scram_exchange
 from scramp import ScramClient
 
 
@@ -109,6 +109,6 @@ def test_plain_is_refused_without_tls_and_external_is_the_certificates_name():
 
 
 def load_users_from(passwords: dict[str, str]):
-    from once.router.users import User, make_secrets
+    from once.router.security.users import User, make_secrets
 
     return {n: User(n, make_secrets(pw, iterations=4096)) for n, pw in passwords.items()}

@@ -132,7 +132,7 @@ def write_topology(tmp: Path, settings: dict[str, Any] | None = None, auth: dict
                            "settings": {"max_in_flight": 10000, "subscriber_grace": "30s", **(settings or {})}}
     if users is not None:
         # (the router keeps salted hashes only: the test's passwords are written as such)
-        from once.router.users import entry
+        from once.router.security.users import entry
 
         (tmp / "users.yaml").write_text(yaml.safe_dump({name: entry(pw) for name, pw in users.items()}))
         doc["auth"] = {"users_file": "users.yaml", **(auth or {})}

@@ -1,12 +1,12 @@
-"""The router's own SASL authenticator (``router/authn.py``) for the engine's tests, over
+"""The router's own SASL authenticator (``router/security/authn.py``) for the engine's tests, over
 users given with their passwords (hashed here, as the users file holds them)."""
 
 from __future__ import annotations
 
 from once.router.amqp.sasl import Authenticator
-from once.router.authn import client_sasl
 from once.router.config import Auth
-from once.router.users import User, make_secrets
+from once.router.security.authn import client_sasl
+from once.router.security.users import User, make_secrets
 
 
 def plain_users(users: dict[str, str], allow_anonymous: bool) -> Authenticator:

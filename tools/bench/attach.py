@@ -5,7 +5,7 @@ and without a policy that limits links.
 links, all from one asyncio loop, as fast as the router answers. We read the router's CPU
 (utime + stime) from the first connection to the last link answered. With ``policy`` the
 topology's default rule sets ``max_links``, so every attach is checked against what its
-user and host already hold (``router/quotas.py``); a check whose cost grows with what the
+user and host already hold (``router/security/quotas.py``); a check whose cost grows with what the
 principal holds shows up here as CPU that grows with the square of the connections.
 The wall time is the client's: dialling thousands of connections in a row waits on the
 kernel (more so with many of the machine's ports in TIME_WAIT from earlier runs), while

@@ -34,12 +34,12 @@ from ...amqp.events import (
 )
 from ...amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSettleMode
 from ...amqp.types import symbol, ulong
-from ...authn import client_sasl, user_groups
 from ...core import Outcome, Publisher, Subscriber, TagInUse
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
 from ...logs import fields
-from ...tls import common_name
+from ...security.authn import client_sasl, user_groups
+from ...security.tls import common_name
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
 from .message import check, mark_redelivered
 from .shared_subscriptions import ACTIVE, OFFERED, can_resume, group_of

@@ -45,7 +45,7 @@ from ...engineio import EngineProtocol
 from ...listeners import Kind
 from ...listeners import dial as connect
 from ...logs import fields
-from ...tls import names
+from ...security.tls import names
 from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 
 if TYPE_CHECKING:

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from once.records.membership import GroupId
 from once.records.table import Record
 
-from ...authn import password_user, user_groups
 from ...core import Subscriber
 from ...core.lifecycle import SubscriberAttach
 from ...engineio import EngineProtocol
@@ -54,6 +53,7 @@ from ...mqtt.events import (
 )
 from ...mqtt.packets import Props, Will, prop
 from ...mqtt.topics import parse_filter
+from ...security.authn import password_user, user_groups
 from .inbound import Inbound
 from .outbound import Outbound
 from .ports import MqttSubscriberPort

@@ -14,7 +14,7 @@ gets ``default``; without ``default``, nothing. Without a ``policy`` section eve
 allowed (the router's behaviour before there were policies).
 
 Limits (``LIMITS``) bound what one user, and what one source host, holds on a router at
-once (``router/quotas.py`` counts). A user's limit is the most generous of its rules'; a
+once (``router/security/quotas.py`` counts). A user's limit is the most generous of its rules'; a
 host's is set by the most specific network that names it (each host of a network has the
 network's limits to itself). Both apply: the one passed first refuses.
 

@@ -27,11 +27,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .engineio import EngineProtocol, admitted
-from .logs import fields
+from ..engineio import EngineProtocol, admitted
+from ..logs import fields
 
 if TYPE_CHECKING:
-    from .context import RouterContext
+    from ..context import RouterContext
 
 log = logging.getLogger("once.router")
 

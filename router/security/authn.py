@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .amqp.sasl import SaslServerConfig, SaslStep, parse_plain
-from .config import Auth
+from ..amqp.sasl import SaslServerConfig, SaslStep, parse_plain
+from ..config import Auth
 from .tls import common_name
 from .users import SCRAM, check_plain, scram_exchange
 

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from scramp import ScramException, ScramMechanism  # type: ignore[import-untyped]  # (no type marker)
 
-from .amqp.sasl import SaslStep
+from ..amqp.sasl import SaslStep
 
 SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 ITERATIONS = 4096  # RFC 7677's minimum, and what PostgreSQL uses

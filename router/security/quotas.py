@@ -29,12 +29,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
+from ..core.purse import Purse
+from ..logs import fields
 from .authn import user_groups
-from .core.purse import Purse
-from .logs import fields
 
 if TYPE_CHECKING:
-    from .config import Settings, Topology
+    from ..config import Settings, Topology
     from .limits import RateLimitedLog
 
 Principal = tuple[str, str]  # ("user", name) or ("host", address)
