@@ -31,7 +31,7 @@ from setuptools import Distribution, find_packages, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CompileError
 
-ROOMS = ("router", "linkstate", "records", "sim", "tools", "topologies")
+ROOMS = ("router", "linkstate", "records", "client", "outbox", "sim", "tools", "topologies")
 ROOT = Path(__file__).resolve().parent
 
 # The per-message modules: the AMQP engine with its codecs and frames, the records, the core,

@@ -1,6 +1,6 @@
 """Order by sequence at a destination: one stream's copies, delivered in the order the
 root sent them to this router, whatever paths they took (``docs/protocol.md``, section
-5; protocol version 3, not wired into the core yet).
+5; ``router/core/destination.py`` applies it).
 
 The root numbers the copies it sends to each destination router: position 1, 2, 3, ...
 per stream, epoch and destination. It also writes on each copy ``low``, the lowest

@@ -1,4 +1,4 @@
-"""What protocol version 3 keeps per message and per sequence (``docs/protocol.md``;
+"""What the acceptance protocol keeps per message and per sequence (``docs/protocol.md``;
 ``router/core/copies.py`` applies it): a root's numbering of its copies to one router, and
 a record's version 3 state at its root and at a destination. Pure data."""
 

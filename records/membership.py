@@ -5,7 +5,7 @@ to one member (seed 000's stateless receivers, seed 003's "stateless" mode). Eve
 holds the same member table, because membership travels with the subscriptions; the
 root (the publisher's router) makes the choice and the copy carries it.
 
-The rule, stated once (README "Consumer groups" says the same):
+The rule, stated once (``docs/groups.md`` says the same):
 
 * Members are ordered by subscriber key (container-id, link name): every router sorts
   the same table the same way.

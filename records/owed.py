@@ -1,5 +1,5 @@
 """Who one message is owed to, as its root keeps it (``docs/protocol.md``, sections 4, 6
-and 7; protocol version 3, not wired into the core yet).
+and 7; ``router/core/copies.py`` applies it).
 
 The root fixes the owed set when the message is published: subscriber keys, each with
 the router the copy went to. It stops waiting for a key only on evidence:

@@ -4,8 +4,8 @@ what it has, drive its idle timer from the deadlines it returns, stop when it is
 ``EngineShell`` is used by every connection there is: the router's client connections
 (``edge.py``) and inter-router links (``interrouter.py``) through ``EngineProtocol``,
 which adds the router's batching (one write per connection per batch) and handshake
-timer; the bench's and tools' ``router.client.ClientProtocol`` and the client library's
-connections (``clientlib/connection.py``), which write at once.
+timer; the bench's and tools' ``once.client.shell.ClientProtocol`` and the client library's
+connections (``client/connection.py``), which write at once.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Clients of the in-process network, modelled on the exactly-once client library
-(``router/clientlib``), and the router's side of their connections: a thin test adaptor
+(``client/``), and the router's side of their connections: a thin test adaptor
 over the link-lifecycle service the AMQP adaptor calls (``router/core/lifecycle.py``), so
 the simulator runs the router's own lifecycle, not a copy of it.
 

@@ -101,8 +101,8 @@ MODELS: dict[str, Model] = {m.name: m for m in (
           (_f("kill", "B"), _f("cut", "A", "C"))),
     Model("triangle-crash-and-kill", TRIANGLE, ("A", "C", "B"), (("C", "B", "A"), ("B", "A", "C")), 2,
           (_f("crash", "s1"), _f("kill", "C"))),
-    # The situations of version 2's open bugs (``tests/router/test_core_simnet_finds.py``'s
-    # strict xfails, now these models): seed 2439, a relay lost its way to the destination
+    # The situations of the earlier protocol's open bugs (strict xfails once, these models
+    # now): seed 2439, a relay lost its way to the destination
     # and handed the copy back, then the other way died too;
     Model("ring4-relay-loses-its-way", RING4, ("D", "C", "B", "A"), (("A", "B", "C", "D"), ("B", "A", "D", "C")), 2,
           (_f("cut", "A", "B"), _f("kill", "C"))),

@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from once.client.shell import ClientProtocol, connect
 from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, SessionBegun
 from once.router.amqp.performatives import ACCEPTED, Role, Source, Target
-from once.router.client import ClientProtocol, connect
 from once.router.loop import run
 
 from .bench.procs import rss_kib, start_routers

@@ -51,7 +51,7 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
            restart: bool = True, logs: list[str] | None = None, state: str | None = None) -> int:
     topology = load_topology(topology_path)  # validate before starting anything
     stop = stop or threading.Event()
-    got: list[int] = []  # the signal that stopped it: Ctrl-C ends with 130 (README's exit codes), SIGTERM with 0
+    got: list[int] = []  # the signal that stopped it: Ctrl-C ends with 130 (docs/commands.md, exit codes), SIGTERM with 0
 
     def on_signal(signum: int, frame: object) -> None:
         got.append(signum)

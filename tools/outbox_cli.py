@@ -8,9 +8,9 @@ import logging
 import signal
 import sys
 
-from once.router.outbox.dialect import OutboxError, connect
-from once.router.outbox.schema import init, read_layout
-from once.router.outbox.send import send
+from once.client.outbox.dialect import OutboxError, connect
+from once.client.outbox.schema import init, read_layout
+from once.client.outbox.send import send
 
 from .exits import CommandError, Exit
 
@@ -59,9 +59,9 @@ def _http(value: str) -> tuple[str, int]:
 
 def _run(a: argparse.Namespace) -> int:
     """The relay, until SIGTERM or Ctrl-C."""
+    from once.outbox.metrics import serve
+    from once.outbox.relay import Relay
     from once.router.loop import run
-    from once.router.outbox.metrics import serve
-    from once.router.outbox.relay import Relay
 
     db, routers, lease = a.db, a.router, a.lease
     if not routers:

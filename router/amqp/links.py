@@ -82,7 +82,7 @@ class Links(ConnectionState):
         if link.state is EndpointState.UNMAPPED:
             return
         self._write(session.channel, Detach(handle=link.handle, closed=closed or None, error=error))  # type: ignore[arg-type]
-        if link.state is EndpointState.CLOSE_SENT or link.state is EndpointState.CLOSED:
+        if _closing(link):  # (writing the detach may have failed the connection)
             return
         step(link, Step.SEND_CLOSE)
         if link.remote_handle is None:  # never attached by the peer: nothing more will come
@@ -221,3 +221,9 @@ class Links(ConnectionState):
         if flow.echo:
             self._send_flow(session, link)
         self._events.append(LinkFlow(link=link, drain=flow.drain, properties=flow.properties))
+
+
+def _closing(link: Link) -> bool:
+    """Whether ``link``'s detach has gone out (or the link is gone): read afresh, as a call
+    in between may have changed it."""
+    return link.state is EndpointState.CLOSE_SENT or link.state is EndpointState.CLOSED

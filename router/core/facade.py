@@ -3,9 +3,9 @@
 The core knows no protocol (``ports.py``: outcomes and ports; a test keeps protocol
 modules out). Adaptors call ``Core`` and it calls back through small ports, all passed
 in: ``PublisherPort`` (``grant``, ``outcome``), ``SubscriberPort`` (``credit``,
-``deliver``, ``settle``, ``drained``), ``HopPort`` (a neighbour router's data link,
-downstream: ``credit``, ``forward``, ``settle``, ``marker``; an upstream neighbour uses
-the ``PublisherPort`` shape) and, at construction, ``RoutesPort`` (the network).
+``deliver``, ``settle``, ``drained``), ``HopPort`` (a neighbour router's data link
+away from us: ``credit``, ``copy``), ``UpstreamPort`` (one towards us: ``grant``) and,
+at construction, ``RoutesPort`` (the network).
 
 ``Core`` is this facade (attaching and detaching publishers and subscribers, the
 periodic expiry) over four parts it holds as objects, each with its own declared state
@@ -20,7 +20,7 @@ subscribers a delivery goes to; the record's own rules are ``records/table.py``'
 Adaptors call the link lifecycle (``lifecycle.py``) to attach and detach, and the
 methods bound below for deliveries and answers.
 
-Semantics (single router; README "Delivery semantics" is the user-facing version):
+Semantics (single router; ``docs/semantics.md`` is the user-facing version):
 
 * A publisher's unsettled delivery is answered only when every subscriber attached to
   the topic at arrival reached a terminal state: all accepted -> ``accepted``; any

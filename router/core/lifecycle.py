@@ -7,7 +7,7 @@ MQTT one in ``adaptors/mqtt/edge.py``) and so does the in-process network's test
 protocol's attach into the arguments below, answers the attach when the service says
 so, and tells the service when a link goes (closed, or interrupted).
 
-The rules (README "Failover" says them for users):
+The rules (``docs/failover.md`` says them for users):
 
 * **Attach.** A publisher's attach is answered at once: fresh (a new incarnation) or
   resuming (its incarnation carried back, its unsettled map answered with what we know).

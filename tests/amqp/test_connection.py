@@ -371,7 +371,7 @@ def test_credit_taken_back_still_admits_transfers_that_crossed_the_flow():
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_sasl_scram_over_challenge_and_response_frames(mechanism):
-    from once.router.clientlib.scram import scram
+    from once.client.scram import scram
     from once.router.config import Auth
     from once.router.security.authn import client_sasl
     from once.router.security.users import User, make_secrets
@@ -395,8 +395,8 @@ def test_sasl_scram_over_challenge_and_response_frames(mechanism):
 def test_a_scram_server_that_cannot_prove_it_holds_the_hash_is_refused_by_the_client():
     """A server that says OK without SCRAM's server signature (it never had the hash) is
     not the router we meant to reach: the client fails the connection."""
+    from once.client.scram import scram
     from once.router.amqp.sasl import SaslStep
-    from once.router.clientlib.scram import scram
     from once.router.security.users import User, make_secrets, scram_exchange
 
     real = scram_exchange({"alice": User("alice", make_secrets("pw"))}, "SCRAM-SHA-256")

@@ -68,7 +68,7 @@ def test_a_directory_without_journals_is_a_one_line_error(tmp_path, capsys):
 def test_a_harness_run_audits_clean_and_agrees_with_the_harness(spark, tmp_path, name):
     """Our clients, Proton's, and MQTT clients (their journals name the gid the router told
     them in a user property); an outbox application's rows, whose gids the application, its
-    relays and the routers each work out alone (``router/outbox/identity.py``)."""
+    relays and the routers each work out alone (``client/outbox/identity.py``)."""
     run_dir = tmp_path / "run"
     args = argparse.Namespace(random=False, scenario=str(ROOT / "topologies" / "scenarios" / f"{name}.yaml"),
                               messages=None, out=str(run_dir), quiet=True, audit=True, master=None)

@@ -11,8 +11,8 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+from once.client import Publisher, Subscriber
 from once.router.amqp.performatives import Accepted
-from once.router.clientlib import Publisher, Subscriber
 from once.tools.topology_ports import free_port
 from support.routers import RouterProcess
 
@@ -218,7 +218,7 @@ async def test_a_publisher_sends_on_credit_that_came_before_its_connect_call_ret
     returns to the connection's task (its loop busy elsewhere: an outbox relay's database
     read). The credit must be used then: nothing else comes to prompt a send later (an
     outbox relay stalled with 320 rows, 1 run in 20 on PostgreSQL)."""
-    import once.router.clientlib.connection as connection
+    import once.client.connection as connection
 
     real = connection.dial
 

@@ -127,7 +127,7 @@ def test_password_guessing_is_slowed_and_logged_per_host(make_router):
     slowed = time.monotonic() - start
     # Each attempt (a connection) from a slowed host waits for its turn, 0.25 s apart after
     # the sixth failure, then 0.5 s, 1 s: once per attempt, not per read of it (an attempt
-    # is two reads, header then init: waiting at each took twice as long as the README says).
+    # is two reads, header then init: waiting at each took twice as long as docs/security.md says).
     assert 1.7 <= slowed < 3.0, slowed
     # Meanwhile another host is not slowed at all, and the right password works there.
     start = time.monotonic()

@@ -181,9 +181,9 @@ def test_a_users_connections_links_and_message_size_are_limited_with_the_rule_na
 async def test_a_users_sessions_are_limited(router):
     import asyncio
 
+    from once.client.shell import connect
     from once.router.amqp.events import SessionEnded
     from once.router.amqp.sasl import SaslClientConfig
-    from once.router.client import connect
 
     ended: list[Any] = []
     begun: list[Any] = []
@@ -213,10 +213,10 @@ async def test_a_burst_of_subscriber_attaches_counts_those_waiting_for_the_netwo
     refused."""
     import asyncio
 
+    from once.client.shell import connect
     from once.router.amqp.events import LinkAttached, LinkDetached
     from once.router.amqp.performatives import Role, Source, Target
     from once.router.amqp.sasl import SaslClientConfig
-    from once.router.client import connect
 
     detached: list[Any] = []
     attached: list[Any] = []

@@ -18,9 +18,9 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 import yaml
+from once.client.shell import connect
 from once.router.amqp.events import LinkAttached, LinkDetached
 from once.router.amqp.performatives import Role, Source, Target
-from once.router.client import connect
 from once.router.security.users import add_user
 from once.tools.topology_ports import free_port
 from proton import ConnectionException, LinkException

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
+from once.client import Publisher, Subscriber
+from once.client.scram import scram
 from once.router.amqp.performatives import Accepted
-from once.router.clientlib import Publisher, Subscriber
-from once.router.clientlib.scram import scram
 from once.router.security.users import add_user
 from once.tools.topology_ports import free_port
 from proton import ConnectionException, Delivery, SSLDomain

@@ -24,7 +24,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
 @pytest.fixture
 def conn(db_url: str) -> Iterator[object]:
     """A connection to the fresh outbox database, closed after the test."""
-    from once.router.outbox.dialect import connect
+    from once.client.outbox.dialect import connect
 
     c = connect(db_url)
     yield c

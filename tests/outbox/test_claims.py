@@ -1,4 +1,4 @@
-"""Claims (``router/outbox/claims.py``) on SQLite and a real PostgreSQL: each table served
+"""Claims (``client/outbox/claims.py``) on SQLite and a real PostgreSQL: each table served
 by one relay at a time, shared fairly, taken over when its relay stops renewing, and a
 relay that lost a table deletes nothing of it."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from once.router.outbox.claims import ClaimLost, Claims
-from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init
+from once.client.outbox.claims import ClaimLost, Claims
+from once.client.outbox.dialect import connect
+from once.client.outbox.schema import init
 
 
 def _two(db_url: str, lease: float = 5.0) -> tuple[Claims, Claims, list]:

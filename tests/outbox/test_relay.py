@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from once.router.clientlib import Subscriber
-from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init, rows_left, table
-from once.router.outbox.send import send
+from once.client import Subscriber
+from once.client.outbox.dialect import connect
+from once.client.outbox.schema import init, rows_left, table
+from once.client.outbox.send import send
 from support.proton_clients import ProtonSubscriber
 from support.routers import RouterProcess, until
 

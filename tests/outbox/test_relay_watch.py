@@ -10,12 +10,12 @@ import logging
 import urllib.request
 from pathlib import Path
 
-from once.router.clientlib import Subscriber
-from once.router.outbox.dialect import connect
-from once.router.outbox.metrics import serve
-from once.router.outbox.relay import Relay
-from once.router.outbox.schema import init, rows_left
-from once.router.outbox.send import send, send_many
+from once.client import Subscriber
+from once.client.outbox.dialect import connect
+from once.client.outbox.schema import init, rows_left
+from once.client.outbox.send import send, send_many
+from once.outbox.metrics import serve
+from once.outbox.relay import Relay
 from support.postgres import Postgres
 from support.routers import RouterProcess, until
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from once.router.outbox.dialect import OutboxError, connect
-from once.router.outbox.schema import init, read_layout, table
-from once.router.outbox.send import send, send_many
+from once.client.outbox.dialect import OutboxError, connect
+from once.client.outbox.schema import init, read_layout, table
+from once.client.outbox.send import send, send_many
 
 
 def _rows(conn, shard: int = 0, partition: int = 0) -> list[tuple]:

@@ -13,7 +13,7 @@ import gc
 from collections import Counter
 
 import pytest
-from once.router.client import connect
+from once.client.shell import connect
 from once.router.config import parse_topology
 from once.router.server import Router
 from once.tools.bench.pyclients import Publisher, Subscriber

@@ -26,10 +26,11 @@ def _imports(path: Path, package: str) -> set[str]:
     return out
 
 
-def _offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
-    package = f"once.router.{folder}"
+def _offenders(folder: str, forbidden: tuple[str, ...], room: str = "router") -> list[str]:
+    """Imports of ``forbidden`` names in ``room/folder`` (``folder`` "": the room's top)."""
+    package = ".".join(filter(None, ("once", room, folder.replace("/", "."))))
     found = []
-    files = sorted((ROUTER / folder).glob("*.py"))
+    files = sorted((ROUTER.parent / room / folder).rglob("*.py"))
     assert files, folder
     for path in files:
         for name in _imports(path, package):
@@ -43,10 +44,12 @@ def test_the_core_imports_no_protocol_and_no_io():
                                "once.router.server", "once.router.network", "once.router.engineio")) == []
 
 
-def test_the_client_library_imports_neither_the_core_nor_the_router():
-    assert _offenders("clientlib", ("once.router.core", "once.router.server", "once.router.adaptors.amqp.edge",
-                                    "once.router.adaptors.amqp.interrouter",
-                                    "once.router.network")) == []
+def test_the_client_room_imports_neither_the_core_nor_the_router():
+    """The client library, the tools' client shell and the outbox's application side stand on
+    the engine and the asyncio shell, never on the router's forwarding or its adaptors."""
+    assert _offenders("", ("once.router.core", "once.router.server", "once.router.adaptors.amqp.edge",
+                           "once.router.adaptors.amqp.interrouter", "once.router.network", "once.outbox"),
+                      room="client") == []
 
 
 def test_adaptors_live_in_their_own_room():
@@ -97,7 +100,7 @@ def test_no_import_circle_inside_router():
 def test_nothing_imports_a_room_as_a_top_level_package():
     """Installed, the rooms are ``once.router``, ``once.records``, ...: an import of plain
     ``router`` or ``records`` would find another project's package (or none)."""
-    rooms = ("router", "records", "linkstate", "sim", "tools", "topologies")
+    rooms = ("router", "records", "linkstate", "client", "outbox", "sim", "tools", "topologies")
     top = ROUTER.parent
     found = []
     for path in [*top.joinpath("tests").rglob("*.py"), *(p for r in rooms for p in top.joinpath(r).rglob("*.py"))]:

@@ -43,7 +43,7 @@ def _general(body: bytes, message_id: str, group_id: str | None) -> bytes:
 @pytest.mark.parametrize("group_id", [None, "k1", "g" * 240, "h" * 256])
 def test_the_client_librarys_fast_message_is_the_general_encoders_bytes(body: bytes, message_id: str,
                                                                        group_id: str | None):
-    from once.router.clientlib.message import decode_message, encode
+    from once.client.message import decode_message, encode
 
     payload = encode(body, message_id, group_id=group_id)
     assert payload == _general(body, message_id, group_id)

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from once.client.shell import ClientProtocol, connect
 from once.router.amqp.events import LinkAttached
 from once.router.amqp.performatives import Role, Source, Target
-from once.router.client import ClientProtocol, connect
 from once.router.loop import run
 
 from .procs import ROOT, checkout_cli, cpu_seconds, stop

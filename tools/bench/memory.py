@@ -15,9 +15,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from once.client.shell import ClientProtocol, connect
 from once.router.amqp.events import DeliveriesReceived, LinkAttached, SessionBegun
 from once.router.amqp.performatives import Role, Source
-from once.router.client import ClientProtocol, connect
 from once.router.loop import run
 
 from .procs import rss_kib, start_routers, stop

@@ -29,9 +29,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init, rows_left
-from once.router.outbox.send import send_many
+from once.client.outbox.dialect import connect
+from once.client.outbox.schema import init, rows_left
+from once.client.outbox.send import send_many
 from once.tools.exits import CommandError, Exit
 from once.tools.postgres_server import Postgres, PostgresUnavailable
 

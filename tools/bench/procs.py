@@ -55,7 +55,7 @@ def peak_rss_kib(pid: int) -> int:
     return _status_kib(pid, "VmHWM:")
 
 
-ROOMS = ("router", "linkstate", "records", "sim", "tools", "topologies")
+ROOMS = ("router", "linkstate", "records", "client", "outbox", "sim", "tools", "topologies")
 
 
 def checkout_cli(root: Path, tmp: Path) -> tuple[str, dict[str, str] | None]:

@@ -11,11 +11,11 @@ import struct
 import time
 from typing import Any
 
+from once.client.shell import ClientProtocol, connect
 from once.router.adaptors.amqp.shared_subscriptions import GLOBAL, SHARED
 from once.router.amqp.connection import Mode
 from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, LinkFlow, SessionBegun
 from once.router.amqp.performatives import ACCEPTED, Role, Source, Target
-from once.router.client import ClientProtocol, connect
 from once.router.listeners import Kind, listen
 
 from .procs import Meter

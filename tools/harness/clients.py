@@ -48,8 +48,8 @@ def _line(f: Any, **kw: Any) -> None:
 
 
 async def run_once_publisher(spec: dict[str, Any]) -> None:
+    from once.client import Publisher
     from once.router.amqp.performatives import Accepted
-    from once.router.clientlib import Publisher
 
     out = Path(spec["out"])
     name = spec["name"]
@@ -87,7 +87,7 @@ async def run_once_publisher(spec: dict[str, Any]) -> None:
 
 
 async def run_once_subscriber(spec: dict[str, Any]) -> None:
-    from once.router.clientlib import Subscriber
+    from once.client import Subscriber
 
     out = Path(spec["out"])
     name = spec["name"]

@@ -15,8 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from once.router.outbox.dialect import connect
-from once.router.outbox.schema import init, rows_left
+from once.client.outbox.dialect import connect
+from once.client.outbox.schema import init, rows_left
 from once.tools.postgres_server import Postgres
 from once.tools.procs import stop_all
 

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from once.client.outbox.dialect import connect, dialect_of
+from once.client.outbox.identity import message_id, row_gid
+from once.client.outbox.schema import read_layout, table
+from once.client.outbox.send import send
 from once.router.journal import Event, Journal, Source
-from once.router.outbox.dialect import connect, dialect_of
-from once.router.outbox.identity import message_id, row_gid
-from once.router.outbox.schema import read_layout, table
-from once.router.outbox.send import send
 
 KEYS = 8
 BACK_WITHIN = 60.0  # seconds the database may be away

@@ -9,6 +9,8 @@ subscriber releases the message or resumes, long after the publisher was answere
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...amqp.codec import decode, dumps
 from ...amqp.errors import DecodeError
 from ...amqp.types import Described, symbol, ubyte, uint, ulong
@@ -45,7 +47,7 @@ def _skip(payload: bytes, pos: int) -> tuple[None, int]:
     return None, end
 
 
-def _header_fields(payload: bytes) -> tuple[list, int]:
+def _header_fields(payload: bytes) -> tuple[list[Any], int]:
     """Decode a leading header section's fields; (fields, end) or ([], 0) if there is none.
 
     Raises DecodeError when the header is there but is not a list of valid fields.

@@ -48,7 +48,7 @@ GROUP_ID_FIELD = 10  # message-id, user-id, to, subject, reply-to, correlation-i
 # content-encoding, absolute-expiry-time, creation-time, group-id
 
 
-def _caps(value: Any) -> tuple:
+def _caps(value: Any) -> tuple[Any, ...]:
     if value is None:
         return ()
     return tuple(value) if isinstance(value, (list, tuple)) else (value,)

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .schema import CHANNEL
+from once.client.outbox.schema import CHANNEL
 
 log = logging.getLogger("once.outbox")
 

@@ -1,4 +1,4 @@
-"""SCRAM-SHA-256 and SCRAM-SHA-512 for our clients (the client library, ``router/client.py``):
+"""SCRAM-SHA-256 and SCRAM-SHA-512 for our clients (the client library, ``client/shell.py``):
 the client's side of the exchange, on ``scramp``, as the engine's ``ClientExchange``.
 
 ``scram("SCRAM-SHA-256", "alice", password)`` is a ``SaslClientConfig`` to give a client. The
@@ -7,9 +7,8 @@ hash, and a router that cannot is refused (``verify``)."""
 
 from __future__ import annotations
 
+from once.router.amqp.sasl import SaslClientConfig
 from scramp import ScramClient, ScramException  # type: ignore[import-untyped]  # (no type marker)
-
-from ..amqp.sasl import SaslClientConfig
 
 
 class ScramExchange:

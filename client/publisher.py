@@ -29,13 +29,13 @@ from ssl import SSLContext
 from typing import Any, Protocol
 
 from once.records.gid import compute_gid
+from once.router.amqp.connection import Connection
+from once.router.amqp.endpoints import Delivery, Link, Session
+from once.router.amqp.events import DeliveryUpdated, LinkAttached, LinkDetached
+from once.router.amqp.performatives import Accepted, ReceiverSettleMode, Rejected, Role, SenderSettleMode, Target
+from once.router.amqp.sasl import SaslClientConfig
+from once.router.amqp.types import symbol, ulong
 
-from ..amqp.connection import Connection
-from ..amqp.endpoints import Delivery, Link, Session
-from ..amqp.events import DeliveryUpdated, LinkAttached, LinkDetached
-from ..amqp.performatives import Accepted, ReceiverSettleMode, Rejected, Role, SenderSettleMode, Target
-from ..amqp.sasl import SaslClientConfig
-from ..amqp.types import symbol, ulong
 from .connection import FailoverConnection
 from .message import encode
 from .store import Store
@@ -55,7 +55,7 @@ class StoreUnavailable(Exception):
 class PublisherStore(Protocol):
     """Where a publisher keeps what must survive it: its identity, and every message not
     settled yet. ``store.py``'s SQLite file is one; the outbox relay's tables are another
-    (``router/outbox/relay.py``: the rows are the messages, written by the application)."""
+    (``outbox/relay.py``: the rows are the messages, written by the application)."""
 
     def identity(self, kind: str, name: str | None) -> tuple[str, str]: ...
     def incarnation(self) -> int: ...

@@ -22,12 +22,13 @@ from pathlib import Path
 from ssl import SSLContext
 from typing import Any
 
-from ..adaptors.amqp.shared_subscriptions import ACTIVE, EXCLUSIVE, GLOBAL, RESUME, SHARED
-from ..amqp.connection import Connection
-from ..amqp.endpoints import Delivery, Link, Session
-from ..amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, LinkDetached, LinkFlow
-from ..amqp.performatives import Accepted, ReceiverSettleMode, Role, SenderSettleMode, Source, Target
-from ..amqp.sasl import SaslClientConfig
+from once.router.adaptors.amqp.shared_subscriptions import ACTIVE, EXCLUSIVE, GLOBAL, RESUME, SHARED
+from once.router.amqp.connection import Connection
+from once.router.amqp.endpoints import Delivery, Link, Session
+from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached, LinkDetached, LinkFlow
+from once.router.amqp.performatives import Accepted, ReceiverSettleMode, Role, SenderSettleMode, Source, Target
+from once.router.amqp.sasl import SaslClientConfig
+
 from .connection import FailoverConnection
 from .message import decode_message
 from .store import Store
@@ -193,7 +194,8 @@ class Subscriber:
                         self.store.put("attached", "1")
                         self.db.execute("COMMIT")
                     self.attached.set()
-                    engine.flow(ev.link, self.window)
+                    if self.link is not None:
+                        engine.flow(self.link, self.window)
             elif t is LinkDetached:
                 engine.close()
         if settled:

@@ -38,14 +38,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..amqp.performatives import Accepted
-from ..clientlib.message import encode
-from ..clientlib.publisher import Publisher, StoreUnavailable
-from ..journal import Event, Journal
-from .claims import LEASE, RENEW, ClaimLost, Claims, new_owner
-from .dialect import Dialect, connect, dialect_of
-from .identity import incarnation, link_identity, message_id, row_gid
-from .schema import Layout, read_layout, table
+from once.client.message import encode
+from once.client.outbox.claims import LEASE, RENEW, ClaimLost, Claims, new_owner
+from once.client.outbox.dialect import Dialect, connect, dialect_of
+from once.client.outbox.identity import incarnation, link_identity, message_id, row_gid
+from once.client.outbox.schema import Layout, read_layout, table
+from once.client.publisher import Publisher, StoreUnavailable
+from once.router.amqp.performatives import Accepted
+from once.router.journal import Event, Journal
+
 from .wakeup import Listener
 from .watch import EVERY, STRANDED_AFTER, Watch, count
 

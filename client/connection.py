@@ -16,12 +16,12 @@ from ssl import SSLContext, create_default_context
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..amqp.connection import Connection, Mode
-from ..amqp.endpoints import Session
-from ..amqp.events import ConnectionClosed, ConnectionFailed, SessionBegun
-from ..amqp.sasl import SaslClientConfig
-from ..engineio import EngineShell
-from ..listeners import Kind, dial
+from once.router.amqp.connection import Connection, Mode
+from once.router.amqp.endpoints import Session
+from once.router.amqp.events import ConnectionClosed, ConnectionFailed, SessionBegun
+from once.router.amqp.sasl import SaslClientConfig
+from once.router.engineio import EngineShell
+from once.router.listeners import Kind, dial
 
 log = logging.getLogger("once.client")
 
@@ -135,7 +135,7 @@ class FailoverConnection:
                                 idle_timeout=self.idle_timeout)
             context = (self.ssl or create_default_context()) if tls else None
             try:
-                proto = await dial(Kind.AMQPS if tls else Kind.AMQP, lambda e=engine: self._made(_Protocol(self, e)),
+                proto = await dial(Kind.AMQPS if tls else Kind.AMQP, lambda e=engine: self._made(_Protocol(self, e)),  # type: ignore[misc]
                                    host, port, self.connect_timeout, ssl=context)
             except (OSError, TimeoutError) as e:
                 self.protocol = None

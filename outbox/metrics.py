@@ -12,11 +12,10 @@ import asyncio
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from once.router.http.server import HttpConnection, Reply
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-
-from ..http.server import HttpConnection, Reply
 
 if TYPE_CHECKING:
     from .relay import Relay

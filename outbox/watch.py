@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .dialect import Dialect
+from once.client.outbox.dialect import Dialect
 
 STRANDED_AFTER = 60.0  # seconds a row may wait before it counts as stranded
 EVERY = 5.0  # seconds between counts

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..adaptors.amqp.message import sections
-from ..amqp.codec import decode, dumps
-from ..amqp.types import Described, ulong
+from once.router.adaptors.amqp.message import sections
+from once.router.amqp.codec import decode, dumps
+from once.router.amqp.types import Described, ulong
 
 _PROPERTIES, _DATA, _SEQUENCE, _VALUE, _HEADER, _APPLICATION = 0x73, 0x75, 0x76, 0x77, 0x70, 0x74
 _GROUP_ID = 10  # (its place in the properties section's list)

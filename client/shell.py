@@ -9,10 +9,10 @@ from collections.abc import Callable
 from ssl import SSLContext
 from typing import Any
 
-from .amqp.connection import Connection, Mode
-from .amqp.sasl import SaslClientConfig
-from .engineio import EngineShell
-from .listeners import Kind, dial
+from once.router.amqp.connection import Connection, Mode
+from once.router.amqp.sasl import SaslClientConfig
+from once.router.engineio import EngineShell
+from once.router.listeners import Kind, dial
 
 EventHandler = Callable[["ClientProtocol", list[Any]], None]
 
