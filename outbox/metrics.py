@@ -18,7 +18,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from .relay import Relay
+    from .relay import OutboxRelay
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -33,7 +33,7 @@ COUNTERS = (
 
 
 class RelayCollector(Collector):
-    def __init__(self, relay: Relay) -> None:
+    def __init__(self, relay: OutboxRelay) -> None:
         self.relay = relay
 
     def collect(self) -> Iterator[Metric]:
@@ -64,7 +64,7 @@ class RelayCollector(Collector):
         yield listening
 
 
-def routes(relay: Relay) -> dict[str, Any]:
+def routes(relay: OutboxRelay) -> dict[str, Any]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RelayCollector(relay))
 
@@ -81,7 +81,7 @@ def routes(relay: Relay) -> dict[str, Any]:
     return {"/metrics": metrics, "/healthz": health}
 
 
-async def serve(relay: Relay, host: str, port: int) -> tuple[asyncio.Server, int]:
+async def serve(relay: OutboxRelay, host: str, port: int) -> tuple[asyncio.Server, int]:
     """Listen on ``host:port`` (0: a free one); the server and its port."""
     table = routes(relay)
     streams: set[HttpConnection] = set()

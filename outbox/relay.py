@@ -71,7 +71,7 @@ class RowStore:
     """The publisher's store for one (table, topic): the rows are its messages (the
     application wrote them); forgetting them is the relay's delete."""
 
-    def __init__(self, relay: Relay, part: Part, topic: str) -> None:
+    def __init__(self, relay: OutboxRelay, part: Part, topic: str) -> None:
         self.relay = relay
         self.part = part
         self.topic = topic
@@ -107,7 +107,7 @@ class RowStore:
         pass
 
 
-class Relay:
+class OutboxRelay:
     def __init__(self, db_url: str, routers: Sequence[str], *, poll: float | None = None, window: int = 1000,
                  batch: int = 500, idle_timeout: float = 10.0, lease: float = LEASE, renew: float = RENEW,
                  drain: float = 5.0, stuck: float = STUCK, stranded_after: float = STRANDED_AFTER,

@@ -32,7 +32,7 @@ class Arrival(Enum):
     STALE = "stale"  # an older epoch than the current one: not delivered
 
 
-class Outcome(NamedTuple, Generic[T]):
+class Arrived(NamedTuple, Generic[T]):
     """What one arrival did: how it was taken, the copies ready now (in order), and the
     copies of an older epoch it dropped (to journal as superseded). (A named tuple: one is
     made per copy a destination takes, and a frozen dataclass's ``__init__`` is slower.)"""
@@ -52,11 +52,11 @@ class Chain(Generic[T]):
         self.next = 1  # the position to take next
         self.held: dict[int, T] = {}  # position -> a copy waiting for the gap before it
 
-    def arrive(self, epoch: int, position: int, low: int, item: T) -> Outcome[T]:
+    def arrive(self, epoch: int, position: int, low: int, item: T) -> Arrived[T]:
         """A copy at ``position`` (of ``epoch``) arrived, with the root's ``low``."""
         dropped: tuple[T, ...] = ()
         if epoch < self.epoch:
-            return Outcome(Arrival.STALE)
+            return Arrived(Arrival.STALE)
         if epoch > self.epoch:
             dropped = tuple(self.held[p] for p in sorted(self.held))
             self.epoch, self.next, self.held = epoch, 1, {}
@@ -73,7 +73,7 @@ class Chain(Generic[T]):
             first = (item,)
             arrival = Arrival.TAKEN
         # (also what ``low`` made takeable, whatever this copy was)
-        return Outcome(arrival, first + self._release(), dropped)
+        return Arrived(arrival, first + self._release(), dropped)
 
     def _release(self) -> tuple[T, ...]:
         held = self.held

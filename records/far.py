@@ -11,7 +11,7 @@ from .owed import Owed, Said
 Take = tuple[str, bytes, int, frozenset[Key]]  # (root, stream, position, keys): a copy a destination took
 
 
-class Outbox:
+class Positions:
     """A root's sequence of copies to one router in one stream: the next position, and the
     positions it has no answer for (in order: the first is ``low``)."""
 

@@ -22,7 +22,7 @@ faults is every placement of both and one reordering besides), by replaying from
 start (stateless, like CHESS's preemption bound), and prunes a choice point whose state
 it has already expanded with as much budget left. The state hash is an abstraction: the
 frames in flight per connection, the pending timers by function, the clients' logs, and
-per router its records with their owed sets and sends, its chains, tombstones, outboxes
+per router its records with their owed sets and sends, its chains, tombstones, positions
 and queued answers, its links' credit, its subscribers and publishers, and its
 subscriber table. Two states
 it confuses are explored once; times are left out on purpose (they differ on every path).
@@ -186,7 +186,7 @@ class Point:
 
 
 @dataclass
-class Outcome:
+class Explored:
     points: list[Point] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     injected: int = 0  # faults of the model injected in this schedule
@@ -237,7 +237,7 @@ def digest(net: SimNet, faults_left: int) -> int:
         table = r.network.plane.table
         origins = tuple(sorted((o, st.watermark, repr(sorted(st.keys.items()))) for o, st in table.origins.items()))
         copies = core.copies
-        boxes = tuple(sorted((k, b.next, tuple(b.unanswered)) for k, b in copies.outboxes.items())) if copies else ()
+        boxes = tuple(sorted((k, b.next, tuple(b.unanswered)) for k, b in copies.positions.items())) if copies else ()
         parts.append((name, tuple(recs), chains, tombs, ends, subs, pubs, origins, boxes,
                       repr(copies.outgoing) if copies else ""))
     return hash(repr(parts))
@@ -317,14 +317,14 @@ def accepted_without(net: SimNet) -> str | None:
     return None
 
 
-def run(model: Model, deviations: dict[int, int], seed: int = 1, hash_after: int | None = None) -> Outcome:
+def run(model: Model, deviations: dict[int, int], seed: int = 1, hash_after: int | None = None) -> Explored:
     """One schedule: the default choice everywhere but at ``deviations`` (point -> choice).
     The state's hash is taken at the points after ``hash_after`` only (None: at none): the
     search expands no other, and hashing was half the time of a search."""
     net = SimNet(seed, list(model.links), SETTINGS)
     loop = ChoiceLoop(seed)
     net.loop = loop
-    result = Outcome()
+    result = Explored()
     faults = list(model.faults)
 
     def choose(candidates: list[tuple[float, int, Timer, Callable[..., Any], tuple[Any, ...]]]) -> int | None:

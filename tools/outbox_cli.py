@@ -60,7 +60,7 @@ def _http(value: str) -> tuple[str, int]:
 def _run(a: argparse.Namespace) -> int:
     """The relay, until SIGTERM or Ctrl-C."""
     from once.outbox.metrics import serve
-    from once.outbox.relay import Relay
+    from once.outbox.relay import OutboxRelay
     from once.router.loop import run
 
     db, routers, lease = a.db, a.router, a.lease
@@ -76,7 +76,7 @@ def _run(a: argparse.Namespace) -> int:
     from once.router.journal import Journal, Source
 
     journal = Journal(a.journal, Source.PUBLISHER, a.name or "outbox-relay", sync_every_row=True) if a.journal else None
-    relay = Relay(db, routers, lease=lease, renew=lease / 5, stuck=a.stuck, stranded_after=a.stranded_after,
+    relay = OutboxRelay(db, routers, lease=lease, renew=lease / 5, stuck=a.stuck, stranded_after=a.stranded_after,
                   journal=journal, name=a.name)
 
     async def main() -> None:

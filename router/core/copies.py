@@ -6,7 +6,7 @@ Three roles, one router may play all of them for one message:
 
 * **Root** (the publisher's router): fixes the owed set (``records/owed.py``: remote keys
   and the router each copy went to), numbers each copy in its stream's sequence to that
-  router (``Outbox``), sends, and waits for the ``FAR`` stand-in in the record until
+  router (``Positions``), sends, and waits for the ``FAR`` stand-in in the record until
   every remote key is final. It sends again what has no answer when the graph changes
   and every ``router_dead_after``; it re-targets a key only on what its subscriber table
   shows. Never on a lost neighbour: that is no evidence about the routers behind it.
@@ -27,14 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from once.records.far import Far, Outbox
+from once.records.far import Far, Positions
 from once.records.owed import KeyState, Owed, Said
 from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED
 
 from .credit import CreditWindow
 from .destination import Destination
 from .inquiry import Inquiry
-from .messages import Answer, Ask, Control, Copy, Ended, Settle, Target
+from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Settle
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, FAR, CoreRecord, CoreRecords, Subscriber, Upstream
 from .plans import Plans
@@ -50,7 +50,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
-                 "relay", "hops", "upstreams", "outboxes", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
+                 "relay", "hops", "upstreams", "positions", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
                  "streams", "_dispatch", "replenish_transit", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
@@ -63,7 +63,7 @@ class Copies:
         self.credit = credit
         self.routes = routes
         self.send_to = send_to  # control items to a router, relayed by the network
-        self.outboxes: dict[tuple[bytes, str], Outbox] = {}  # (stream, router) -> its sequence
+        self.positions: dict[tuple[bytes, str], Positions] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
         self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe)
         self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
@@ -169,11 +169,11 @@ class Copies:
         assert owed is not None
         presettled = record.presettled
         targets = []
-        outboxes = self.outboxes
+        positions = self.positions
         for router, fk in new.items():
-            box = outboxes.get((far.stream, router))
+            box = positions.get((far.stream, router))
             if box is None:
-                self.outboxes[(far.stream, router)] = box = Outbox()
+                self.positions[(far.stream, router)] = box = Positions()
             position = box.next
             box.next += 1
             if not presettled:
@@ -186,7 +186,7 @@ class Copies:
             # ``low`` never past the copy itself: a pre-settled copy is never unanswered, and
             # its own position as "answered below" had the destination drop it as a repeat
             # (no pre-settled publish crossed a router before: found with MQTT QoS 0).
-            targets.append(Target(router, fk, position, min(box.low(), position), redelivery))
+            targets.append(CopyTarget(router, fk, position, min(box.low(), position), redelivery))
         if not presettled and owed.pending:
             record.reopen(FAR)
             far.numbered = True
@@ -201,18 +201,18 @@ class Copies:
         pending = owed.pending_at()
         targets = []
         for router, keys in pending.items():
-            box = self.outboxes.get((far.stream, router))
+            box = self.positions.get((far.stream, router))
             low = box.low() if box is not None else 1
             for position, ks, redelivery in far.sends.get(router, ()):
                 owed_there = ks & keys
                 if owed_there:  # (only those still owed: a member replaced since must not get it)
-                    targets.append(Target(router, frozenset(owed_there), position, low, redelivery))
+                    targets.append(CopyTarget(router, frozenset(owed_there), position, low, redelivery))
         far.sent_at = self.clock()
         self._dispatch(record, far.stream, targets, frozenset({self.router_id}))
 
     def answered_from(self, frm: str, answer: Answer) -> None:
         """A destination's answer for a copy we sent it."""
-        box = self.outboxes.get((answer.stream, frm))
+        box = self.positions.get((answer.stream, frm))
         if box is None:
             self._answered(frm, answer)
             return
@@ -378,7 +378,7 @@ class Copies:
         assert owed is not None
         pending, where = owed.states, owed.where
         for router, sends in far.sends.items():
-            box = self.outboxes.get((far.stream, router))
+            box = self.positions.get((far.stream, router))
             if box is None or not box.unanswered:
                 continue
             for position, keys, _ in sends:
@@ -390,7 +390,7 @@ class Copies:
         """Nothing more is owed for this record: its positions no longer hold ``low`` back
         (a moved key's copy stays unanswered where it was: nobody must wait for it)."""
         for router, sends in far.sends.items():
-            box = self.outboxes.get((far.stream, router))
+            box = self.positions.get((far.stream, router))
             if box is not None:
                 for position, _, _ in sends:
                     box.unanswered.pop(position, None)
@@ -470,8 +470,8 @@ class Copies:
         if up.credit > 0:
             self.credit.transit_used(up)
         me = self.router_id
-        mine: list[Target] = []
-        rest: list[Target] = []
+        mine: list[CopyTarget] = []
+        rest: list[CopyTarget] = []
         for t in copy.targets:
             (mine if t.router == me else rest).append(t)
         if rest:

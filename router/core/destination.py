@@ -20,7 +20,7 @@ from once.records.owed import Said
 from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
 from ..journal import Event
-from .messages import Answer, Control, Copy, Target
+from .messages import Answer, Control, Copy, CopyTarget
 from .parts import DeliveryPart
 from .peers import CoreRecord, CoreRecords, Subscriber
 from .ports import Conditions, Outcome, rejected
@@ -46,7 +46,7 @@ class Destination:
         self.queue = queue  # a control item for a router (batched by ``Copies``)
         self.admit = tables.admit
         self.reachable = reachable
-        self.chains: dict[bytes, Chain[tuple[Copy, Target]]] = {}  # per stream
+        self.chains: dict[bytes, Chain[tuple[Copy, CopyTarget]]] = {}  # per stream
         self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
         self.held = 0  # copies held in chains behind a gap
         # gid -> what its keys said. Many: one per message for ``publisher_grace`` (30 s or
@@ -81,7 +81,7 @@ class Destination:
         """What waits in chains behind a gap, per stream (state a finished run must not leave)."""
         return {s.decode(): list(c.held.values()) for s, c in self.chains.items() if c.held}
 
-    def arrive(self, copy: Copy, t: Target) -> None:
+    def arrive(self, copy: Copy, t: CopyTarget) -> None:
         chain = self.chains.get(copy.stream)
         if chain is None:
             self.chains[copy.stream] = chain = Chain()
@@ -115,7 +115,7 @@ class Destination:
             self.refused.pop((gid, root), None)  # (its copies are delivered now: no more ``taken``)
         return True
 
-    def _take(self, copy: Copy, t: Target) -> None:
+    def _take(self, copy: Copy, t: CopyTarget) -> None:
         admit = self.admit
         if admit is not None and copy.user:
             refusal = admit(copy.user, copy.topic)

@@ -6,9 +6,9 @@ A ``Copy`` travels on the data links, towards the destination routers it names, 
 consumed there. ``Answer`` and ``Settle`` travel on the control links, routed by router
 id (``Routed``): they never wait for data credit.
 
-The per-message ones (``Target``, ``Copy``, ``Answer``, ``Settle``) are slotted classes
+The per-message ones (``CopyTarget``, ``Copy``, ``Answer``, ``Settle``) are slotted classes
 whose ``__init__`` is written out: a router in the middle builds a ``Copy`` and its
-``Target``s for every message it relays, and compiled, a written ``__init__`` runs as C
+``CopyTarget``s for every message it relays, and compiled, a written ``__init__`` runs as C
 where a named tuple's ``__new__`` (a lambda) and a dataclass's generated ``__init__`` run as
 Python code (a frozen dataclass was worse still: each field through
 ``object.__setattr__``, 12 % of a relay's CPU once). Nothing changes one after it is made.
@@ -30,7 +30,7 @@ PROTOCOL_VERSION = 3
 
 
 @dataclass(slots=True, init=False)
-class Target:
+class CopyTarget:
     """One destination router of a copy: the keys it is owed to there, its position in the
     root's sequence to that router, and the lowest position there with no answer yet."""
 
@@ -58,7 +58,7 @@ class Copy:
     root: str
     stream: bytes  # one publisher attach at its root: positions count per stream and router
     born: int
-    targets: tuple[Target, ...]
+    targets: tuple[CopyTarget, ...]
     visited: frozenset[str]  # the routers it passed: it never goes back to one
     # consumer groups: the member the root chose per group, (key, group, router), so that
     # a destination the publisher resumes at knows the choice when it becomes the root
@@ -67,7 +67,7 @@ class Copy:
     user: str
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, presettled: bool, message_format: int, root: str,
-                 stream: bytes, born: int, targets: tuple[Target, ...], visited: frozenset[str],
+                 stream: bytes, born: int, targets: tuple[CopyTarget, ...], visited: frozenset[str],
                  chosen: tuple[tuple[Key, GroupId, str], ...] = (), user: str = "") -> None:
         self.gid = gid
         self.topic = topic

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ..journal import Event
 from .credit import CreditWindow
-from .messages import Copy, Target
+from .messages import Copy, CopyTarget
 from .peers import CoreRecord, Hop, Upstream
 from .plans import Plans
 from .ports import HopPort, UpstreamPort
@@ -31,12 +31,12 @@ class Relay:
         self.dirty = False  # a hop went or came: what was queued or on the wire is sent again
         self.held = held  # records we hold, and their bytes for other roots (transit credit counts them)
 
-    def dispatch(self, record: CoreRecord | Copy, stream: bytes, targets: list[Target],
+    def dispatch(self, record: CoreRecord | Copy, stream: bytes, targets: list[CopyTarget],
                   visited: frozenset[str]) -> None:
         """Queue copies of ``record`` for ``targets`` on the next hops towards them."""
         if not targets:
             return
-        by_router: dict[str, list[Target]]  # (only for several routers: none made per usual copy)
+        by_router: dict[str, list[CopyTarget]]  # (only for several routers: none made per usual copy)
         by_hop: dict[str, set[str]]
         one: Hop | None = None
         if len(targets) == 1:  # the usual send: one router, one next hop

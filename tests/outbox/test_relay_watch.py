@@ -15,7 +15,7 @@ from once.client.outbox.dialect import connect
 from once.client.outbox.schema import init, rows_left
 from once.client.outbox.send import send, send_many
 from once.outbox.metrics import serve
-from once.outbox.relay import Relay
+from once.outbox.relay import OutboxRelay
 from support.postgres import Postgres
 from support.routers import RouterProcess, until
 
@@ -32,7 +32,7 @@ async def test_a_postgresql_commit_wakes_the_relay_without_a_poll(router: Router
     conn = connect(db_url)
     layout = init(conn, shards=1, partitions=1)
     sub = await _subscriber(router, tmp_path)
-    relay = Relay(db_url, [router.url], poll=3600)  # (no poll while the test runs: only a notification wakes it)
+    relay = OutboxRelay(db_url, [router.url], poll=3600)  # (no poll while the test runs: only a notification wakes it)
     stop = asyncio.Event()
     task = asyncio.get_running_loop().create_task(relay.run(stop))
     try:
@@ -68,7 +68,7 @@ async def test_a_row_held_past_stuck_restarts_its_links_is_counted_stranded_and_
     send_many(conn, "orders", [f"m{i}".encode() for i in range(5)], layout=layout)
     conn.commit()
     sub = await _subscriber(router, tmp_path)
-    relay = Relay(db_url, [router.url], stuck=1.0, stranded_after=0.5, count_every=0.2, renew=0.2)
+    relay = OutboxRelay(db_url, [router.url], stuck=1.0, stranded_after=0.5, count_every=0.2, renew=0.2)
     stop = asyncio.Event()
     task = asyncio.get_running_loop().create_task(relay.run(stop))
     server, port = await serve(relay, "127.0.0.1", 0)
@@ -117,7 +117,7 @@ async def test_the_relay_rides_out_a_postgresql_restart_under_load(router: Route
         conn = connect(db_url)
         layout = init(conn, shards=1, partitions=1)
         sub = await _subscriber(router, tmp_path)
-        relay = Relay(db_url, [router.url], renew=0.2)
+        relay = OutboxRelay(db_url, [router.url], renew=0.2)
         stop = asyncio.Event()
         task = asyncio.get_running_loop().create_task(relay.run(stop))
         got: list[str] = []

@@ -19,7 +19,7 @@ from once.records.membership import GroupId, Member, Table
 from once.records.owed import Said
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
-from once.router.core.messages import Answer, Ask, Copy, Settle, Target, Told
+from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Settle, Told
 from once.router.core.ports import Alone
 
 T = "t"  # the topic
@@ -239,7 +239,7 @@ def answer(copy: Copy, router: str, said: tuple = ()) -> Answer:
 def a_copy(gid: bytes, root: str, stream: bytes, to: str, keys: Iterable[str], position: int, low: int = 1,
            redelivery: bool = False, chosen: tuple = (), payload: bytes = b"m") -> Copy:
     """A copy from ``root`` for subscribers ``keys`` at router ``to``, at ``position`` in the stream."""
-    return Copy(gid, T, payload, False, 0, root, stream, 1, (Target(to, frozenset(key(k) for k in keys), position,
+    return Copy(gid, T, payload, False, 0, root, stream, 1, (CopyTarget(to, frozenset(key(k) for k in keys), position,
                                                                     low, redelivery),),
                 frozenset({root}), chosen)
 
@@ -698,7 +698,7 @@ def test_a_publisher_that_resumes_at_a_destination_makes_it_the_root_and_its_lat
     c = One("C")
     x, xp = c.subscribe("x")
     gid = compute_gid("cp", "lp", 7, b"\x00")
-    c.arrive("B", Copy(gid, T, b"m", False, 0, "B", b"B/1", 1, (Target("C", frozenset({key("x")}), 1, 1),),
+    c.arrive("B", Copy(gid, T, b"m", False, 0, "B", b"B/1", 1, (CopyTarget("C", frozenset({key("x")}), 1, 1),),
                        frozenset({"B"})))
     assert xp.gids() == [gid]
     late, lp = c.subscribe("late")
@@ -750,7 +750,7 @@ def test_a_second_roots_choice_gives_the_message_to_the_member_that_had_it_from_
     e = One("E")
     g1, g1p = e.subscribe("g1", group=G)
     g2, g2p = e.subscribe("g2", group=G)
-    e.arrive("A", Copy(gid, T, b"m", False, 0, "A", b"A/1", 1, (Target("E", frozenset({key("g2")}), 1, 1),),
+    e.arrive("A", Copy(gid, T, b"m", False, 0, "A", b"A/1", 1, (CopyTarget("E", frozenset({key("g2")}), 1, 1),),
                        frozenset({"A"}), ((key("g2"), G, "E"),)))
     assert g2p.gids() == [gid] and g1p.sent == []
     e.accept(g2, g2p, g2p.sent[0][0])
@@ -803,7 +803,7 @@ def test_copies_for_a_group_name_only_the_member_chosen_for_the_message_wherever
     e = One("E")
     g1, g1p = e.subscribe("g1", group=G)
     g2, g2p = e.subscribe("g2", group=G)
-    e.arrive("A", Copy(GID, T, b"m", False, 0, "A", b"A/1", 1, (Target("E", frozenset({key("g1")}), 1, 1),),
+    e.arrive("A", Copy(GID, T, b"m", False, 0, "A", b"A/1", 1, (CopyTarget("E", frozenset({key("g1")}), 1, 1),),
                        frozenset({"A"}), ((key("g1"), G, "E"),)))
     assert g1p.gids() == [GID] and g2p.sent == []
 

@@ -13,11 +13,11 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 from once.router.adaptors.amqp.copies_wire import pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 from once.router.amqp.errors import DecodeError
-from once.router.core.messages import Answer, Ask, Copy, Ended, Routed, Settle, Target, Told
+from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Ended, Routed, Settle, Told
 
 names = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=12)
 keys = st.frozensets(st.tuples(names, names), max_size=3)
-targets = st.builds(Target, names, keys, st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.booleans())
+targets = st.builds(CopyTarget, names, keys, st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), st.booleans())
 chosen = st.lists(st.tuples(st.tuples(names, names), st.builds(GroupId, names, st.text(max_size=5).filter(
     lambda s: "\x00" not in s), st.sampled_from(("", "t/+", "a/#"))), names), max_size=2).map(tuple)
 copies = st.builds(Copy, st.binary(min_size=16, max_size=16), names, st.binary(max_size=64), st.booleans(),
@@ -33,7 +33,7 @@ def test_a_copy_reads_back_as_it_was_written(copy: Copy):
 
 
 def test_a_copy_read_twice_from_its_cached_parts_is_the_same():
-    copy = Copy(b"g" * 16, "t", b"m", False, 0, "A", b"A/1", 5, (Target("C", frozenset({("c", "s")}), 3, 1),),
+    copy = Copy(b"g" * 16, "t", b"m", False, 0, "A", b"A/1", 5, (CopyTarget("C", frozenset({("c", "s")}), 3, 1),),
                 frozenset({"A", "B"}))
     wire = pack_copy(copy) + b"m"
     assert unpack_copy(copy.gid, wire) == unpack_copy(copy.gid, wire) == copy
@@ -41,7 +41,7 @@ def test_a_copy_read_twice_from_its_cached_parts_is_the_same():
 
 def test_every_truncation_of_a_copy_header_is_a_decode_error():
     copy = Copy(b"g" * 16, "t", b"", False, 0, "A", b"A/1", 5,
-                (Target("C", frozenset({("c", "s")}), 3, 1), Target("D", frozenset(), 4, 2, True)), frozenset({"A"}),
+                (CopyTarget("C", frozenset({("c", "s")}), 3, 1), CopyTarget("D", frozenset(), 4, 2, True)), frozenset({"A"}),
                 (((("c", "g|x"), GroupId("x"), "D")),))
     header = pack_copy(copy)
     for cut in range(len(header)):

@@ -8,7 +8,7 @@ from once.records.gid import gid_from_prefix, gid_prefix
 from once.records.table import SubState
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
-from once.router.core.messages import Answer, Copy, Target
+from once.router.core.messages import Answer, Copy, CopyTarget
 from support.routes import TestRoutes
 from test_core import Pub, Sub, _core
 
@@ -63,7 +63,7 @@ def _net_core() -> tuple[Core, Routes]:
 def _copy_from_x(core: Core, gid: bytes, keys: frozenset) -> None:
     """Root X's copy of message ``gid`` for ``keys`` here, the first of its stream to us."""
     up = core.add_upstream("X", Pub())
-    core.copy_arrived(up, Copy(gid, "t", b"m", False, 0, "X", b"X/1", 1, (Target("A", keys, 1, 1),), frozenset({"X"})))
+    core.copy_arrived(up, Copy(gid, "t", b"m", False, 0, "X", b"X/1", 1, (CopyTarget("A", keys, 1, 1),), frozenset({"X"})))
     core.after_batch()
 
 

@@ -115,7 +115,8 @@ def transit(n):
     up = core.add_upstream("A", Port())
     dests, body = frozenset({"C"}), b"x" * 100
     if v3(core):
-        from once.router.core.messages import Copy, Target
+        from once.router.core import messages
+        Copy, Target = messages.Copy, getattr(messages, "CopyTarget", None) or messages.Target  # (older refs: Target)
         keys, visited = frozenset({("cs", "s")}), frozenset({"A"})
     t = time.perf_counter()
     for i in range(n):
@@ -145,7 +146,9 @@ def destination(n):
     up = core.add_upstream("A", Port())
     dests, body = frozenset({"C"}), b"x" * 100
     if v3(core):
-        from once.router.core.messages import Copy, Settle, Target
+        from once.router.core import messages
+        Copy, Settle = messages.Copy, messages.Settle
+        Target = getattr(messages, "CopyTarget", None) or messages.Target  # (older refs: Target)
         keys, visited = frozenset({("cs", "s")}), frozenset({"A"})
     t = time.perf_counter()
     for i in range(n):

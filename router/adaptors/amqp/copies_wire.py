@@ -25,7 +25,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 
 from ...amqp.errors import DecodeError
-from ...core.messages import Answer, Ask, Control, Copy, Ended, Note, Routed, Settle, Target, Told
+from ...core.messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Note, Routed, Settle, Told
 
 T = TypeVar("T")
 COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
@@ -82,7 +82,7 @@ def _prefix(copy: Copy) -> bytes:
     return prefix
 
 
-def _target(t: Target) -> bytes:
+def _target(t: CopyTarget) -> bytes:
     key = (t.router, t.keys)
     packed = _TARGETS.get(key)
     if packed is None:
@@ -178,7 +178,7 @@ def unpack_copy(gid: bytes, payload: bytes) -> Copy:
             router, keys = _TARGET_OF.get(seg) or _remember(_TARGET_OF, seg, _read_target(seg))
             position, low, redelivery = _TARGET.unpack_from(payload, p)
             p += 17
-            targets.append(Target(router, keys, position, low, bool(redelivery)))
+            targets.append(CopyTarget(router, keys, position, low, bool(redelivery)))
         message = payload[p:]
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router copy header (protocol version 3)") from None

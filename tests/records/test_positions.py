@@ -1,14 +1,14 @@
-"""records/far.py's Outbox: the first unanswered position, whatever order answers come in."""
+"""records/far.py's Positions: the first unanswered position, whatever order answers come in."""
 
 from __future__ import annotations
 
 import random
 
-from once.records.far import Outbox
+from once.records.far import Positions
 
 
 def test_low_is_the_first_unanswered_position_or_next():
-    box = Outbox()
+    box = Positions()
     assert box.low() == 1
     for _ in range(5):
         box.unanswered[box.next] = b"g"
@@ -25,7 +25,7 @@ def test_low_is_the_first_unanswered_position_or_next():
 
 def test_low_matches_the_smallest_key_over_random_sends_and_answers():
     rng = random.Random(7)
-    box = Outbox()
+    box = Positions()
     for _ in range(20_000):
         if box.unanswered and rng.random() < 0.5:
             del box.unanswered[rng.choice(list(box.unanswered)[:8] if rng.random() < 0.8 else list(box.unanswered))]
