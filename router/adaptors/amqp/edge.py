@@ -13,7 +13,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from once.records.names import publisher_name_error, subscriber_name_error
-from once.records.table import Record
 
 from ...amqp.connection import Connection, Mode, State
 from ...amqp.endpoints import Delivery, EndpointState, Link
@@ -36,6 +35,7 @@ from ...amqp.performatives import Error, ReceiverSettleMode, Rejected, SenderSet
 from ...amqp.types import symbol, ulong
 from ...core import Outcome, Publisher, Subscriber, TagInUse
 from ...core.lifecycle import SubscriberAttach
+from ...core.peers import CoreRecord
 from ...engineio import EngineProtocol
 from ...logs import fields
 from ...security.authn import client_sasl, user_groups
@@ -82,7 +82,7 @@ class SubscriberLink:
             return 0
         return self.link.credit
 
-    def deliver(self, record: Record, settled: bool, redelivery: int) -> Delivery:
+    def deliver(self, record: CoreRecord, settled: bool, redelivery: int) -> Delivery:
         # Only the standard format has a header to mark; others go out as they came.
         payload = mark_redelivered(record.payload, redelivery) if redelivery and not record.message_format \
             else record.payload
