@@ -122,7 +122,8 @@ class Copies:
             chosen = record.chosen
             if chosen:  # one member per group, as the root chose, where it lives now
                 here = self.topics.get(record.topic) or {}
-                # (an adopted record names the member's router then: fresh groups seed 659399398833)
+                # (an adopted record names the member's router when it was chosen, not where it lives now:
+                # ``test_fresh_group_seed_an_adopted_message_goes_to_its_member_where_it_lives_now``)
                 home = {k: r for r, ks in self.routes.homes([k for k in chosen if k not in here]).items() for k in ks}
                 for k, (group, router) in chosen.items():
                     where = home.get(k, router)
@@ -225,8 +226,9 @@ class Copies:
             if new > low + 1 and low:
                 # ``low`` jumped a gap (positions no longer needed there): the copy now
                 # lowest may be held behind it at ``frm``, until our next re-send tells it
-                # the new ``low``. Sent now: one gap per round trip, not per
-                # ``router_dead_after`` (--groups --leaves seed 4226 took 15 s past ten gaps).
+                # the new ``low``. Sent now: one gap per round trip, not per ``router_dead_after``,
+                # which over a few gaps outlasts what a router remembers of a close
+                # (``test_seed_found_while_building_the_question``, seed 4226).
                 gid = unanswered[new]
                 record = self.records.get(gid) if gid is not None else None
                 if record is not None and record.far is not None and record.local:
@@ -257,11 +259,11 @@ class Copies:
         for key, said, error in said_all:
             if said is Said.TAKEN:
                 # Another root chooses now (inquiry.py), unless we ask (the newest question
-                # decides; an older fence may refuse our copy first: --releases seed 55) or
-                # our publisher is back here (it asked when the publisher was there: we ask
-                # again, the newest; fresh --groups seed 935772898464). Then the key stays
-                # owed, sent again under our fence, marked: it may come after newer ones
-                # (--leaves seed 976; fresh --groups seed 118169299 was reordered unmarked).
+                # decides: an older fence that refuses our copy does not make us give way;
+                # ``test_seed_found_while_building_the_question``, seed 55) or our publisher is
+                # back here (the other root asked while it was there: we ask again, the newest).
+                # Then the key stays owed, sent again under our fence, marked: it may come after
+                # newer ones (``test_a_root_the_publisher_came_back_to_asks_again_as_the_newest``).
                 pub = record.publisher
                 if record.states.get(ASKING) is IN_DOUBT or pub is not None and pub.attached:
                     if record.states.get(ASKING) is not IN_DOUBT:
@@ -273,8 +275,9 @@ class Copies:
                     and (said in _MEMBER_GONE or said is Said.UNKNOWN and self._gone_member(record, key))):
                 # A group member left before it answered: the root chooses again (only the
                 # root does); nobody left, its answer stands. ``unknown`` for a member in no
-                # table is its leaving too, the close forgotten before this copy came (seed
-                # 449 of --leaves). (Had it processed it, its router would have the record.)
+                # table is its leaving too: its router may forget the close before this copy
+                # comes (``test_leaves_seed_449_a_copy_that_comes_after_the_router_forgot_the_member_closed``).
+                # (Had it processed it, its router would have the record.)
                 before = set(chosen)
                 pub = record.publisher
                 gone = pub is None or not pub.attached
@@ -282,15 +285,16 @@ class Copies:
                     # Settled without its publisher (it did not resume within its grace):
                     # what a member that left had is forgotten everywhere by now, and
                     # another root may have had it processed: no new member is chosen, at
-                    # most once (--groups --leaves seed 1647, 12 s after its publisher went).
+                    # most once (``test_seed_found_while_building_the_question``, seed 1647).
                     said = Said.CLOSED
                 elif ((gone or said is Said.UNKNOWN) and record.states.get(ASKING) is not IN_DOUBT
                         and not self.inquiry.fenced_out(record.gid)):
                     # Our publisher went: it may have resumed at a router that took the
-                    # message over and chose there (--groups --leaves seed 1647: both roots'
-                    # members processed it). Or ``unknown``, which is no evidence: the member
-                    # may have had it at a router it resumed at since (fresh seed
-                    # 91512003450). We ask before choosing again.
+                    # message over and chose there, and a second member would process it
+                    # (``test_seed_found_while_building_the_question``, seed 1647). Or ``unknown``,
+                    # which is no evidence: the member may have had it at a router it resumed
+                    # at since (``test_fresh_leaves_seed_what_a_member_that_ended_had_reaches_every_root``).
+                    # We ask before choosing again.
                     self.inquiry.ask(record, hold=False)
                     said = Said.CLOSED
                 elif self.groups.pass_on(record, chosen[key][0], key):
@@ -366,7 +370,8 @@ class Copies:
                 self._answered_positions(far)
         if moved:
             # Their old positions stop holding ``low`` back where they were first: those
-            # copies will never be sent again (fresh seed 284252159721 waited for ever).
+            # copies will never be sent again, and no chain may wait for them
+            # (``test_fresh_seed_two_keys_that_swapped_routers_across_a_partition_leave_no_chain_waiting``).
             self._answered_positions(far)
             self._send(record, far, moved, True)
 
@@ -406,7 +411,8 @@ class Copies:
         stream = self._stream(record)
         if far.owed is not None and far.stream != stream:
             # Ours already, from an earlier attach: what is still owed goes again in the new
-            # attach's stream, which has it first (--hard seed 904 reordered in the old one).
+            # attach's stream, which has it first; in the old one it may come after newer ones
+            # (``test_hard_seed_904_a_crashed_publisher_resending_at_its_root_keeps_its_order``).
             self._unnumber(far)
             far.stream = stream
             far.sends = {}
@@ -428,10 +434,9 @@ class Copies:
             return
         owed = far.owed
         # A router with keys that have not answered yet (the publisher went, and its grace
-        # is over) is settled when the record is freed: until then it answers again, and its
-        # answer is not lost (--groups --leaves seed 1647: a member's acceptance was lost on
-        # a cut link, the router settled and stopped answering, and the root passed the
-        # message on to another member when the member's stale subscription expired).
+        # is over) is settled when the record is freed: until then it answers again, so an
+        # answer lost on the way (a cut link) comes again, and a member that accepted is not
+        # taken for gone (``test_seed_found_while_building_the_question``, seed 1647).
         if owed is not None and owed.pending:
             far.settle_later = waiting = frozenset(owed.pending_at())
             for router in far.sends:

@@ -129,9 +129,9 @@ class CreditWindow:
             self.transit_outstanding -= 1
             if not up.credit & 7 and up.credit * 2 <= self.settings.link_credit:
                 # Look again after this batch (every 8th credit once half is used): a copy
-                # of a record we hold frees nothing when answered, so nothing else would
-                # (the in-process network's seed 627 stalled: a neighbour's re-forwards
-                # used up its credit for good).
+                # of a record we hold frees nothing when answered, so nothing else would, and a
+                # neighbour's re-forwards would use its credit up for good
+                # (``test_copies_of_a_message_held_here_sent_again_and_again_do_not_use_up_a_neighbours_credit``).
                 self.dirty = True
 
     def upstream_gone(self, up: Upstream) -> None:

@@ -103,8 +103,8 @@ class LocalDelivery:
         record.root = self.router_id
         if resumed or pub.resent and tag in pub.resent:
             # Sent before, maybe delivered by the router it was first published on: every
-            # delivery of it is marked (--releases fresh seed 465368340928 had a member get
-            # a message it had released there again, unmarked, after newer ones).
+            # delivery of it is marked: it may come after newer ones
+            # (``test_releases_fresh_seed_a_message_sent_again_after_its_root_died_comes_marked``).
             record.resent = True
             pub.resent.discard(tag)
         credit = self.credit

@@ -100,7 +100,8 @@ class Destination:
         if outcome.arrival is Arrival.REPEAT and t.position < taken_before:
             # Sent again, and taken before this arrival: answered again (the first answer
             # may be lost). After what this arrival released: a copy still held when it came
-            # goes in its place in the order (--groups seed 3550 took it first).
+            # goes in its place in the order, not ahead of the copies held before it
+            # (``test_group_seed_a_resent_copy_still_held_goes_in_its_place``).
             self._take(copy, t)
 
     def fence(self, gid: bytes, root: str, stamp: int) -> bool:
@@ -144,8 +145,9 @@ class Destination:
             if states is not None:
                 here = self.topics.get(copy.topic) or {}
                 if any(states[k][0] is Said.MOVED for k in t.keys if k in states and k in here):
-                    # a key that moved away from here without it and came back (--groups
-                    # --leaves seed 1353 lost one: answered ``moved`` from the tombstone)
+                    # a key that moved away from here without it and came back is not answered
+                    # ``moved`` from the tombstone: it gets the message
+                    # (``test_seed_found_while_building_the_question``, seed 1353)
                     states = {k: v for k, v in states.items() if v[0] is not Said.MOVED or k not in here}
                 if not any(k not in states and k in here for k in t.keys):
                     left = self.left_had
@@ -155,7 +157,8 @@ class Destination:
                     return
                 # For a key that came here since we forgot the message (it moved here, or
                 # resumed here): it is delivered to that key, never again to those that had
-                # it (fresh-seed 364538818564 reordered when the tombstone answered for it).
+                # it; the tombstone does not answer for it
+                # (``test_fresh_seed_a_key_that_came_to_a_router_which_had_forgotten_the_message_gets_it``).
                 earlier = states
                 del self.tombstones[copy.gid]
                 self.tomb_stale[copy.gid] = self.tomb_stale.get(copy.gid, 0) + 1
@@ -285,8 +288,9 @@ class Destination:
 
         A message taken from two roots (its publisher resumed at the second) is settled by
         the newer; the older's ``Settle`` only lets its own copies go (a root that restarted
-        answers ours with ``Settle``: fresh groups seed 495600962664 had a copy the new root
-        still waited for settled that way, and delivered again later, out of order)."""
+        answers ours with ``Settle``, while the newer may still wait for its copy:
+        ``test_fresh_seed_a_key_that_came_to_a_router_which_had_forgotten_the_message_gets_it``,
+        seed 495600962664)."""
         record = self.records.get(gid)
         if record is None or record.local or record.publisher_settled:
             return
@@ -308,9 +312,8 @@ class Destination:
 
     def freed(self, record: CoreRecord) -> None:
         """``record`` was freed: a destination keeps what its keys said, for late copies; a
-        root, what its own group members said (a root the publisher resumed at asks it,
-        and a copy from there may come: --groups --joins seed 1152, whose old root forgot
-        that its member had processed the message)."""
+        root, what its own group members said, for a root the publisher resumed at: it asks
+        us, and may send us a copy (``test_seed_found_while_building_the_question``, seed 1152)."""
         far = record.far
         subs = self.topics.get(record.topic) or {}
         states: dict[Key, tuple[Said, Outcome | None]] = {}
@@ -367,9 +370,9 @@ class Destination:
 
     def keep_said(self, record: CoreRecord, sub: Subscriber) -> None:
         """``sub`` leaves (it closed, or moved on) after it answered ``record`` here: what it
-        said stays for our answers, which would say ``closed`` or ``moved`` without it (a
-        member that accepted and then closed had the message passed on to another member:
-        ``--groups --leaves`` seed 158; at its root, once the publisher resumed elsewhere: 173)."""
+        said stays for our answers, which would say ``closed`` or ``moved`` without it, and a
+        root would pass what it had accepted on to another member
+        (``test_leaves_seed_what_a_member_accepted_before_it_left_is_not_passed_on``)."""
         state = record.states.get(sub)
         if state is None or state is IN_DOUBT:
             return

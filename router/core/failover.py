@@ -60,9 +60,9 @@ class Failover:
         if not ours:
             # Our records in the order they came is the order a resuming subscriber
             # here gets them again (``take_over``): as root we have it now, after what
-            # came before. (Not one that was ours already: it is in its place, and
-            # moved, a subscriber resuming here before the publisher resent the next
-            # got it after them: fresh --groups seed 935772827090.)
+            # came before. (Not one that was ours already: it keeps its place, or a
+            # subscriber resuming here before the publisher resent the rest would get
+            # them first: ``test_a_message_the_root_held_already_keeps_its_place_when_it_is_resent``.)
             records = self.records.records
             records[record.gid] = records.pop(record.gid)
         if settled:  # the publisher adopted the outcome we told it, and settles
@@ -75,8 +75,9 @@ class Failover:
         record.publisher_handle = handle
         if record.root != self.router_id and self.groups.ask(record):
             # The old root's choice of group members did not come with its copy (it was
-            # still asking, ``inquiry.py``: --groups --leaves seed 278 lost 5), or a member
-            # it names is gone (it may have chosen again since: seed 1048 lost 1): we ask.
+            # still asking, ``inquiry.py``), or a member it names is gone (it may have chosen
+            # again since): we ask (seeds 278 and 1048 of
+            # ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
             record.outcome_sent = False
         new = set(self.groups.wanted(record)) - {self.router_id}
         if new:
@@ -91,9 +92,9 @@ class Failover:
                 self.send_owed(record, owed)
             # Our own subscribers that the copy forwarded to us did not reach (they came
             # here since, from the old root or from a router its other copy never got to)
-            # get it from us now: nobody else holds it for them any more (the in-process
-            # network's seeds 1545, 1963, 2804 lost them: the table had forgotten where
-            # they came from, or they came from a router that was not the root).
+            # get it from us now: nobody else holds it for them any more, and the table may
+            # have forgotten where they came from (``test_historical_seed_is_clean_on_version_3``,
+            # seeds 1545, 1963, 2804).
             subs = self.topics.get(record.topic)
             late = frozenset(k for k, s in subs.items() if s not in record.states) if subs else None
             if late:
@@ -117,8 +118,8 @@ class Failover:
             if not isinstance(tag, bytes):
                 continue
             # Sent before: if it comes again when we no longer hold it (a copy we held was
-            # freed meanwhile), it is a resent message all the same (--groups --leaves seed
-            # 3689: chosen for afresh, unmarked, after newer ones).
+            # freed meanwhile), it is a resent message all the same, marked
+            # (``test_a_member_chosen_after_asking_gets_the_message_marked``, seed 3689).
             pub.resent.add(tag)
             record = self.records.records.get(pub.gids.gid(tag))
             if record is None or record.presettled:
@@ -172,10 +173,10 @@ class Failover:
         return retarget
 
     def send_owed(self, record: CoreRecord, retarget: Mapping[str, set[Key]]) -> None:
-        # (Whether or not we have members of its groups: A, re-rooting a copy that named
-        # only plain subscribers, sent the old root's moved member the message while it
-        # asked, and the member another root had chosen processed it too: fresh --groups
-        # seed 318366496938.)
+        # (Members not chosen are left out whether or not we have members of its groups: a
+        # copy that named only plain subscribers, re-rooted here, must not reach the old
+        # root's moved members while we ask whom it went to;
+        # ``test_a_new_root_sends_the_old_roots_moved_members_nothing_before_it_chose``.)
         retarget = self.groups.members_not_chosen_out(record, retarget)
         for where, keys in retarget.items():
             if where == self.router_id:

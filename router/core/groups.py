@@ -210,7 +210,8 @@ class Groups:
             return False
         if self.stale_choice(record) or self.inquiry.fenced_out(record.gid):
             # (fenced: a root asked about it before, and may have died asking: we ask, and
-            # our question, newer, fences it for us: --leaves fresh seed 475546850697)
+            # our question, newer, fences it for us;
+            # ``test_fresh_leaves_seed_what_a_member_that_ended_had_reaches_every_root``)
             self.inquiry.ask(record)
             return True
         self.inquiry.drop_early(record.gid)
@@ -222,7 +223,7 @@ class Groups:
         publisher, its gid. Such a publisher resends what had no outcome, under the same gid,
         to whichever router it resumes at: that router must choose the member the first one
         chose (which may have processed it), so the choice is the gid's, not the load's (the
-        groups soak's random-129 processed one twice when it was the load's)."""
+        groups soak's random-129)."""
         if key is None and record.publisher is not None and record.publisher.resumable:
             return record.gid
         return key
@@ -241,8 +242,8 @@ class Groups:
         wanted = self.remote_routers(record.topic)
         if record.chosen:
             # where they were chosen, and where they live now (a member that moved on from
-            # there is owed it where it went: the in-process network's groups seed 320 lost
-            # 38 when the router it had moved to died and was dropped as having nobody)
+            # there is owed it where it went, and that router is not dropped as having nobody;
+            # ``test_historical_group_seed_is_clean_on_version_3``, seed 320)
             wanted = wanted | {router for _, router in record.chosen.values()} | set(self.routes.homes(record.chosen))
         return wanted
 
@@ -294,7 +295,7 @@ class Groups:
         key = self.message_key(record.payload)
         # By the same rule as the first choice, less those that had it: a router the
         # publisher resumes at, which no longer sees the member that left, chooses the same
-        # one (``--groups --leaves`` seed 173 had two members process it when it was the load's)
+        # one (``test_leaves_seed_what_a_member_accepted_before_it_left_is_not_passed_on``, seed 173)
         m = self.chooser.choose(group, members, self._shard(record, key), exclude=tried)
         if m is None:
             return False

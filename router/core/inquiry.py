@@ -5,8 +5,9 @@ consumer-group members it went to before it chooses them itself.
 Only the first root knew its choice of a member per group (and the member's router, and
 the routers its copies went to, which carry it). The new root's own choice, by the same
 rule, is the same only over the same member table: a member that left or joined in
-between made it another, and both members processed the message (``--groups --leaves``
-seed 475, ``--joins`` seed 405). So the new root asks every router, and waits:
+between makes it another, and both members would process the message
+(``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
+So the new root asks every router, and waits:
 
 * A router answers what it knows: the members that had the message here (queued,
   answered, kept after they left, or named in a resuming member's map), and the members a
@@ -109,18 +110,16 @@ class Inquiry:
             self.restored.pop(key, None)
 
     def ended(self, frm: str, ended: Ended) -> None:
-        """Router ``frm`` says member ``ended.key`` closed there. If it is one we took back
-        from our journal, suspended, and it attached there after it attached here, it
-        resumed there and will not resume here: it moved there (``Core.ended_elsewhere``),
-        now rather than when its grace ends (fresh --groups --leaves seeds 91512000579,
-        475546850952: while it waited here, we answered every question about the group's
-        messages unsure, for 10 s; by then the router where another member had one had
-        forgotten it, and the root gave it to a third). Moved, not closed: a copy for it
-        here is answered ``moved``, and ``frm`` answers what it had (answered ``closed``
-        here, a message it had accepted there went to another member: fresh seed
-        863476110810). A member that attached here later than there stays. So does one
-        suspended here that we could not hear resume there (fresh --leaves seed
-        654941108743: expired here, what it had accepted there went to another member)."""
+        """Router ``frm`` says member ``ended.key`` closed there. If it is suspended here (taken
+        back from our journal, or its client went while we could not hear where it resumed)
+        and it attached there after it attached here, it resumed there and will not resume
+        here: it moved there (``Core.ended_elsewhere``), now rather than when its grace ends
+        (until then every question about the group's messages is unsure here, and routers
+        forget meanwhile what other members had). Moved, not closed: a copy for it here is
+        answered ``moved``, and ``frm`` answers what it had (answered ``closed`` here, what it
+        had accepted there would go to another member). A member that attached here later
+        than there stays (``test_a_restored_member_that_closed_elsewhere_keeps_no_question_unsure``,
+        ``test_a_member_that_closed_elsewhere_while_we_were_cut_off_is_moved_not_expired``)."""
         since = self.restored.get(ended.key)
         if since is None:
             since = self.member_since.get(ended.key)
@@ -135,8 +134,8 @@ class Inquiry:
 
     def left(self, key: Key, group: GroupId, gids: tuple[bytes, ...], until: float) -> None:
         """Member ``key`` ended here before we restarted, having answered ``gids`` (our
-        journal): answered as had here (--groups --leaves seed 217: a member accepted, closed,
-        and its router died; the new root gave the message to another member)."""
+        journal): answered as had here, or a new root would give them to another member
+        (``test_leaves_seed_217_a_router_restarted_after_a_member_closed_remembers_what_it_had``)."""
         self.dest.left_had[key] = (group, frozenset(gids), until)
         self.member_groups[key] = group
 
@@ -177,9 +176,9 @@ class Inquiry:
     def _tell(self, key: Key, gids: Iterable[bytes]) -> None:
         """What a member that ended here had, told to every router as its answer: we may
         not know the roots (it had some where it was before it resumed here), and a root
-        may ask us only after we forgot (fresh --leaves seed 91512003450: 13 s later).
-        Told again every ``router_dead_after`` while we keep it (a router we could not
-        reach then: fresh seed 91512003343). Routers that are not its root answer Settle."""
+        may ask us only after we forgot. Told again every ``router_dead_after`` while we keep
+        it (a router we could not reach then may be its root). Routers that are not its root
+        answer Settle (``test_fresh_leaves_seed_what_a_member_that_ended_had_reaches_every_root``)."""
         said = ((key, Said.ACCEPTED, None),)
         for router in self.routes.all_routers() - {self.router_id}:
             for gid in gids:
@@ -203,9 +202,9 @@ class Inquiry:
 
     def fenced_out(self, gid: bytes) -> bool:
         """Whether another root asked us about ``gid``, or a router answered ``taken`` for
-        it: we choose no member for it any more (--groups --joins seed 200: a root that
-        lost its publisher passed it on to a member of its own while the new root chose the
-        member that had it)."""
+        it: we choose no member for it any more, not even one of our own: the other root
+        chooses (seed 200 of
+        ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``)."""
         if gid in self.taken_over:
             return True
         fence = self.dest.fenced.get(gid) if self.dest.fenced else None
@@ -237,11 +236,10 @@ class Inquiry:
         """``pub`` resumed here naming messages we hold nothing of: it sends them again, as
         its credit allows, maybe long after (while earlier ones wait for answers, it has
         none). We ask about them now: what routers know now, they may have forgotten by
-        then (fresh --groups --leaves seed 475546854939: a member that resumed with one in
-        its map was forgotten when that message came, 12 s later, and another member got
-        it too). What they tell is kept for the question asked when it comes; until it
-        comes we ask again every ``router_dead_after`` (a member may resume with it in its
-        map after the first round, and be forgotten before it comes)."""
+        then (``test_a_root_asks_about_a_resuming_publishers_messages_when_it_resumes``).
+        What they tell is kept for the question asked when it comes; until it comes we ask
+        again every ``router_dead_after`` (a member may resume with it in its map after the
+        first round, and be forgotten before it comes)."""
         if not self.groups.group_view(pub.topic):
             return
         waiting = self.routes.all_routers() | {self.router_id}
@@ -253,8 +251,9 @@ class Inquiry:
                 if record.root == self.router_id and self._fenced_by_another(gid):
                     self._ask_anew(record)
                 elif not record.local and early is None:
-                    # A copy we hold: its root may settle it with us before the resend
-                    # comes (fresh --leaves seed 654941110994: 14 s later, a second member).
+                    # A copy we hold: its root may settle it with us, and we forget what
+                    # we knew, before the resend comes
+                    # (``test_a_root_asks_early_about_copies_it_holds_for_its_resuming_publisher``).
                     stamp = self.delivery.stamp()
                     self.early[gid] = Early(pub, stamp, set(waiting), self.clock())
                     self._ask_all(gid, pub.topic, stamp, waiting)
@@ -276,8 +275,8 @@ class Inquiry:
     def _ask_anew(self, record: CoreRecord) -> None:
         """Our publisher is back (it resumed at another root, which asked, then here again):
         what that root fenced and we still wait to choose for, we ask about again, now the
-        newest asker (fresh --groups seed 935772921207 lost 32: the other root died, and
-        its fence kept every root from choosing)."""
+        newest asker: the other root may have died, and its fence would keep every root
+        from choosing (``test_a_root_the_publisher_came_back_to_asks_again_as_the_newest``)."""
         gid = record.gid
         self.taken_over.pop(gid, None)
         asking = self.asking.get(gid)
@@ -317,9 +316,8 @@ class Inquiry:
 
     def holding(self, record: CoreRecord) -> bool:
         """A fresh message of a publisher whose earlier ones wait for answers: its members
-        are chosen after theirs, so that each member sees the publisher's order (--groups
-        --joins seed 213: newer messages went to a member ahead of one still asked about,
-        which the old root's late copy then brought, unmarked)."""
+        are chosen after theirs, so that each member sees the publisher's order
+        (``test_seed_found_while_building_the_question``, seed 213)."""
         pub = record.publisher
         if pub is None or (pub.container_id, pub.link_name) not in self.held:
             return False
@@ -352,8 +350,9 @@ class Inquiry:
                 early.waiting.discard(frm)
                 early.heard.extend(told.members)
                 if told.taken:
-                    # (its publisher not attached here: not asked past; two roots asking
-                    # past each other lost 6, fresh --groups seed 265264293348)
+                    # (its publisher not attached here: not asked past, or two roots ask
+                    # past each other's fence and neither chooses;
+                    # ``test_a_root_whose_publisher_is_suspended_there_does_not_ask_past_a_fence``)
                     self.taken(told.gid)
             return
         if frm not in asking.waiting:
@@ -368,7 +367,7 @@ class Inquiry:
         asking.waiting.discard(frm)
         asking.heard.extend(told.members)
         if told.taken:
-            self.taken(told.gid)  # a root asked later: it chooses (--groups seed 4337 had both give way)
+            self.taken(told.gid)  # a later asker chooses (``test_seed_found_while_building_the_question``, 4337)
         asking.unsure = asking.unsure or told.unsure
         if not asking.waiting and not asking.unsure:
             self._decide(asking)
@@ -376,7 +375,9 @@ class Inquiry:
     def _outbid(self, gid: bytes, question: Asking | Early, topic: str, fence: int) -> None:
         """A root that asked after us by its stamp fenced the message, but our publisher is
         attached here: we are its root, and ask again past that stamp, keeping what we heard
-        (stamps are each root's clock: fresh --hard --groups seed 957146179704 lost 244)."""
+        (stamps are each root's clock: a fence stamped on a clock ahead must not keep an
+        attached publisher's root from choosing;
+        ``test_hard_group_seed_a_root_whose_publisher_is_attached_asks_past_a_fence_on_a_clock_ahead``)."""
         self.delivery.past(fence)
         question.stamp, question.asked_at = self.delivery.stamp(), self.clock()
         if isinstance(question, Asking):
@@ -389,8 +390,10 @@ class Inquiry:
         del self.asking[record.gid]
         # A member that had it (answered it, or said so resuming), even one that left since;
         # else a member that has it queued or that a root chose, if it is still a member
-        # (one that left since never had it: --groups --leaves seed 394 lost 13 to a choice
-        # of one). Else the rule's choice.
+        # (one that left since never had it, and choosing it would leave the message to no
+        # member: seed 394 of --leaves in
+        # ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
+        # Else the rule's choice.
         view = self.groups.group_view(record.topic)
         members = {m.key for ms in view.values() for m in ms}
         known: dict[GroupId, tuple[Key, str, bool]] = {}
@@ -432,7 +435,8 @@ class Inquiry:
                 return  # the head is still asked about: the rest wait
             if record.gid not in self.decided and record.gid in self.stashed and self._gone(record):
                 # Taken over with its old root's choice, and a member it names went since
-                # (it may have processed it): asked about now (--groups --leaves seed 220).
+                # (it may have processed it): asked about now (seed 220 of
+                # ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
                 record.chosen = self.stashed.pop(record.gid)
                 self._start(record)
                 self._stash(record)
@@ -446,8 +450,8 @@ class Inquiry:
         """Choose ``record``'s members (with what the answers said, if it was asked about) and send."""
         if self.fenced_out(record.gid):
             # Another root asked about it since (its publisher resumed there): that root
-            # chooses, we do not (--groups --joins seed 4700: a fresh message waiting here
-            # went to a second member when its turn came).
+            # chooses, we do not, even for a fresh message held here for its turn (seed
+            # 4700 of ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
             self.decided.pop(record.gid, None)
             self.stashed.pop(record.gid, None)
             self.delivery.answered(record, record.drop_waiter(ASKING))
@@ -473,8 +477,8 @@ class Inquiry:
         # Chosen after asking (or before, by the root we took it over from): it may come
         # after newer messages, so it goes marked (as a passed-on message does), to where
         # each member lives now. A member that is nowhere, or whose router said it
-        # closed, is replaced (--groups --leaves seed 262 lost 2: the member it was
-        # queued for left while the record waited its turn).
+        # closed, is replaced: it may have left while the record waited its turn (seed 262
+        # of ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
         record.drop_waiter(ASKING)
         here = self.topics.get(record.topic) or {}
         far = record.far
@@ -485,13 +489,14 @@ class Inquiry:
             if home and said in (None, KeyState.PENDING):
                 self.failover.send_owed(record, home)  # (one that had it answers from its record)
             elif said is KeyState.HERE and member in here:
-                # It came here since: waited for here, as a local subscriber (fresh --groups
-                # seed 935772831126 passed it on, and the member processed it too).
+                # It came here since: waited for here, as a local subscriber, not passed on
+                # (``test_a_member_that_came_to_the_root_is_waited_for_there_not_passed_on``).
                 continue
             elif member not in had and said not in (KeyState.ACCEPTED, KeyState.REJECTED):
                 self.groups.pass_on(record, group, member)
-            # (a member that had it and is gone now is sent nothing: it answered; --groups
-            # --leaves seed 220 passed it on when it left while the record waited its turn)
+            # (a member that had it and is gone now is sent nothing, nor passed on: it
+            # answered, even if it left while the record waited its turn; seed 220 of
+            # ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``)
         self.delivery.answered(record, record.pending == 0)
 
     def _queued(self, record: CoreRecord) -> bool:
@@ -510,7 +515,8 @@ class Inquiry:
     def expire(self, now: float) -> None:
         """A round not answered by every router, or where one was unsure, is asked again,
         of every router: what a router did not know then (a member that resumed there with
-        the message in its map since) it may know now (--groups --joins seed 419)."""
+        the message in its map since) it may know now (seed 419 of
+        ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``)."""
         retry = self.settings.router_dead_after
         for gid, early in self.early.items():
             if now - early.asked_at >= retry:
@@ -548,9 +554,8 @@ class Inquiry:
         root than ``asker`` are not delivered to our members (``Destination.fenced``).
 
         Unsure while a member of the topic's groups is suspended here: it may have had the
-        message, and says so only when it resumes (--groups --joins seed 419: a member
-        processed it, its router died, and it resumed with it in its map after the new
-        root had chosen another)."""
+        message, and says so only when it resumes, maybe after a new root chose another
+        (seed 419 of ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``)."""
         me = self.router_id
         if not self.dest.fence(gid, asker, stamp):
             return Told(gid, (), False, True, self.dest.fenced[gid][2])

@@ -45,9 +45,8 @@ class Grouped:
                 keys: frozenset[Key] | None) -> list[Subscriber]:
         chosen = record.chosen or {}
         if keys is not None:
-            # (a copy for particular keys reaches a member only if it was chosen: one that
-            # followed a publisher to a new root served members that were not, the soak's
-            # random-108 with --groups processed 75 messages twice)
+            # (a copy for particular keys reaches a member only if it was chosen, one that
+            # followed a publisher to a new root too: the --groups soak's random-108)
             return [s for k, s in subscribers.items()
                     if k in keys and (s.group is None or k in chosen) and s not in record.states]
         return [s for k, s in subscribers.items() if s.group is None or k in chosen and s not in record.states]

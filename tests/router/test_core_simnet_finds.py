@@ -1,7 +1,7 @@
 """Bugs the in-process network found (``sim/``), each pinned down on one core.
 
 (Those of several routers replay as named seeds in the in-process network itself:
-``tests/sim/test_issue24_seeds.py``, ``test_protocol3.py``, ``test_routing.py``;
+``tests/sim/test_issue24_seeds.py``, ``test_protocol_seeds.py``, ``test_routing.py``;
 the bounded exhaustive mode explores their situations in every placement of their
 faults: ``sim/explore.py``.)"""
 

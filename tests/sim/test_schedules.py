@@ -12,7 +12,7 @@ Zero is asserted in every category (lost, reordered, never answered, state left 
 expired, hangs, processed twice) over both, over a thousand group schedules whose members release
 messages (``--releases``), five hundred each where they leave for good (``--leaves``) or one joins
 (``--joins``; 5,000 of each run clean outside the suite), and over seven hundred ``--hard`` schedules. Fresh seeds run outside the suite (``--fresh
-N``); a failure there is a fix and a named regression test (``test_protocol3.py``).
+N``); a failure there is a fix and a named regression test (``test_protocol_seeds.py``).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_twenty_thousand_random_schedules_fail_none(tmp_path: Path):
 # Groups seeds that lost messages before their fix (the in-process network's own finds):
 # 320 (a member moved on to a router that then died: that router was dropped as having
 # nobody) and 875 (a resumed publisher's new root adopted a record without waiting for
-# the member chosen at the dead root). Version 3's finds are named in test_protocol3.py.
+# the member chosen at the dead root). Version 3's finds are named in test_protocol_seeds.py.
 GROUP_FINDS = (320, 875)
 
 
