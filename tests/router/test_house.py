@@ -95,3 +95,10 @@ def test_the_simulator_is_a_room_of_the_product_not_of_the_tests():
     assert {p.stem for p in (TOP / "sim").glob("*.py")} >= {"net", "clients", "links", "clock", "schedules", "explore"}
     assert not (TOP / "tests" / "simnet").exists()
     assert all(p.name.startswith(("test_", "__init__")) for p in (TOP / "tests" / "sim").glob("*.py"))
+
+
+def test_test_modules_have_unique_basenames():
+    """The test folders are not packages: pytest imports each module by its basename, and a
+    second module of the same name fails a clean collection."""
+    names = sorted(p.name for p in (TOP / "tests").rglob("test_*.py"))
+    assert [n for i, n in enumerate(names) if names[i - 1] == n and i] == []
