@@ -1,0 +1,34 @@
+"""The MQTT client adaptor (``router/adaptors/mqtt/edge.py``) in-process: a router's MQTT
+connections over transports that are not sockets, packets encoded by the router's own
+MQTT codec at the client's end (``tests/support/inprocess.py``)."""
+
+from __future__ import annotations
+
+from once.router.mqtt.codes import PacketType, Reason
+from once.router.mqtt.packets import Ack, Connack, Connect, Publish, Suback, Subscribe, Subscription
+from support.inprocess import MqttWire, router
+
+
+async def test_a_qos_1_publish_is_acknowledged_only_once_the_qos_1_subscriber_acknowledged_it():
+    r = router()
+    sub, pub = MqttWire(r), MqttWire(r, peer=("127.0.0.1", 46001))
+    for client, name in ((sub, "s"), (pub, "p")):
+        [ack] = await client.send(Connect(client.version, name))
+        assert isinstance(ack, Connack) and ack.reason is Reason.SUCCESS
+    [suback] = await sub.send(Subscribe(1, (Subscription("news/+", 1),)))
+    assert isinstance(suback, Suback) and suback.reasons == (1,)
+    assert await pub.send(Publish("news/a", b"hello", 1, packet_id=7)) == []  # no PUBACK yet
+    [got] = [p for p in await sub.read() if isinstance(p, Publish)]
+    assert (got.topic, got.payload, got.qos, got.dup) == ("news/a", b"hello", 1, False)
+    await sub.send(Ack(PacketType.PUBACK, got.packet_id))
+    assert [p for p in await pub.read() if isinstance(p, Ack)] == [Ack(PacketType.PUBACK, 7)]
+
+
+async def test_a_malformed_packet_closes_that_connection_alone():
+    r = router()
+    good, bad = MqttWire(r), MqttWire(r, peer=("127.0.0.1", 46001))
+    await good.send(Connect(good.version, "g"))
+    bad.conn.data_received(b"\x10\x02\xff\xff")  # a CONNECT whose protocol name is cut short
+    assert bad.transport.closing
+    [suback] = await good.send(Subscribe(1, (Subscription("t", 0),)))
+    assert isinstance(suback, Suback) and not good.transport.closing
