@@ -21,6 +21,7 @@ from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Settle, Told
 from once.router.core.ports import Alone
+from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
 T = "t"  # the topic
 G = GroupId("work")
@@ -107,51 +108,6 @@ class Hop:
 
     def targets(self) -> list[tuple[bytes, str, frozenset, int, int, bool]]:
         return [(c.gid, t.router, t.keys, t.position, t.low, t.redelivery) for c in self.copies for t in c.targets]
-
-
-class Pub:
-    def __init__(self) -> None:
-        self.grants: list[int] = []
-        self.outcomes: list[tuple[Any, Any, bool]] = []
-
-    def grant(self, credit: int) -> None:
-        self.grants.append(credit)
-
-    def outcome(self, handle: Any, outcome: Any, settle: bool) -> None:
-        self.outcomes.append((handle, outcome, settle))
-
-
-class Sub:
-    def __init__(self, credit: int = 100) -> None:
-        self.room = credit
-        self.sent: list[tuple[Any, bool, int]] = []
-        self.settled: list[Any] = []
-
-    def credit(self) -> int:
-        return self.room
-
-    def deliver(self, record: Any, settled: bool, redelivery: int) -> Any:
-        self.room -= 1
-        self.sent.append((record, settled, redelivery))
-        return ("handle", len(self.sent))
-
-    def settle(self, handle: Any) -> None:
-        self.settled.append(handle)
-
-    def draining(self) -> bool:
-        return False
-
-    def drained(self) -> None:
-        pass
-
-    def activated(self) -> None:
-        pass
-
-    def stolen(self) -> None:
-        pass
-
-    def gids(self) -> list[bytes]:
-        return [r.gid for r, _, _ in self.sent]
 
 
 class One:

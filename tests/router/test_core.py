@@ -11,11 +11,11 @@ from support.routes import TestRoutes
 
 class Pub:
     def __init__(self) -> None:
-        self.credit_grants: list[int] = []
+        self.grants: list[int] = []
         self.outcomes: list[tuple[Any, Any, bool]] = []
 
     def grant(self, credit: int) -> None:
-        self.credit_grants.append(credit)
+        self.grants.append(credit)
 
     def outcome(self, handle: Any, outcome: Any, settle: bool) -> None:
         self.outcomes.append((handle, outcome, settle))
@@ -23,15 +23,15 @@ class Pub:
 
 class Sub:
     def __init__(self, credit: int = 100) -> None:
-        self._credit = credit
+        self.room = credit
         self.sent: list[tuple[Any, bool, int]] = []
         self.settled: list[Any] = []
 
     def credit(self) -> int:
-        return self._credit
+        return self.room
 
     def deliver(self, record: Any, settled: bool, redelivery: int) -> Any:
-        self._credit -= 1
+        self.room -= 1
         self.sent.append((record, settled, redelivery))
         return ("handle", len(self.sent))
 
@@ -43,6 +43,15 @@ class Sub:
 
     def drained(self) -> None:
         pass
+
+    def activated(self) -> None:
+        pass
+
+    def stolen(self) -> None:
+        pass
+
+    def gids(self) -> list[bytes]:
+        return [r.gid for r, _, _ in self.sent]
 
 
 def _core(router_id: str = "A", **kw: Any) -> Core:
@@ -107,14 +116,14 @@ def test_window_bounds_credit():
     s, p = Sub(credit=0), Pub()
     core.add_subscriber(s, "t", "c", "l", False)
     pub = core.add_publisher(p, "t", "cp", "lp", False)
-    assert p.credit_grants == [1]  # one message first: its size is not known yet
+    assert p.grants == [1]  # one message first: its size is not known yet
     core.publish(pub, b"0", b"m", False, 0)
     core.replenish()
-    assert p.credit_grants == [1, 9]  # the window's room: 10 in flight at most
+    assert p.grants == [1, 9]  # the window's room: 10 in flight at most
     for i in range(1, 10):
         core.publish(pub, b"%d" % i, b"m", False, i)
     core.after_batch()
-    assert p.credit_grants == [1, 9] and len(core.records) == 10
+    assert p.grants == [1, 9] and len(core.records) == 10
 
 
 def test_tag_reuse_while_unsettled_is_refused_and_after_settlement_gets_a_new_gid():
@@ -153,7 +162,7 @@ def test_order_is_kept_per_subscriber_when_credit_arrives_late():
     pub = core.add_publisher(p, "t", "cp", "lp", False)
     for i in range(5):
         core.publish(pub, b"%d" % i, b"%d" % i, False, i)
-    s._credit = 5
+    s.room = 5
     core.pump(sub)
     assert [r.payload for r, _, _ in s.sent] == [b"0", b"1", b"2", b"3", b"4"]
 
@@ -181,6 +190,6 @@ def test_publishers_get_no_credit_before_the_network_told_us_its_subscribers():
     p = Pub()
     core.add_publisher(p, "t", "cp", "lp", False)
     core.replenish()
-    assert p.credit_grants == [] and core.unsynced
+    assert p.grants == [] and core.unsynced
     core.synced()  # the first neighbour's sync came in
-    assert p.credit_grants == [1] and not core.unsynced
+    assert p.grants == [1] and not core.unsynced

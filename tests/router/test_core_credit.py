@@ -47,7 +47,7 @@ def test_a_new_link_starts_small_and_grows_with_use():
     # ... while what it holds unused stays within its first ceiling (beyond it only when a
     # probe shows more pays)
     assert pub.window == 1000 and pub.credit == FIRST_CEILING
-    assert port.credit_grants[:6] == [1, 16, 32, 64, 128, 256]
+    assert port.grants[:6] == [1, 16, 32, 64, 128, 256]
 
 
 def test_idle_links_are_cut_back_and_grow_again_when_they_send():
@@ -65,7 +65,7 @@ def test_idle_links_are_cut_back_and_grow_again_when_they_send():
     assert core.reclaim_idle(clock.now) == 0  # quiet for 1.5 s only
     clock.now = 3.1
     assert core.reclaim_idle(clock.now) == 1
-    assert pub.credit == 1 and port.credit_grants[-1] == 1 and core.outstanding == 1
+    assert pub.credit == 1 and port.grants[-1] == 1 and core.outstanding == 1
     _send(core, pub, 1, 100)  # its one message brings it back, doubling
     assert pub.credit == 2
     _send(core, pub, 2, 101)
@@ -202,7 +202,7 @@ def test_a_publisher_that_outgrows_its_guess_loses_its_credit():
     assert pub.credit > 100
     core.add_subscriber(Sub(credit=0), "t", "s", "l", False)
     core.publish(pub, b"big", b"x" * 17 * MB, False, "big")  # then one over the link's bound
-    assert pub.credit == 0 and port.credit_grants[-1] == 0
+    assert pub.credit == 0 and port.grants[-1] == 0
     core.replenish()
     assert pub.credit == 0
 
@@ -217,7 +217,7 @@ def test_a_neighbour_that_comes_up_later_gets_transit_credit_from_an_idle_one():
     late_port = Pub()
     late = core.add_upstream("D", late_port)
     share = 400 // 3
-    assert late.credit > 0 and late_port.credit_grants[-1] == late.credit
+    assert late.credit > 0 and late_port.grants[-1] == late.credit
     assert all(u.credit <= share for u in first)
     assert core.credit.transit_outstanding == sum(u.credit for u in (*first, late)) <= 400
 
@@ -270,7 +270,7 @@ def test_a_users_links_share_its_byte_budget_and_get_credit_again_as_it_frees():
     assert all(p.credit == 0 for p in alices)
     assert bob.bytes > 16 * MB  # (bob has no budget: the link bound is his)
     # The subscriber takes and accepts everything: alice's purse empties, and credit returns.
-    sub._credit = 10_000
+    sub.room = 10_000
     core.pump(taker)
     for record, _settled, _ in list(sub.sent):
         core.subscriber_update(taker, record, None, ACCEPTED, True)
