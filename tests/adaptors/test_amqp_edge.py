@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from once.router.amqp.events import ConnectionFailed, DeliveriesReceived, DeliveryUpdated, LinkAttached
+from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAttached
 from once.router.amqp.performatives import Accepted, ReceiverSettleMode, Role, Source, Target
 from support.inprocess import Wire, router
 
@@ -50,12 +50,3 @@ async def test_a_message_reaches_the_subscriber_and_the_publisher_hears_accepted
     assert outcome.delivery is d and isinstance(outcome.state, Accepted)
 
 
-async def test_garbage_instead_of_a_header_closes_that_connection_alone():
-    r = router()
-    good, bad = Wire(r, "good"), Wire(r, "bad")
-    rx = await _link(good, Role.RECEIVER, "news", "s")
-    bad.conn.data_received(b"GET / HTTP/1.1\r\n\r\n")
-    assert bad.transport.closing and bad.transport.take().startswith(b"AMQP")  # our header, then gone
-    good.client.flow(rx, 1)
-    await good.pump()
-    assert _of(good.events, ConnectionFailed) == [] and rx.attached
