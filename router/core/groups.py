@@ -59,9 +59,6 @@ class Groups:
         self.failover = failover
         self.inquiry = inquiry
 
-    def has_local_groups(self) -> bool:
-        return bool(self.local_groups)
-
     # ---------------------------------------------------------- membership
 
     def join(self, sub: Subscriber, since: int) -> None:

@@ -27,7 +27,6 @@ class Conditions(StrEnum):
     """Every error condition the core itself puts on an outcome: stable codes, one table."""
 
     REJECTED_BY_SUBSCRIBER = "amqp:not-allowed"  # a rejection that named no condition
-    HOP_ANSWERED_ODDLY = "amqp:internal-error"  # a router answered with something not final
     UNDELIVERABLE_HERE = "once:undeliverable-here"
     REDELIVERY_LIMIT = "once:redelivery-limit"
     UNAUTHORIZED = "amqp:unauthorized-access"  # a destination's policy refused the publisher's user

@@ -12,27 +12,6 @@ from once.router.core import ACCEPTED, Core
 from support.routes import TestRoutes
 from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
-GID = b"g" * 16
-
-
-class Routes(TestRoutes):
-    """Routes by a table: destination -> neighbour (the rest as a lone router's)."""
-
-    def __init__(self, table: dict[str, str]) -> None:
-        super().__init__()
-        self.table = table
-
-    def route(self, dests: set[str], exclude: str | None) -> tuple[dict[str, set[str]], set[str]]:
-        out: dict[str, set[str]] = {}
-        stuck = set()
-        for d in dests:
-            via = self.table.get(d)
-            if via is None or via == exclude:
-                stuck.add(d)
-            else:
-                out.setdefault(via, set()).add(d)
-        return out, stuck
-
 
 def test_an_answer_after_settlement_is_settled_at_once():
     """Seed 78: a subscriber came back and accepted a redelivery of a record whose
