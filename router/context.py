@@ -70,10 +70,12 @@ class RouterContext(Protocol):
     stopping: bool
 
     def flush(self) -> None:
-        """Write what every touched connection has to send."""
+        """The end of a batch: the core's effects go out (``Core.after_batch``), then every
+        touched connection writes what it has to send."""
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Any:
-        """Run ``callback(*args)`` in ``delay`` seconds; returns a handle with ``cancel()``."""
+        """Run ``callback(*args)`` in ``delay`` seconds, as a batch of its own (``flush``
+        after it); returns a handle with ``cancel()``."""
 
     def call_soon(self, callback: Callable[..., object], *args: Any) -> Any:
-        """Run ``callback(*args)`` after the current batch."""
+        """Run ``callback(*args)`` after the current batch, as a batch of its own."""

@@ -264,9 +264,8 @@ class EngineProtocol(EngineShell):
             log.debug("internal error", exc_info=True)
             self.engine.close(Error(condition=Condition.INTERNAL_ERROR.value, description="internal error"))
             self.on_batch_failed()
-        self.router.core.after_batch()
         self.dirty()
-        self.router.flush()
+        self.router.flush()  # (the batch ends: the core's effects, then the writes)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._stop_timer()
@@ -275,7 +274,6 @@ class EngineProtocol(EngineShell):
             self.router.limits.release(self.host)
         if not self.refused and self.transport is not None:  # (a TLS socket whose handshake failed never was)
             self.on_lost(exc)
-            self.router.core.after_batch()
             self.router.flush()
         if not self.lost.done():
             self.lost.set_result(exc)

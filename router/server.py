@@ -174,15 +174,13 @@ class Router:
             s = self.settings
             await asyncio.sleep(min(1.0, s.subscriber_grace / 4 or 1.0, s.credit_idle / 2 or 1.0))
             now = self.core.clock()
-            changed = self.core.expire(now)
-            changed += self.core.reclaim_idle(now)
+            self.core.expire(now)
+            self.core.reclaim_idle(now)
             for sub in self.core.ended_elsewhere():
-                changed += 1
                 self.network.end(sub)
                 log.info("router %s: consumer group %s: member %s/%s from before the restart closed at another "
                          "router", self.id, sub.group, sub.container_id, sub.link_name)
             for sub in self.core.expire_suspended(now):
-                changed += 1
                 self.network.end(sub, expired=True)
                 expired = fields("subscriber.expired", container=sub.container_id, link=sub.link_name,
                                  topic=sub.topic, group=sub.group.name if sub.group is not None else None, owed=sub.owed)
@@ -205,9 +203,7 @@ class Router:
                 log.warning("router %s: no publisher credit yet: waiting for the first sync from a neighbour "
                             "(links up: %s; down: %s)", self.id, ", ".join(up) or "none", ", ".join(down) or "none",
                             extra=fields("sync.waiting", neighbours_up=up, neighbours_down=down))
-            if changed:
-                self.core.after_batch()
-                self.flush()
+            self.flush()  # (reclaiming credit or expiring may have left effects even when nothing changed)
             self._give_back_memory()
 
     def _note_waits(self, now: float) -> None:
@@ -277,6 +273,7 @@ class Router:
         self.quotas.reloaded()
         # (a byte budget new to a user or host bounds its links already attached too)
         self.core.rebudget(b for conn in list(self.connections) for b in conn.budgets())
+        self.flush()
         auth = fresh.auth
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
         log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy and consumer groups (%d) of %s; settings, "
@@ -303,13 +300,20 @@ class Router:
         log.info(self.describe(), extra=fields("snapshot", **{**general(self), "memory": memory(self)}))
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> asyncio.TimerHandle:
-        return asyncio.get_running_loop().call_later(delay, callback, *args)
+        return asyncio.get_running_loop().call_later(delay, self._batch, callback, args)
 
     def call_soon(self, callback: Callable[..., object], *args: Any) -> asyncio.Handle:
-        return asyncio.get_running_loop().call_soon(callback, *args)
+        return asyncio.get_running_loop().call_soon(self._batch, callback, args)
+
+    def _batch(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+        """A callback is a batch of its own: what it asked of the core goes out after it."""
+        callback(*args)
+        self.flush()
 
     def flush(self) -> None:
-        """Write what every touched connection has to send, once per batch."""
+        """The end of a batch: the core's effects reach their ports (``core/effects.py``),
+        then every touched connection writes what it has to send."""
+        self.core.after_batch()
         while self.dirty:
             conns = self.dirty
             self.dirty = set()

@@ -22,7 +22,7 @@ from once.router.core import ACCEPTED, RELEASED, Outcome, OutcomeKind
 from once.router.core import Subscriber as CoreSubscriber
 from once.router.core.lifecycle import SubscriberAttach
 
-from .links import Handle, Pipe
+from .links import Handle, Pipe, draining
 
 if TYPE_CHECKING:
     from .net import SimNet, SimRouter
@@ -128,20 +128,24 @@ class EdgeLink:
     # ------------------------------------------------- PublisherPort
 
     def grant(self, credit: int) -> None:
+        draining(self.router)
         self.conn.to_client.send(Credit(self.rcv_count, credit))
 
     def outcome(self, handle: Handle, outcome: Outcome, settle: bool) -> None:
+        draining(self.router)
         self.conn.to_client.send(Update(handle.id, outcome, settle))
 
     # ------------------------------------------------ SubscriberPort
 
     def credit(self) -> int:
+        draining(self.router)
         if not self.completed or self.gone:
             return 0
         count, credit = self.flow
         return max(0, count + credit - self.snd_count)
 
     def deliver(self, record: Any, settled: bool, redelivery: int) -> Handle:
+        draining(self.router)
         self.next_id += 1
         handle = Handle(self.next_id, record)
         if not settled:
@@ -151,19 +155,24 @@ class EdgeLink:
         return handle
 
     def settle(self, handle: Handle) -> None:
+        draining(self.router)
         self.handles.pop(handle.id, None)
         self.conn.to_client.send(Update(handle.id, None, True))
 
     def draining(self) -> bool:
+        draining(self.router)
         return False
 
     def drained(self) -> None:
+        draining(self.router)
         pass
 
     def stolen(self) -> None:
+        draining(self.router)
         self.gone = True  # the same key attached again: this link is detached
 
     def activated(self) -> None:
+        draining(self.router)
         pass
 
     # ------------------------------------------------------- frames

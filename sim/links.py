@@ -14,6 +14,18 @@ from once.router.core.messages import Copy
 
 from .clock import Loop
 
+
+class PortCalledInEntry(AssertionError):
+    """The core called a port from inside an entry call (it may only as its batch ends)."""
+
+
+def draining(router: Any) -> None:
+    """Every port here checks this first: the core calls ports only from ``after_batch``
+    (``router/core/effects.py``), so an adaptor is never inside the core when the core
+    calls it. Every sweep checks it on every port call."""
+    if not router.core.draining:
+        raise PortCalledInEntry(f"router {router.id}: a port was called inside an entry call")
+
 if TYPE_CHECKING:
     from .net import SimRouter
 
@@ -135,11 +147,13 @@ class HopEnd:
 
     def credit(self) -> int:
         end = self.end
+        draining(end.router)
         return max(0, end.credit) if end.up and not end.closed else 0
 
     def copy(self, copy: Copy) -> None:
         """A copy goes settled (the root sends it again if it is lost)."""
         end = self.end
+        draining(end.router)
         end.snd_count += 1
         end.credit -= 1
         end.send(copy)
@@ -155,4 +169,5 @@ class UpstreamEnd:
 
     def grant(self, credit: int) -> None:
         end = self.end
+        draining(end.router)
         end.send(Flow(end.rcv_count, credit))

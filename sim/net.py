@@ -77,7 +77,8 @@ class SimRouter:
         self.after_batch()
 
     def flush(self) -> None:
-        pass
+        """(As the router's: the end of a batch.)"""
+        self.after_batch()
 
     def after_batch(self) -> None:
         self.core.after_batch()

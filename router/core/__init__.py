@@ -4,7 +4,7 @@ points adaptors call, ``lifecycle.LinkLifecycle`` the link lifecycle every adapt
 
 from .facade import Core, Hop, Publisher, Subscriber, Upstream
 from .peers import TagInUse
-from .ports import ACCEPTED, RELEASED, Conditions, Outcome, OutcomeKind, rejected
+from .ports import ACCEPTED, RELEASED, Conditions, Outcome, OutcomeKind, Refused, rejected
 
-__all__ = ["ACCEPTED", "RELEASED", "Conditions", "Core", "Hop", "Outcome", "OutcomeKind", "Publisher", "Subscriber",
-           "TagInUse", "Upstream", "rejected"]
+__all__ = ["ACCEPTED", "RELEASED", "Conditions", "Core", "Hop", "Outcome", "OutcomeKind", "Publisher", "Refused",
+           "Subscriber", "TagInUse", "Upstream", "rejected"]

@@ -33,6 +33,7 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED
 
 from .credit import CreditWindow
 from .destination import Destination
+from .effects import Effects
 from .inquiry import Inquiry
 from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Settle
 from .parts import DeliveryPart, FailoverPart, GroupsPart
@@ -54,7 +55,7 @@ class Copies:
                  "streams", "_dispatch", "replenish_transit", "delivery", "failover", "groups")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
-                 send_to: Callable[[str, tuple[Control, ...]], None]) -> None:
+                 send_to: Callable[[str, tuple[Control, ...]], None], effects: Effects) -> None:
         self.router_id = tables.router_id
         self.settings = tables.settings
         self.records: CoreRecords = tables.records
@@ -71,7 +72,7 @@ class Copies:
         self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
         # the data links (``relay.py``); transit credit counts what we hold for other roots
         self.relay = relay = Relay(tables, credit, plans, lambda: (
-            len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes))
+            len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes), effects)
         self.hops, self.upstreams = relay.hops, relay.upstreams
         self._dispatch, self.replenish_transit = relay.dispatch, relay.replenish_transit
         self.only_me = frozenset({self.router_id})

@@ -20,8 +20,9 @@ Publisher credit follows use, so one client can never take the window from the r
 * so does the credit of all the links of a user or a host with a ``max_in_flight_bytes``
   in the policy, within that (``purse.py``).
 
-Granting calls the ports (``grant``) and nothing else; the core tells this window what
-changed and asks it to top up.
+Granting records which links' credit changed (``effects.py``: each hears its credit as
+the batch ends) and nothing else; the core tells this window what changed and asks it to
+top up.
 
 A pass walks only the links that may want credit. A link holding its one credit that
 cannot take more until it sends (window 1, or its message size still unknown) is
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from .ceiling import Phase
+from .effects import Effects
 from .pace import EPOCH
 
 if TYPE_CHECKING:
@@ -46,10 +48,11 @@ if TYPE_CHECKING:
 
 class CreditWindow:
     __slots__ = ("settings", "outstanding", "transit_outstanding", "busy", "_rr", "dirty", "active",
-                 "parked_conn", "parked_bytes", "parked")
+                 "parked_conn", "parked_bytes", "parked", "changed")
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, effects: Effects) -> None:
         self.settings = settings
+        self.changed = effects.grants  # links whose credit changed: told at the end of the batch
         self.outstanding = 0  # credit granted to publishers and not yet used
         self.transit_outstanding = 0  # the same for upstream neighbours
         self.busy = 0  # publishers that sent since the sweep before last
@@ -166,7 +169,7 @@ class CreditWindow:
             self.unpark(pub)
         self.outstanding -= pub.credit
         pub.credit = 0
-        pub.port.grant(0)
+        self.changed[pub] = None
 
     # --------------------------------------------------------------- grants
 
@@ -266,7 +269,7 @@ class CreditWindow:
             room -= give * max(size, 1)
             if per_conn is not None:
                 per_conn[pub.group] += give
-            pub.port.grant(pub.credit)
+            self.changed[pub] = None
             self._park_if_full(pub, per_conn)
             if budget <= 0:
                 self._rr = start + i + 1
@@ -287,7 +290,7 @@ class CreditWindow:
             if up.credit > share:
                 self.transit_outstanding -= up.credit - share
                 up.credit = share
-                up.port.grant(share)
+                self.changed[up] = None
         if held_bytes >= self.settings.max_in_flight_bytes:
             return
         budget = window - in_transit - self.transit_outstanding
@@ -300,7 +303,7 @@ class CreditWindow:
             up.credit += give
             self.transit_outstanding += give
             budget -= give
-            up.port.grant(up.credit)
+            self.changed[up] = None
 
     def reclaim(self, pubs: Sequence[Publisher], now: float) -> int:
         """Take credit back from links that hold it without sending; count the busy ones.
@@ -323,7 +326,7 @@ class CreditWindow:
                 if pub.credit > 1:
                     self.outstanding -= pub.credit - 1
                     pub.credit = 1
-                    pub.port.grant(1)
+                    self.changed[pub] = None
                     cut += 1
         self.busy = busy
         return cut

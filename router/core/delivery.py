@@ -18,9 +18,10 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
 from ..journal import Event
 from .credit import CreditWindow
+from .effects import Effects
 from .parts import CopiesPart, FailoverPart, GroupsPart
 from .peers import CoreRecord, CoreRecords, Publisher, Subscriber, TagInUse, Waiter
-from .ports import ACCEPTED, Conditions, Outcome, RoutesPort, rejected
+from .ports import ACCEPTED, Conditions, Outcome, Refused, RoutesPort, rejected
 from .tables import (
     ACCEPTED_KIND,
     MODIFIED_KIND,
@@ -36,10 +37,10 @@ from .treatments import TopicTreatment
 class LocalDelivery:
     __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency",
                  "observe_held", "clock", "journal", "credit", "placeholders", "treatment", "remote_routers",
-                 "group_members", "local_count", "born", "unsynced", "copies", "failover", "groups")
+                 "group_members", "local_count", "born", "unsynced", "copies", "failover", "groups", "effects")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, placeholders: Placeholders, routes: RoutesPort,
-                 treatment: TopicTreatment, unsynced: bool) -> None:
+                 treatment: TopicTreatment, unsynced: bool, effects: Effects) -> None:
         self.tables = tables
         self.router_id = tables.router_id
         self.settings = tables.settings
@@ -66,6 +67,7 @@ class LocalDelivery:
         # neighbour), a publish here could be accepted for want of subscribers we do not
         # know of yet: publishers get no credit until then (``synced``).
         self.unsynced = unsynced
+        self.effects = effects  # what reaches the ports at the end of the batch (``effects.py``)
         self.copies: CopiesPart
         self.failover: FailoverPart
         self.groups: GroupsPart
@@ -211,8 +213,9 @@ class LocalDelivery:
                 self.copies.forward(record, dests, exclude, keys)
         if record.chosen is not None and local and not record.local:
             self.groups.chosen_here_missing(record)  # (the root chose among members it has)
+        pumps = self.effects.pumps
         for sub in targets:
-            self.pump(sub)
+            pumps[sub] = None
         if record.pending == 0 and not record.outcome_sent:
             self.complete(record)
 
@@ -226,7 +229,11 @@ class LocalDelivery:
     # ------------------------------------------------------------ subscribers
 
     def pump(self, sub: Subscriber) -> None:
-        """Send queued records to ``sub`` while it has credit."""
+        """``sub`` may have something to send: at the end of the batch (``send``)."""
+        self.effects.pumps[sub] = None
+
+    def send(self, sub: Subscriber) -> None:
+        """Send queued records to ``sub`` while it has credit (only as the batch ends)."""
         queue = sub.queue
         if not queue:
             if sub.port.draining():
@@ -241,6 +248,10 @@ class LocalDelivery:
                 continue
             settled = record.presettled or sub.presettled
             handle = port.deliver(record, settled, redelivery)
+            if type(handle) is Refused:  # (its peer can never take it)
+                self.subscriber_update(sub, record, None, Outcome(REJECTED_KIND, description=handle.description),
+                                       True)
+                continue
             credit -= 1
             self.stats["delivered"] += 1
             sub.counts.delivered += 1
@@ -303,11 +314,11 @@ class LocalDelivery:
                 f"subscriber {sub.container_id}/{sub.link_name} released it {tries - 1} times"))
         sub.attempts[record.gid] = tries
         if not settled:
-            sub.port.settle(handle)
+            self.effects.settle(sub.port, handle)
         record.unsettled.pop(sub, None)
         sub.queue.append((record, tries))
         self.stats["redelivered"] += 1
-        self.pump(sub)
+        self.effects.pumps[sub] = None
         return False
 
     # -------------------------------------------------- answers and the end
@@ -337,7 +348,7 @@ class LocalDelivery:
             pace.answers += 1
             outcome = self.outcome(record)
             settle = not pub.settle_second
-            pub.port.outcome(record.publisher_handle, outcome, settle)
+            self.effects.outcome(pub.port, record.publisher_handle, outcome, settle)
             if settle:
                 self.settle_root(record)
         self.maybe_free(record)
@@ -371,8 +382,9 @@ class LocalDelivery:
 
     def settle_subscribers(self, record: CoreRecord) -> None:
         if record.unsettled:
+            settle = self.effects.settle
             for waiter, handle in self.records.settle(record):
-                waiter.port.settle(handle)  # type: ignore[union-attr]  # (only subscribers are sent deliveries)
+                settle(waiter.port, handle)  # type: ignore[union-attr]  # (only subscribers are sent deliveries)
 
     def answered(self, record: CoreRecord, done: bool) -> None:
         """After a waiter's answer (``done``: it was the last one in doubt): the publisher
@@ -405,7 +417,7 @@ class LocalDelivery:
         (``test_an_answer_after_settlement_is_settled_at_once``)."""
         if record.unsettled.get(waiter) is handle and record.states.get(waiter) is not IN_DOUBT:
             del record.unsettled[waiter]
-            waiter.port.settle(handle)
+            self.effects.settle(waiter.port, handle)
 
     def sent_settled(self, record: CoreRecord, waiter: Waiter) -> None:
         """A pre-settled send is that waiter's final state: at-most-once, nothing comes back."""

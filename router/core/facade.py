@@ -1,8 +1,9 @@
 """The forwarding core: topics, publishers, subscribers, acceptance, the in-flight window.
 
 The core knows no protocol (``ports.py``: outcomes and ports; a test keeps protocol
-modules out). Adaptors call ``Core`` and it calls back through small ports, all passed
-in: ``PublisherPort`` (``grant``, ``outcome``), ``SubscriberPort`` (``credit``,
+modules out). Adaptors call ``Core``; what their calls decide reaches them through small
+ports, all passed in, only when they end their batch with ``after_batch``
+(``effects.py``: no entry call calls a port): ``PublisherPort`` (``grant``, ``outcome``), ``SubscriberPort`` (``credit``,
 ``deliver``, ``settle``, ``drained``), ``HopPort`` (a neighbour router's data link
 away from us: ``credit``, ``copy``), ``UpstreamPort`` (one towards us: ``grant``) and,
 at construction, ``RoutesPort`` (the network).
@@ -52,6 +53,7 @@ from .ceiling import FIRST_CEILING, Ceiling
 from .copies import Copies
 from .credit import CreditWindow
 from .delivery import LocalDelivery
+from .effects import Effects
 from .failover import Failover
 from .groups import Groups
 from .pace import Pace
@@ -67,7 +69,7 @@ __all__ = ["Core", "Hop", "Publisher", "Subscriber", "Upstream"]
 
 class Core:
     __slots__ = ("tables", "router_id", "settings", "clock", "wall", "routes", "credit", "placeholders", "publishers",
-                 "suspended_publishers", "delivery", "copies", "failover", "groups",
+                 "suspended_publishers", "delivery", "copies", "failover", "groups", "effects", "draining",
                  # the parts' entry points adaptors call, bound once (the per-message ones among them)
                  "publish", "pump", "subscriber_update", "publisher_settled", "publisher_credit_changed",
                  "replenish", "pump_hop", "add_hop", "add_upstream", "hop_lost", "upstream_lost", "expire",
@@ -88,16 +90,19 @@ class Core:
         self.wall = wall
         self.routes = routes  # where other subscribers are and how to reach them (the network)
         self.tables = tables = CoreTables(router_id, settings, clock, wall, journal, admit)
-        self.credit = credit = CreditWindow(settings)
+        # what entry calls leave for the ports, drained by ``after_batch`` (``effects.py``)
+        self.effects = effects = Effects()
+        self.draining = False
+        self.credit = credit = CreditWindow(settings, effects)
         self.placeholders = placeholders = Placeholders()
         self.publishers: list[Publisher] = []
         self.suspended_publishers: dict[Key, Publisher] = {}
-        self.groups = groups = Groups(tables, routes, message_key)
+        self.groups = groups = Groups(tables, routes, message_key, effects)
         self.delivery = delivery = LocalDelivery(tables, credit, placeholders, routes,
                                                  TopicTreatment(treatment, groups.local_groups, groups.patterns),
-                                                 unsynced)
+                                                 unsynced, effects)
         # the acceptance protocol (``docs/protocol.md``): copies to destinations, answers to the root
-        self.copies = copies = Copies(tables, credit, routes, routes.send_to)
+        self.copies = copies = Copies(tables, credit, routes, routes.send_to, effects)
         self.failover = failover = Failover(tables, routes, placeholders)
         delivery.connect(copies, failover, groups)
         copies.connect(delivery, failover, groups)
@@ -171,9 +176,45 @@ class Core:
         return self.copies.held_copies()
 
     def after_batch(self) -> None:
-        """The end of an adaptor's batch: credit passes, and the control items gathered go out."""
-        self.delivery.after_batch()
-        self.copies.flush()
+        """The end of an adaptor's batch, and the only place the core calls ports: what the
+        entry calls recorded (``effects.py``) goes out, subscribers and neighbours' data links
+        send what they can, credit passes, and the control items gathered go to their routers.
+        Sending may answer more (a pre-settled send is final at once), so this repeats until
+        nothing is left. A port that calls the core meanwhile adds to what is drained."""
+        effects, credit, copies = self.effects, self.credit, self.copies
+        if self.draining or not (effects.pumps or effects.outcomes or effects.settles or effects.grants
+                                 or effects.hops or effects.notices or credit.dirty or copies.outgoing):
+            return
+        self.draining = True
+        try:
+            delivery, relay = self.delivery, copies.relay
+            pumps, hops = effects.pumps, effects.hops
+            while True:
+                if effects.settles or effects.outcomes or effects.notices:
+                    effects.answer()
+                while pumps:
+                    subs = list(pumps)
+                    pumps.clear()
+                    for sub in subs:
+                        delivery.send(sub)
+                    if effects.settles or effects.outcomes or effects.notices:
+                        effects.answer()
+                if hops:
+                    out = list(hops)
+                    hops.clear()
+                    for hop in out:
+                        relay.send(hop)
+                if credit.dirty:
+                    delivery.after_batch()
+                if effects.grants:
+                    effects.send_grants()
+                if copies.outgoing:
+                    copies.flush()
+                if not (pumps or effects.outcomes or effects.settles or effects.grants or hops or effects.notices
+                        or credit.dirty):
+                    break
+        finally:
+            self.draining = False
 
     def synced(self) -> None:
         """The network has told us who subscribes where (a neighbour's first sync)."""

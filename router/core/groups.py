@@ -23,6 +23,7 @@ from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.names import matches
 from once.records.table import SubState
 
+from .effects import Effects, Notice
 from .parts import FailoverPart, InquiryPart
 from .peers import ASKING, CoreRecord, Subscriber
 from .ports import RoutesPort
@@ -34,9 +35,10 @@ NO_MEMBERS = Table(())
 class Groups:
     __slots__ = ("router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
                  "patterns", "chooser", "message_key", "_group_views", "_local_version", "active_members", "failover",
-                 "inquiry")
+                 "inquiry", "effects")
 
-    def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None]) -> None:
+    def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None],
+                 effects: Effects) -> None:
         self.router_id = tables.router_id
         self.settings = tables.settings
         self.topics = tables.topics
@@ -52,6 +54,7 @@ class Groups:
         self._group_views: dict[str, tuple[object, int, dict[GroupId, Table]]] = {}
         self._local_version = 0
         self.active_members: set[Key] = set()  # ours that are active in an exclusive group
+        self.effects = effects  # (a member that became the active one is told as the batch ends)
         self.failover: FailoverPart
         self.inquiry: InquiryPart
 
@@ -100,7 +103,7 @@ class Groups:
             for topic, groups in self.local_groups.items():
                 sub = self.topics.get(topic, {}).get(key)
                 if sub is not None and sub.group is not None and key in groups.get(sub.group, {}):
-                    sub.port.activated()
+                    self.effects.notice(sub.port, Notice.ACTIVATED)
         self.active_members = now
 
     def last_member(self, sub: Subscriber) -> bool:

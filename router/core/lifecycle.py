@@ -39,6 +39,7 @@ from once.linkstate.messages import Subscription
 from once.records.membership import GroupId
 
 from ..logs import fields
+from .effects import Notice
 from .facade import Core
 from .peers import Publisher, Subscriber
 from .ports import Outcome, PublisherPort, SubscriberPort
@@ -148,7 +149,7 @@ class LinkLifecycle:
                                              since, a.resumable, a.exclusive)
         sub.owner = a.owner
         if displaced is not None:
-            displaced.port.stolen()
+            core.effects.notice(displaced.port, Notice.STOLEN)
         ours = None
         if a.unsettled is not None:  # resuming: what it accepted is never sent again
             ours = core.resume_subscriber(sub, a.unsettled, core.clock() + self.settings.publisher_grace)

@@ -9,6 +9,7 @@ interfaces the core calls an adaptor through, one per kind of peer.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ from once.records.outcomes import ACCEPTED, RELEASED, Outcome, OutcomeKind
 from .messages import Copy
 
 __all__ = ["ACCEPTED", "ALONE", "NO_GROUPS", "RELEASED", "Conditions", "HopPort", "Outcome", "OutcomeKind",
-           "NetworkEvents", "PublisherPort", "RoutesPort", "SubscriberPort", "UpstreamPort", "rejected"]
+           "NetworkEvents", "PublisherPort", "Refused", "RoutesPort", "SubscriberPort", "UpstreamPort", "rejected"]
 
 
 class Conditions(StrEnum):
@@ -50,8 +51,19 @@ class UpstreamPort(Protocol):
     def grant(self, credit: int) -> None: ...  # the link's absolute credit
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """What ``SubscriberPort.deliver`` returns for a message its peer can never take (an
+    MQTT client's maximum packet size): the core answers it rejected for that subscriber
+    there and then, with this description. (A value, not a call back into the core: the
+    core is sending when it asks.)"""
+
+    description: str
+
+
 class SubscriberPort(Protocol):
     def credit(self) -> int: ...
+    # the delivery's handle (given back to ``settle``), or ``Refused``
     def deliver(self, record: Any, settled: bool, redelivery: int) -> Any: ...
     def settle(self, handle: Any) -> None: ...
     def drained(self) -> None: ...

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from ..journal import Event
 from .credit import CreditWindow
+from .effects import Effects
 from .messages import Copy, CopyTarget
 from .peers import CoreRecord, Hop, Upstream
 from .plans import Plans
@@ -18,9 +19,10 @@ from .tables import CoreTables
 
 
 class Relay:
-    __slots__ = ("router_id", "journal", "stats", "credit", "plans", "hops", "upstreams", "dirty", "held")
+    __slots__ = ("router_id", "journal", "stats", "credit", "plans", "hops", "upstreams", "dirty", "held", "to_send")
 
-    def __init__(self, tables: CoreTables, credit: CreditWindow, plans: Plans, held: Callable[[], tuple[int, int]]) -> None:
+    def __init__(self, tables: CoreTables, credit: CreditWindow, plans: Plans, held: Callable[[], tuple[int, int]],
+                 effects: Effects) -> None:
         self.router_id = tables.router_id
         self.journal = tables.journal
         self.stats = tables.stats
@@ -30,6 +32,7 @@ class Relay:
         self.upstreams: dict[str, Upstream] = {}
         self.dirty = False  # a hop went or came: what was queued or on the wire is sent again
         self.held = held  # records we hold, and their bytes for other roots (transit credit counts them)
+        self.to_send = effects.hops  # hops with copies queued: sent as the batch ends (``send``)
 
     def dispatch(self, record: CoreRecord | Copy, stream: bytes, targets: list[CopyTarget],
                   visited: frozenset[str]) -> None:
@@ -69,7 +72,7 @@ class Relay:
         if one is not None:
             one.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, tuple(targets),
                                   onward, chosen, user))
-            self.pump_hop(one)
+            self.to_send[one] = None
             return
         for peer, routers in by_hop.items():
             hop = self.hops.get(peer)
@@ -79,7 +82,7 @@ class Relay:
                        else tuple(t for r in sorted(routers) for t in by_router[r]))
             hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,
                                   chosen, user))
-            self.pump_hop(hop)
+            self.to_send[hop] = None
 
     def add_hop(self, peer: str, port: HopPort) -> Hop:
         hop = Hop(peer, port)
@@ -109,6 +112,13 @@ class Relay:
             self.credit.upstream_gone(up)
 
     def pump_hop(self, hop: Hop) -> None:
+        """The hop's link has credit again: its copies go as the batch ends."""
+        self.to_send[hop] = None
+
+    def send(self, hop: Hop) -> None:
+        """Send the copies queued on ``hop`` while its link has credit (only as the batch ends)."""
+        if not hop.attached:
+            return
         queue = hop.queue
         if not queue:
             return

@@ -21,6 +21,7 @@ from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Settle, Told
 from once.router.core.ports import Alone
+from support.batched import batched
 from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
 T = "t"  # the topic
@@ -117,8 +118,8 @@ class One:
         self.now = 0.0
         self.routes = Routes(me)
         self.settings = Settings(**settings)
-        self.core = Core(me, self.settings, clock=lambda: self.now,
-                         wall=lambda: 1_000_000_000 + int(self.now * 1e6), routes=self.routes)
+        self.core = batched(Core(me, self.settings, clock=lambda: self.now,
+                         wall=lambda: 1_000_000_000 + int(self.now * 1e6), routes=self.routes))
         self.hops: dict[str, Hop] = {}
         self.ups: dict[str, Any] = {}
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from once.router.config import Settings
 from once.router.core import ACCEPTED, RELEASED, Core, Outcome, OutcomeKind, TagInUse
+from support.batched import batched
 from support.routes import TestRoutes
 
 
@@ -55,7 +56,7 @@ class Sub:
 
 
 def _core(router_id: str = "A", **kw: Any) -> Core:
-    return Core(router_id, Settings(**kw), clock=lambda: 0.0, routes=TestRoutes())
+    return batched(Core(router_id, Settings(**kw), clock=lambda: 0.0, routes=TestRoutes()))
 
 
 def test_outcome_waits_for_all_subscribers_then_settles_everyone():
@@ -177,7 +178,7 @@ def test_same_subscriber_key_displaces_the_old_link():
 
 def test_root_stamps_increase_even_if_the_wall_clock_steps_back():
     times = iter([500, 400, 400])
-    core = Core("A", Settings(), wall=lambda: next(times), routes=TestRoutes())
+    core = batched(Core("A", Settings(), wall=lambda: next(times), routes=TestRoutes()))
     pub = core.add_publisher(Pub(), "t", "cp", "lp", False)
     borns = [core.publish(pub, bytes([i]), b"m", False, i).born for i in range(3)]
     assert borns == [500, 501, 502]
@@ -186,7 +187,7 @@ def test_root_stamps_increase_even_if_the_wall_clock_steps_back():
 def test_publishers_get_no_credit_before_the_network_told_us_its_subscribers():
     """A router with neighbours that came up alone (or restarted while they were away)
     does not know who subscribes: a publish taken then would be accepted for nobody."""
-    core = Core("A", Settings(max_in_flight=10, link_credit=100), clock=lambda: 0.0, unsynced=True)
+    core = batched(Core("A", Settings(max_in_flight=10, link_credit=100), clock=lambda: 0.0, unsynced=True))
     p = Pub()
     core.add_publisher(p, "t", "cp", "lp", False)
     core.replenish()

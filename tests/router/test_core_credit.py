@@ -8,6 +8,7 @@ from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.ceiling import FIRST_CEILING
 from once.router.core.purse import Purse
+from support.batched import batched
 from support.routes import TestRoutes
 from test_core import Pub, Sub
 
@@ -21,13 +22,13 @@ class Clock:
 
 
 def _core(clock: Clock, **kw: Any) -> Core:
-    return Core("A", Settings(**kw), clock=clock, routes=TestRoutes())
+    return batched(Core("A", Settings(**kw), clock=clock, routes=TestRoutes()))
 
 
 def _send(core: Core, pub: Any, n: int, tag0: int = 0) -> None:
-    for i in range(n):
+    for i in range(n):  # (one batch: the publishes, then its end)
         assert pub.credit > 0
-        core.publish(pub, str(tag0 + i).encode(), b"m", False, f"h{tag0 + i}")
+        core.bare.publish(pub, str(tag0 + i).encode(), b"m", False, f"h{tag0 + i}")
     core.after_batch()
 
 
@@ -146,7 +147,7 @@ def test_a_credit_pass_looks_only_at_links_that_may_want_credit():
 
 def test_links_parked_in_one_pass_count_once_against_their_connection():
     clock = Clock()
-    core = Core("A", Settings(max_in_flight=10_000, link_credit=200), clock=clock, unsynced=True, routes=TestRoutes())
+    core = batched(Core("A", Settings(max_in_flight=10_000, link_credit=200), clock=clock, unsynced=True, routes=TestRoutes()))
     links = [core.add_publisher(Pub(), "t", "c", f"l{i}", False, group="c") for i in range(2000)]
     assert core.outstanding == 0  # (no credit before the router knows the network)
     core.synced()  # one pass for all of them: each gets its one credit and is parked

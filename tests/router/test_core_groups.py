@@ -7,6 +7,7 @@ from typing import Any
 from once.records.membership import Chooser, GroupId, Member, Table, key_slot
 from once.router.config import Settings
 from once.router.core import ACCEPTED, RELEASED, Core
+from support.batched import batched
 from support.routes import TestRoutes
 from test_core import Pub, Sub
 
@@ -15,8 +16,8 @@ G = GroupId("work")
 
 def _core(**kw: Any) -> Core:
     # a test message "key:rest" carries the key "key"
-    return Core("A", Settings(**kw), clock=lambda: 0.0,
-                message_key=lambda payload: payload.split(b":")[0] if b":" in payload else None, routes=TestRoutes())
+    return batched(Core("A", Settings(**kw), clock=lambda: 0.0,
+                message_key=lambda payload: payload.split(b":")[0] if b":" in payload else None, routes=TestRoutes()))
 
 
 def _accept_all(core: Core, sub: Any, port: Sub) -> int:
@@ -242,7 +243,7 @@ def test_a_member_asking_for_exclusive_makes_the_group_exclusive_and_plain_membe
 
 def test_a_durable_groups_last_member_stands_in_until_a_member_attaches_again():
     t = [0.0]
-    core = Core("A", Settings(), clock=lambda: t[0], routes=TestRoutes())
+    core = batched(Core("A", Settings(), clock=lambda: t[0], routes=TestRoutes()))
     first, p = Sub(), Pub()
     a, _ = core.add_subscriber(first, "t", "c1", "w", False, G)
     assert core.last_member(a)
@@ -263,7 +264,7 @@ def test_a_durable_groups_last_member_stands_in_until_a_member_attaches_again():
 
 def test_a_resumable_publishers_message_goes_to_the_same_member_whichever_router_chooses():
     def root(router_id: str) -> tuple[Core, Any]:
-        core = Core(router_id, Settings(), clock=lambda: 0.0, routes=TestRoutes())
+        core = batched(Core(router_id, Settings(), clock=lambda: 0.0, routes=TestRoutes()))
         for i in range(3):
             core.add_subscriber(Sub(), "t", f"c{i}", "w", False, G)
         # our client library carries its incarnation: the same gids at any router

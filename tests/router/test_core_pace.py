@@ -10,6 +10,7 @@ from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.ceiling import Phase
 from once.router.core.pace import FIRST, Pace
+from support.batched import batched
 from support.routes import TestRoutes
 from test_core import Pub, Sub
 from test_core_credit import Clock
@@ -115,7 +116,7 @@ def test_it_starts_where_qpid_dispatch_does():
 
 
 def _core(clock: Clock, **kw: Any) -> Core:
-    return Core("A", Settings(**kw), clock=clock, routes=TestRoutes())
+    return batched(Core("A", Settings(**kw), clock=clock, routes=TestRoutes()))
 
 
 def _run(core: Core, clock: Clock, steps: int, answer: Callable[[int, float, float], bool]) -> tuple[list[int], int]:

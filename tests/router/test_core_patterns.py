@@ -9,12 +9,13 @@ from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.peers import Subscriber
 from once.router.core.topics import TopicIndex
+from support.batched import batched
 from support.routes import TestRoutes
 from test_core import Pub, Sub
 
 
 def _core() -> Core:
-    return Core("A", Settings(), clock=lambda: 0.0, routes=TestRoutes())
+    return batched(Core("A", Settings(), clock=lambda: 0.0, routes=TestRoutes()))
 
 
 def _accept_all(core: Core, subs: dict[Any, Sub]) -> None:

@@ -9,6 +9,7 @@ from once.records.table import SubState
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.messages import Answer, Copy, CopyTarget
+from support.batched import batched
 from support.routes import TestRoutes
 from test_core import Pub, Sub, _core
 
@@ -57,7 +58,7 @@ class HopPort:
 
 def _net_core() -> tuple[Core, Routes]:
     routes = Routes()
-    return Core("A", Settings(), clock=lambda: 0.0, routes=routes), routes
+    return batched(Core("A", Settings(), clock=lambda: 0.0, routes=routes)), routes
 
 
 def _copy_from_x(core: Core, gid: bytes, keys: frozenset) -> None:

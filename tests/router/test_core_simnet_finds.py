@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
+from support.batched import batched
 from support.routes import TestRoutes
 from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 
@@ -16,7 +17,7 @@ from test_core import Pub, Sub  # (tests/router is on the path, like tests/)
 def test_an_answer_after_settlement_is_settled_at_once():
     """Seed 78: a subscriber came back and accepted a redelivery of a record whose
     publisher had settled already; nobody settled that delivery and the record stayed."""
-    core = Core("A", Settings(), routes=TestRoutes())
+    core = batched(Core("A", Settings(), routes=TestRoutes()))
     s = Sub()
     sub, _ = core.add_subscriber(s, "t", "c", "l", False)
     pub_port = Pub()

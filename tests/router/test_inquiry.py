@@ -12,6 +12,7 @@ from once.router.config import Settings
 from once.router.core.facade import Core
 from once.router.core.messages import Ask, Ended, Told
 from once.router.core.ports import Alone
+from support.batched import batched
 
 
 class Sub:
@@ -64,7 +65,7 @@ class Routes(Alone):
 
 def _core(now: list[float]) -> tuple[Core, Routes]:
     routes = Routes()
-    return Core("A", Settings(), clock=lambda: now[0], routes=routes), routes
+    return batched(Core("A", Settings(), clock=lambda: now[0], routes=routes)), routes
 
 
 def test_a_restored_member_that_closed_elsewhere_after_it_attached_here_moves_there():

@@ -12,6 +12,7 @@ from once.records.membership import GroupId
 from once.router.config import Settings
 from once.router.core import ACCEPTED, Core
 from once.router.core.lifecycle import LinkLifecycle, SubscriberAttach
+from support.batched import batched
 
 
 class Plane:
@@ -96,7 +97,8 @@ def _service(**kw: Any) -> tuple[Core, LinkLifecycle, Plane]:
     now = [0.0]
     core = Core("A", Settings(**kw), clock=lambda: now[0], wall=lambda: 1)
     plane = Plane()
-    return core, LinkLifecycle(core, plane), plane
+    # (each call on the three a batch of its own: ``support/batched.py``)
+    return batched(core), batched(LinkLifecycle(core, plane), core), batched(plane, core)
 
 
 def test_a_subscriber_attach_is_answered_only_once_the_network_has_it_and_then_delivers():

@@ -7,6 +7,7 @@ from typing import Any
 from once.router.config import Settings
 from once.router.core import ACCEPTED, RELEASED, Core, Outcome, OutcomeKind
 from once.router.core.measures import OTHER, Buckets, Measures
+from support.batched import batched
 from support.routes import TestRoutes
 from test_core import Pub, Sub
 
@@ -36,7 +37,7 @@ class Clock:
 
 def test_counters_follow_a_delivery_its_release_and_its_answer():
     clock = Clock()
-    core = Core("A", Settings(), clock=clock, routes=TestRoutes())
+    core = batched(Core("A", Settings(), clock=clock, routes=TestRoutes()))
     s, p = Sub(), Pub()
     sub, _ = core.add_subscriber(s, "t", "c1", "l", False)
     pub = core.add_publisher(p, "t", "cp", "lp", settle_second=False)
@@ -57,7 +58,7 @@ def test_counters_follow_a_delivery_its_release_and_its_answer():
 
 def test_a_rejection_counts_per_topic_and_an_expiry_with_deliveries_owed_is_counted():
     clock = Clock()
-    core = Core("A", Settings(subscriber_grace=5.0), clock=clock, routes=TestRoutes())
+    core = batched(Core("A", Settings(subscriber_grace=5.0), clock=clock, routes=TestRoutes()))
     s1, s2, p = Sub(), Sub(), Pub()
     a, _ = core.add_subscriber(s1, "t", "c1", "l", False)
     b, _ = core.add_subscriber(s2, "t", "c2", "l", False)

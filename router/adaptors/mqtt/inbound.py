@@ -53,9 +53,8 @@ class Inbound:
         self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
         self.bumping = False  # a new epoch is on its way to the routers we reach
         self.publishers: dict[str, Publisher] = {}
+        self.ports: dict[str, MqttPublisherPort] = {}  # (what each publisher's core port was told)
         self.unsettled: dict[bytes, Record] = {}  # its QoS 1/2 messages in the network, by our tag
-        self.publishing: bytes | None = None  # the tag of the message in ``core.publish`` now
-        self.settled_early = False  # that message was answered and settled before ``publish`` returned
 
     def resumed(self, epoch: int) -> None:
         """The session resumes here: its messages from before are of ``epoch``."""
@@ -108,21 +107,14 @@ class Inbound:
         pub = self._publisher(p.topic)
         if p.dup and tag not in pub.live:
             pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
-        self.publishing, self.settled_early = tag, False
-        try:
-            record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0,
-                                       (p.qos, p.packet_id or 0, tag))
-        finally:
-            self.publishing = None
+        record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0,
+                                   (p.qos, p.packet_id or 0, tag))
         if p.qos and record is not None:
-            if self.settled_early:  # (answered, and settled, within ``core.publish``)
-                conn.core.publisher_settled(pub, record)
-            else:
-                # (by our tag: a record taken over from a copy is under the copy's tag in the core)
-                self.unsettled[tag] = record
-        port = pub.port
-        assert isinstance(port, MqttPublisherPort)
-        if port.credit <= 0:
+            # (by our tag: a record taken over from a copy is under the copy's tag in the core;
+            # its outcome comes as the batch ends, never within ``publish``)
+            self.unsettled[tag] = record
+        port = self.ports[p.topic]
+        if port.credit <= 0 and pub.credit <= 0:  # (``pub.credit``: granted, to be told as the batch ends)
             # No credit on this topic: read no more from the client until the core grants some
             # (MQTT has no credit of its own for QoS 0; TCP's is the only one).
             conn.pause()
@@ -167,28 +159,18 @@ class Inbound:
             self.publish(event, held=True)
             if self.held and self.held[0] is event:  # (it waits again: the rest stay behind it)
                 break
-        conn.core.after_batch()
         conn.router.flush()
 
     def settled(self, topic: str, tag: bytes) -> None:
         """Its message is settled (PUBACK sent, or PUBREL came): the network may forget it."""
         pub = self.publishers.get(topic)
         record = self.unsettled.pop(tag, None)
-        if record is None and self.publishing == tag:
-            # answered within ``core.publish`` (no subscriber to wait for, or only QoS 0 ones),
-            # before it was noted unsettled: settled once ``publish`` has its record
-            self.settled_early = True
-            return
         if pub is not None and record is not None:
             self.conn.core.publisher_settled(pub, record)
 
     def gid(self, topic: str, tag: bytes) -> bytes:
-        """The gid of its unsettled message ``tag`` (b"": none), the one being published too
-        (answered within ``core.publish``: not noted unsettled yet, the publisher's live one)."""
+        """The gid of its unsettled message ``tag`` (b"": none)."""
         record = self.unsettled.get(tag)
-        if record is None and tag == self.publishing:
-            pub = self.publishers.get(topic)
-            record = pub.live.get(tag) if pub is not None else None
         return record.gid if record is not None else b""
 
     def released(self, event: PublishReleased) -> None:
@@ -201,7 +183,8 @@ class Inbound:
         if pub is None:
             conn = self.conn
             persistent = conn.session is not None
-            pub, _ = conn.lifecycle.attach_publisher(MqttPublisherPort(conn, topic), topic, conn.client_id,
+            port = self.ports[topic] = MqttPublisherPort(conn, topic)
+            pub, _ = conn.lifecycle.attach_publisher(port, topic, conn.client_id,
                                                      f"mqtt:{topic}", True, conn.incarnation if persistent else None,
                                                      None, group=conn)
             pub.user = conn.user or "anonymous"  # (it travels with the copies: ``core/peers.py``)
@@ -215,6 +198,7 @@ class Inbound:
         for pub in self.publishers.values():
             self.conn.lifecycle.publisher_gone(pub, suspend)
         self.publishers.clear()
+        self.ports.clear()
         self.unsettled.clear()
         self.held.clear()
         self.releasing.clear()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from once.records.table import Record
 
 from ...amqp.errors import DecodeError
-from ...core import ACCEPTED, Outcome, OutcomeKind, Subscriber
+from ...core import ACCEPTED, Outcome, OutcomeKind, Refused, Subscriber
 from ...mqtt.codes import Prop
 from ...mqtt.connection import PacketTooLarge
 from ...mqtt.events import DeliveryAcked, DeliveryReceived
@@ -55,7 +55,7 @@ class Outbound:
                 self.conn.mqtt.pubrel(pid)
         self.conn.dirty()
 
-    def deliver(self, port: MqttSubscriberPort, record: Record, settled: bool, redelivery: int) -> int | None:
+    def deliver(self, port: MqttSubscriberPort, record: Record, settled: bool, redelivery: int) -> int | Refused | None:
         conn = self.conn
         engine = conn.mqtt
         try:
@@ -74,40 +74,47 @@ class Outbound:
             self.in_flight[pid] = (sub, record, qos)
             packet = Publish(record.topic, payload, 2, False, known is not None or bool(redelivery), pid, props)
             if known is not None:  # (the network knows its packet id already)
-                self._send(packet)
-            else:
-                session.outbound[pid] = (record.gid, False, port.filter)
-                assert conn.sessions is not None
-                conn.sessions.changed(session, lambda: self._send(packet))
+                why = self._send(packet)
+                return pid if why is None else Refused(why)
+            session.outbound[pid] = (record.gid, False, port.filter)
+            assert conn.sessions is not None
+            conn.sessions.changed(session, lambda: self._send_stored(packet))
             return pid
         try:
             sent = engine.publish(record.topic, payload, qos, props, dup=bool(redelivery))
         except PacketTooLarge as e:
-            if qos:  # (the client can never have it: refused for it, after this pump, not left in doubt)
-                conn.router.call_soon(self.refuse, sub, record, str(e))
-            return None
+            # (the client can never have it: refused for it, not left in doubt; QoS 0 is dropped)
+            return Refused(str(e)) if qos else None
         if sent is not None:
             self.in_flight[sent] = (sub, record, qos)
         conn.dirty()
         return sent
 
-    def _send(self, packet: Publish) -> None:
+    def _send_stored(self, packet: Publish) -> None:
+        """The session store has its packet id now: it goes (or is refused for the client)."""
+        entry = self.in_flight.get(packet.packet_id)  # type: ignore[arg-type]
+        why = self._send(packet)
+        if why is not None and entry is not None:
+            self.refuse(entry[0], entry[1], why)
+
+    def _send(self, packet: Publish) -> str | None:
+        """Send a QoS 2 message under its packet id; why the client can never take it, if so."""
         conn = self.conn
         engine = conn.mqtt
         pid = packet.packet_id
         assert pid is not None
         entry = self.in_flight.get(pid)
         if engine.closed or entry is None:
-            return
+            return None
         try:
             engine.publish(packet.topic, packet.payload, 2, packet.props, packet.dup, packet_id=pid)
         except PacketTooLarge as e:
             self.in_flight.pop(pid, None)
             engine.in_flight.pop(pid, None)
             self._forget(pid)
-            self.refuse(entry[0], entry[1], str(e))
-            return
+            return str(e)
         conn.dirty()
+        return None
 
     def _forget(self, pid: int) -> None:
         conn = self.conn
@@ -152,7 +159,7 @@ class Outbound:
             if not conn.engine.closed and pid in conn.mqtt.in_flight:
                 conn.mqtt.pubrel(pid)
                 conn.dirty()
-            conn.core.after_batch()
+            conn.router.flush()
         conn.sessions.changed(session, release)
 
     def _accept(self, pid: int) -> None:
@@ -165,5 +172,4 @@ class Outbound:
         if sub.attached and record.states.get(sub) is not None:
             conn = self.conn
             conn.core.subscriber_update(sub, record, None, Outcome(OutcomeKind.REJECTED, description=why), True)
-            conn.core.after_batch()
             conn.router.flush()

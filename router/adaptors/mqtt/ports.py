@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from once.records.table import Record
 
-from ...core import Outcome, OutcomeKind
+from ...core import Outcome, OutcomeKind, Refused
 from ...mqtt.codes import Prop, Reason
 from ...mqtt.packets import Props
 
@@ -26,9 +26,13 @@ class MqttPublisherPort:
         self.credit = 0
 
     def grant(self, credit: int) -> None:
+        """Its credit now: none stops reading from the client (MQTT has no credit of its own
+        for QoS 0; TCP's is the only one), some starts it again."""
         self.credit = credit
         if credit > 0:
             self.conn.resume()
+        else:
+            self.conn.pause()
 
     def outcome(self, handle: tuple[int, int, bytes], outcome: Outcome, settle: bool) -> None:
         """Every subscriber answered: PUBACK (QoS 1) or PUBREC (QoS 2); MQTT 3.1.1 cannot say
@@ -72,7 +76,7 @@ class MqttSubscriberPort:
             return 0
         return conn.mqtt.credit() if self.qos else QOS0_WINDOW
 
-    def deliver(self, record: Record, settled: bool, redelivery: int) -> int | None:
+    def deliver(self, record: Record, settled: bool, redelivery: int) -> int | Refused | None:
         return self.conn.outbound.deliver(self, record, settled, redelivery)
 
     def settle(self, handle: Any) -> None:

@@ -56,7 +56,6 @@ def publish_will(router: RouterContext, client_id: str, will: Will) -> None:
     tag = _NONCE + next(_ids).to_bytes(8, "big")
     router.core.publish(pub, tag, to_amqp(will.topic, will.payload, props), will.qos == 0, None)
     lifecycle.publisher_gone(pub, False)  # (its message lives on until every subscriber has it)
-    router.core.after_batch()
     router.flush()
     log.info("router %s: published the will of MQTT client %s to %r", router.id, client_id, will.topic,
              extra=fields("mqtt.will", container=client_id, topic=will.topic))

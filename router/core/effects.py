@@ -1,0 +1,91 @@
+"""What the core's entry calls leave for the end of the batch.
+
+An entry call (``publish``, ``subscriber_update``, ``copy_arrived``, ``control``, an
+attach ...) changes the core's state and records here what must reach a port: a
+publisher's outcome, a settlement, a subscriber or a neighbour's data link with
+something to send, a link whose credit changed, a notice. It never calls a port itself.
+The adaptors and the network end each batch with ``Core.after_batch``, which drains
+this (``facade.py``), as ``linkstate/engine.py`` hands back a ``Result`` for its caller
+to carry out. So no adaptor is ever inside the core when the core calls it, and what a
+batch did to one link reaches it once: credit is sent as the link's credit at the end,
+not as every step towards it (``test_effects.py``).
+
+Ports are taken when an effect is recorded (the link that delivered is the one settled),
+and links are read when it is drained (the credit a link has then). The containers are
+never replaced, only emptied: the credit window writes to ``grants`` directly.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .peers import Hop, Publisher, Subscriber, Upstream
+    from .ports import Outcome, PublisherPort, SubscriberPort
+
+
+class Notice(Enum):
+    ACTIVATED = "activated"  # a standby of an exclusive group became its active member
+    STOLEN = "stolen"  # the same subscriber key attached again: this link ends
+
+
+class Effects:
+    __slots__ = ("outcomes", "settles", "notices", "pumps", "hops", "grants")
+
+    def __init__(self) -> None:
+        self.outcomes: list[tuple[PublisherPort, Any, Outcome, bool]] = []
+        self.settles: list[tuple[SubscriberPort, Any]] = []
+        self.notices: list[tuple[SubscriberPort, Notice]] = []
+        self.pumps: dict[Subscriber, None] = {}  # subscribers that may have something to send
+        self.hops: dict[Hop, None] = {}  # neighbours' data links with copies queued
+        self.grants: dict[Publisher | Upstream, None] = {}  # links whose credit changed
+
+    def outcome(self, port: PublisherPort, handle: Any, outcome: Outcome, settle: bool) -> None:
+        self.outcomes.append((port, handle, outcome, settle))
+
+    def settle(self, port: SubscriberPort, handle: Any) -> None:
+        self.settles.append((port, handle))
+
+    def notice(self, port: SubscriberPort, notice: Notice) -> None:
+        self.notices.append((port, notice))
+
+    def pump(self, sub: Subscriber) -> None:
+        self.pumps[sub] = None
+
+    def pump_hop(self, hop: Hop) -> None:
+        self.hops[hop] = None
+
+    def grant(self, link: Publisher | Upstream) -> None:
+        self.grants[link] = None
+
+    def answer(self) -> None:
+        """Outcomes, settlements and notices, in the order they were recorded."""
+        if self.settles:
+            settles = self.settles[:]
+            self.settles.clear()
+            for port, handle in settles:
+                port.settle(handle)
+        if self.outcomes:
+            outcomes = self.outcomes[:]
+            self.outcomes.clear()
+            for pub_port, handle, outcome, settle in outcomes:
+                pub_port.outcome(handle, outcome, settle)
+        if self.notices:
+            notices = self.notices[:]
+            self.notices.clear()
+            for port, notice in notices:
+                if notice is Notice.STOLEN:
+                    port.stolen()
+                else:
+                    port.activated()
+
+    def send_grants(self) -> None:
+        """Each link whose credit changed hears its credit now (absolute: the last value
+        is all the peer needs); a link gone meanwhile hears nothing."""
+        if self.grants:
+            grants = list(self.grants)
+            self.grants.clear()
+            for link in grants:
+                if link.attached:
+                    link.port.grant(link.credit)
