@@ -1,8 +1,10 @@
 """The sans-IO AMQP 1.0 connection: bytes in, events out, bytes to send.
 
-The connection is this orchestrator and four layers, one module each (mixins over the
-state declared in ``connection_state.py``): ``negotiation`` (headers, SASL, open/close,
-failure), ``sessions``, ``links`` and ``deliveries``.
+The connection is one class: it holds the connection's state and four layers, one object
+and one module each, that act on it: ``negotiation`` (headers, SASL, open/close,
+failure), ``sessions``, ``links`` and ``deliveries``. A layer reads and writes the
+connection's state and reaches another layer through the connection; what the
+application calls is this class's.
 
 Rules of the engine (everything that changes protocol state lives in these modules):
 
@@ -24,7 +26,7 @@ from typing import Any
 
 from .connection_state import OPEN_STATES, Mode, State, admits
 from .deliveries import Deliveries
-from .endpoints import EndpointState, Link, Session
+from .endpoints import Delivery, EndpointState, Link, Session
 from .errors import AMQPError, Condition, FramingError, LocalProtocolError, ProtocolError, SessionError
 from .frames import EMPTY_FRAME, MIN_MAX_FRAME_SIZE, FrameReader, FrameType, build_frame
 from .links import Links
@@ -36,8 +38,14 @@ from .performatives import (
     Detach,
     Disposition,
     End,
+    Error,
     Flow,
     Open,
+    ReceiverSettleMode,
+    Role,
+    SenderSettleMode,
+    Source,
+    Target,
     Transfer,
 )
 from .sasl import (
@@ -57,7 +65,7 @@ _FT_SASL = FrameType.SASL
 _CLIENT = Mode.CLIENT
 
 
-class Connection(Negotiation, Sessions, Links, Deliveries):
+class Connection:
     def __init__(
         self,
         mode: Mode,
@@ -86,8 +94,11 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         self.offered_capabilities = offered_capabilities
         self.state = State.START
         self.user: str | None = None
+        # SASL in progress: the server's next step (``SaslStep.next``) or the client's exchange;
+        # the mechanism the client chose (empty until its init)
         self._sasl: Any = None
         self._sasl_mechanism = ""
+        # links with a multi-frame delivery arriving (the router bounds their bytes: ``arriving``)
         self.assembling: dict[Link, None] = {}
         self.remote_open: Open | None = None
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
@@ -103,11 +114,110 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         self._sent = False
         self._last_received: float | None = None
         self._last_sent: float | None = None
-        self._dirty: set[Session] = set()
+        self._dirty: set[Session] = set()  # sessions with dispositions to write
+        self._sasl_header_seen = False  # (a client: the server's SASL header came)
+        self.negotiation = Negotiation(self)
+        self.session_layer = Sessions(self)
+        self.link_layer = Links(self)
+        self.delivery_layer = Deliveries(self)
 
     @property
     def closed(self) -> bool:
         return self.state is _CLOSED
+
+    # ------------------------------------------------------- negotiation
+
+    def open(self) -> None:
+        """Client: start the connection (header, SASL if configured, then open)."""
+        self.negotiation.open()
+
+    def close(self, error: Error | None = None) -> None:
+        self.negotiation.close(error)
+
+    # ---------------------------------------------------------- sessions
+
+    def begin(self) -> Session:
+        return self.session_layer.begin()
+
+    def end(self, session: Session, error: Error | None = None) -> None:
+        self.session_layer.end(session, error)
+
+    # ------------------------------------------------------------- links
+
+    def attach(
+        self,
+        session: Session,
+        name: str,
+        role: Role,
+        *,
+        link: Link | None = None,
+        source: Source | None = None,
+        target: Target | None = None,
+        snd_settle_mode: SenderSettleMode = SenderSettleMode.MIXED,
+        rcv_settle_mode: ReceiverSettleMode = ReceiverSettleMode.FIRST,
+        unsettled: dict[Any, Any] | None = None,
+        incomplete_unsettled: bool = False,
+        max_message_size: int | None = None,
+        properties: dict[Any, Any] | None = None,
+        offered_capabilities: tuple[str, ...] | None = None,
+        desired_capabilities: tuple[str, ...] | None = None,
+    ) -> Link:
+        """Attach a new link, or (``link`` given) answer the peer's attach of it."""
+        return self.link_layer.attach(
+            session, name, role, link=link, source=source, target=target, snd_settle_mode=snd_settle_mode,
+            rcv_settle_mode=rcv_settle_mode, unsettled=unsettled, incomplete_unsettled=incomplete_unsettled,
+            max_message_size=max_message_size, properties=properties, offered_capabilities=offered_capabilities,
+            desired_capabilities=desired_capabilities)
+
+    def detach(self, link: Link, *, closed: bool = True, error: Error | None = None) -> None:
+        self.link_layer.detach(link, closed=closed, error=error)
+
+    def flow(self, link: Link, credit: int, *, drain: bool = False, echo: bool = False) -> None:
+        """Receiver: grant ``credit`` (the new absolute credit, not an increment)."""
+        self.link_layer.flow(link, credit, drain=drain, echo=echo)
+
+    def announce(self, link: Link, properties: dict[Any, Any]) -> None:
+        """Sender: a flow frame carrying ``properties`` (news about the link, credit unchanged)."""
+        self.link_layer.announce(link, properties)
+
+    def drained(self, link: Link) -> None:
+        """Sender: nothing left to send while the receiver drains; consume the rest of the credit."""
+        self.link_layer.drained(link)
+
+    def set_available(self, link: Link, available: int) -> None:
+        self.link_layer.set_available(link, available)
+
+    def drop_arriving(self, link: Link, condition: Condition, description: str) -> None:
+        """Refuse the delivery arriving on ``link``: its bytes are let go and the link detached
+        with the error (the caller drops its side of the link)."""
+        self.link_layer.drop_arriving(link, condition, description)
+
+    # -------------------------------------------------------- deliveries
+
+    def send(
+        self,
+        link: Link,
+        tag: bytes,
+        payload: bytes,
+        *,
+        settled: bool = False,
+        state: Any = None,
+        resume: bool = False,
+        aborted: bool = False,
+        message_format: int = 0,
+    ) -> Delivery:
+        return self.delivery_layer.send(link, tag, payload, settled=settled, state=state, resume=resume,
+                                        aborted=aborted, message_format=message_format)
+
+    def disposition(self, delivery: Delivery, state: Any = None, *, settled: bool = False) -> None:
+        """Update (and optionally settle) a delivery; consecutive updates go out as ranges."""
+        self.delivery_layer.disposition(delivery, state, settled=settled)
+
+    def arriving(self) -> list[Link]:
+        """The links with a multi-frame delivery arriving now (forgetting those that ended)."""
+        return self.delivery_layer.arriving()
+
+    # ------------------------------------------------------------ bytes
 
     def receive_data(self, data: bytes | bytearray) -> list[Any]:
         events: list[Any] = []
@@ -118,17 +228,19 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         try:
             self._process()
         except ProtocolError as e:
-            self._fail(e)
+            self.negotiation._fail(e)
         except Exception as bug:  # a bug of ours must still close only this connection
             # The peer learns only that it was ours; the detail is for our own log line.
             # (its own name: compiled, one name is one type across the except clauses)
-            self._fail(ProtocolError(Condition.INTERNAL_ERROR, "internal error"), detail=f"{type(bug).__name__}: {bug}")
+            self.negotiation._fail(ProtocolError(Condition.INTERNAL_ERROR, "internal error"),
+                                   detail=f"{type(bug).__name__}: {bug}")
         return events
 
     def data_to_send(self) -> bytes:
         if self._dirty:
+            flush = self.delivery_layer._flush_dispositions
             for session in self._dirty:
-                self._flush_dispositions(session)
+                flush(session)
             self._dirty.clear()
         if not self._out:
             return b""
@@ -151,7 +263,8 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
         deadlines = []
         if self.idle_timeout:
             if now - self._last_received > self.idle_timeout:
-                self._fail(ProtocolError(Condition.RESOURCE_LIMIT_EXCEEDED, f"no frame for {self.idle_timeout:g}s (idle timeout)"))
+                self.negotiation._fail(ProtocolError(Condition.RESOURCE_LIMIT_EXCEEDED,
+                                                     f"no frame for {self.idle_timeout:g}s (idle timeout)"))
                 return None
             deadlines.append(self._last_received + self.idle_timeout)
         if self.remote_idle_timeout:
@@ -168,20 +281,20 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
 
     def _write(self, channel: int, performative: Any) -> None:
         if channel in self.sessions and self.sessions[channel].pending_dispositions:
-            self._flush_dispositions(self.sessions[channel])
+            self.delivery_layer._flush_dispositions(self.sessions[channel])
         self._out += build_frame(channel, performative)
 
     def _process(self) -> None:
         reader = self._reader
         while self.state is not _CLOSED:
             if self.state is _START or self.state is _AMQP_HEADER or (
-                self.state is _SASL and self.mode is _CLIENT and not getattr(self, "_sasl_header_seen", False)
+                self.state is _SASL and self.mode is _CLIENT and not self._sasl_header_seen
             ):
                 header = reader.take(8)
                 if header is None:
                     return
                 self._received = True
-                self._on_header(header)
+                self.negotiation._on_header(header)
                 continue
             moved = False
             frames = reader.frames()
@@ -196,7 +309,7 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
                     if frame.type is _FT_SASL:
                         if self.state is not _SASL:
                             raise FramingError("SASL frame outside the SASL layer", Condition.NOT_ALLOWED)
-                        self._on_sasl(frame.body)
+                        self.negotiation._on_sasl(frame.body)
                     else:
                         if self.state is _SASL:
                             raise FramingError("AMQP frame inside the SASL layer", Condition.NOT_ALLOWED)
@@ -205,7 +318,7 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
                         break  # the next bytes may be a protocol header, not a frame
             finally:
                 frames.close()
-            self._after_batch()
+            self.session_layer._after_batch()
             if not moved or self.state in (_OPEN, _CLOSE_SENT):
                 if reader.pending() == 0 or not moved:
                     return
@@ -222,36 +335,36 @@ class Connection(Negotiation, Sessions, Links, Deliveries):
                 return  # we ended this session; discard until the peer's end
             try:
                 if kind is Transfer:
-                    self._on_transfer(session, body, payload)
+                    self.delivery_layer._on_transfer(session, body, payload)
                 elif kind is Disposition:
-                    self._on_disposition(session, body)
+                    self.delivery_layer._on_disposition(session, body)
                 else:
-                    self._on_flow(session, body)
+                    self.link_layer._on_flow(session, body)
             except SessionError as e:
-                self._end_with_error(session, e)
+                self.session_layer._end_with_error(session, e)
             return
         why = admits(self.state, self.remote_open is not None, kind)
         if why is not None:
             raise ProtocolError(Condition.ILLEGAL_STATE, why)
         if kind is Open:
-            self._on_open(body)
+            self.negotiation._on_open(body)
         elif kind is Close:
-            self._on_close(body)
+            self.negotiation._on_close(body)
         elif kind is Begin:
-            self._on_begin(channel, body)
+            self.session_layer._on_begin(channel, body)
         else:
             session = self.remote_sessions.get(channel)
             if session is None:
                 raise ProtocolError(Condition.NOT_ALLOWED, f"{kind.__name__} on unmapped channel {channel}")
             if kind is End:
-                self._on_end(session, body)
+                self.session_layer._on_end(session, body)
                 return
             if session.state is _EP_CLOSE_SENT:
                 return
             try:
                 if kind is Attach:
-                    self._on_attach(session, body)
+                    self.link_layer._on_attach(session, body)
                 elif kind is Detach:
-                    self._on_detach(session, body)
+                    self.link_layer._on_detach(session, body)
             except SessionError as e:
-                self._end_with_error(session, e)
+                self.session_layer._end_with_error(session, e)

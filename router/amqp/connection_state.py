@@ -1,23 +1,18 @@
 """The AMQP connection's state and the rules every layer of it uses: modes, the connection
 states and what each admits (a table: a frame a state does not list is a protocol error),
-and the attributes the layers share (``Connection.__init__`` sets them)."""
+and the error a condition makes."""
 
 from __future__ import annotations
 
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from mypy_extensions import trait
-
 from .endpoints import EndpointState
 from .errors import Condition, LocalProtocolError, ProtocolError
 from .performatives import Attach, Begin, Close, Detach, Disposition, End, Error, Flow, Open, Transfer
 
 if TYPE_CHECKING:
-    from .endpoints import Link, Session
-    from .errors import AMQPError
-    from .frames import FrameReader
-    from .sasl import SaslClientConfig, SaslServerConfig
+    pass
 
 
 class Mode(Enum):
@@ -99,60 +94,3 @@ def step(endpoint: Any, move: Step) -> None:
 def error_of(condition: Condition | str, description: str) -> Error:
     cond = condition.value if isinstance(condition, Condition) else condition
     return Error(condition=cond, description=description or None)
-
-
-@trait
-class ConnectionState:
-    """Declared for the layers (``negotiation``, ``sessions``, ``links``, ``deliveries``)."""
-
-    mode: Mode
-    container_id: str
-    hostname: str | None
-    max_frame_size: int
-    channel_max: int
-    idle_timeout: float | None
-    incoming_window: int
-    sasl_server: SaslServerConfig | None
-    sasl_client: SaslClientConfig | None
-    properties: dict[Any, Any] | None
-    offered_capabilities: tuple[str, ...] | None
-    state: State
-    user: str | None
-    # SASL in progress: the server's next step (``SaslStep.next``) or the client's exchange;
-    # the mechanism the client chose (empty until its init)
-    _sasl: Any
-    _sasl_mechanism: str
-    # links with a multi-frame delivery arriving (the router bounds their bytes: ``arriving``)
-    assembling: dict[Link, None]
-    remote_open: Open | None
-    remote_max_frame_size: int
-    remote_idle_timeout: float | None
-    open_sent: bool
-    failed: AMQPError | None
-    sessions: dict[int, Session]
-    remote_sessions: dict[int, Session]
-    _reader: FrameReader
-    _out: bytearray
-    _events: list[Any]
-    _dirty: set[Session]
-
-    # What one layer calls in another (``Connection`` composes them): declared here so that
-    # each layer type-checks alone, and mypyc can compile them as traits.
-    def _write(self, channel: int, performative: Any) -> None:
-        raise NotImplementedError
-
-    def _require_open(self) -> None:
-        raise NotImplementedError
-
-    def _send_flow(self, session: Session, link: Link | None, echo: bool = False,
-                   properties: dict[Any, Any] | None = None) -> None:
-        raise NotImplementedError
-
-    def _detach_with_error(self, link: Link, condition: Condition, description: str) -> None:
-        raise NotImplementedError
-
-    def _unblock(self, session: Session) -> None:
-        raise NotImplementedError
-
-    def _flush_dispositions(self, session: Session) -> None:
-        raise NotImplementedError

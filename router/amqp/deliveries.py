@@ -1,18 +1,16 @@
 """Deliveries: transfers out (split to the frame size, blocked by the session window) and
 in (multi-frame, aborted, resumed), dispositions both ways (batched as ranges).
 
-One layer of ``Connection`` (``connection.py``): a mixin over its state, declared in
-``connection_state.py``."""
+One layer of ``Connection`` (``connection.py``), an object it holds: the state it reads
+and writes is the connection's (``conn``); it calls the other layers through it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mypy_extensions import trait
-
-from .connection_state import MAX_UINT, ConnectionState
+from .connection_state import MAX_UINT
 from .endpoints import Delivery, EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, SessionError
 from .events import (
@@ -27,14 +25,19 @@ from .performatives import (
 )
 from .transfer import encode_disposition, transfer_head, transfer_overhead
 
+if TYPE_CHECKING:
+    from .connection import Connection
+
 # (module constants: an enum member lookup is slow on Python 3.11, see records/table.py)
 _MAPPED, _CLOSED = EndpointState.MAPPED, EndpointState.CLOSED
 _RECEIVER = Role.RECEIVER
 _ROLE_AND_ID = itemgetter(0, 1)
 
 
-@trait
-class Deliveries(ConnectionState):
+class Deliveries:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
     def send(
         self,
         link: Link,
@@ -66,7 +69,7 @@ class Deliveries(ConnectionState):
             link.delivery_count = (link.delivery_count + 1) & MAX_UINT
         if session.pending_dispositions:
             self._flush_dispositions(session)
-        room = self.remote_max_frame_size - transfer_overhead(tag, state)
+        room = self.conn.remote_max_frame_size - transfer_overhead(tag, state)
         if room <= 0:
             raise LocalProtocolError("max-frame-size too small for a transfer frame")
         total = len(payload)
@@ -109,20 +112,20 @@ class Deliveries(ConnectionState):
         if session.state is not _MAPPED or link.state is _CLOSED:
             return
         session.pending_dispositions.append((link.role, delivery.delivery_id, settled, state))
-        self._dirty.add(session)
+        self.conn._dirty.add(session)
 
     def _write_transfer(self, session: Session, head: bytes | bytearray, payload: bytes | memoryview) -> None:
         if session.remote_incoming_window > 0 and not session.blocked:
             session.remote_incoming_window -= 1
             session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT
-            out = self._out
+            out = self.conn._out
             out += head
             out += payload
         else:
             session.blocked.append((head, payload))
 
     def _unblock(self, session: Session) -> None:
-        out = self._out
+        out = self.conn._out
         while session.blocked and session.remote_incoming_window > 0:
             session.remote_incoming_window -= 1
             session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT
@@ -138,7 +141,7 @@ class Deliveries(ConnectionState):
         if session.state is not _MAPPED:
             return
         pending.sort(key=_ROLE_AND_ID)  # (stable: two updates of one delivery keep their order)
-        out = self._out
+        out = self.conn._out
         channel = session.channel
         role, first, settled, state = pending[0]
         last = first
@@ -167,11 +170,11 @@ class Deliveries(ConnectionState):
             if t.delivery_id is None or t.delivery_tag is None:
                 raise SessionError(session.channel, Condition.INVALID_FIELD, "first transfer lacks delivery-id or delivery-tag")
             if t.aborted:
-                self._events.append(DeliveryAborted(link=link, tag=t.delivery_tag))
+                self.conn._events.append(DeliveryAborted(link=link, tag=t.delivery_tag))
                 return
             if link.credit <= 0 and not t.resume:
                 if link.revoked <= 0:
-                    self._detach_with_error(link, Condition.TRANSFER_LIMIT_EXCEEDED, "transfer without link credit")
+                    self.conn.link_layer._detach_with_error(link, Condition.TRANSFER_LIMIT_EXCEEDED, "transfer without link credit")
                     return
                 link.revoked -= 1  # sent before our flow took the credit back: legal
                 link.credit += 1
@@ -187,13 +190,13 @@ class Deliveries(ConnectionState):
             link.partial = delivery
             link.partial_size = 0
             link.partial_chunks = []  # (joined into the payload at the last frame)
-            self.assembling[link] = None
+            self.conn.assembling[link] = None
             partial = delivery
         if t.aborted:
             link.partial = None
             link.partial_chunks = []
-            self.assembling.pop(link, None)
-            self._events.append(DeliveryAborted(link=link, tag=partial.tag))
+            self.conn.assembling.pop(link, None)
+            self.conn._events.append(DeliveryAborted(link=link, tag=partial.tag))
             return
         if t.delivery_id is not None and t.delivery_id != partial.delivery_id:
             raise SessionError(session.channel, Condition.INVALID_FIELD, "delivery-id changed within a multi-frame delivery")
@@ -206,32 +209,32 @@ class Deliveries(ConnectionState):
         if link.max_message_size and link.partial_size > link.max_message_size:
             link.partial = None
             link.partial_chunks = []
-            self.assembling.pop(link, None)
-            self._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
+            self.conn.assembling.pop(link, None)
+            self.conn.link_layer._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
                                     f"message exceeds max-message-size {link.max_message_size}")
             return
         if not t.more:
             link.partial = None
             partial.payload = b"".join(link.partial_chunks)
             link.partial_chunks = []
-            self.assembling.pop(link, None)
+            self.conn.assembling.pop(link, None)
             self._received_delivery(session, link, partial)
 
     def arriving(self) -> list[Link]:
         """The links with a multi-frame delivery arriving now (forgetting those that ended)."""
-        live = [link for link in self.assembling if link.partial is not None and link.state is _MAPPED]
-        if len(live) != len(self.assembling):
-            self.assembling = dict.fromkeys(live)
+        live = [link for link in self.conn.assembling if link.partial is not None and link.state is _MAPPED]
+        if len(live) != len(self.conn.assembling):
+            self.conn.assembling = dict.fromkeys(live)
         return live
 
     def _received_delivery(self, session: Session, link: Link, delivery: Delivery) -> None:
         if link.max_message_size and len(delivery.payload) > link.max_message_size:
-            self._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
+            self.conn.link_layer._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
                                     f"message exceeds max-message-size {link.max_message_size}")
             return
         if not delivery.settled:
             session.incoming[delivery.delivery_id] = delivery
-        events = self._events
+        events = self.conn._events
         if events:
             last = events[-1]
             if type(last) is DeliveriesReceived and last.link is link:
@@ -245,7 +248,7 @@ class Deliveries(ConnectionState):
         last = d.last if d.last is not None else first
         if last < first:
             raise SessionError(session.channel, Condition.INVALID_FIELD, f"disposition range {first}..{last}")
-        events = self._events
+        events = self.conn._events
         ids: Iterable[int]
         if last - first + 1 <= len(table):
             ids = range(first, last + 1)

@@ -1,15 +1,13 @@
 """Links: attach and detach, handles, link credit and flow.
 
-One layer of ``Connection`` (``connection.py``): a mixin over its state, declared in
-``connection_state.py``."""
+One layer of ``Connection`` (``connection.py``), an object it holds: the state it reads
+and writes is the connection's (``conn``); it calls the other layers through it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mypy_extensions import trait
-
-from .connection_state import MAX_UINT, ConnectionState, Step, error_of, step
+from .connection_state import MAX_UINT, Step, error_of, step
 from .endpoints import EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, SessionError
 from .events import (
@@ -29,9 +27,14 @@ from .performatives import (
     Target,
 )
 
+if TYPE_CHECKING:
+    from .connection import Connection
 
-@trait
-class Links(ConnectionState):
+
+class Links:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
     def attach(
         self,
         session: Session,
@@ -71,17 +74,17 @@ class Links(ConnectionState):
             max_message_size=max_message_size, properties=properties,
             offered_capabilities=offered_capabilities, desired_capabilities=desired_capabilities,
         )
-        self._write(session.channel, attach)
+        self.conn._write(session.channel, attach)
         return link
 
     def detach(self, link: Link, *, closed: bool = True, error: Error | None = None) -> None:
         if link.state in (EndpointState.CLOSE_SENT, EndpointState.CLOSED):
             return
         session = link.session
-        self._flush_dispositions(session)
+        self.conn.delivery_layer._flush_dispositions(session)
         if link.state is EndpointState.UNMAPPED:
             return
-        self._write(session.channel, Detach(handle=link.handle, closed=closed or None, error=error))  # type: ignore[arg-type]
+        self.conn._write(session.channel, Detach(handle=link.handle, closed=closed or None, error=error))  # type: ignore[arg-type]
         if _closing(link):  # (writing the detach may have failed the connection)
             return
         step(link, Step.SEND_CLOSE)
@@ -96,21 +99,21 @@ class Links(ConnectionState):
             link.revoked += link.credit - credit
         link.credit = credit
         link.drain = drain
-        self._send_flow(link.session, link, echo=echo)
+        self.conn.session_layer._send_flow(link.session, link, echo=echo)
 
     def announce(self, link: Link, properties: dict[Any, Any]) -> None:
         """Sender: a flow frame carrying ``properties`` (news about the link, credit unchanged)."""
-        self._send_flow(link.session, link, properties=properties)
+        self.conn.session_layer._send_flow(link.session, link, properties=properties)
 
     def drained(self, link: Link) -> None:
         """Sender: nothing left to send while the receiver drains; consume the rest of the credit."""
         link.delivery_count = (link.delivery_count + link.credit) & MAX_UINT
         link.credit = 0
-        self._send_flow(link.session, link)
+        self.conn.session_layer._send_flow(link.session, link)
 
     def set_available(self, link: Link, available: int) -> None:
         link.available = available
-        self._send_flow(link.session, link)
+        self.conn.session_layer._send_flow(link.session, link)
 
     def _free_handle(self, session: Session) -> int:
         h = 0
@@ -141,7 +144,7 @@ class Links(ConnectionState):
         if attach.role is Role.SENDER:
             link.delivery_count = attach.initial_delivery_count or 0
         session.remote_links[attach.handle] = link
-        self._events.append(LinkAttached(link=link, attach=attach, reply_needed=reply_needed))
+        self.conn._events.append(LinkAttached(link=link, attach=attach, reply_needed=reply_needed))
 
     def _on_detach(self, session: Session, detach: Detach) -> None:
         link = session.remote_links.get(detach.handle)
@@ -149,12 +152,12 @@ class Links(ConnectionState):
             raise SessionError(session.channel, Condition.UNATTACHED_HANDLE, f"detach of unattached handle {detach.handle}")
         answered = link.state is EndpointState.CLOSE_SENT
         if not answered:
-            self._flush_dispositions(session)
-            self._write(session.channel, Detach(handle=link.handle, closed=detach.closed or None))  # type: ignore[arg-type]
+            self.conn.delivery_layer._flush_dispositions(session)
+            self.conn._write(session.channel, Detach(handle=link.handle, closed=detach.closed or None))  # type: ignore[arg-type]
         step(link, Step.RECV_CLOSE)
         self._forget_link(link)
         if not answered or detach.error is not None:
-            self._events.append(LinkDetached(link=link, closed=detach.closed, error=detach.error))
+            self.conn._events.append(LinkDetached(link=link, closed=detach.closed, error=detach.error))
 
     def _forget_link(self, link: Link) -> None:
         session = link.session
@@ -174,7 +177,7 @@ class Links(ConnectionState):
         link.partial = None
         link.partial_chunks = []
         link.partial_size = 0
-        self.assembling.pop(link, None)
+        self.conn.assembling.pop(link, None)
         err = error_of(condition, description)
         link.detach_error = err
         self.detach(link, closed=True, error=err)
@@ -183,7 +186,7 @@ class Links(ConnectionState):
         err = error_of(condition, description)
         link.detach_error = err
         self.detach(link, closed=True, error=err)
-        self._events.append(LinkDetached(link=link, closed=True, error=err))
+        self.conn._events.append(LinkDetached(link=link, closed=True, error=err))
 
     def _on_flow(self, session: Session, flow: Flow) -> None:
         nid = flow.next_incoming_id
@@ -194,10 +197,10 @@ class Links(ConnectionState):
             session.remote_incoming_window = 0
         session.remote_outgoing_window = flow.outgoing_window
         if session.blocked:
-            self._unblock(session)
+            self.conn.delivery_layer._unblock(session)
         if flow.handle is None:
             if flow.echo:
-                self._send_flow(session, None)
+                self.conn.session_layer._send_flow(session, None)
             return
         link = session.remote_links.get(flow.handle)
         if link is None:
@@ -219,8 +222,8 @@ class Links(ConnectionState):
                     link.credit = max(link.credit - advanced, 0)
             link.available = flow.available or 0
         if flow.echo:
-            self._send_flow(session, link)
-        self._events.append(LinkFlow(link=link, drain=flow.drain, properties=flow.properties))
+            self.conn.session_layer._send_flow(session, link)
+        self.conn._events.append(LinkFlow(link=link, drain=flow.drain, properties=flow.properties))
 
 
 def _closing(link: Link) -> bool:

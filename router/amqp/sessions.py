@@ -1,15 +1,13 @@
 """Sessions: begin and end, channels, and the session flow (incoming window).
 
-One layer of ``Connection`` (``connection.py``): a mixin over its state, declared in
-``connection_state.py``."""
+One layer of ``Connection`` (``connection.py``), an object it holds: the state it reads
+and writes is the connection's (``conn``); it calls the other layers through it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mypy_extensions import trait
-
-from .connection_state import ConnectionState, Step, error_of, step
+from .connection_state import Step, error_of, step
 from .endpoints import EndpointState, Link, Session
 from .errors import Condition, LocalProtocolError, ProtocolError, SessionError
 from .events import (
@@ -24,30 +22,35 @@ from .performatives import (
     Flow,
 )
 
+if TYPE_CHECKING:
+    from .connection import Connection
+
 _MAPPED = EndpointState.MAPPED  # (a module constant: see connection.py)
 
 
-@trait
-class Sessions(ConnectionState):
+class Sessions:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
     def begin(self) -> Session:
-        self._require_open()
+        self.conn._require_open()
         channel = self._free_channel()
-        session = Session(channel, self.incoming_window)
-        self.sessions[channel] = session
-        self._write(channel, self._begin_for(session))
+        session = Session(channel, self.conn.incoming_window)
+        self.conn.sessions[channel] = session
+        self.conn._write(channel, self._begin_for(session))
         step(session, Step.SEND_OPEN)
         return session
 
     def end(self, session: Session, error: Error | None = None) -> None:
         if session.state in (EndpointState.CLOSE_SENT, EndpointState.CLOSED):
             return
-        self._flush_dispositions(session)
-        self._write(session.channel, End(error=error))
+        self.conn.delivery_layer._flush_dispositions(session)
+        self.conn._write(session.channel, End(error=error))
         step(session, Step.SEND_CLOSE)
 
     def _free_channel(self) -> int:
-        for ch in range(self.channel_max + 1):
-            if ch not in self.sessions:
+        for ch in range(self.conn.channel_max + 1):
+            if ch not in self.conn.sessions:
                 return ch
         raise LocalProtocolError("no free channel")
 
@@ -58,52 +61,52 @@ class Sessions(ConnectionState):
         )
 
     def _on_begin(self, channel: int, begin: Begin) -> None:
-        if channel > self.channel_max:
-            raise ProtocolError(Condition.NOT_ALLOWED, f"channel {channel} above channel-max {self.channel_max}")
-        if channel in self.remote_sessions:
+        if channel > self.conn.channel_max:
+            raise ProtocolError(Condition.NOT_ALLOWED, f"channel {channel} above channel-max {self.conn.channel_max}")
+        if channel in self.conn.remote_sessions:
             raise ProtocolError(Condition.NOT_ALLOWED, f"begin on channel {channel} already in use")
         if begin.remote_channel is not None:
-            session = self.sessions.get(begin.remote_channel)
+            session = self.conn.sessions.get(begin.remote_channel)
             if session is None or session.state is not EndpointState.SENT:
                 raise ProtocolError(Condition.NOT_ALLOWED, f"begin answers unknown channel {begin.remote_channel}")
             reply = False
         else:
-            session = Session(self._free_channel(), self.incoming_window)
-            self.sessions[session.channel] = session
+            session = Session(self._free_channel(), self.conn.incoming_window)
+            self.conn.sessions[session.channel] = session
             reply = True
         session.remote_channel = channel
         session.next_incoming_id = begin.next_outgoing_id
         session.remote_incoming_window = begin.incoming_window
         session.remote_outgoing_window = begin.outgoing_window
         session.handle_max = min(session.handle_max, begin.handle_max)
-        self.remote_sessions[channel] = session
+        self.conn.remote_sessions[channel] = session
         step(session, Step.RECV_OPEN)
         if reply:
-            self._write(session.channel, self._begin_for(session))
+            self.conn._write(session.channel, self._begin_for(session))
             step(session, Step.SEND_OPEN)
-        self._events.append(SessionBegun(session=session))
+        self.conn._events.append(SessionBegun(session=session))
 
     def _on_end(self, session: Session, end: End) -> None:
         answered = session.state is EndpointState.CLOSE_SENT
         if not answered:
-            self._flush_dispositions(session)
-            self._write(session.channel, End())
+            self.conn.delivery_layer._flush_dispositions(session)
+            self.conn._write(session.channel, End())
         step(session, Step.RECV_CLOSE)
-        self.sessions.pop(session.channel, None)
+        self.conn.sessions.pop(session.channel, None)
         if session.remote_channel is not None:
-            self.remote_sessions.pop(session.remote_channel, None)
+            self.conn.remote_sessions.pop(session.remote_channel, None)
         for link in list(session.links.values()):
             if link.state is not EndpointState.CLOSED:
                 step(link, Step.ENDED)
                 if not answered:
-                    self._events.append(LinkDetached(link=link, closed=False, error=end.error))
+                    self.conn._events.append(LinkDetached(link=link, closed=False, error=end.error))
         if not answered:
-            self._events.append(SessionEnded(session=session, error=end.error))
+            self.conn._events.append(SessionEnded(session=session, error=end.error))
 
     def _end_with_error(self, session: Session, e: SessionError) -> None:
         err = error_of(e.condition, e.description)
         self.end(session, err)
-        self._events.append(SessionEnded(session=session, error=err))
+        self.conn._events.append(SessionEnded(session=session, error=err))
 
     def _send_flow(self, session: Session, link: Link | None, echo: bool = False,
                    properties: dict[Any, Any] | None = None) -> None:
@@ -122,11 +125,11 @@ class Sessions(ConnectionState):
             flow.available = link.available if link.is_sender else None
             flow.drain = link.drain
             flow.properties = properties
-        self._write(session.channel, flow)
+        self.conn._write(session.channel, flow)
 
     def _after_batch(self) -> None:
         # Re-open each session's incoming window in one flow frame per batch, not per transfer.
-        for session in self.sessions.values():
+        for session in self.conn.sessions.values():
             if session.state is _MAPPED and session.incoming_window < session.initial_incoming_window // 2:
                 session.incoming_window = session.initial_incoming_window
                 self._send_flow(session, None)

@@ -1,5 +1,5 @@
-"""The core's house rules, read from the source: parts are composed, not inherited, and
-nobody outside a part assigns its attributes (a compiler for typed Python needs both;
+"""The house rules, read from the source: parts are composed, not inherited (the whole
+router package), nobody outside a core part assigns its attributes (a compiler for typed Python needs both;
 so does anyone reading one part without the others)."""
 
 from __future__ import annotations
@@ -39,12 +39,20 @@ def _sources(*rooms: str) -> list[Path]:
     return [p for room in rooms for p in (TOP / room).rglob("*.py")]
 
 
-def test_no_class_in_the_core_has_more_than_one_base():
+def test_no_class_in_the_router_has_more_than_one_base_or_is_a_mixin():
+    """The whole router package: the core's parts, the AMQP engine's ``Connection`` (one
+    class holding its layers as objects), the adaptors, the network. No class has two
+    bases, and none is a trait (a mixin's way in under the compiler)."""
     found = []
-    for path in CORE.glob("*.py"):
+    for path in (TOP / "router").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and len(node.bases) > 1:
-                found.append(f"{path.name}: class {node.name}({', '.join(ast.unparse(b) for b in node.bases)})")
+            if not isinstance(node, ast.ClassDef):
+                continue
+            where = f"{path.relative_to(TOP)}: class {node.name}"
+            if len(node.bases) > 1:
+                found.append(f"{where}({', '.join(ast.unparse(b) for b in node.bases)})")
+            if any(ast.unparse(d).endswith("trait") for d in node.decorator_list):
+                found.append(f"{where} is a trait")
     assert found == []
 
 
