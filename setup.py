@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parent
 # protocol: classes mypyc keeps as Python classes, their methods compiled).
 COMPILED = (
     *(f"router/amqp/{m}.py" for m in ("codec", "decoder", "encoder", "errors", "frames", "performatives", "transfer",
-                                      # the engine: ``Connection`` and its layers (traits to mypyc)
-                                      "connection", "connection_state", "negotiation", "sessions", "links",
+                                      # the engine: ``Connection``, its base and its layers
+                                      "connection", "connection_state", "shared", "negotiation", "sessions", "links",
                                       "deliveries", "endpoints", "events", "sasl")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "records").glob("*.py")) if p.name not in ("__init__.py", "compiled.py")),
     *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "router" / "core").glob("*.py")) if p.name != "__init__.py"),

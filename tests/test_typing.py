@@ -34,7 +34,7 @@ STRICT = [
     "router/amqp/errors.py",
     "router/amqp/performatives.py",
     # the engine's state layers and the AMQP adaptors: every compiled module is here too
-    *(f"router/amqp/{m}.py" for m in ("connection", "connection_state", "negotiation", "sessions", "links",
+    *(f"router/amqp/{m}.py" for m in ("connection", "connection_state", "shared", "negotiation", "sessions", "links",
                                       "deliveries", "endpoints", "events", "sasl")),
     *sorted(f"router/adaptors/amqp/{p.name}" for p in (Path(__file__).resolve().parents[1] / "router" / "adaptors"
                                                        / "amqp").glob("*.py")),

@@ -1,10 +1,11 @@
 """The sans-IO AMQP 1.0 connection: bytes in, events out, bytes to send.
 
-The connection is one class: it holds the connection's state and four layers, one object
-and one module each, that act on it: ``negotiation`` (headers, SASL, open/close,
-failure), ``sessions``, ``links`` and ``deliveries``. A layer reads and writes the
-connection's state and reaches another layer through the connection; what the
-application calls is this class's.
+The connection is one class holding four layers, one object and one module each:
+``negotiation`` (headers, SASL, open/close, failure), ``sessions``, ``links`` and
+``deliveries``. Its state, and the frames every layer writes (a performative, a flow,
+pending dispositions, a detach), are its one base, ``ConnectionState`` (``shared.py``):
+what each layer is given, so that no layer imports the connection or another layer.
+What the application calls is this class's.
 
 Rules of the engine (everything that changes protocol state lives in these modules):
 
@@ -27,8 +28,8 @@ from typing import Any
 from .connection_state import OPEN_STATES, Mode, State, admits
 from .deliveries import Deliveries
 from .endpoints import Delivery, EndpointState, Link, Session
-from .errors import AMQPError, Condition, FramingError, LocalProtocolError, ProtocolError, SessionError
-from .frames import EMPTY_FRAME, MIN_MAX_FRAME_SIZE, FrameReader, FrameType, build_frame
+from .errors import Condition, FramingError, ProtocolError, SessionError
+from .frames import EMPTY_FRAME, FrameType
 from .links import Links
 from .negotiation import Negotiation
 from .performatives import (
@@ -53,6 +54,7 @@ from .sasl import (
     SaslServerConfig,
 )
 from .sessions import Sessions
+from .shared import ConnectionState
 
 __all__ = ["Connection", "Mode", "State"]
 
@@ -65,7 +67,7 @@ _FT_SASL = FrameType.SASL
 _CLIENT = Mode.CLIENT
 
 
-class Connection:
+class Connection(ConnectionState):
     def __init__(
         self,
         mode: Mode,
@@ -81,41 +83,9 @@ class Connection:
         properties: dict[Any, Any] | None = None,
         offered_capabilities: tuple[str, ...] | None = None,
     ) -> None:
-        self.mode = mode
-        self.container_id = container_id
-        self.hostname = hostname
-        self.max_frame_size = max(max_frame_size, MIN_MAX_FRAME_SIZE)
-        self.channel_max = channel_max
-        self.idle_timeout = idle_timeout
-        self.incoming_window = incoming_window
-        self.sasl_server = sasl_server
-        self.sasl_client = sasl_client
-        self.properties = properties
-        self.offered_capabilities = offered_capabilities
-        self.state = State.START
-        self.user: str | None = None
-        # SASL in progress: the server's next step (``SaslStep.next``) or the client's exchange;
-        # the mechanism the client chose (empty until its init)
-        self._sasl: Any = None
-        self._sasl_mechanism = ""
-        # links with a multi-frame delivery arriving (the router bounds their bytes: ``arriving``)
-        self.assembling: dict[Link, None] = {}
-        self.remote_open: Open | None = None
-        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
-        self.remote_idle_timeout: float | None = None
-        self.open_sent = False
-        self.failed: AMQPError | None = None
-        self.sessions: dict[int, Session] = {}
-        self.remote_sessions: dict[int, Session] = {}
-        self._reader = FrameReader(self.max_frame_size)
-        self._out = bytearray()
-        self._events: list[Any] = []
-        self._received = False
-        self._sent = False
-        self._last_received: float | None = None
-        self._last_sent: float | None = None
-        self._dirty: set[Session] = set()  # sessions with dispositions to write
-        self._sasl_header_seen = False  # (a client: the server's SASL header came)
+        super().__init__(mode, container_id, hostname=hostname, max_frame_size=max_frame_size, channel_max=channel_max,
+                         idle_timeout=idle_timeout, incoming_window=incoming_window, sasl_server=sasl_server,
+                         sasl_client=sasl_client, properties=properties, offered_capabilities=offered_capabilities)
         self.negotiation = Negotiation(self)
         self.session_layer = Sessions(self)
         self.link_layer = Links(self)
@@ -169,8 +139,6 @@ class Connection:
             max_message_size=max_message_size, properties=properties, offered_capabilities=offered_capabilities,
             desired_capabilities=desired_capabilities)
 
-    def detach(self, link: Link, *, closed: bool = True, error: Error | None = None) -> None:
-        self.link_layer.detach(link, closed=closed, error=error)
 
     def flow(self, link: Link, credit: int, *, drain: bool = False, echo: bool = False) -> None:
         """Receiver: grant ``credit`` (the new absolute credit, not an increment)."""
@@ -238,7 +206,7 @@ class Connection:
 
     def data_to_send(self) -> bytes:
         if self._dirty:
-            flush = self.delivery_layer._flush_dispositions
+            flush = self._flush_dispositions
             for session in self._dirty:
                 flush(session)
             self._dirty.clear()
@@ -274,15 +242,6 @@ class Connection:
                 self._last_sent = now
             deadlines.append(self._last_sent + half)
         return min(deadlines) if deadlines else None
-
-    def _require_open(self) -> None:
-        if self.state not in (_OPEN, _AMQP_HEADER) or not self.open_sent:
-            raise LocalProtocolError(f"connection is {self.state.value}")
-
-    def _write(self, channel: int, performative: Any) -> None:
-        if channel in self.sessions and self.sessions[channel].pending_dispositions:
-            self.delivery_layer._flush_dispositions(self.sessions[channel])
-        self._out += build_frame(channel, performative)
 
     def _process(self) -> None:
         reader = self._reader

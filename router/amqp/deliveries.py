@@ -1,8 +1,9 @@
 """Deliveries: transfers out (split to the frame size, blocked by the session window) and
 in (multi-frame, aborted, resumed), dispositions both ways (batched as ranges).
 
-One layer of ``Connection`` (``connection.py``), an object it holds: the state it reads
-and writes is the connection's (``conn``); it calls the other layers through it."""
+One layer of ``Connection`` (``connection.py``), an object it holds. It is given the
+connection as ``ConnectionState`` (``shared.py``): the state it reads and writes, and the
+frames every layer writes."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ from .performatives import (
     Role,
     Transfer,
 )
-from .transfer import encode_disposition, transfer_head, transfer_overhead
+from .transfer import transfer_head, transfer_overhead
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .shared import ConnectionState
 
 # (module constants: an enum member lookup is slow on Python 3.11, see records/table.py)
 _MAPPED, _CLOSED = EndpointState.MAPPED, EndpointState.CLOSED
@@ -35,7 +36,7 @@ _ROLE_AND_ID = itemgetter(0, 1)
 
 
 class Deliveries:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: ConnectionState) -> None:
         self.conn = conn
 
     def send(
@@ -68,7 +69,7 @@ class Deliveries:
             link.credit -= 1
             link.delivery_count = (link.delivery_count + 1) & MAX_UINT
         if session.pending_dispositions:
-            self._flush_dispositions(session)
+            self.conn._flush_dispositions(session)
         room = self.conn.remote_max_frame_size - transfer_overhead(tag, state)
         if room <= 0:
             raise LocalProtocolError("max-frame-size too small for a transfer frame")
@@ -124,35 +125,6 @@ class Deliveries:
         else:
             session.blocked.append((head, payload))
 
-    def _unblock(self, session: Session) -> None:
-        out = self.conn._out
-        while session.blocked and session.remote_incoming_window > 0:
-            session.remote_incoming_window -= 1
-            session.next_outgoing_id = (session.next_outgoing_id + 1) & MAX_UINT
-            head, payload = session.blocked.popleft()
-            out += head
-            out += payload
-
-    def _flush_dispositions(self, session: Session) -> None:
-        pending = session.pending_dispositions
-        if not pending:
-            return
-        session.pending_dispositions = []
-        if session.state is not _MAPPED:
-            return
-        pending.sort(key=_ROLE_AND_ID)  # (stable: two updates of one delivery keep their order)
-        out = self.conn._out
-        channel = session.channel
-        role, first, settled, state = pending[0]
-        last = first
-        for r, i, s, st in pending[1:]:
-            if r is role and i == last + 1 and s == settled and (st is state or st == state):
-                last = i
-                continue
-            out += encode_disposition(channel, role is _RECEIVER, first, last, settled, state)
-            role, first, last, settled, state = r, i, i, s, st
-        out += encode_disposition(channel, role is _RECEIVER, first, last, settled, state)
-
     def _on_transfer(self, session: Session, t: Transfer, payload: bytes) -> None:
         if session.incoming_window <= 0:
             raise SessionError(session.channel, Condition.WINDOW_VIOLATION, "transfer beyond the incoming window")
@@ -174,7 +146,7 @@ class Deliveries:
                 return
             if link.credit <= 0 and not t.resume:
                 if link.revoked <= 0:
-                    self.conn.link_layer._detach_with_error(link, Condition.TRANSFER_LIMIT_EXCEEDED, "transfer without link credit")
+                    self.conn._detach_with_error(link, Condition.TRANSFER_LIMIT_EXCEEDED, "transfer without link credit")
                     return
                 link.revoked -= 1  # sent before our flow took the credit back: legal
                 link.credit += 1
@@ -210,7 +182,7 @@ class Deliveries:
             link.partial = None
             link.partial_chunks = []
             self.conn.assembling.pop(link, None)
-            self.conn.link_layer._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
+            self.conn._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
                                     f"message exceeds max-message-size {link.max_message_size}")
             return
         if not t.more:
@@ -229,7 +201,7 @@ class Deliveries:
 
     def _received_delivery(self, session: Session, link: Link, delivery: Delivery) -> None:
         if link.max_message_size and len(delivery.payload) > link.max_message_size:
-            self.conn.link_layer._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
+            self.conn._detach_with_error(link, Condition.MESSAGE_SIZE_EXCEEDED,
                                     f"message exceeds max-message-size {link.max_message_size}")
             return
         if not delivery.settled:

@@ -1,7 +1,8 @@
 """Links: attach and detach, handles, link credit and flow.
 
-One layer of ``Connection`` (``connection.py``), an object it holds: the state it reads
-and writes is the connection's (``conn``); it calls the other layers through it."""
+One layer of ``Connection`` (``connection.py``), an object it holds. It is given the
+connection as ``ConnectionState`` (``shared.py``): the state it reads and writes, and the
+frames every layer writes."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from .events import (
 from .performatives import (
     Attach,
     Detach,
-    Error,
     Flow,
     ReceiverSettleMode,
     Role,
@@ -28,11 +28,11 @@ from .performatives import (
 )
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .shared import ConnectionState
 
 
 class Links:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: ConnectionState) -> None:
         self.conn = conn
 
     def attach(
@@ -77,20 +77,6 @@ class Links:
         self.conn._write(session.channel, attach)
         return link
 
-    def detach(self, link: Link, *, closed: bool = True, error: Error | None = None) -> None:
-        if link.state in (EndpointState.CLOSE_SENT, EndpointState.CLOSED):
-            return
-        session = link.session
-        self.conn.delivery_layer._flush_dispositions(session)
-        if link.state is EndpointState.UNMAPPED:
-            return
-        self.conn._write(session.channel, Detach(handle=link.handle, closed=closed or None, error=error))  # type: ignore[arg-type]
-        if _closing(link):  # (writing the detach may have failed the connection)
-            return
-        step(link, Step.SEND_CLOSE)
-        if link.remote_handle is None:  # never attached by the peer: nothing more will come
-            self._forget_link(link)
-
     def flow(self, link: Link, credit: int, *, drain: bool = False, echo: bool = False) -> None:
         """Receiver: grant ``credit`` (the new absolute credit, not an increment)."""
         if link.is_sender:
@@ -99,21 +85,21 @@ class Links:
             link.revoked += link.credit - credit
         link.credit = credit
         link.drain = drain
-        self.conn.session_layer._send_flow(link.session, link, echo=echo)
+        self.conn._send_flow(link.session, link, echo=echo)
 
     def announce(self, link: Link, properties: dict[Any, Any]) -> None:
         """Sender: a flow frame carrying ``properties`` (news about the link, credit unchanged)."""
-        self.conn.session_layer._send_flow(link.session, link, properties=properties)
+        self.conn._send_flow(link.session, link, properties=properties)
 
     def drained(self, link: Link) -> None:
         """Sender: nothing left to send while the receiver drains; consume the rest of the credit."""
         link.delivery_count = (link.delivery_count + link.credit) & MAX_UINT
         link.credit = 0
-        self.conn.session_layer._send_flow(link.session, link)
+        self.conn._send_flow(link.session, link)
 
     def set_available(self, link: Link, available: int) -> None:
         link.available = available
-        self.conn.session_layer._send_flow(link.session, link)
+        self.conn._send_flow(link.session, link)
 
     def _free_handle(self, session: Session) -> int:
         h = 0
@@ -152,24 +138,12 @@ class Links:
             raise SessionError(session.channel, Condition.UNATTACHED_HANDLE, f"detach of unattached handle {detach.handle}")
         answered = link.state is EndpointState.CLOSE_SENT
         if not answered:
-            self.conn.delivery_layer._flush_dispositions(session)
+            self.conn._flush_dispositions(session)
             self.conn._write(session.channel, Detach(handle=link.handle, closed=detach.closed or None))  # type: ignore[arg-type]
         step(link, Step.RECV_CLOSE)
-        self._forget_link(link)
+        self.conn._forget_link(link)
         if not answered or detach.error is not None:
             self.conn._events.append(LinkDetached(link=link, closed=detach.closed, error=detach.error))
-
-    def _forget_link(self, link: Link) -> None:
-        session = link.session
-        session.links.pop(link.handle, None)
-        if link.remote_handle is not None:
-            session.remote_links.pop(link.remote_handle, None)
-        # (the session's table is the one index of unsettled deliveries: a per-link one by
-        # tag cost a dict entry per delivery on both sides for this rare walk)
-        table = session.outgoing if link.is_sender else session.incoming
-        gone = [i for i, d in table.items() if d.link is link]
-        for i in gone:
-            del table[i]
 
     def drop_arriving(self, link: Link, condition: Condition, description: str) -> None:
         """Refuse the delivery arriving on ``link``: its bytes are let go and the link detached
@@ -180,13 +154,7 @@ class Links:
         self.conn.assembling.pop(link, None)
         err = error_of(condition, description)
         link.detach_error = err
-        self.detach(link, closed=True, error=err)
-
-    def _detach_with_error(self, link: Link, condition: Condition, description: str) -> None:
-        err = error_of(condition, description)
-        link.detach_error = err
-        self.detach(link, closed=True, error=err)
-        self.conn._events.append(LinkDetached(link=link, closed=True, error=err))
+        self.conn.detach(link, closed=True, error=err)
 
     def _on_flow(self, session: Session, flow: Flow) -> None:
         nid = flow.next_incoming_id
@@ -197,10 +165,10 @@ class Links:
             session.remote_incoming_window = 0
         session.remote_outgoing_window = flow.outgoing_window
         if session.blocked:
-            self.conn.delivery_layer._unblock(session)
+            self.conn._unblock(session)
         if flow.handle is None:
             if flow.echo:
-                self.conn.session_layer._send_flow(session, None)
+                self.conn._send_flow(session, None)
             return
         link = session.remote_links.get(flow.handle)
         if link is None:
@@ -222,11 +190,5 @@ class Links:
                     link.credit = max(link.credit - advanced, 0)
             link.available = flow.available or 0
         if flow.echo:
-            self.conn.session_layer._send_flow(session, link)
+            self.conn._send_flow(session, link)
         self.conn._events.append(LinkFlow(link=link, drain=flow.drain, properties=flow.properties))
-
-
-def _closing(link: Link) -> bool:
-    """Whether ``link``'s detach has gone out (or the link is gone): read afresh, as a call
-    in between may have changed it."""
-    return link.state is EndpointState.CLOSE_SENT or link.state is EndpointState.CLOSED

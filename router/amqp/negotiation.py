@@ -1,8 +1,9 @@
 """The connection's negotiation: protocol headers, SASL, open and close, and the one
 way a connection fails (``_fail``).
 
-One layer of ``Connection`` (``connection.py``), an object it holds: the state it reads
-and writes is the connection's (``conn``); it calls the other layers through it."""
+One layer of ``Connection`` (``connection.py``), an object it holds. It is given the
+connection as ``ConnectionState`` (``shared.py``): the state it reads and writes, and the
+frames every layer writes."""
 
 from __future__ import annotations
 
@@ -37,11 +38,11 @@ from .sasl import (
 )
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .shared import ConnectionState
 
 
 class Negotiation:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: ConnectionState) -> None:
         self.conn = conn
 
     def open(self) -> None:

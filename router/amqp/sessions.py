@@ -1,14 +1,15 @@
 """Sessions: begin and end, channels, and the session flow (incoming window).
 
-One layer of ``Connection`` (``connection.py``), an object it holds: the state it reads
-and writes is the connection's (``conn``); it calls the other layers through it."""
+One layer of ``Connection`` (``connection.py``), an object it holds. It is given the
+connection as ``ConnectionState`` (``shared.py``): the state it reads and writes, and the
+frames every layer writes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .connection_state import Step, error_of, step
-from .endpoints import EndpointState, Link, Session
+from .endpoints import EndpointState, Session
 from .errors import Condition, LocalProtocolError, ProtocolError, SessionError
 from .events import (
     LinkDetached,
@@ -19,17 +20,16 @@ from .performatives import (
     Begin,
     End,
     Error,
-    Flow,
 )
 
 if TYPE_CHECKING:
-    from .connection import Connection
+    from .shared import ConnectionState
 
 _MAPPED = EndpointState.MAPPED  # (a module constant: see connection.py)
 
 
 class Sessions:
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: ConnectionState) -> None:
         self.conn = conn
 
     def begin(self) -> Session:
@@ -44,7 +44,7 @@ class Sessions:
     def end(self, session: Session, error: Error | None = None) -> None:
         if session.state in (EndpointState.CLOSE_SENT, EndpointState.CLOSED):
             return
-        self.conn.delivery_layer._flush_dispositions(session)
+        self.conn._flush_dispositions(session)
         self.conn._write(session.channel, End(error=error))
         step(session, Step.SEND_CLOSE)
 
@@ -89,7 +89,7 @@ class Sessions:
     def _on_end(self, session: Session, end: End) -> None:
         answered = session.state is EndpointState.CLOSE_SENT
         if not answered:
-            self.conn.delivery_layer._flush_dispositions(session)
+            self.conn._flush_dispositions(session)
             self.conn._write(session.channel, End())
         step(session, Step.RECV_CLOSE)
         self.conn.sessions.pop(session.channel, None)
@@ -108,28 +108,9 @@ class Sessions:
         self.end(session, err)
         self.conn._events.append(SessionEnded(session=session, error=err))
 
-    def _send_flow(self, session: Session, link: Link | None, echo: bool = False,
-                   properties: dict[Any, Any] | None = None) -> None:
-        if session.state is not EndpointState.MAPPED:
-            return
-        flow = Flow(
-            next_incoming_id=session.next_incoming_id, incoming_window=session.incoming_window,
-            next_outgoing_id=session.next_outgoing_id, outgoing_window=session.outgoing_window, echo=echo,
-        )
-        if link is not None:
-            if link.state is not EndpointState.MAPPED:
-                return
-            flow.handle = link.handle
-            flow.delivery_count = link.delivery_count
-            flow.link_credit = max(link.credit, 0)
-            flow.available = link.available if link.is_sender else None
-            flow.drain = link.drain
-            flow.properties = properties
-        self.conn._write(session.channel, flow)
-
     def _after_batch(self) -> None:
         # Re-open each session's incoming window in one flow frame per batch, not per transfer.
         for session in self.conn.sessions.values():
             if session.state is _MAPPED and session.incoming_window < session.initial_incoming_window // 2:
                 session.incoming_window = session.initial_incoming_window
-                self._send_flow(session, None)
+                self.conn._send_flow(session, None)

@@ -348,7 +348,7 @@ class LocalDelivery:
             pace.answers += 1
             outcome = self.outcome(record)
             settle = not pub.settle_second
-            self.effects.outcome(pub.port, record.publisher_handle, outcome, settle)
+            self.effects.outcomes.append((pub.port, record.publisher_handle, outcome, settle))
             if settle:
                 self.settle_root(record)
         self.maybe_free(record)

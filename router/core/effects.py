@@ -11,8 +11,9 @@ batch did to one link reaches it once: credit is sent as the link's credit at th
 not as every step towards it (``test_effects.py``).
 
 Ports are taken when an effect is recorded (the link that delivered is the one settled),
-and links are read when it is drained (the credit a link has then). The containers are
-never replaced, only emptied: the credit window writes to ``grants`` directly.
+and links are read when it is drained (the credit a link has then). ``grants`` and
+``hops`` are never replaced, only emptied (the credit window and the relay write to them
+directly); the others are swapped for empty ones as they are drained.
 """
 
 from __future__ import annotations
@@ -62,18 +63,15 @@ class Effects:
     def answer(self) -> None:
         """Outcomes, settlements and notices, in the order they were recorded."""
         if self.settles:
-            settles = self.settles[:]
-            self.settles.clear()
+            settles, self.settles = self.settles, []
             for port, handle in settles:
                 port.settle(handle)
         if self.outcomes:
-            outcomes = self.outcomes[:]
-            self.outcomes.clear()
+            outcomes, self.outcomes = self.outcomes, []
             for pub_port, handle, outcome, settle in outcomes:
                 pub_port.outcome(handle, outcome, settle)
         if self.notices:
-            notices = self.notices[:]
-            self.notices.clear()
+            notices, self.notices = self.notices, []
             for port, notice in notices:
                 if notice is Notice.STOLEN:
                     port.stolen()

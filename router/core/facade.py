@@ -188,13 +188,12 @@ class Core:
         self.draining = True
         try:
             delivery, relay = self.delivery, copies.relay
-            pumps, hops = effects.pumps, effects.hops
+            hops = effects.hops
             while True:
                 if effects.settles or effects.outcomes or effects.notices:
                     effects.answer()
-                while pumps:
-                    subs = list(pumps)
-                    pumps.clear()
+                while effects.pumps:
+                    subs, effects.pumps = effects.pumps, {}
                     for sub in subs:
                         delivery.send(sub)
                     if effects.settles or effects.outcomes or effects.notices:
@@ -210,7 +209,7 @@ class Core:
                     effects.send_grants()
                 if copies.outgoing:
                     copies.flush()
-                if not (pumps or effects.outcomes or effects.settles or effects.grants or hops or effects.notices
+                if not (effects.pumps or effects.outcomes or effects.settles or effects.grants or hops or effects.notices
                         or credit.dirty):
                     break
         finally:

@@ -102,3 +102,17 @@ def test_a_crashed_publisher_publishes_nothing_while_down_and_resends_its_outbox
     v = net.check()
     assert v.ok, v.violations
     assert len(net.subscribers[0].effects) == pub.next
+
+
+def test_its_ports_refuse_a_call_the_core_makes_inside_an_entry_call():
+    """Every port of the in-process network checks that its core is ending a batch
+    (``sim/links.py``), so every sweep checks that no entry call reaches a port. A port
+    called from inside a core call raises."""
+    from once.sim.links import PortCalledInEntry
+
+    net = _started()
+    net.run_until(START + 0.5)
+    router = net.routers["A"]
+    [pub] = router.core.publishers
+    with pytest.raises(PortCalledInEntry):
+        pub.port.grant(1)  # (not from ``after_batch``: as a core that called it inside ``publish`` would)
