@@ -52,11 +52,13 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
                  "relay", "hops", "upstreams", "positions", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
-                 "streams", "_dispatch", "replenish_transit", "delivery", "failover", "groups")
+                 "streams", "_dispatch", "replenish_transit", "delivery", "failover", "groups", "stamp", "effects")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
                  send_to: Callable[[str, tuple[Control, ...]], None], effects: Effects) -> None:
         self.router_id = tables.router_id
+        self.stamp = tables.stamp  # (the stamp clock: a stream's name takes one)
+        self.effects = tables.effects
         self.settings = tables.settings
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
@@ -97,9 +99,6 @@ class Copies:
             far.owed = Owed({})
             far.stream = self._stream(record)
         return far
-
-    def tables_stamp(self) -> int:
-        return self.delivery.stamp()
 
     def forward(self, record: CoreRecord, dests: set[str], exclude: str | None,
                 keys: frozenset[Key] | None = None) -> None:
@@ -153,7 +152,7 @@ class Copies:
             return b""
         if not pub.stream:
             self.streams += 1
-            pub.stream = f"{self.router_id}/{self.tables_stamp()}/{self.streams}".encode()
+            pub.stream = f"{self.router_id}/{self.stamp()}/{self.streams}".encode()
         return pub.stream
 
     def _send(self, record: CoreRecord, far: Far, new: dict[str, set[Key]], redelivery: bool) -> None:
@@ -359,12 +358,12 @@ class Copies:
             owed = far.owed
             assert owed is not None
             subs = self.topics.get(record.topic) or {}
-            delivery = self.delivery
+            delivery, effects = self.delivery, self.effects
             for key in here:
                 sub = subs.get(key)
                 if sub is not None and sub not in record.states:
                     if delivery.enqueue(record, sub, 1):  # (in our records' order: as they came to us)
-                        delivery.pump(sub)
+                        effects.pump(sub)
                 if owed.here(key):
                     self._far_done(record, owed)
             if owed.pending:

@@ -37,7 +37,7 @@ from .treatments import TopicTreatment
 class LocalDelivery:
     __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency",
                  "observe_held", "clock", "journal", "credit", "placeholders", "treatment", "remote_routers",
-                 "group_members", "local_count", "born", "unsynced", "copies", "failover", "groups", "effects")
+                 "group_members", "local_count", "stamp", "unsynced", "copies", "failover", "groups", "effects")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, placeholders: Placeholders, routes: RoutesPort,
                  treatment: TopicTreatment, unsynced: bool, effects: Effects) -> None:
@@ -62,7 +62,7 @@ class LocalDelivery:
         self.remote_routers = routes.remote_routers
         self.group_members = routes.group_members
         self.local_count = 0  # records we are root for
-        self.born = 0  # the last stamp given (``stamp``)
+        self.stamp = tables.stamp  # (bound once: every publish takes one)
         # Until the network has told us who subscribes where (the first sync from a
         # neighbour), a publish here could be accepted for want of subscribers we do not
         # know of yet: publishers get no credit until then (``synced``).
@@ -146,19 +146,6 @@ class LocalDelivery:
                 remote = remote | extra
         self.fan_out(record, remote, None, local=True)
         return record
-
-    def past(self, stamp: int) -> None:
-        """Our next stamp goes past ``stamp`` (another router's, on a clock ahead of ours)."""
-        if stamp > self.born:
-            self.born = stamp
-
-    def stamp(self) -> int:
-        """Strictly increasing here even if the wall clock steps back."""
-        t = self.wall()
-        if t <= self.born:
-            t = self.born + 1
-        self.born = t
-        return t
 
     def take_over(self, pub: Publisher, record: CoreRecord, resumed: bool) -> None:
         """``pub`` sent again a record we hold (it resumed here): the record is ours to answer now."""

@@ -33,11 +33,12 @@ _ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
-                 "fenced", "refused", "left_had", "delivery", "admit")
+                 "fenced", "refused", "left_had", "delivery", "admit", "effects")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
         self.router_id = tables.router_id
+        self.effects = tables.effects  # (a subscriber with a copy queued sends as the batch ends)
         self.settings = tables.settings
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
@@ -200,8 +201,9 @@ class Destination:
                 fresh.append(sub)
         if fresh and not record.local:
             record.outcome_sent = False
+        pumps = self.effects.pumps
         for sub in fresh:
-            delivery.pump(sub)
+            pumps[sub] = None
         if record.pending == 0 and not record.outcome_sent:
             delivery.complete(record)  # (calls ``answer_ready``)
         elif not copy.presettled:

@@ -53,7 +53,6 @@ from .ceiling import FIRST_CEILING, Ceiling
 from .copies import Copies
 from .credit import CreditWindow
 from .delivery import LocalDelivery
-from .effects import Effects
 from .failover import Failover
 from .groups import Groups
 from .pace import Pace
@@ -91,7 +90,7 @@ class Core:
         self.routes = routes  # where other subscribers are and how to reach them (the network)
         self.tables = tables = CoreTables(router_id, settings, clock, wall, journal, admit)
         # what entry calls leave for the ports, drained by ``after_batch`` (``effects.py``)
-        self.effects = effects = Effects()
+        self.effects = effects = tables.effects
         self.draining = False
         self.credit = credit = CreditWindow(settings, effects)
         self.placeholders = placeholders = Placeholders()

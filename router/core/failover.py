@@ -24,10 +24,11 @@ from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
 
 class Failover:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "placeholders",
-                 "delivery", "copies", "groups", "stats")
+                 "delivery", "copies", "groups", "stats", "effects")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, placeholders: Placeholders) -> None:
         self.router_id = tables.router_id
+        self.effects = tables.effects  # (what is queued for a subscriber goes as the batch ends)
         self.settings = tables.settings
         self.records: CoreRecords = tables.records
         self.topics = tables.topics
@@ -189,16 +190,16 @@ class Failover:
     def _enqueue_owed(self, record: CoreRecord, keys: frozenset[Key]) -> None:
         """Queue a record owed to subscribers that moved here, in publish order: it may be
         older than what they were queued since they attached."""
-        delivery = self.delivery
+        delivery, effects = self.delivery, self.effects
         for sub in delivery.local_targets(record, keys):
             if delivery.enqueue(record, sub, 1):
-                delivery.pump(sub)
+                effects.pump(sub)
 
     def attach_completed(self, sub: Subscriber) -> None:
         """``sub``'s attach is effective (``docs/protocol.md``): what is queued for it goes
         out, in each stream's sequence as it came (the roots' stamps are not that order once
         a publisher resumed at another root)."""
-        self.delivery.pump(sub)
+        self.effects.pump(sub)
 
     def take_over(self, old: Subscriber, new: Subscriber) -> None:
         old.attached = False

@@ -55,10 +55,11 @@ _HAD = (Said.ACCEPTED, Said.REJECTED)  # (``closed``, ``moved``: it never had it
 class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
-                 "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups")
+                 "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups", "tables")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None]) -> None:
+        self.tables = tables  # (the stamp clock)
         self.router_id = tables.router_id
         self.settings = tables.settings
         self.records: CoreRecords = tables.records
@@ -254,17 +255,17 @@ class Inquiry:
                     # A copy we hold: its root may settle it with us, and we forget what
                     # we knew, before the resend comes
                     # (``test_a_root_asks_early_about_copies_it_holds_for_its_resuming_publisher``).
-                    stamp = self.delivery.stamp()
+                    stamp = self.tables.stamp()
                     self.early[gid] = Early(pub, stamp, set(waiting), self.clock())
                     self._ask_all(gid, pub.topic, stamp, waiting)
             elif early is not None:
                 if self._fenced_by_another(gid):
                     self.taken_over.pop(gid, None)
-                    early.stamp, early.asked_at = self.delivery.stamp(), self.clock()
+                    early.stamp, early.asked_at = self.tables.stamp(), self.clock()
                     early.waiting = set(waiting)
                     self._ask_all(gid, pub.topic, early.stamp, waiting)
             else:
-                stamp = self.delivery.stamp()
+                stamp = self.tables.stamp()
                 self.early[gid] = Early(pub, stamp, set(waiting), self.clock())
                 self._ask_all(gid, pub.topic, stamp, waiting)
 
@@ -281,7 +282,7 @@ class Inquiry:
         self.taken_over.pop(gid, None)
         asking = self.asking.get(gid)
         if asking is not None:
-            asking.stamp, asking.asked_at, asking.unsure = self.delivery.stamp(), self.clock(), False
+            asking.stamp, asking.asked_at, asking.unsure = self.tables.stamp(), self.clock(), False
             asking.waiting = self.routes.all_routers() | {self.router_id}
             self._ask_all(gid, record.topic, asking.stamp, asking.waiting)
         elif record.states.get(ASKING) is IN_DOUBT:
@@ -306,7 +307,7 @@ class Inquiry:
     def _start(self, record: CoreRecord) -> None:
         waiting = self.routes.all_routers() | {self.router_id}  # (we answer ourselves too)
         early = self.early.pop(record.gid, None) if self.early else None
-        stamp = early.stamp if early is not None else self.delivery.stamp()
+        stamp = early.stamp if early is not None else self.tables.stamp()
         asking = self.asking[record.gid] = Asking(record, waiting, self.clock(), stamp)
         if early is not None:
             asking.heard = early.heard  # (what was told then holds now: a member that had it, had it)
@@ -378,8 +379,8 @@ class Inquiry:
         (stamps are each root's clock: a fence stamped on a clock ahead must not keep an
         attached publisher's root from choosing;
         ``test_hard_group_seed_a_root_whose_publisher_is_attached_asks_past_a_fence_on_a_clock_ahead``)."""
-        self.delivery.past(fence)
-        question.stamp, question.asked_at = self.delivery.stamp(), self.clock()
+        self.tables.past(fence)
+        question.stamp, question.asked_at = self.tables.stamp(), self.clock()
         if isinstance(question, Asking):
             question.unsure = False
         question.waiting = self.routes.all_routers() | {self.router_id}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from once.records.table import RecordTable
 
+from .effects import Effects
 from .measures import Measures
 from .ports import Conditions, Outcome, OutcomeKind, rejected
 from .topics import TopicIndex
@@ -40,7 +41,7 @@ def rejection(state: Outcome) -> Outcome:
 
 class CoreTables:
     __slots__ = ("router_id", "settings", "clock", "wall", "records", "topics", "stats", "measures", "journal",
-                 "admit")
+                 "admit", "born", "effects")
 
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float], wall: Callable[[], int],
                  journal: Journal | None, admit: Callable[[str, str], str | None] | None = None) -> None:
@@ -67,3 +68,20 @@ class CoreTables:
         # (user, topic) -> why that user may not publish there by this router's policy, or
         # None: a copy from another router is checked again here (None: no policy)
         self.admit = admit
+        self.born = 0  # the last stamp given (``stamp``)
+        # what every part leaves for the ports, drained as the batch ends (``effects.py``)
+        self.effects = Effects()
+
+    def stamp(self) -> int:
+        """The router's stamp clock (records we are root for, questions we ask, streams we
+        number): the wall clock, strictly increasing here even if it steps back."""
+        t = self.wall()
+        if t <= self.born:
+            t = self.born + 1
+        self.born = t
+        return t
+
+    def past(self, stamp: int) -> None:
+        """Our next stamp goes past ``stamp`` (another router's, on a clock ahead of ours)."""
+        if stamp > self.born:
+            self.born = stamp
