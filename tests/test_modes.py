@@ -104,7 +104,7 @@ def test_the_pure_unit_tests_pass_in_pure_python() -> None:
     run = subprocess.run(
         [sys.executable, "-c", "import sys, pytest\nfrom once.records.compiled import MODE\n"
          "assert not MODE.compiled, MODE\nsys.exit(pytest.main(sys.argv[1:]))",
-         "-q", "-p", "no:cacheprovider", "-x", *PURE_UNITS],
+         "-q", "-p", "no:cacheprovider", "-x", "-n", "0", *PURE_UNITS],
         cwd=TESTS, env={**os.environ, "ONCE_PURE": "1"}, capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert " passed" in run.stdout.splitlines()[-1], run.stdout[-500:]

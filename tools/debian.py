@@ -4,9 +4,13 @@ clients; the outbox bench's PostgreSQL): as root through apt-get, again after an
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+from pathlib import Path
+
+LOCK = Path("/tmp/once-apt.lock")  # (the tests run on two workers: one apt-get at a time)
 
 
 def apt_install(package: str, needed_by: str) -> str | None:
@@ -14,6 +18,15 @@ def apt_install(package: str, needed_by: str) -> str | None:
     if os.geteuid() != 0 or not shutil.which("apt-get"):
         return f"{needed_by} needs Debian's {package}: apt-get install {package}"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    with LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (released when the file closes)
+        return _install(package, env)
+
+
+def _install(package: str, env: dict[str, str]) -> str | None:
+    if subprocess.run(["dpkg-query", "-W", "-f", "${Status}", package], capture_output=True,
+                      text=True).stdout.endswith(" installed"):
+        return None  # (another worker installed it while this one waited)
     result = None
     for update in (False, True):
         if update:

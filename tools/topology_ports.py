@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 from pathlib import Path
@@ -15,6 +16,19 @@ def _ephemeral_low() -> int:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return 32768
+
+
+def _slice(low: int) -> tuple[int, int]:
+    """The ports below ``low`` this process picks from: all of them, or under the test
+    suite's workers (pytest-xdist) a slice of its own each, so that two workers never pick
+    the same port between choosing it and a router binding it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker.startswith("gw") and worker[2:].isdigit() and count > 1:
+        span = (low - 10000) // count
+        start = 10000 + int(worker[2:]) % count * span
+        return start, start + span
+    return 10000, low
 
 
 # Every port handed out by this process: two calls in a row can otherwise give the same
@@ -34,8 +48,9 @@ def free_port(taken: set[int] | None = None) -> int:
     listener can take it.
     """
     low = _ephemeral_low()
+    first, last = _slice(low) if low > 10001 else (0, 0)
     for _ in range(50):
-        port = random.randrange(10000, low) if low > 10001 else 0
+        port = random.randrange(first, last) if last > first else 0
         if port in _given or (taken and port in taken):
             continue
         with socket.socket() as s:

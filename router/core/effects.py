@@ -42,9 +42,6 @@ class Effects:
         self.hops: dict[Hop, None] = {}  # neighbours' data links with copies queued
         self.grants: dict[Publisher | Upstream, None] = {}  # links whose credit changed
 
-    def outcome(self, port: PublisherPort, handle: Any, outcome: Outcome, settle: bool) -> None:
-        self.outcomes.append((port, handle, outcome, settle))
-
     def settle(self, port: SubscriberPort, handle: Any) -> None:
         self.settles.append((port, handle))
 
@@ -54,14 +51,8 @@ class Effects:
     def pump(self, sub: Subscriber) -> None:
         self.pumps[sub] = None
 
-    def pump_hop(self, hop: Hop) -> None:
-        self.hops[hop] = None
-
-    def grant(self, link: Publisher | Upstream) -> None:
-        self.grants[link] = None
-
     def answer(self) -> None:
-        """Outcomes, settlements and notices, in the order they were recorded."""
+        """Settlements, outcomes, then notices, each kind in the order recorded."""
         if self.settles:
             settles, self.settles = self.settles, []
             for port, handle in settles:

@@ -84,7 +84,7 @@ def compile_clients(sources: Path, name: str, programs: dict[str, str], flags: C
     libs = flags()
     cache.mkdir(parents=True, exist_ok=True)
     for source, binary in programs.items():
-        tmp = (cache / binary).with_suffix(".tmp")
+        tmp = (cache / binary).with_suffix(f".{os.getpid()}.tmp")  # (two builds at once never share one)
         r = subprocess.run([cc, "-O2", "-o", str(tmp), str(sources / source), *libs], capture_output=True, text=True)
         if r.returncode != 0:
             raise CommandError(Exit.FAILED, f"compiling the C client {source} failed: "
