@@ -52,7 +52,7 @@ _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
                  "relay", "hops", "upstreams", "positions", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
-                 "streams", "_dispatch", "replenish_transit", "delivery", "failover", "groups", "stamp", "effects")
+                 "streams", "_dispatch", "delivery", "failover", "groups", "stamp", "effects")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
                  send_to: Callable[[str, tuple[Control, ...]], None], effects: Effects) -> None:
@@ -76,7 +76,7 @@ class Copies:
         self.relay = relay = Relay(tables, credit, plans, lambda: (
             len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes), effects)
         self.hops, self.upstreams = relay.hops, relay.upstreams
-        self._dispatch, self.replenish_transit = relay.dispatch, relay.replenish_transit
+        self._dispatch = relay.dispatch
         self.only_me = frozenset({self.router_id})
         self.streams = 0
         self.delivery: DeliveryPart
@@ -561,9 +561,6 @@ class Copies:
 
     def held_copies(self) -> dict[str, list[Any]]:
         return self.dest.held_copies()
-
-    def answer_ready(self, record: CoreRecord) -> None:
-        self.dest.answer_ready(record)
 
     def subscriber_closed(self, key: Key) -> None:
         self.dest.subscriber_closed(key)

@@ -19,7 +19,7 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 from ..journal import Event
 from .credit import CreditWindow
 from .effects import Effects
-from .parts import CopiesPart, FailoverPart, GroupsPart
+from .parts import CopiesPart, DestinationPart, FailoverPart, GroupsPart
 from .peers import CoreRecord, CoreRecords, Publisher, Subscriber, TagInUse, Waiter
 from .ports import ACCEPTED, Conditions, Outcome, Refused, RoutesPort, rejected
 from .tables import (
@@ -37,7 +37,7 @@ from .treatments import TopicTreatment
 class LocalDelivery:
     __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency",
                  "observe_held", "clock", "journal", "credit", "placeholders", "treatment", "remote_routers",
-                 "group_members", "local_count", "stamp", "unsynced", "copies", "failover", "groups", "effects")
+                 "group_members", "local_count", "stamp", "unsynced", "copies", "failover", "groups", "effects", "dest")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, placeholders: Placeholders, routes: RoutesPort,
                  treatment: TopicTreatment, unsynced: bool, effects: Effects) -> None:
@@ -69,11 +69,13 @@ class LocalDelivery:
         self.unsynced = unsynced
         self.effects = effects  # what reaches the ports at the end of the batch (``effects.py``)
         self.copies: CopiesPart
+        self.dest: DestinationPart
         self.failover: FailoverPart
         self.groups: GroupsPart
 
-    def connect(self, copies: CopiesPart, failover: FailoverPart, groups: GroupsPart) -> None:
+    def connect(self, copies: CopiesPart, dest: DestinationPart, failover: FailoverPart, groups: GroupsPart) -> None:
         self.copies = copies
+        self.dest = dest
         self.failover = failover
         self.groups = groups
 
@@ -322,7 +324,7 @@ class LocalDelivery:
             self.groups.answered_at_root(record)
         far = record.far
         if far is not None and far.takes:  # (copies we took: answered to their roots)
-            self.copies.answer_ready(record)
+            self.dest.answer_ready(record)  # (the destination owns a record that came as a copy)
         if not record.local:
             self.maybe_free(record)
             return
@@ -419,11 +421,6 @@ class LocalDelivery:
         """The publisher drained: its unused credit is gone."""
         if self.credit.lowered(pub, credit):
             self.replenish()
-
-    def after_batch(self) -> None:
-        if self.credit.take_pass():
-            self.replenish()
-            self.copies.replenish_transit()
 
     def replenish(self) -> None:
         """Top up publisher credit within the room the window has left (``credit.py``)."""

@@ -103,7 +103,7 @@ class Core:
         # the acceptance protocol (``docs/protocol.md``): copies to destinations, answers to the root
         self.copies = copies = Copies(tables, credit, routes, routes.send_to, effects)
         self.failover = failover = Failover(tables, routes, placeholders)
-        delivery.connect(copies, failover, groups)
+        delivery.connect(copies, copies.dest, failover, groups)
         copies.connect(delivery, failover, groups)
         failover.connect(delivery, copies, groups)
         groups.connect(failover, copies.inquiry)
@@ -202,8 +202,9 @@ class Core:
                     hops.clear()
                     for hop in out:
                         relay.send(hop)
-                if credit.dirty:
-                    delivery.after_batch()
+                if credit.take_pass():  # (publishers' credit, then neighbours' transit credit)
+                    delivery.replenish()
+                    relay.replenish_transit()
                 if effects.grants:
                     effects.send_grants()
                 if copies.outgoing:

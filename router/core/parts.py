@@ -46,13 +46,18 @@ class CopiesPart(Protocol):
 
     def forward(self, record: CoreRecord, dests: set[str], exclude: str | None,
                 keys: frozenset[Key] | None = None) -> None: ...
-    def replenish_transit(self) -> None: ...
-    # a destination's local waiters are final, the root's record is settled, a record
-    # was freed, a resuming publisher sent one we hold again
-    def answer_ready(self, record: CoreRecord) -> None: ...
+    # the root's record is settled, a record was freed, a resuming publisher sent one we
+    # hold again
     def settled(self, record: CoreRecord) -> None: ...
     def freed(self, record: CoreRecord) -> None: ...
     def adopted(self, record: CoreRecord) -> None: ...
+
+
+class DestinationPart(Protocol):
+    """``destination.py``: this router's part of the copies it takes (the owner of a record
+    that came as a copy)."""
+
+    def answer_ready(self, record: CoreRecord) -> None: ...  # its local waiters are final
 
 
 class FailoverPart(Protocol):
@@ -88,4 +93,4 @@ class GroupsPart(Protocol):
     def group_view(self, topic: str) -> dict[GroupId, Table]: ...
 
 
-__all__ = ["CopiesPart", "DeliveryPart", "FailoverPart", "GroupsPart", "InquiryPart"]
+__all__ = ["CopiesPart", "DeliveryPart", "DestinationPart", "FailoverPart", "GroupsPart", "InquiryPart"]
