@@ -239,9 +239,11 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
     if group and exclusive:
         active = (receiver.link.remote_properties or {}).get("once:active")
         joined += " (active)" if active else " (standby: messages come once the active member goes)"
-    print(f"subscribed to {topic} on {url}{joined}", file=sys.stderr, flush=True)
     got = 0
     try:
+        # (said inside the ``try``: a SIGTERM right after the line is read, as a supervisor
+        # may send it, ends the command as one a moment later does, with 0, not 130)
+        print(f"subscribed to {topic} on {url}{joined}", file=sys.stderr, flush=True)
         while count == 0 or got < count:
             try:
                 msg = receiver.receive(timeout=timeout)

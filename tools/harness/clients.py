@@ -239,12 +239,24 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
             self.open: dict[int, tuple[bytes, bytes]] = {}  # seq -> (tag, gid) on the current link
             self.attempts: dict[int, int] = {}
             self.start = 0.0
+            self.tries = 0  # connections made: each goes to the next router in turn
+            self.finished = False
 
         def on_start(self, event: Any) -> None:
-            conn = event.container.connect(urls=spec["routers"])
-            self.sender = event.container.create_sender(conn, topic, name=name)
             self.start = time.monotonic()
+            self._connect(event.container)
             event.container.schedule(0.01, self)
+
+        def _connect(self, container: Any) -> None:
+            # A connection of its own each time, not Proton's reconnect: Proton sends on the
+            # new connection the transfers its old one had not written yet, ahead of the
+            # ones this publisher sends again from the first without an outcome, so its
+            # messages would reach the subscribers out of its own order.
+            urls = spec["routers"]
+            url = urls[self.tries % len(urls)]
+            self.tries += 1
+            conn = container.connect(url=url, reconnect=False)
+            self.sender = container.create_sender(conn, topic, name=name)
 
         def on_link_opened(self, event: Any) -> None:
             if event.sender is not None:
@@ -293,6 +305,7 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
             journal.add(Event.ACCEPTED if accepted else Event.REJECTED, gid, topic, mid=mid)
             if len(self.open) == 0 and not self.again and self.next >= total:
                 print("done", flush=True)
+                self.finished = True
                 event.connection.close()
 
         def on_accepted(self, event: Any) -> None:
@@ -303,10 +316,24 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
 
         def on_disconnected(self, event: Any) -> None:
             # What had no outcome may or may not have reached anyone: send it again, in
-            # order, as new deliveries, on the link Proton re-attaches.
+            # order, as new deliveries, on a new connection's link (the next router).
             self.again = sorted(set(self.again) | set(self.open))
             self.open.clear()
             self.incarnation = None
+            # (``==``: Proton hands out a new wrapper for the same connection)
+            if not self.finished and self.sender is not None and event.connection == self.sender.connection:
+                self.sender = None
+                event.container.schedule(0.1 if self.tries >= len(spec["routers"]) else 0.0, _Reconnect(self))
+
+        def on_transport_error(self, event: Any) -> None:
+            pass  # (the router is gone or not there: on_disconnected tries the next)
+
+    class _Reconnect:
+        def __init__(self, handler: Any) -> None:
+            self.handler = handler
+
+        def on_timer_task(self, event: Any) -> None:
+            self.handler._connect(event.container)
 
     container = Container(Handler())
     container.container_id = container_id
