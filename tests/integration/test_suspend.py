@@ -7,8 +7,10 @@ false): at-least-once. Past its grace the subscription ends and nothing waits fo
 
 from __future__ import annotations
 
+import json
 import queue
 import signal
+import urllib.request
 
 import pytest
 from support import holders
@@ -25,7 +27,27 @@ def _reap_holders():
     holders.reap()
 
 
-def test_killed_subscriber_is_waited_for_and_resumes_at_least_once_marked(router):
+@pytest.fixture
+def watched(tmp_path):
+    from once.tools.topology_ports import free_port
+    from support.routers import RouterProcess, write_topology
+
+    r = RouterProcess(write_topology(tmp_path), args=("--http", f"127.0.0.1:{free_port()}"))
+    yield r
+    r.stop()
+
+
+def _state(router, name: str) -> str | None:
+    """The state the router's API gives subscription ``name`` (attached, suspended)."""
+    with urllib.request.urlopen(router.http + "/api/links", timeout=10) as r:
+        links = json.loads(r.read())
+    items = links if isinstance(links, list) else links.get("links", [])
+    return next((link["state"] for link in items if link.get("role") == "subscriber" and link.get("name") == name),
+                None)
+
+
+def test_killed_subscriber_is_waited_for_and_resumes_at_least_once_marked(watched):
+    router = watched
     holder = holders.holder(router.url, "resumer", "sub")
     pub = StreamPublisher(router.url, "susp", 6)
     pub.limit = 5
@@ -34,6 +56,9 @@ def test_killed_subscriber_is_waited_for_and_resumes_at_least_once_marked(router
     assert [g["body"] for g in got] == list(range(5)) and all(g["delivery_count"] == 0 for g in got)
     holder.send_signal(signal.SIGKILL)  # no detach, no close: the router must wait for it
     holder.wait()
+    # (the router has seen the connection go: a message published before that could have
+    # gone to the dead socket, and be marked when it comes again, rightly)
+    wait_for(lambda: _state(router, "sub") == "suspended", what="the subscription suspended")
     t.call(pub.release_rest)  # published while it is suspended: waits for it too
     wait_for(lambda: pub.sent == 6, what="the sixth message sent")
     t.call(lambda: None)

@@ -114,7 +114,7 @@ class Inbound:
             # its outcome comes as the batch ends, never within ``publish``)
             self.unsettled[tag] = record
         port = self.ports[p.topic]
-        if port.credit <= 0 and pub.credit <= 0:  # (``pub.credit``: granted, to be told as the batch ends)
+        if port.credit <= 0:
             # No credit on this topic: read no more from the client until the core grants some
             # (MQTT has no credit of its own for QoS 0; TCP's is the only one).
             conn.pause()

@@ -26,13 +26,11 @@ class MqttPublisherPort:
         self.credit = 0
 
     def grant(self, credit: int) -> None:
-        """Its credit now: none stops reading from the client (MQTT has no credit of its own
-        for QoS 0; TCP's is the only one), some starts it again."""
+        """Its credit now (told as the core's batch ends): some starts reading from the
+        client again (``Inbound.publish`` stops it)."""
         self.credit = credit
         if credit > 0:
             self.conn.resume()
-        else:
-            self.conn.pause()
 
     def outcome(self, handle: tuple[int, int, bytes], outcome: Outcome, settle: bool) -> None:
         """Every subscriber answered: PUBACK (QoS 1) or PUBREC (QoS 2); MQTT 3.1.1 cannot say
