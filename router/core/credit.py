@@ -169,6 +169,7 @@ class CreditWindow:
             self.unpark(pub)
         self.outstanding -= pub.credit
         pub.credit = 0
+        pub.taken_back = True
         self.changed[pub] = None
 
     # --------------------------------------------------------------- grants
@@ -263,6 +264,7 @@ class CreditWindow:
                 for purse in purses:
                     promised_by[purse] = promised_by.get(purse, 0) + give * max(size, 1)
             pub.credit += give
+            pub.taken_back = False
             pub.refill_at = refill_at  # ``publish`` asks for a pass when its credit falls to it
             self.outstanding += give
             budget -= give

@@ -27,7 +27,7 @@ class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream",
-                 "resent", "counts", "pace", "user", "purses")
+                 "resent", "counts", "pace", "user", "purses", "taken_back")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool, ceiling: Ceiling, pace: Pace, counts: TopicCounts | None = None) -> None:
@@ -56,6 +56,9 @@ class Publisher:
         self.pace = pace  # how much it may hold in all (probed, within the queueing allowed: ``pace.py``)
         self.refill_at = 0  # at this much credit left, a grant pass tops it up
         self.parked = False  # grant passes skip it until it sends (``credit.py``)
+        # its credit was taken back (its bytes, or the router's, past their bound) and not
+        # given again yet: an adaptor without credit of its own stops reading (MQTT)
+        self.taken_back = False
         self.seen = 0  # ``sent`` at the last idle sweep
         self.quiet_since = 0.0
         self.bytes = 0  # the message bytes of its records still held

@@ -53,7 +53,6 @@ class Inbound:
         self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
         self.bumping = False  # a new epoch is on its way to the routers we reach
         self.publishers: dict[str, Publisher] = {}
-        self.ports: dict[str, MqttPublisherPort] = {}  # (what each publisher's core port was told)
         self.unsettled: dict[bytes, Record] = {}  # its QoS 1/2 messages in the network, by our tag
 
     def resumed(self, epoch: int) -> None:
@@ -113,10 +112,12 @@ class Inbound:
             # (by our tag: a record taken over from a copy is under the copy's tag in the core;
             # its outcome comes as the batch ends, never within ``publish``)
             self.unsettled[tag] = record
-        port = self.ports[p.topic]
-        if port.credit <= 0:
-            # No credit on this topic: read no more from the client until the core grants some
-            # (MQTT has no credit of its own for QoS 0; TCP's is the only one).
+        if pub.taken_back:
+            # Its credit was taken back (bytes past their bound): read no more from the client
+            # until the core grants some (MQTT has no credit of its own for QoS 0; TCP's is
+            # the only one). Not for credit merely used up: the core is told the credit it
+            # grants as its batch ends, and a QoS 2 message is freed only by a PUBREL this
+            # connection must go on reading (a pause there waited for the client to give up).
             conn.pause()
 
     def _blocked(self, pid: int) -> bool:
@@ -183,8 +184,7 @@ class Inbound:
         if pub is None:
             conn = self.conn
             persistent = conn.session is not None
-            port = self.ports[topic] = MqttPublisherPort(conn, topic)
-            pub, _ = conn.lifecycle.attach_publisher(port, topic, conn.client_id,
+            pub, _ = conn.lifecycle.attach_publisher(MqttPublisherPort(conn, topic), topic, conn.client_id,
                                                      f"mqtt:{topic}", True, conn.incarnation if persistent else None,
                                                      None, group=conn)
             pub.user = conn.user or "anonymous"  # (it travels with the copies: ``core/peers.py``)
@@ -198,7 +198,6 @@ class Inbound:
         for pub in self.publishers.values():
             self.conn.lifecycle.publisher_gone(pub, suspend)
         self.publishers.clear()
-        self.ports.clear()
         self.unsettled.clear()
         self.held.clear()
         self.releasing.clear()
