@@ -49,10 +49,6 @@ from .performatives import (
     Target,
     Transfer,
 )
-from .sasl import (
-    SaslClientConfig,
-    SaslServerConfig,
-)
 from .sessions import Sessions
 from .shared import ConnectionState
 
@@ -68,24 +64,14 @@ _CLIENT = Mode.CLIENT
 
 
 class Connection(ConnectionState):
-    def __init__(
-        self,
-        mode: Mode,
-        container_id: str,
-        *,
-        hostname: str | None = None,
-        max_frame_size: int = 65536,
-        channel_max: int = 255,
-        idle_timeout: float | None = None,
-        incoming_window: int = 2048,
-        sasl_server: SaslServerConfig | None = None,
-        sasl_client: SaslClientConfig | None = None,
-        properties: dict[Any, Any] | None = None,
-        offered_capabilities: tuple[str, ...] | None = None,
-    ) -> None:
-        super().__init__(mode, container_id, hostname=hostname, max_frame_size=max_frame_size, channel_max=channel_max,
-                         idle_timeout=idle_timeout, incoming_window=incoming_window, sasl_server=sasl_server,
-                         sasl_client=sasl_client, properties=properties, offered_capabilities=offered_capabilities)
+    # the layers, made by ``_compose`` (called by ``ConnectionState.__init__``, whose
+    # arguments are this class's)
+    negotiation: Negotiation
+    session_layer: Sessions
+    link_layer: Links
+    delivery_layer: Deliveries
+
+    def _compose(self) -> None:
         self.negotiation = Negotiation(self)
         self.session_layer = Sessions(self)
         self.link_layer = Links(self)

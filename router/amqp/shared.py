@@ -79,6 +79,10 @@ class ConnectionState:
         self._last_sent: float | None = None
         self._dirty: set[Session] = set()  # sessions with dispositions to write
         self._sasl_header_seen = False  # (a client: the server's SASL header came)
+        self._compose()
+
+    def _compose(self) -> None:
+        """The layers that act on this state (``Connection`` makes them)."""
 
     def _require_open(self) -> None:
         if self.state not in (_OPEN, _AMQP_HEADER) or not self.open_sent:
