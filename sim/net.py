@@ -411,6 +411,10 @@ class SimNet:
                 return True
         return False
 
+    def awaiting_roots(self) -> bool:
+        """Whether a live router keeps a tombstone until a root settles it."""
+        return any(r.alive and r.core.copies.dest.awaiting for r in self.routers.values())
+
     def check(self) -> Verdict:
         v = Verdict(published=sum(p.next for p in self.publishers), events=self.loop.events, end=self.loop.now)
         out = v.violations
@@ -434,6 +438,10 @@ class SimNet:
             dup = reordered = phantom = 0
             first: dict[str, Any] = {}
             grouped = bool(members[0].group)
+            # a group's message may come late to a member when it came marked (passed on
+            # from a member that left or never had it, or sent again), when it was handed
+            # to another member first, or when this member released it
+            passed = _passed_on(members) if grouped else {}
             # what its name reaches (every message, on the one topic a schedule without patterns has)
             owed = {g for g, (name, _) in tags.items() if matches(members[0].topic, topic_of[name])}
             for m in members:
@@ -441,7 +449,8 @@ class SimNet:
                 firsts: set[bytes] = set()
                 for gid in m.effects:
                     # (in a group, a message passed on from another member comes late, marked)
-                    if gid in tags and gid not in firsts and not (grouped and gid in m.redelivered):
+                    late = grouped and (gid in m.marked or m.name in passed.get(gid, ()) or gid in m.released)
+                    if gid in tags and gid not in firsts and not late:
                         firsts.add(gid)
                         name, tag = tags[gid]
                         if tag < last.get(name, -1):
@@ -457,6 +466,10 @@ class SimNet:
                 seen.add(gid)
                 if gid not in owed:
                     phantom += 1
+            unmarked = _unmarked_repeats(members)
+            if unmarked:
+                out.append(f"subscriber {unit}: handed again unmarked {len(unmarked)} "
+                           f"(first {tags.get(unmarked[0], unmarked[0])})")
             lost = sorted(tags[g] for g in owed - seen)
             if lost:
                 out.append(f"subscriber {unit}: lost {len(lost)} (first {lost[0]})")
@@ -482,6 +495,33 @@ class SimNet:
         if expired:
             out.append(f"subscriptions expired: {expired}")
         return v
+
+
+def _passed_on(members: list[Subscriber]) -> dict[bytes, set[str]]:
+    """gid -> the members a group's message was handed to after another member had it."""
+    frames = sorted(((f[0], f[1], m.name) for m in members for f in m.handed), key=lambda f: f[0])
+    first: dict[bytes, str] = {}
+    passed: dict[bytes, set[str]] = {}
+    for _, gid, name in frames:
+        was = first.setdefault(gid, name)
+        if was != name:
+            passed.setdefault(gid, set()).add(name)
+    return passed
+
+
+def _unmarked_repeats(members: list[Subscriber]) -> list[bytes]:
+    """The gids a unit (a subscriber, or a group's members together) was handed again
+    without the mark of a possible repeat (delivery-count 0: first-acquirer true), in the
+    order the wire handed them. A standard client processes every such frame: judged at
+    the wire, each is a message processed twice, whatever our client library filters."""
+    frames = sorted((f for m in members for f in m.handed), key=lambda f: f[0])
+    seen: set[bytes] = set()
+    repeats: list[bytes] = []
+    for _, gid, redelivery, _ in frames:
+        if gid in seen and not redelivery:
+            repeats.append(gid)
+        seen.add(gid)
+    return repeats
 
 
 def with_settings(**kw: Any) -> Settings:

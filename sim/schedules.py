@@ -238,6 +238,10 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
         verdict.violations.append(f"runaway: {e}")
         return net, verdict
     if settled:  # what is kept for late copies (placeholders, moved-away keys, tombstones) expires too
+        # (a tombstone a destination kept for its root starts its grace once that root settled it)
+        until = net.loop.now + limit
+        while net.awaiting_roots() and net.loop.now < until:
+            net.run_until(net.loop.now + 0.25)
         net.run_until(net.loop.now + net.settings.publisher_grace + 1.0)
         net.tombstones_checked = True
     verdict = net.check()
@@ -271,6 +275,23 @@ def with_churn(p: Plan, releases: bool = False, leaves: bool = False, joins: boo
     return p
 
 
+def with_long_cut(p: Plan) -> Plan:
+    """One more fault (``--long-cuts``), drawn from its own stream (the rest of the seed's
+    schedule stays the same): a link cut (or, in ``--hard``, silent) for longer than both
+    graces, so routers on either side give up on what is behind it by their own clocks
+    while its clients go on, attached, on the other side."""
+    own = random.Random(f"{p.seed}/long-cut")
+    settings = HARD_SETTINGS if p.hard else SETTINGS
+    grace = max(settings.subscriber_grace, settings.publisher_grace)
+    a, b = own.choice(topology_links(p.topology))
+    if own.random() < 0.5:
+        a, b = b, a
+    kind = own.choice(("cut", "silent")) if p.hard else "cut"
+    at = START + own.uniform(0.0, max(p.messages * p.interval, 0.5))
+    p.faults = sorted([*p.faults, Fault(at, kind, (a, b), grace + own.uniform(1.0, 10.0))], key=lambda f: f.at)
+    return p
+
+
 # ``--patterns``: publishers on topics, subscribers on topics and patterns of them
 # (``records/names.py``); the checker owes each subscriber what its name matches.
 PATTERN_TOPICS = ("t/a", "t/b", "t/a/x")
@@ -292,21 +313,23 @@ def with_patterns(p: Plan) -> Plan:
 
 def _one(seed: int, groups: bool = False, hard: bool = False,
          releases: bool = False, leaves: bool = False, joins: bool = False,
-         patterns: bool = False) -> tuple[int, list[str], int]:
+         patterns: bool = False, long_cuts: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     with_churn(p, releases, leaves, joins)
     if patterns:
         with_patterns(p)
+    if long_cuts:
+        with_long_cut(p)
     _, v = run(p)
     return seed, v.violations, v.events
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
           releases: bool = False, leaves: bool = False,
-          joins: bool = False, patterns: bool = False) -> dict[int, list[str]]:
+          joins: bool = False, patterns: bool = False, long_cuts: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
     one = functools.partial(_one, groups=groups, hard=hard, releases=releases, leaves=leaves,
-                            joins=joins, patterns=patterns)
+                            joins=joins, patterns=patterns, long_cuts=long_cuts)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -354,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--joins", action="store_true", help="with --groups: one more member joins during the run")
     ap.add_argument("--patterns", action="store_true", help="publishers on several topics, subscribers on "
                     "topics and patterns of them ('+', '#'), each owed what its name matches")
+    ap.add_argument("--long-cuts", action="store_true", help="one more fault: a link cut (in --hard, or "
+                    "silent) for longer than both graces, its clients going on on either side")
     ap.add_argument("--fingerprint", action="store_true", help="print one digest of the runs of --seeds (the "
                     "same in every build that behaves alike: pure Python and compiled)")
     args = ap.parse_args(argv)
@@ -366,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
         with_churn(p, args.releases, args.leaves, args.joins)
         if args.patterns:
             with_patterns(p)
+        if args.long_cuts:
+            with_long_cut(p)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -380,13 +407,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
               f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}"
               f"{' --leaves' if args.leaves else ''}{' --joins' if args.joins else ''}"
-              f"{' --patterns' if args.patterns else ''}", flush=True)
+              f"{' --patterns' if args.patterns else ''}{' --long-cuts' if args.long_cuts else ''}", flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
     failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard,
-                   releases=args.releases, leaves=args.leaves, joins=args.joins, patterns=args.patterns)
+                   releases=args.releases, leaves=args.leaves, joins=args.joins, patterns=args.patterns,
+                   long_cuts=args.long_cuts)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:

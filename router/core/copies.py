@@ -204,10 +204,12 @@ class Copies:
         for router, keys in pending.items():
             box = self.positions.get((far.stream, router))
             low = box.low() if box is not None else 1
-            for position, ks, redelivery in far.sends.get(router, ()):
+            for position, ks, _ in far.sends.get(router, ()):
                 owed_there = ks & keys
                 if owed_there:  # (only those still owed: a member replaced since must not get it)
-                    targets.append(CopyTarget(router, frozenset(owed_there), position, low, redelivery))
+                    # Marked: the copy sent before may have been delivered there by a life of
+                    # that router that is gone now (it restarted), or whose record of it is.
+                    targets.append(CopyTarget(router, frozenset(owed_there), position, low, True))
         far.sent_at = self.clock()
         self._dispatch(record, far.stream, targets, frozenset({self.router_id}))
 
@@ -565,19 +567,25 @@ class Copies:
     def subscriber_closed(self, key: Key) -> None:
         self.dest.subscriber_closed(key)
 
+    @staticmethod
+    def _left(record: CoreRecord) -> bool:
+        """A root's record whose publisher is no longer attached here."""
+        pub = record.publisher
+        return record.local and (pub is None or not pub.attached)
+
     def freed(self, record: CoreRecord) -> None:
         """``record`` was freed: a root lets its positions go; a destination keeps a tombstone."""
         if record.local and (self.inquiry.asking or self.inquiry.held):
             self.inquiry.freed(record)
         far = record.far
         if far is None:
-            if record.local and record.chosen:
-                self.dest.freed(record)  # (what our own members said)
+            if record.local and (record.chosen or record.resent or self._left(record)):
+                self.dest.freed(record)  # (what our own keys said: ``Destination.freed``)
             return
         if far.settle_later and record.local:
             for router in far.settle_later:
                 self._queue(router, Settle(record.gid))
         if far.owed is not None and far.numbered:
             self._unnumber(far)
-        if far.takes or record.chosen:  # (a root's own plain record leaves no tombstone)
+        if far.takes or record.chosen or record.resent or self._left(record):  # (see ``Destination.freed``)
             self.dest.freed(record)

@@ -396,8 +396,9 @@ class LocalDelivery:
                     pub.bytes -= size
                     for purse in pub.purses:
                         purse.bytes -= size
-            if record.far is not None:
-                self.copies.freed(record)
+            if record.far is not None or record.resent or record.local and not (record.publisher and
+                                                                               record.publisher.attached):
+                self.copies.freed(record)  # (a root's record of a publisher that left: a tombstone)
             self.credit.want_pass()
 
     def settle_late(self, record: CoreRecord, waiter: Subscriber, handle: Any) -> None:

@@ -33,7 +33,7 @@ _ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
-                 "fenced", "refused", "left_had", "delivery", "admit", "effects")
+                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "orphaned", "awaiting")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -59,6 +59,13 @@ class Destination:
         # older bucket: ``tomb_stale`` counts those, skipped when their bucket goes.
         self.tomb_order: deque[list[Any]] = deque()  # [first until, last until, gids]
         self.tomb_stale: dict[bytes, int] = {}
+        # A record settled without its root (no root reachable long after our answer) keeps
+        # its tombstone until each root it came from settles it: such a root holds the
+        # message, and sends it again when it can reach us, however long that takes (its
+        # publisher may be attached to it throughout). gid -> (the copies we took, when we
+        # last answered them); answered again while a root is reachable, as a record is.
+        self.orphaned: set[bytes] = set()  # (settled without a root just now: ``freed`` keeps it so)
+        self.awaiting: dict[bytes, tuple[list[Take], float]] = {}
         # What keys said, one shared (read-only) mapping per distinct answer: the usual one,
         # "this key accepted", recurs for every message, and a tombstone lives 30 s or more
         self.said_cache: dict[tuple[tuple[Key, tuple[Said, Outcome | None]], ...],
@@ -132,6 +139,7 @@ class Destination:
         record = self.records.get(copy.gid)
         take: Take = (copy.root, copy.stream, t.position, t.keys)
         earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
+        earlier_takes: list[Take] | None = None
         chosen = copy.chosen
         refused: frozenset[Key] = frozenset()
         if chosen and self.fenced:
@@ -162,7 +170,11 @@ class Destination:
                 # (``test_fresh_seed_a_key_that_came_to_a_router_which_had_forgotten_the_message_gets_it``).
                 earlier = states
                 del self.tombstones[copy.gid]
-                self.tomb_stale[copy.gid] = self.tomb_stale.get(copy.gid, 0) + 1
+                waited = self.awaiting.pop(copy.gid, None)
+                if waited is not None:  # (the new record answers those roots too, and waits for them)
+                    earlier_takes = waited[0]
+                else:
+                    self.tomb_stale[copy.gid] = self.tomb_stale.get(copy.gid, 0) + 1
             record = Record(copy.gid, copy.topic, copy.payload, None, copy.gid, 0, copy.presettled,
                             copy.message_format)
             record.local = False
@@ -186,6 +198,8 @@ class Destination:
             record.far = far = Far()
         if earlier:
             far.earlier = earlier
+        if earlier_takes:
+            far.takes[:0] = [t for t in earlier_takes if t not in far.takes]  # (older, first: ``settle_from``)
         if refused:
             self.refused[(copy.gid, copy.root)] = refused | self.refused.get((copy.gid, copy.root), frozenset())
         if take not in far.takes:
@@ -294,7 +308,11 @@ class Destination:
         ``test_fresh_seed_a_key_that_came_to_a_router_which_had_forgotten_the_message_gets_it``,
         seed 495600962664)."""
         record = self.records.get(gid)
-        if record is None or record.local or record.publisher_settled:
+        if record is None:
+            if root is not None and gid in self.awaiting:
+                self._root_settled(gid, root)
+            return
+        if record.local or record.publisher_settled:
             return
         far = record.far
         if root is not None and far is not None and far.takes and far.takes[-1][0] != root:
@@ -342,12 +360,21 @@ class Destination:
                     s = self._said(record, key, subs)
                     if s is not None and s[0] is not Said.UNKNOWN:
                         states[key] = s
-        if record.local and record.chosen:
+        pub = record.publisher
+        left = record.local and (pub is None or not pub.attached)
+        if record.local and (record.chosen or record.resent or left):
+            # A root keeps what its own group members said (a root the publisher resumes at
+            # asks it), and what every local key said of a message its publisher sent again
+            # after it resumed here (the root it left may still hold it and send us a copy,
+            # to be answered, not delivered again) or of one whose publisher left us (it
+            # may resume at another router and send it again there, which sends us a copy).
+            every = record.resent or left
             for waiter, state in record.states.items():
-                if type(waiter) is Subscriber and waiter.group is not None and state is not IN_DOUBT:
+                if type(waiter) is Subscriber and (every or waiter.group is not None) and state is not IN_DOUBT:
                     states[waiter.key] = (_SAID_OF[state], record.rejection if state is SUB_REJECTED else None)
             if far is not None and far.earlier:
-                states.update((k, said) for k, said in far.earlier.items() if k in record.chosen)
+                chosen = record.chosen or {}
+                states.update((k, said) for k, said in far.earlier.items() if every or k in chosen)
         if shared is None:
             if not states and (far is None or not far.takes):
                 return
@@ -358,9 +385,22 @@ class Destination:
                     self.said_cache.clear()
                 shared = self.said_cache[items] = states
         gid = record.gid
-        if gid in self.tombstones:  # kept again: its entry in an older bucket is stale now
+        if gid in self.orphaned:
+            self.orphaned.discard(gid)
+            if far is not None and far.takes and not record.local:
+                if gid in self.tombstones and gid not in self.awaiting:  # (its timed entry is stale now)
+                    self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
+                self.tombstones[gid] = shared
+                self.awaiting[gid] = (list(far.takes), self.clock())
+                return
+        if gid in self.tombstones and gid not in self.awaiting:  # kept again: its older bucket's entry is stale
             self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
+        self.awaiting.pop(gid, None)
         self.tombstones[gid] = shared
+        self._forget_later(gid)
+
+    def _forget_later(self, gid: bytes) -> None:
+        """The tombstone of ``gid`` goes ``publisher_grace`` from now."""
         until = self.clock() + self.settings.publisher_grace
         order = self.tomb_order
         last = order[-1] if order else None
@@ -369,6 +409,38 @@ class Destination:
             last[2].append(gid)
         else:
             order.append([until, until, [gid]])
+
+    def _answer_awaiting(self, now: float, retry: float) -> None:
+        """Answer again, from its tombstone, each copy of a message settled without its root,
+        when one of its roots is reachable: the root settles it (it holds it no longer, or
+        this answer completes it) and we may forget it."""
+        reachable = self.reachable()
+        for gid, (takes, at) in list(self.awaiting.items()):
+            if now - at < retry or not any(root in reachable for root, _, _, _ in takes):
+                continue
+            states = self.tombstones.get(gid)
+            if states is None:  # (gone with a record made of it again: ``_take``)
+                del self.awaiting[gid]
+                continue
+            self.awaiting[gid] = (takes, now)
+            for root, stream, position, keys in takes:
+                if root not in reachable:
+                    continue
+                said = tuple((k, *states.get(k, (Said.UNKNOWN, None))) for k in keys)
+                every = all(s is Said.ACCEPTED for _, s, _ in said)
+                self.queue(root, Answer(gid, stream, position, () if every else said))
+
+    def _root_settled(self, gid: bytes, root: str) -> None:
+        """``root`` settled a message we settled without it: the tombstone waits for its
+        other roots, or goes ``publisher_grace`` from now (a publisher that resumes within
+        its grace may still send it again through another root)."""
+        takes, at = self.awaiting[gid]
+        left = [t for t in takes if t[0] != root]
+        if left:
+            self.awaiting[gid] = (left, at)
+            return
+        del self.awaiting[gid]
+        self._forget_later(gid)
 
     def keep_said(self, record: CoreRecord, sub: Subscriber) -> None:
         """``sub`` leaves (it closed, or moved on) after it answered ``record`` here: what it
@@ -407,10 +479,15 @@ class Destination:
             if (far.first_answer is not None and now - far.first_answer > self.settings.publisher_grace + retry
                     and not roots & reachable):
                 # Its root is gone and nobody took the publisher over: settled without it.
+                # Its tombstone stays until that root settles it (``awaiting``).
+                self.orphaned.add(record.gid)
                 self.settle_from(record.gid)
+                self.orphaned.discard(record.gid)
                 freed += 1
             else:
                 self.answer_ready(record)
+        if self.awaiting:
+            self._answer_awaiting(now, retry)
         tombs, order, stale = self.tombstones, self.tomb_order, self.tomb_stale
         while order and order[0][1] <= now:
             for gid in order.popleft()[2]:

@@ -56,6 +56,11 @@ class Failover:
         self.stats["duplicates"] += 1
         pub.resent.discard(record.tag)  # (taken over: the tag is no longer one sent before)
         ours = record.local
+        if not ours:
+            # Its old root may have had it delivered anywhere, and may send it again: what
+            # we send of it goes marked, and we keep what our keys said of it (as for a
+            # message resent to us: ``Destination.freed``).
+            record.resent = True
         delivery.take_over(pub, record, resumed)
         self.copies.adopted(record)
         if not ours:

@@ -795,3 +795,36 @@ def test_a_members_message_waits_for_its_unreachable_router_and_goes_to_another_
     assert p.outcomes == []
     a.accept(m, mp, rec)
     assert accepted(p) == [b"0"]
+
+
+def test_a_message_settled_without_its_unreachable_root_is_answered_not_delivered_however_late_its_copy_comes():
+    """Issue 48's first class: D took a copy from root A, its subscriber accepted, and A
+    stayed out of reach (its publisher attached to it throughout, so A holds the message
+    and sends it again when it can). D settles its record without A after
+    ``publisher_grace`` (its deliveries are settled), but keeps the tombstone until A
+    settles it: a copy A sends 80 s later is answered from it, never handed again; D
+    answers A again once A is reachable, and the tombstone goes ``publisher_grace`` after
+    A's settlement. (Forgotten after its grace, the copy went to the subscriber a second
+    time, unmarked: line3 with B-C cut for 28 s, a message handed at 1.3 s and at 31.5 s.)"""
+    d = One("D", publisher_grace=10.0, router_dead_after=3.0)
+    s, sp = d.subscribe("s")
+    d.arrive("A", a_copy(GID, "A", b"A/1", "D", ["s"], 1))
+    d.accept(s, sp, sp.sent[0][0])
+    d.tick(80.0)  # A unreachable all along
+    tombs = d.core.copies.dest.tombstones
+    assert GID not in d.core.records and sp.settled == [("handle", 1)]
+    assert GID in tombs
+    d.routes.sent.clear()
+    d.arrive("A", a_copy(GID, "A", b"A/1", "D", ["s"], 1, redelivery=True))  # healed: A sends it again
+    assert sp.gids() == [GID]  # once
+    assert [(r, a.position, a.said) for r, a in d.routes.items(Answer)] == [("A", 1, ((key("s"), Said.ACCEPTED, None),))]
+    d.routes.sent.clear()
+    d.routes.next_hop["A"] = "A"
+    d.tick(84.0)
+    again = [(r, a.position) for r, a in d.routes.items(Answer)]
+    assert again and set(again) == {("A", 1)}  # answered again (each ``router_dead_after``): A is reachable
+    d.control("A", Settle(GID))
+    d.tick(84.0 + 10.0 - 0.5)
+    assert GID in tombs  # (a publisher that resumes within its grace may send it through another root)
+    d.tick(84.0 + 10.0 + 1.0)
+    assert GID not in tombs and not d.core.copies.dest.awaiting

@@ -1,0 +1,127 @@
+"""The simulator judged at the wire (issue 48): what each subscriber is handed, frame by
+frame, as the least capable client would take it. A standard AMQP client processes every
+frame not marked as a possible repeat (delivery-count 0, first-acquirer true); our client
+library's gid filter is judged apart (the ``duplicated`` verdict, from what it processed).
+So a repeat the wire hands unmarked is a message processed twice, whatever our library
+drops: the verdict says ``handed again unmarked``.
+
+The seeds below passed the old verdict and failed this one; each replays in one subprocess
+under the sweeps' hash seed (``PYTHONHASHSEED=0``, as ``once sim --seed N`` replays them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from once.records.gid import compute_gid
+from once.sim.net import _passed_on, _unmarked_repeats
+
+TESTS = Path(__file__).resolve().parent.parent
+
+# plain seeds (``--seeds 0:3000``): a router restarted, and the root sent again a copy
+# its earlier life had delivered (the copy went unmarked, as the first had)
+RESENT_TO_A_RESTARTED_ROUTER = [311, 294, 449, 933, 1083, 1087, 1328, 1723, 2347, 2372, 2733]
+# plain seeds: the publisher resumed at its subscribers' router, which delivered what it
+# sent again and, root of it now, kept no tombstone; the old root's copy came later
+OLD_ROOT_AFTER_A_RESUME = [2413, 1773]
+# group seeds (``--groups --seeds 0:2000``): a message held for its group's choice went
+# again, once chosen, to the plain subscribers that had it when it came
+CHOSEN_AFTER_PLAIN = [1762, 1628, 1651, 1790, 1945, 1733, 1918]
+# ``--long-cuts`` seed: the publisher left its root across a cut longer than the graces
+PUBLISHER_LEFT_ACROSS_A_CUT = [2305]
+
+REPLAY = """
+import json, sys
+from once.sim.schedules import plan, run, with_long_cut
+out = {}
+for seed, groups, long in json.loads(sys.argv[1]):
+    p = plan(seed, groups=groups)
+    out[f"{seed}/{groups}/{long}"] = run(with_long_cut(p) if long else p)[1].violations
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, list[str]]:
+    cases = [(s, False, False) for s in RESENT_TO_A_RESTARTED_ROUTER + OLD_ROOT_AFTER_A_RESUME]
+    cases += [(s, True, False) for s in CHOSEN_AFTER_PLAIN]
+    cases += [(s, False, True) for s in PUBLISHER_LEFT_ACROSS_A_CUT]
+    env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
+    proc = subprocess.run([sys.executable, "-c", REPLAY, json.dumps(cases)], cwd=TESTS.parent, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result: dict[str, list[str]] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _subscriber(name: str, *frames: tuple[float, bytes, int]) -> SimpleNamespace:
+    return SimpleNamespace(name=name, handed=[(t, gid, redelivery, False) for t, gid, redelivery in frames])
+
+
+G1, G2 = compute_gid("c", "l", 1, b"1"), compute_gid("c", "l", 1, b"2")
+
+
+def test_a_repeat_handed_unmarked_is_judged_a_second_processing():
+    s = _subscriber("s0", (1.0, G1, 0), (1.1, G2, 0), (2.0, G1, 0))
+    assert _unmarked_repeats([s]) == [G1]  # type: ignore[list-item]
+
+
+def test_a_repeat_handed_marked_is_not():
+    s = _subscriber("s0", (1.0, G1, 0), (2.0, G1, 1), (3.0, G1, 2))
+    assert _unmarked_repeats([s]) == []  # type: ignore[list-item]
+
+
+def test_a_group_is_one_unit_at_the_wire():
+    """A message handed to one member and then, unmarked, to another: the second processes
+    it as new. Passed on marked, it is no violation, and comes late by right."""
+    g1 = _subscriber("g1", (1.0, G1, 0))
+    unmarked = _subscriber("g2", (2.0, G1, 0))
+    marked = _subscriber("g2", (2.0, G1, 1))
+    assert _unmarked_repeats([g1, unmarked]) == [G1]  # type: ignore[list-item]
+    assert _unmarked_repeats([g1, marked]) == []  # type: ignore[list-item]
+    assert _passed_on([g1, marked]) == {G1: {"g2"}}  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("seed", RESENT_TO_A_RESTARTED_ROUTER)
+def test_plain_seed_a_copy_sent_again_goes_marked(verdicts: dict[str, list[str]], seed: int):
+    """e.g. 311 (ring4): subscriber s1 crashed holding p0:20, and its router C was killed
+    and came back; the root sent the copy again and the new C handed it to s1, resumed,
+    as it had been handed the first time: delivery-count 0. A copy the root sends again is
+    marked as a redelivery (``Copies.resend``): the router may have delivered the first."""
+    assert verdicts[f"{seed}/False/False"] == []
+
+
+@pytest.mark.parametrize("seed", OLD_ROOT_AFTER_A_RESUME)
+def test_plain_seed_a_root_keeps_what_its_keys_said_of_a_message_resent_to_it(verdicts: dict[str, list[str]],
+                                                                              seed: int):
+    """e.g. 2413 (ring5): p1 dropped and resumed at B, where s0 is; B, its root now,
+    delivered p1:10 (marked: resent), freed it and kept nothing. p1's old root E still held
+    the message and its copy reached B at 4.28 s: handed to s0 again, unmarked. A root
+    keeps the tombstone of a message its publisher sent again after it resumed there."""
+    assert verdicts[f"{seed}/False/False"] == []
+
+
+@pytest.mark.parametrize("seed", CHOSEN_AFTER_PLAIN)
+def test_group_seed_a_message_chosen_after_asking_skips_the_plain_subscribers_that_had_it(
+        verdicts: dict[str, list[str]], seed: int):
+    """e.g. 1762 (ring4): p0 resumed at C; p0:35, fresh, went at once to s1 (plain, at C)
+    and waited for the group's choice (C asked whom the members had). Chosen 6 ms later,
+    it was fanned out again, to s1 as well: handed twice, both unmarked. A fan-out skips
+    every subscriber the record has already (``treatments.py``)."""
+    assert verdicts[f"{seed}/True/False"] == []
+
+
+@pytest.mark.parametrize("seed", PUBLISHER_LEFT_ACROSS_A_CUT)
+def test_long_cut_seed_a_root_whose_publisher_left_keeps_what_its_keys_said(verdicts: dict[str, list[str]], seed: int):
+    """2305 (line3, A-B cut for 14.4 s, longer than the 10 s graces): p0's root A handed
+    p0:74 to s2 (at A), then p0 dropped and resumed at B, across the cut. A freed the
+    message after the publisher's grace and kept nothing (its own first send); healed, B
+    took A's copy over as root and sent s2 its part, unmarked: handed twice. A root keeps
+    what its keys said of a message whose publisher left it, and a router that takes a
+    message over from another root sends its copies marked (``Failover.adopt``)."""
+    assert verdicts[f"{seed}/False/True"] == []
