@@ -34,15 +34,20 @@ from .tables import (
 from .treatments import TopicTreatment
 
 
+_PRESETTLED = 1 << 63  # the generations of pre-settled deliveries' gids (``publish``)
+
+
 class LocalDelivery:
     __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency",
                  "observe_held", "clock", "journal", "credit", "placeholders", "treatment", "remote_routers",
-                 "group_members", "local_count", "stamp", "unsynced", "copies", "failover", "groups", "effects", "dest")
+                 "group_members", "local_count", "stamp", "unsynced", "copies", "failover", "groups", "effects", "dest",
+                 "router_bytes")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, placeholders: Placeholders, routes: RoutesPort,
                  treatment: TopicTreatment, unsynced: bool, effects: Effects) -> None:
         self.tables = tables
         self.router_id = tables.router_id
+        self.router_bytes = b"\0" + tables.router_id.encode()  # (in a pre-settled gid: ``publish``)
         self.settings = tables.settings
         self.wall = tables.wall
         self.records: CoreRecords = tables.records
@@ -90,11 +95,21 @@ class LocalDelivery:
         if tag in pub.live:
             raise TagInUse(f"delivery tag {tag!r} reused while its delivery is unsettled")
         generation = 0
-        if pub.retired:
-            previous = pub.retired.pop(tag, None)
-            if previous is not None:
-                generation = previous + 1
-        gid = pub.gids.gid(tag, generation)
+        if settled:
+            # AMQP lets a settled delivery's tag be used again (Qpid JMS sends every
+            # pre-settled message with the empty tag), and a pre-settled delivery is never
+            # sent again: each gets a gid of its own, from generations no unsettled one uses
+            # (the top bit set), this router's stamp clock (strictly increasing here) and,
+            # with the tag, this router's id (another router's clock may run behind ours).
+            stamp = self.stamp()
+            gid = pub.gids.gid(tag + self.router_bytes, _PRESETTLED | stamp)
+        else:
+            stamp = 0
+            if pub.retired:
+                previous = pub.retired.pop(tag, None)
+                if previous is not None:
+                    generation = previous + 1
+            gid = pub.gids.gid(tag, generation)
         records = self.records
         known = records.records.get(gid)
         if known is not None:
@@ -102,7 +117,7 @@ class LocalDelivery:
         if resumed and not payload:
             return None
         record: CoreRecord = Record(gid, pub.topic, payload, pub, tag, generation, settled, message_format)
-        record.born = self.stamp()
+        record.born = stamp or self.stamp()
         record.arrived = self.clock()
         record.root = self.router_id
         if resumed or pub.resent and tag in pub.resent:

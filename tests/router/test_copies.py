@@ -828,3 +828,27 @@ def test_a_message_settled_without_its_unreachable_root_is_answered_not_delivere
     assert GID in tombs  # (a publisher that resumes within its grace may send it through another root)
     d.tick(84.0 + 10.0 + 1.0)
     assert GID not in tombs and not d.core.copies.dest.awaiting
+
+
+@pytest.mark.parametrize("tag", [b"x", b""])
+def test_pre_settled_deliveries_that_reuse_a_tag_are_each_a_message_of_their_own(tag: bytes):
+    """AMQP lets a settled delivery's tag be used again (Qpid JMS sends every pre-settled
+    message with the empty tag). They shared one gid: with real routers and a Proton
+    sender reusing tag ``x``, the subscriber at the root got 200 of 200 and the one two
+    routers away 1 of 200, the rest taken for repeats. Each pre-settled delivery now has
+    a gid of its own, distinct from every unsettled delivery's of the same tag."""
+    a = One("A")
+    hop = a.hop("B")
+    a.routes.next_hop["C"] = "B"
+    a.routes.where[key("far")] = "C"
+    a.changed()
+    s, sp = a.subscribe("near")
+    pub, _ = a.publisher()
+    for i in range(3):
+        a.core.publish(pub, tag, b"m%d" % i, True, None, 0, False)
+        a.core.after_batch()
+    unsettled = a.publish(pub, tag, b"u")
+    gids = sp.gids()
+    assert len(gids) == 4 and len(set(gids)) == 4 and unsettled.gid in gids
+    sent = [t[0] for t in hop.targets()]
+    assert len(sent) == 4 and set(sent) == set(gids)
