@@ -435,7 +435,7 @@ class Subscriber(Client):
         # delivery-count, pre-settled): what a standard client sees, judged by ``SimNet.check``
         # as the least capable client would (it processes every frame not marked as a repeat).
         self.handed: list[tuple[float, bytes, int, bool]] = []
-        self.marked: set[bytes] = set()  # came marked as a possible repeat, at least once
+        self.redelivered: set[bytes] = set()  # taken when it came marked as a possible repeat
         # ``--releases``: a group member gives some messages back (AMQP ``released``), each at
         # most once, drawn from its own stream (the rest of a seed's schedule stays the same)
         self.release_rng = random.Random(f"{net.seed}/{name}") if group and net.releases else None
@@ -505,8 +505,6 @@ class Subscriber(Client):
 
     def _message(self, m: Message) -> None:
         self.handed.append((self.net.loop.now, m.tag, m.redelivery, m.settled))
-        if m.redelivery:
-            self.marked.add(m.tag)
         self.rcv_count += 1
         self.received += 1
         gid = m.tag
@@ -531,6 +529,8 @@ class Subscriber(Client):
             return
         self.held[gid] = -1 if m.settled else m.id
         self.payloads[gid] = m.payload
+        if m.redelivery:
+            self.redelivered.add(gid)
         self.queue.append(gid)
         if not self.busy:
             self._next()

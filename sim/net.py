@@ -449,7 +449,7 @@ class SimNet:
                 firsts: set[bytes] = set()
                 for gid in m.effects:
                     # (in a group, a message passed on from another member comes late, marked)
-                    late = grouped and (gid in m.marked or m.name in passed.get(gid, ()) or gid in m.released)
+                    late = grouped and (gid in m.redelivered or m.name in passed.get(gid, ()) or gid in m.released)
                     if gid in tags and gid not in firsts and not late:
                         firsts.add(gid)
                         name, tag = tags[gid]
