@@ -33,7 +33,6 @@ from .tables import (
 )
 from .treatments import TopicTreatment
 
-
 _PRESETTLED = 1 << 63  # the generations of pre-settled deliveries' gids (``publish``)
 
 
