@@ -94,7 +94,7 @@ class LocalDelivery:
         if tag in pub.live:
             raise TagInUse(f"delivery tag {tag!r} reused while its delivery is unsettled")
         generation = 0
-        if settled:
+        if settled and not resumed:  # (a resumed one settles a delivery we know: its gid as before)
             # AMQP lets a settled delivery's tag be used again (Qpid JMS sends every
             # pre-settled message with the empty tag), and a pre-settled delivery is never
             # sent again: each gets a gid of its own, from generations no unsettled one uses
