@@ -332,6 +332,10 @@ class Publisher(Client):
         self.snd_count = 0
         self.conflicts: list[str] = []
         self._gids: dict[int, bytes] = {}
+        # ``--presettled``: some messages go pre-settled (at most once), mixed with the
+        # unsettled ones on the one link, drawn from a stream of their own
+        self.presettled_rng = random.Random(f"{net.seed}/{name}/presettled") if net.presettled else None
+        self.presettled: set[int] = set()  # tags sent (or to be sent) pre-settled
 
     def gid(self, tag: int) -> bytes:
         # (memoized: the explorer's check asks for every accepted tag's gid at every event)
@@ -347,11 +351,14 @@ class Publisher(Client):
             tag = self.next
             self.next += 1
             self.unsettled[tag] = f"{self.name}:{tag}".encode()
+            if self.presettled_rng is not None and self.presettled_rng.random() < self.net.presettled:
+                self.presettled.add(tag)  # (forgotten once sent: at most once)
             self.to_send.append(tag)
         self.pump()
 
     def attach_frame(self) -> Attach:
-        unsettled = {_tag(t): None for t in self.unsettled} if self.ever_attached else None
+        unsettled = ({_tag(t): None for t in self.unsettled if t not in self.presettled}
+                     if self.ever_attached else None)
         return Attach("pub", self.topic, self.container_id, self.link, unsettled, self.incarnation)
 
     def on_down(self) -> None:
@@ -373,7 +380,9 @@ class Publisher(Client):
         fresh = []
         for tag in sorted(self.unsettled):
             key = _tag(tag)
-            if key in theirs:
+            if tag in self.presettled:
+                fresh.append(tag)  # (not sent yet: a pre-settled one is forgotten once sent)
+            elif key in theirs:
                 state = theirs[key]
                 if state is not None and state.kind in _FINAL:
                     del self.unsettled[tag]
@@ -408,6 +417,10 @@ class Publisher(Client):
                 continue
             self.credit -= 1
             self.snd_count += 1
+            if tag in self.presettled:
+                del self.unsettled[tag]  # at most once: nothing to wait for, nothing to send again
+                self.send(Message(tag, _tag(tag), payload, True))
+                continue
             self.send(Message(tag, _tag(tag), payload, False))
 
 

@@ -136,6 +136,7 @@ class SimNet:
         logging.getLogger("once").setLevel(logging.ERROR)
         self.seed = seed
         self.releases = 0.0  # how often a group member releases a message (``schedules.py --releases``)
+        self.presettled = 0.0  # how often a publisher sends a message pre-settled (``--presettled``)
         self.loop = Loop(seed)
         self.settings = settings
         self.topology = _Topology(tuple(LinkSpec(a, b) for a, b in links))
@@ -389,19 +390,21 @@ class SimNet:
         """Every message answered, processed by every subscriber, and no state left."""
         if any(p.unsettled or p.to_send for p in self.publishers):
             return False
-        if any(len(s.accepted) < self.wanted(s.topic) for s in self.subscribers if not s.group):
+        if any(not self.wanted(s.topic) <= s.accepted for s in self.subscribers if not s.group):
             return False
         groups: dict[str, tuple[str, set[bytes]]] = {}
         for s in self.subscribers:
             if s.group:
                 groups.setdefault(s.group, (s.topic, set()))[1].update(s.accepted)
-        if any(len(done) < self.wanted(topic) for topic, done in groups.values()):
+        if any(not self.wanted(topic) <= done for topic, done in groups.values()):
             return False
         return all(not r.alive or not len(r.core.records) for r in self.routers.values())
 
-    def wanted(self, name: str) -> int:
-        """How many messages a subscriber under ``name`` (a topic or a pattern) is owed."""
-        return sum(p.next for p in self.publishers if matches(name, p.topic))
+    def wanted(self, name: str) -> set[bytes]:
+        """The messages a subscriber under ``name`` (a topic or a pattern) is owed (not the
+        pre-settled ones: at most once)."""
+        return {p.gid(t) for p in self.publishers if matches(name, p.topic) for t in range(p.next)
+                if t not in p.presettled}
 
     def run_to_end(self, limit: float, step: float = 0.25) -> bool:
         """Run until ``settled()`` (checked every ``step`` of virtual time) or ``limit``."""
@@ -426,7 +429,16 @@ class SimNet:
             bad = [t for t, o in p.outcomes.items() if o.kind.value != "accepted"]
             if bad:
                 out.append(f"publisher {p.name}: {len(bad)} not accepted (first {min(bad)}: {p.outcomes[min(bad)]})")
-        tags = {p.gid(t): (p.name, t) for p in self.publishers for t in range(p.next)}
+        tags = {p.gid(t): (p.name, t) for p in self.publishers for t in range(p.next) if t not in p.presettled}
+        # (a pre-settled message's gid is its root's: known by its payload where it arrived;
+        # at most once, it is owed to nobody, and never twice)
+        presettled = {(p.name, t) for p in self.publishers for t in p.presettled}
+        for s in self.subscribers:
+            for gid, payload in s.payloads.items():
+                if gid not in tags:
+                    pub_name, _, number = payload.decode().partition(":")
+                    if (pub_name, int(number or -1)) in presettled:
+                        tags[gid] = (pub_name, int(number))
         topic_of = {p.name: p.topic for p in self.publishers}
         # A consumer group is one subscriber: its members' effects together, each gid once;
         # order per member (a message passed on from another member comes late).
@@ -443,7 +455,9 @@ class SimNet:
             # to another member first, or when this member released it
             passed = _passed_on(members) if grouped else {}
             # what its name reaches (every message, on the one topic a schedule without patterns has)
-            owed = {g for g, (name, _) in tags.items() if matches(members[0].topic, topic_of[name])}
+            owed = {g for g, (name, t) in tags.items()
+                    if matches(members[0].topic, topic_of[name]) and (name, t) not in presettled}
+            got: set[Any] = set()  # (each message once, by what it is: a pre-settled one has a gid per root)
             for m in members:
                 last: dict[str, int] = {}
                 firsts: set[bytes] = set()
@@ -459,17 +473,24 @@ class SimNet:
                         last[name] = max(tag, last.get(name, -1))
             effects = [g for m in members for g in m.effects] if len(members) > 1 else members[0].effects
             for gid in effects:
-                if gid in seen:
+                what = tags.get(gid, gid)
+                if gid in seen or what in got:
                     dup += 1
                     first.setdefault("duplicated", tags.get(gid))
                     continue
                 seen.add(gid)
-                if gid not in owed:
+                got.add(what)
+                if gid not in owed and not (gid in tags and tags[gid] in presettled
+                                            and matches(members[0].topic, topic_of[tags[gid][0]])):
                     phantom += 1
             unmarked = _unmarked_repeats(members)
             if unmarked:
                 out.append(f"subscriber {unit}: handed again unmarked {len(unmarked)} "
                            f"(first {tags.get(unmarked[0], unmarked[0])})")
+            again = _presettled_again(members)
+            if again:
+                out.append(f"subscriber {unit}: pre-settled handed again {len(again)} "
+                           f"(first {tags.get(again[0], again[0])})")
             lost = sorted(tags[g] for g in owed - seen)
             if lost:
                 out.append(f"subscriber {unit}: lost {len(lost)} (first {lost[0]})")
@@ -522,6 +543,19 @@ def _unmarked_repeats(members: list[Subscriber]) -> list[bytes]:
             repeats.append(gid)
         seen.add(gid)
     return repeats
+
+
+def _presettled_again(members: list[Subscriber]) -> list[bytes]:
+    """Pre-settled deliveries of a gid a unit had been handed before, marked or not: at
+    most once is broken whatever the mark says (a client cannot settle what came settled)."""
+    frames = sorted((f for m in members for f in m.handed), key=lambda f: f[0])
+    seen: set[bytes] = set()
+    again: list[bytes] = []
+    for _, gid, _, settled in frames:
+        if gid in seen and settled:
+            again.append(gid)
+        seen.add(gid)
+    return again
 
 
 def with_settings(**kw: Any) -> Settings:

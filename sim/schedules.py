@@ -71,6 +71,7 @@ class Plan:
     members: list[tuple[str, list[str]]] = field(default_factory=list)  # of consumer group "g"
     hard: bool = False  # drawn by ``hard_plan``: faults may add up to seconds, so graces are longer
     releases: float = 0.0  # how often a group member releases a message it is given (each at most once)
+    presettled: float = 0.0  # how often a publisher sends a message pre-settled (``--presettled``)
     topics: dict[str, str] = field(default_factory=dict)  # client (or group "g") -> its topic or pattern (else "t")
 
     def describe(self) -> str:
@@ -217,6 +218,7 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     base = HARD_SETTINGS if p.hard else SETTINGS
     net = SimNet(p.seed, topology_links(p.topology), base)
     net.releases = p.releases
+    net.presettled = p.presettled
     net.start()
     for name, prefs in p.subscribers:
         net.add_subscriber(name, p.topics.get(name, "t"), prefs)
@@ -275,6 +277,20 @@ def with_churn(p: Plan, releases: bool = False, leaves: bool = False, joins: boo
     return p
 
 
+# ``--presettled``: a publisher sends about one message in four pre-settled (at most once),
+# mixed with unsettled ones on its one link
+PRESETTLED = 0.25
+
+
+def with_presettled(p: Plan) -> Plan:
+    """Publishers send some messages pre-settled, mixed with unsettled ones on one link
+    (which, drawn from each publisher's own stream: the rest of the schedule stays the
+    same). They are owed to nobody (at most once), never handed twice, and keep their
+    publisher's order among the others."""
+    p.presettled = PRESETTLED
+    return p
+
+
 def with_long_cut(p: Plan) -> Plan:
     """One more fault (``--long-cuts``), drawn from its own stream (the rest of the seed's
     schedule stays the same): a link cut (or, in ``--hard``, silent) for longer than both
@@ -313,23 +329,26 @@ def with_patterns(p: Plan) -> Plan:
 
 def _one(seed: int, groups: bool = False, hard: bool = False,
          releases: bool = False, leaves: bool = False, joins: bool = False,
-         patterns: bool = False, long_cuts: bool = False) -> tuple[int, list[str], int]:
+         patterns: bool = False, long_cuts: bool = False, presettled: bool = False) -> tuple[int, list[str], int]:
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     with_churn(p, releases, leaves, joins)
     if patterns:
         with_patterns(p)
     if long_cuts:
         with_long_cut(p)
+    if presettled:
+        with_presettled(p)
     _, v = run(p)
     return seed, v.violations, v.events
 
 
 def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
           releases: bool = False, leaves: bool = False,
-          joins: bool = False, patterns: bool = False, long_cuts: bool = False) -> dict[int, list[str]]:
+          joins: bool = False, patterns: bool = False, long_cuts: bool = False,
+          presettled: bool = False) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
     one = functools.partial(_one, groups=groups, hard=hard, releases=releases, leaves=leaves,
-                            joins=joins, patterns=patterns, long_cuts=long_cuts)
+                            joins=joins, patterns=patterns, long_cuts=long_cuts, presettled=presettled)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -379,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                     "topics and patterns of them ('+', '#'), each owed what its name matches")
     ap.add_argument("--long-cuts", action="store_true", help="one more fault: a link cut (in --hard, or "
                     "silent) for longer than both graces, its clients going on on either side")
+    ap.add_argument("--presettled", action="store_true", help="publishers send about one message in four "
+                    "pre-settled (at most once), mixed with unsettled ones on one link")
     ap.add_argument("--fingerprint", action="store_true", help="print one digest of the runs of --seeds (the "
                     "same in every build that behaves alike: pure Python and compiled)")
     args = ap.parse_args(argv)
@@ -393,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
             with_patterns(p)
         if args.long_cuts:
             with_long_cut(p)
+        if args.presettled:
+            with_presettled(p)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -407,14 +430,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
               f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}"
               f"{' --leaves' if args.leaves else ''}{' --joins' if args.joins else ''}"
-              f"{' --patterns' if args.patterns else ''}{' --long-cuts' if args.long_cuts else ''}", flush=True)
+              f"{' --patterns' if args.patterns else ''}{' --long-cuts' if args.long_cuts else ''}"
+              f"{' --presettled' if args.presettled else ''}", flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
     failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard,
                    releases=args.releases, leaves=args.leaves, joins=args.joins, patterns=args.patterns,
-                   long_cuts=args.long_cuts)
+                   long_cuts=args.long_cuts, presettled=args.presettled)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:
