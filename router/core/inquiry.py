@@ -472,7 +472,11 @@ class Inquiry:
         if dropped:  # chosen before (a copy named them) and not now: no longer owed it
             self.unowe(record, dropped)
         if known is None and not stashed:  # a fresh one, held in order: chosen now
-            self.delivery.fan_out(record, routers, None, local=True)
+            # To the members chosen, and to nobody else: its plain subscribers, here and
+            # elsewhere, had it when it came (one that moved since, here or there, would get
+            # it again: a pre-settled message leaves no state to stop that, groups seed 657
+            # of ``--presettled``). (Marked, as a copy for chosen keys goes.)
+            self.delivery.fan_out(record, routers, None, local=True, keys=frozenset(record.chosen or ()))
             self.delivery.answered(record, record.drop_waiter(ASKING))
             return
         # Chosen after asking (or before, by the root we took it over from): it may come

@@ -34,23 +34,31 @@ OLD_ROOT_AFTER_A_RESUME = [2413, 1773]
 CHOSEN_AFTER_PLAIN = [1762, 1628, 1651, 1790, 1945, 1733, 1918]
 # ``--long-cuts`` seed: the publisher left its root across a cut longer than the graces
 PUBLISHER_LEFT_ACROSS_A_CUT = [2305]
+# ``--groups --presettled`` seeds: a message held for its group's choice was fanned out
+# again once chosen, to every plain subscriber that had moved since
+PRESETTLED_FANNED_OUT_AGAIN = [657, 761, 764, 1019, 1409]
 
 REPLAY = """
 import json, sys
-from once.sim.schedules import plan, run, with_long_cut
+from once.sim.schedules import plan, run, with_long_cut, with_presettled
 out = {}
-for seed, groups, long in json.loads(sys.argv[1]):
+for seed, groups, long, presettled in json.loads(sys.argv[1]):
     p = plan(seed, groups=groups)
-    out[f"{seed}/{groups}/{long}"] = run(with_long_cut(p) if long else p)[1].violations
+    if long:
+        with_long_cut(p)
+    if presettled:
+        with_presettled(p)
+    out[f"{seed}/{groups}/{long}/{presettled}"] = run(p)[1].violations
 print(json.dumps(out))
 """
 
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, list[str]]:
-    cases = [(s, False, False) for s in RESENT_TO_A_RESTARTED_ROUTER + OLD_ROOT_AFTER_A_RESUME]
-    cases += [(s, True, False) for s in CHOSEN_AFTER_PLAIN]
-    cases += [(s, False, True) for s in PUBLISHER_LEFT_ACROSS_A_CUT]
+    cases = [(s, False, False, False) for s in RESENT_TO_A_RESTARTED_ROUTER + OLD_ROOT_AFTER_A_RESUME]
+    cases += [(s, True, False, False) for s in CHOSEN_AFTER_PLAIN]
+    cases += [(s, False, True, False) for s in PUBLISHER_LEFT_ACROSS_A_CUT]
+    cases += [(s, True, False, True) for s in PRESETTLED_FANNED_OUT_AGAIN]
     env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
     proc = subprocess.run([sys.executable, "-c", REPLAY, json.dumps(cases)], cwd=TESTS.parent, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -93,7 +101,7 @@ def test_plain_seed_a_copy_sent_again_goes_marked(verdicts: dict[str, list[str]]
     and came back; the root sent the copy again and the new C handed it to s1, resumed,
     as it had been handed the first time: delivery-count 0. A copy the root sends again is
     marked as a redelivery (``Copies.resend``): the router may have delivered the first."""
-    assert verdicts[f"{seed}/False/False"] == []
+    assert verdicts[f"{seed}/False/False/False"] == []
 
 
 @pytest.mark.parametrize("seed", OLD_ROOT_AFTER_A_RESUME)
@@ -103,7 +111,7 @@ def test_plain_seed_a_root_keeps_what_its_keys_said_of_a_message_resent_to_it(ve
     delivered p1:10 (marked: resent), freed it and kept nothing. p1's old root E still held
     the message and its copy reached B at 4.28 s: handed to s0 again, unmarked. A root
     keeps the tombstone of a message its publisher sent again after it resumed there."""
-    assert verdicts[f"{seed}/False/False"] == []
+    assert verdicts[f"{seed}/False/False/False"] == []
 
 
 @pytest.mark.parametrize("seed", CHOSEN_AFTER_PLAIN)
@@ -113,7 +121,7 @@ def test_group_seed_a_message_chosen_after_asking_skips_the_plain_subscribers_th
     and waited for the group's choice (C asked whom the members had). Chosen 6 ms later,
     it was fanned out again, to s1 as well: handed twice, both unmarked. A fan-out skips
     every subscriber the record has already (``treatments.py``)."""
-    assert verdicts[f"{seed}/True/False"] == []
+    assert verdicts[f"{seed}/True/False/False"] == []
 
 
 @pytest.mark.parametrize("seed", PUBLISHER_LEFT_ACROSS_A_CUT)
@@ -124,4 +132,15 @@ def test_long_cut_seed_a_root_whose_publisher_left_keeps_what_its_keys_said(verd
     took A's copy over as root and sent s2 its part, unmarked: handed twice. A root keeps
     what its keys said of a message whose publisher left it, and a router that takes a
     message over from another root sends its copies marked (``Failover.adopt``)."""
-    assert verdicts[f"{seed}/False/True"] == []
+    assert verdicts[f"{seed}/False/True/False"] == []
+
+
+@pytest.mark.parametrize("seed", PRESETTLED_FANNED_OUT_AGAIN)
+def test_presettled_group_seed_a_message_chosen_after_asking_goes_to_its_members_alone(
+        verdicts: dict[str, list[str]], seed: int):
+    """e.g. 657 (triangle, ``--groups --presettled``): root C held pre-settled p0:10 for its
+    group's choice while s0 had it at B; s0 moved to C, and once chosen, the message was
+    fanned out again to every subscriber: s0 got it a second time (a pre-settled delivery
+    leaves no state that stops it). Chosen after waiting, a message goes to the members
+    chosen alone (``Inquiry._choose``)."""
+    assert verdicts[f"{seed}/True/False/True"] == []
