@@ -453,7 +453,8 @@ class SimNet:
             # a group's message may come late to a member when it came marked (passed on
             # from a member that left or never had it, or sent again), when it was handed
             # to another member first, or when this member released it
-            passed = _passed_on(members) if grouped else {}
+            wire = judge_wire(members)
+            passed = wire.passed if grouped else {}
             # what its name reaches (every message, on the one topic a schedule without patterns has)
             owed = {g for g, (name, t) in tags.items()
                     if matches(members[0].topic, topic_of[name]) and (name, t) not in presettled}
@@ -483,11 +484,11 @@ class SimNet:
                 if gid not in owed and not (gid in tags and tags[gid] in presettled
                                             and matches(members[0].topic, topic_of[tags[gid][0]])):
                     phantom += 1
-            unmarked = _unmarked_repeats(members)
+            unmarked = wire.unmarked
             if unmarked:
                 out.append(f"subscriber {unit}: handed again unmarked {len(unmarked)} "
                            f"(first {tags.get(unmarked[0], unmarked[0])})")
-            again = _presettled_again(members)
+            again = wire.presettled_again
             if again:
                 out.append(f"subscriber {unit}: pre-settled handed again {len(again)} "
                            f"(first {tags.get(again[0], again[0])})")
@@ -518,44 +519,36 @@ class SimNet:
         return v
 
 
-def _passed_on(members: list[Subscriber]) -> dict[bytes, set[str]]:
-    """gid -> the members a group's message was handed to after another member had it."""
-    frames = sorted(((f[0], f[1], m.name) for m in members for f in m.handed), key=lambda f: f[0])
+@dataclass
+class Wire:
+    """What the wire handed one unit (a subscriber, or a group's members together), judged
+    as the least capable client takes it, frame by frame in the order they were handed."""
+
+    unmarked: list[bytes] = field(default_factory=list)  # handed again without the mark of a possible repeat
+    presettled_again: list[bytes] = field(default_factory=list)  # handed again pre-settled, marked or not
+    passed: dict[bytes, set[str]] = field(default_factory=dict)  # gid -> members handed it after another
+
+
+def judge_wire(members: list[Subscriber]) -> Wire:
+    """A standard client processes every frame not marked as a possible repeat
+    (delivery-count 0: first-acquirer true): each gid handed again unmarked is a message
+    processed twice, whatever our client library filters. A pre-settled repeat breaks at
+    most once whatever its mark (a client cannot settle what came settled)."""
+    frames = sorted(((f[0], f[1], f[2], f[3], m.name) for m in members for f in m.handed), key=lambda f: f[0])
+    wire = Wire()
     first: dict[bytes, str] = {}
-    passed: dict[bytes, set[str]] = {}
-    for _, gid, name in frames:
-        was = first.setdefault(gid, name)
+    for _, gid, redelivery, settled, name in frames:
+        was = first.get(gid)
+        if was is None:
+            first[gid] = name
+            continue
+        if not redelivery:
+            wire.unmarked.append(gid)
+        if settled:
+            wire.presettled_again.append(gid)
         if was != name:
-            passed.setdefault(gid, set()).add(name)
-    return passed
-
-
-def _unmarked_repeats(members: list[Subscriber]) -> list[bytes]:
-    """The gids a unit (a subscriber, or a group's members together) was handed again
-    without the mark of a possible repeat (delivery-count 0: first-acquirer true), in the
-    order the wire handed them. A standard client processes every such frame: judged at
-    the wire, each is a message processed twice, whatever our client library filters."""
-    frames = sorted((f for m in members for f in m.handed), key=lambda f: f[0])
-    seen: set[bytes] = set()
-    repeats: list[bytes] = []
-    for _, gid, redelivery, _ in frames:
-        if gid in seen and not redelivery:
-            repeats.append(gid)
-        seen.add(gid)
-    return repeats
-
-
-def _presettled_again(members: list[Subscriber]) -> list[bytes]:
-    """Pre-settled deliveries of a gid a unit had been handed before, marked or not: at
-    most once is broken whatever the mark says (a client cannot settle what came settled)."""
-    frames = sorted((f for m in members for f in m.handed), key=lambda f: f[0])
-    seen: set[bytes] = set()
-    again: list[bytes] = []
-    for _, gid, _, settled in frames:
-        if gid in seen and settled:
-            again.append(gid)
-        seen.add(gid)
-    return again
+            wire.passed.setdefault(gid, set()).add(name)
+    return wire
 
 
 def with_settings(**kw: Any) -> Settings:

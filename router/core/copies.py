@@ -37,7 +37,7 @@ from .effects import Effects
 from .inquiry import Inquiry
 from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Settle
 from .parts import DeliveryPart, FailoverPart, GroupsPart
-from .peers import ASKING, FAR, CoreRecord, CoreRecords, Subscriber, Upstream
+from .peers import ASKING, FAR, CoreRecord, CoreRecords, Subscriber, Upstream, keeps_own_tombstone
 from .plans import Plans
 from .ports import RoutesPort
 from .relay import Relay
@@ -567,25 +567,19 @@ class Copies:
     def subscriber_closed(self, key: Key) -> None:
         self.dest.subscriber_closed(key)
 
-    @staticmethod
-    def _left(record: CoreRecord) -> bool:
-        """A root's record whose publisher is no longer attached here."""
-        pub = record.publisher
-        return record.local and (pub is None or not pub.attached)
-
     def freed(self, record: CoreRecord) -> None:
         """``record`` was freed: a root lets its positions go; a destination keeps a tombstone."""
         if record.local and (self.inquiry.asking or self.inquiry.held):
             self.inquiry.freed(record)
         far = record.far
         if far is None:
-            if record.local and (record.chosen or record.resent or self._left(record)):
-                self.dest.freed(record)  # (what our own keys said: ``Destination.freed``)
+            if keeps_own_tombstone(record):
+                self.dest.freed(record)
             return
         if far.settle_later and record.local:
             for router in far.settle_later:
                 self._queue(router, Settle(record.gid))
         if far.owed is not None and far.numbered:
             self._unnumber(far)
-        if far.takes or record.chosen or record.resent or self._left(record):  # (see ``Destination.freed``)
+        if far.takes or keeps_own_tombstone(record):
             self.dest.freed(record)

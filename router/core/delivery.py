@@ -20,7 +20,7 @@ from ..journal import Event
 from .credit import CreditWindow
 from .effects import Effects
 from .parts import CopiesPart, DestinationPart, FailoverPart, GroupsPart
-from .peers import CoreRecord, CoreRecords, Publisher, Subscriber, TagInUse, Waiter
+from .peers import CoreRecord, CoreRecords, Publisher, Subscriber, TagInUse, Waiter, keeps_own_tombstone
 from .ports import ACCEPTED, Conditions, Outcome, Refused, RoutesPort, rejected
 from .tables import (
     ACCEPTED_KIND,
@@ -410,9 +410,8 @@ class LocalDelivery:
                     pub.bytes -= size
                     for purse in pub.purses:
                         purse.bytes -= size
-            if record.far is not None or record.resent or record.local and not (record.publisher and
-                                                                               record.publisher.attached):
-                self.copies.freed(record)  # (a root's record of a publisher that left: a tombstone)
+            if record.far is not None or keeps_own_tombstone(record):
+                self.copies.freed(record)
             self.credit.want_pass()
 
     def settle_late(self, record: CoreRecord, waiter: Subscriber, handle: Any) -> None:

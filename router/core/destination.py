@@ -22,7 +22,7 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 from ..journal import Event
 from .messages import Answer, Control, Copy, CopyTarget
 from .parts import DeliveryPart
-from .peers import CoreRecord, CoreRecords, Subscriber
+from .peers import CoreRecord, CoreRecords, Subscriber, keeps_own_tombstone
 from .ports import Conditions, Outcome, rejected
 from .tables import CoreTables, Key
 
@@ -33,7 +33,7 @@ _ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
-                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "orphaned", "awaiting")
+                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "awaiting")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -64,7 +64,6 @@ class Destination:
         # message, and sends it again when it can reach us, however long that takes (its
         # publisher may be attached to it throughout). gid -> (the copies we took, when we
         # last answered them); answered again while a root is reachable, as a record is.
-        self.orphaned: set[bytes] = set()  # (settled without a root just now: ``freed`` keeps it so)
         self.awaiting: dict[bytes, tuple[list[Take], float]] = {}
         # What keys said, one shared (read-only) mapping per distinct answer: the usual one,
         # "this key accepted", recurs for every message, and a tombstone lives 30 s or more
@@ -360,15 +359,13 @@ class Destination:
                     s = self._said(record, key, subs)
                     if s is not None and s[0] is not Said.UNKNOWN:
                         states[key] = s
-        pub = record.publisher
-        left = record.local and (pub is None or not pub.attached)
-        if record.local and (record.chosen or record.resent or left):
+        if keeps_own_tombstone(record):
             # A root keeps what its own group members said (a root the publisher resumes at
-            # asks it), and what every local key said of a message its publisher sent again
-            # after it resumed here (the root it left may still hold it and send us a copy,
-            # to be answered, not delivered again) or of one whose publisher left us (it
-            # may resume at another router and send it again there, which sends us a copy).
-            every = record.resent or left
+            # asks it), and, where another root may send us a copy of the message (it was
+            # resent to us or taken over, or its publisher left), what every local key said:
+            # the copy is answered from it, not delivered again.
+            pub = record.publisher
+            every = record.resent or pub is None or not pub.attached
             for waiter, state in record.states.items():
                 if type(waiter) is Subscriber and (every or waiter.group is not None) and state is not IN_DOUBT:
                     states[waiter.key] = (_SAID_OF[state], record.rejection if state is SUB_REJECTED else None)
@@ -385,14 +382,6 @@ class Destination:
                     self.said_cache.clear()
                 shared = self.said_cache[items] = states
         gid = record.gid
-        if gid in self.orphaned:
-            self.orphaned.discard(gid)
-            if far is not None and far.takes and not record.local:
-                if gid in self.tombstones and gid not in self.awaiting:  # (its timed entry is stale now)
-                    self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
-                self.tombstones[gid] = shared
-                self.awaiting[gid] = (list(far.takes), self.clock())
-                return
         if gid in self.tombstones and gid not in self.awaiting:  # kept again: its older bucket's entry is stale
             self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
         self.awaiting.pop(gid, None)
@@ -409,6 +398,12 @@ class Destination:
             last[2].append(gid)
         else:
             order.append([until, until, [gid]])
+
+    def _await_root(self, gid: bytes, takes: list[Take], now: float) -> None:
+        """Keep ``gid``'s tombstone until each root of ``takes`` settles it: out of its
+        timed bucket (that entry is stale now), answered again while a root is reachable."""
+        self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
+        self.awaiting[gid] = (takes, now)
 
     def _answer_awaiting(self, now: float, retry: float) -> None:
         """Answer again, from its tombstone, each copy of a message settled without its root,
@@ -480,9 +475,10 @@ class Destination:
                     and not roots & reachable):
                 # Its root is gone and nobody took the publisher over: settled without it.
                 # Its tombstone stays until that root settles it (``awaiting``).
-                self.orphaned.add(record.gid)
-                self.settle_from(record.gid)
-                self.orphaned.discard(record.gid)
+                gid, takes = record.gid, list(far.takes)
+                self.settle_from(gid)
+                if gid in self.tombstones and gid not in self.records:
+                    self._await_root(gid, takes, now)
                 freed += 1
             else:
                 self.answer_ready(record)

@@ -200,3 +200,15 @@ Waiter = Subscriber | _Far | _Asking
 # A record as the core holds it, and the core's table of them (``records/table.py``).
 CoreRecord = Record[Publisher, Waiter]
 CoreRecords = RecordTable[Publisher, Waiter]
+
+
+def keeps_own_tombstone(record: CoreRecord) -> bool:
+    """Whether a root, freeing ``record``, keeps what its own keys said of it
+    (``Destination.freed``): another root may hold the message and send us a copy, because
+    its publisher sent it again after it resumed here, or we took it over from another root
+    (both ``resent``), or its publisher left us (it may resume elsewhere); or a root the
+    publisher resumes at may ask whom our group members were (``chosen``)."""
+    if not record.local:
+        return False
+    pub = record.publisher
+    return bool(record.chosen) or record.resent or pub is None or not pub.attached

@@ -30,14 +30,9 @@ class FanOut:
 
     def targets(self, record: CoreRecord, subscribers: dict[tuple[str, str], Subscriber],
                 keys: frozenset[Key] | None) -> list[Subscriber]:
-        states = record.states
         if keys is None:
-            if not states:  # (the first fan-out of a message: nobody has it yet)
-                return list(subscribers.values())
-            # (a message held for a group's choice comes again once chosen: never to one
-            # that had it then)
-            return [s for s in subscribers.values() if s not in states]
-        return [s for k, s in subscribers.items() if k in keys and s not in states]
+            return list(subscribers.values())
+        return [s for k, s in subscribers.items() if k in keys and s not in record.states]
 
 
 FAN_OUT = FanOut()
@@ -54,7 +49,6 @@ class Grouped:
             # followed a publisher to a new root too: the --groups soak's random-108)
             return [s for k, s in subscribers.items()
                     if k in keys and (s.group is None or k in chosen) and s not in record.states]
-        # (never one that has it: see ``FanOut``)
         return [s for k, s in subscribers.items() if (s.group is None or k in chosen) and s not in record.states]
 
 
@@ -83,6 +77,6 @@ class TopicTreatment:
                 keys: frozenset[Key] | None) -> list[Subscriber]:
         if record.topic in self.local_groups or self.patterns and self.grouped(record.topic):
             return GROUPED.targets(record, subscribers, keys)
-        if keys is None and self.fan_out and not record.states:
-            return list(subscribers.values())  # (FanOut's answer for a first fan-out: one call less per message)
+        if keys is None and self.fan_out:
+            return list(subscribers.values())  # (FanOut's answer for a whole copy: one call less per message)
         return self.default.targets(record, subscribers, keys)

@@ -8,15 +8,8 @@ as ``--seed N`` replays them): a few of them take another course under another o
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-TESTS = Path(__file__).resolve().parent.parent
+from support.replay import replay
 
 # (seed, option): every schedule a test below names
 ASKED_LEAVES = [475, 278, 394, 114, 1048, 262, 220, 2647, 1355]
@@ -62,12 +55,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, list[str]]:
-    env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
-    proc = subprocess.run([sys.executable, "-c", REPLAY, json.dumps(CASES)], cwd=TESTS.parent, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result: dict[str, list[str]] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return replay(REPLAY, CASES)
 
 
 def _run(verdicts: dict[str, list[str]], seed: int, option: str) -> list[str]:

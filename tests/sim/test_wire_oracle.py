@@ -10,18 +10,12 @@ under the sweeps' hash seed (``PYTHONHASHSEED=0``, as ``once sim --seed N`` repl
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from once.records.gid import compute_gid
-from once.sim.net import _passed_on, _unmarked_repeats
-
-TESTS = Path(__file__).resolve().parent.parent
+from once.sim.net import judge_wire
+from support.replay import replay
 
 # plain seeds (``--seeds 0:3000``): a router restarted, and the root sent again a copy
 # its earlier life had delivered (the copy went unmarked, as the first had)
@@ -59,12 +53,7 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, True, False, False) for s in CHOSEN_AFTER_PLAIN]
     cases += [(s, False, True, False) for s in PUBLISHER_LEFT_ACROSS_A_CUT]
     cases += [(s, True, False, True) for s in PRESETTLED_FANNED_OUT_AGAIN]
-    env = dict(os.environ, PYTHONHASHSEED="0")  # (the installed simulator: no path of ours)
-    proc = subprocess.run([sys.executable, "-c", REPLAY, json.dumps(cases)], cwd=TESTS.parent, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    result: dict[str, list[str]] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+    return replay(REPLAY, cases)
 
 
 def _subscriber(name: str, *frames: tuple[float, bytes, int]) -> SimpleNamespace:
@@ -76,12 +65,12 @@ G1, G2 = compute_gid("c", "l", 1, b"1"), compute_gid("c", "l", 1, b"2")
 
 def test_a_repeat_handed_unmarked_is_judged_a_second_processing():
     s = _subscriber("s0", (1.0, G1, 0), (1.1, G2, 0), (2.0, G1, 0))
-    assert _unmarked_repeats([s]) == [G1]  # type: ignore[list-item]
+    assert judge_wire([s]).unmarked == [G1]  # type: ignore[list-item]
 
 
 def test_a_repeat_handed_marked_is_not():
     s = _subscriber("s0", (1.0, G1, 0), (2.0, G1, 1), (3.0, G1, 2))
-    assert _unmarked_repeats([s]) == []  # type: ignore[list-item]
+    assert judge_wire([s]).unmarked == []  # type: ignore[list-item]
 
 
 def test_a_group_is_one_unit_at_the_wire():
@@ -90,9 +79,14 @@ def test_a_group_is_one_unit_at_the_wire():
     g1 = _subscriber("g1", (1.0, G1, 0))
     unmarked = _subscriber("g2", (2.0, G1, 0))
     marked = _subscriber("g2", (2.0, G1, 1))
-    assert _unmarked_repeats([g1, unmarked]) == [G1]  # type: ignore[list-item]
-    assert _unmarked_repeats([g1, marked]) == []  # type: ignore[list-item]
-    assert _passed_on([g1, marked]) == {G1: {"g2"}}  # type: ignore[list-item]
+    assert judge_wire([g1, unmarked]).unmarked == [G1]  # type: ignore[list-item]
+    assert judge_wire([g1, marked]).unmarked == []  # type: ignore[list-item]
+    assert judge_wire([g1, marked]).passed == {G1: {"g2"}}  # type: ignore[list-item]
+
+
+def test_a_pre_settled_message_handed_again_breaks_at_most_once_even_marked():
+    s = SimpleNamespace(name="s0", handed=[(1.0, G1, 0, True), (2.0, G1, 1, True), (3.0, G2, 0, True)])
+    assert judge_wire([s]).presettled_again == [G1]  # type: ignore[list-item]
 
 
 @pytest.mark.parametrize("seed", RESENT_TO_A_RESTARTED_ROUTER)
