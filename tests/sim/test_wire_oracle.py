@@ -113,8 +113,9 @@ def test_group_seed_a_message_chosen_after_asking_skips_the_plain_subscribers_th
         verdicts: dict[str, list[str]], seed: int):
     """e.g. 1762 (ring4): p0 resumed at C; p0:35, fresh, went at once to s1 (plain, at C)
     and waited for the group's choice (C asked whom the members had). Chosen 6 ms later,
-    it was fanned out again, to s1 as well: handed twice, both unmarked. A fan-out skips
-    every subscriber the record has already (``treatments.py``)."""
+    it was fanned out again, to s1 as well: handed twice, both unmarked. Once chosen, it
+    goes to the members chosen alone (``Inquiry._choose``), and a grouped fan-out skips
+    every subscriber the record has already (``Grouped.targets``: a precedence slip)."""
     assert verdicts[f"{seed}/True/False/False"] == []
 
 
