@@ -66,6 +66,11 @@ class Network:
         self._refused_noted: set[tuple[str, Any]] = set()  # remote subscribers our policy refuses, logged once
         self._groups: dict[str, Mapping[GroupId, tuple[Member, ...]]] = {}  # likewise
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
+        # Roll calls before a suspended key of ours is given up (``gone_everywhere``): key ->
+        # (the network's epoch when it began, answered by every reachable router). The epoch
+        # counts topology changes: a router that came in since was not asked.
+        self.roll_calls: dict[Key, tuple[int, bool]] = {}
+        self.epoch = 0
         # Readers of ``Note`` items (an adaptor's own traffic between routers), by channel
         self.readers: dict[str, Callable[[str, bytes], None]] = {}
         # Our own subscriptions where a restart finds them (``substore.py``)
@@ -158,6 +163,41 @@ class Network:
         named = {r for link in self.router.topology.links for r in (link.a, link.b)}
         return (named | self.plane.lsdb.reachable()) - {self.me}
 
+    def gone_everywhere(self, key: Key) -> bool:
+        """Evidence that subscriber ``key``, suspended here, is attached nowhere else
+        (``docs/protocol.md`` section 7): every router is reachable, none holds it attached,
+        and a roll call since the network last changed says so. The roll call floods our
+        suspended attach again; a router holding the key attached announces its attach
+        before it acknowledges (``_answer_roll_call``), so when every reachable router has
+        acknowledged, we know of any attach there is. Without it, a heal's reachability
+        (one advertisement) comes before the views it brings (syncs passed on hop by hop),
+        and we would expire a key that is live across the healed link (``--long-cuts
+        --groups`` seed 360)."""
+        if not self.reachable() >= self.all_routers():
+            return False
+        table = self.plane.table
+        if any(sub is not None and not sub.suspended
+               for origin in table.by_key.get(key, ()) if origin != self.me
+               for sub in (table.origins[origin].keys[key][1],)):
+            return False
+        call = self.roll_calls.get(key)
+        if call is not None and call[0] == self.epoch:
+            return call[1]
+        held = table.origins[self.me].keys.get(key)
+        if held is None or held[1] is None:
+            return True  # (not ours in the network's view: nobody waits for it)
+        epoch = self.epoch
+        self.roll_calls[key] = (epoch, False)
+
+        def answered() -> None:
+            if self.roll_calls.get(key, (None,))[0] == epoch:
+                self.roll_calls[key] = (epoch, True)
+
+        _, result = self.plane.subscribe(replace(held[1], suspended=True), True)
+        self.on_complete[_] = answered
+        self._apply(result)
+        return False
+
     def send_to(self, router: str, items: tuple[Any, ...], frm: str | None = None, ttl: int = 32,
                 blob: bytes = b"") -> None:
         """Control items for ``router`` (protocol version 3), to the neighbour on the way
@@ -236,11 +276,11 @@ class Network:
             elif msg.ttl > 1:
                 self.send_to(msg.to, msg.items, msg.frm, msg.ttl - 1, msg.blob)
             return
+        if type(msg) is SubEvent and msg.subscription.suspended and not self.plane.table.origins[msg.origin].seen(msg.seq):
+            # (before we acknowledge it: a roll call learns of our attach first)
+            self._answer_roll_call(msg.subscription)
         self._apply(self.plane.receive(peer, msg))
-        if type(msg) is SubEvent:
-            if msg.subscription.suspended:
-                self._outrank((msg.subscription,))
-        elif type(msg) is Sync:
+        if type(msg) is Sync:
             self._outrank([s for st in msg.states for s in st.subscriptions if s.suspended])
         if type(msg) is Sync and self.plane.complete:
             # A neighbour's full view: from now on we know the subscribers (a restarted
@@ -312,9 +352,23 @@ class Network:
             if (ours is None or ours.suspended or other.router == self.me
                     or (other.since, other.router) < (ours.since, self.me) or not self.core.live_here(other.key)):
                 continue
-            stamped = replace(ours, since=max(self.core.wall(), table.newest_attach(other.key) + 1))
+            stamped = replace(ours, since=max(self.core.wall(), table.newest_attach(other.key) + 1, other.since + 1))
             self.store.put(Kept(stamped))
             _, result = self.plane.subscribe(stamped, True)
+            self._apply(result)
+
+    def _answer_roll_call(self, other: Subscription) -> None:
+        """Another router says ``other`` is suspended there (new, or a roll call before it
+        gives the key up): where we hold the key attached, the network hears of it again
+        before we acknowledge, stamped past theirs if it was stamped older (``_outrank``)."""
+        held = self.plane.table.origins[self.me].keys.get(other.key)
+        ours = held[1] if held is not None else None
+        if ours is None or ours.suspended or other.router == self.me or not self.core.live_here(other.key):
+            return
+        if (other.since, other.router) > (ours.since, self.me):
+            self._outrank((other,))
+        else:
+            _, result = self.plane.subscribe(ours, True)  # (the same attach, numbered anew)
             self._apply(result)
 
     def restore(self) -> int:
@@ -356,6 +410,7 @@ class Network:
 
     def end(self, sub: Subscriber, expired: bool = False) -> None:
         """A subscription of ours is over (``expired``, or moved away): tell the network."""
+        self.roll_calls.pop(sub.key, None)
         subscription = Subscription(self.me, sub.topic, sub.container_id, sub.link_name)
         if expired:
             self.finished(subscription)
@@ -375,6 +430,8 @@ class Network:
                                       core.clock() + sub.timeout if sub.timeout else until, sub.owner,
                                       GroupId.of(sub.group, sub.scope, sub.topic) if sub.group else None, sub.since,
                                       sub.exclusive)
+        if result.topology_changed:
+            self.epoch += 1
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self._groups.clear()

@@ -421,7 +421,7 @@ class Core:
         self.placeholders.expire(now)
         tables = self.tables
         gone = [s for subs in tables.topics.values() for s in subs.values()
-                if s.suspended_until is not None and s.suspended_until <= now]
+                if s.suspended_until is not None and s.suspended_until <= now and self._given_up(s, now)]
         for s in gone:
             # (an operator must see it: the publisher heard accepted for these without it)
             s.owed = sum(1 for r in tables.records.records.values() if r.states.get(s) is SubState.IN_DOUBT)
@@ -432,6 +432,19 @@ class Core:
                 stats["expired_owed"] += s.owed
             self.remove_subscriber(s)
         return gone
+
+    def _given_up(self, sub: Subscriber, now: float) -> bool:
+        """Whether a subscriber past its grace may be given up now (``docs/protocol.md``
+        section 7): on evidence that its key is attached nowhere else (every router reachable,
+        none holds it attached: ``RoutesPort.gone_everywhere``); past ``partition_grace`` more
+        anyway, as a gap (``sub.gap``) its live attach, wherever it is, will be told of."""
+        if self.routes.gone_everywhere(sub.key):
+            return True
+        assert sub.suspended_until is not None
+        if sub.suspended_until + self.settings.partition_grace <= now:
+            sub.gap = True
+            return True
+        return False
 
     def _unlink(self, sub: Subscriber) -> None:
         if self.tables.topics.discard(sub):

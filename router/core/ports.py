@@ -92,6 +92,8 @@ class RoutesPort(Protocol):
     def send_to(self, router: str, items: tuple[Any, ...]) -> None: ...
     def reachable(self) -> set[str]: ...
     def all_routers(self) -> set[str]: ...  # every other router of the network, reachable or not
+    # evidence that ``key``, suspended here, is attached nowhere else (``docs/protocol.md`` section 7)
+    def gone_everywhere(self, key: Key) -> bool: ...
 
 
 # Tests and the network subclass it (interpreted classes, when this module is compiled).
@@ -125,6 +127,9 @@ class Alone:
 
     def all_routers(self) -> set[str]:
         return set()
+
+    def gone_everywhere(self, key: Key) -> bool:
+        return True
 
 
 NO_GROUPS: Mapping[GroupId, tuple[Member, ...]] = MappingProxyType({})

@@ -1,0 +1,100 @@
+"""Partitions longer than the graces (issue 48, class 2): a subscriber is given up only
+on evidence that it is attached nowhere else (``docs/protocol.md`` section 7).
+
+Before, a router whose subscriber's connection dropped expired it at the end of its grace
+on its own clock, while the client had attached at a router across a partition: roots on
+the old router's side heard ``expired`` and told their publishers ``accepted`` for
+messages the live subscriber never got. The seeds below (``--long-cuts``) failed that
+way; each replays in one subprocess under the sweeps' hash seed."""
+
+from __future__ import annotations
+
+import pytest
+from once.router.config import Settings
+from once.router.core import Core
+from once.router.core.ports import Alone
+from support.replay import replay
+
+# plain ``--long-cuts`` seeds: the subscriber's old router expired it across the cut
+# (lost: messages told accepted that it never got)
+EXPIRED_ACROSS_THE_CUT = [107, 108, 114, 225, 274, 380]
+# ``--groups --long-cuts`` seed 360: the cut healed, and the old router saw the far side
+# reachable (one advertisement) before the views the heal brought (syncs passed on): it
+# gave up a member and a subscriber attached across the healed link. The roll call
+# (``Network.gone_everywhere``) closes it.
+REACHABLE_BEFORE_ITS_VIEW = [360]
+
+REPLAY = """
+import json, sys
+from once.sim.schedules import plan, run, with_long_cut
+out = {}
+for seed, groups in json.loads(sys.argv[1]):
+    p = with_long_cut(plan(seed, groups=groups))
+    out[f"{seed}/{groups}"] = run(p)[1].violations
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[str, list[str]]:
+    return replay(REPLAY, [(s, False) for s in EXPIRED_ACROSS_THE_CUT] + [(s, True) for s in REACHABLE_BEFORE_ITS_VIEW])
+
+
+@pytest.mark.parametrize("seed", EXPIRED_ACROSS_THE_CUT)
+def test_long_cut_seed_a_subscriber_that_moved_across_the_cut_is_not_given_up(verdicts, seed):
+    assert verdicts[f"{seed}/False"] == []
+
+
+@pytest.mark.parametrize("seed", REACHABLE_BEFORE_ITS_VIEW)
+def test_long_cut_group_seed_a_heal_is_heard_before_a_key_is_given_up(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
+
+
+class Partitioned(Alone):
+    """The routes port of a router that cannot show its subscriber is gone: a router
+    is out of reach."""
+
+    def gone_everywhere(self, key: tuple[str, str]) -> bool:
+        return False
+
+
+class Port:
+    def credit(self) -> int:
+        return 0
+
+    def deliver(self, record: object, settled: bool, redelivery: int) -> object:
+        raise AssertionError("nothing is published")
+
+    def settle(self, handle: object) -> None: ...
+
+    def drained(self) -> None: ...
+
+    def draining(self) -> bool:
+        return False
+
+    def activated(self) -> None: ...
+
+    def stolen(self) -> None: ...
+
+
+def test_a_suspended_subscriber_without_evidence_waits_for_the_partition_grace_then_is_a_gap():
+    now = [0.0]
+    core = Core("B", Settings(subscriber_grace=10.0, partition_grace=60.0), clock=lambda: now[0],
+                routes=Partitioned())
+    sub, _ = core.add_subscriber(Port(), "t", "c", "l", False)
+    core.suspend_subscriber(sub, 10.0)
+    now[0] = 10.0
+    assert core.expire_suspended(now[0]) == []  # its grace is over: no evidence, it waits
+    now[0] = 69.9
+    assert core.expire_suspended(now[0]) == []
+    now[0] = 70.0
+    assert core.expire_suspended(now[0]) == [sub] and sub.gap  # given up, as a gap
+
+
+def test_a_suspended_subscriber_with_evidence_goes_at_its_grace_and_is_no_gap():
+    now = [0.0]
+    core = Core("B", Settings(subscriber_grace=10.0, partition_grace=60.0), clock=lambda: now[0])
+    sub, _ = core.add_subscriber(Port(), "t", "c", "l", False)
+    core.suspend_subscriber(sub, 10.0)
+    now[0] = 10.0
+    assert core.expire_suspended(now[0]) == [sub] and not sub.gap
