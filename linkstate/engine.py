@@ -22,6 +22,7 @@ class Result:
     topology_changed: bool = False
     table_changed: bool = False
     adopted: list[Subscription] = field(default_factory=list)  # ours from an earlier life (see SubscriberTable._adopt)
+    gaps: list[Subscription] = field(default_factory=list)  # other routers' gaps heard of first now
 
     def extend(self, other: Result) -> Result:
         self.out += other.out
@@ -29,6 +30,7 @@ class Result:
         self.topology_changed |= other.topology_changed
         self.table_changed |= other.table_changed
         self.adopted += other.adopted
+        self.gaps += other.gaps
         return self
 
 
@@ -88,6 +90,12 @@ class ControlPlane:
     # ------------------------------------------------------------ receiving
 
     def receive(self, sender: str, msg: object) -> Result:
+        r = self._receive(sender, msg)
+        if self.table.learned_gaps:
+            r.gaps, self.table.learned_gaps = self.table.learned_gaps, []
+        return r
+
+    def _receive(self, sender: str, msg: object) -> Result:
         if isinstance(msg, LinkStateAd):
             if self.lsdb.apply(msg):
                 return Result(out=self._flood(msg, exclude=sender), topology_changed=True)
@@ -150,7 +158,8 @@ class ControlPlane:
                 seq, subs = self.table.seq, tuple(self.table.subscriptions(o))
             else:
                 seq, subs = 0, ()  # (see ``synced``: taken by nobody)
-            states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs))
+            states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs,
+                                      self.table.gaps(o) if o != self.me or self.synced else ()))
         return Sync(tuple(states), self.complete)
 
     def _flood(self, msg: object, exclude: str | None) -> Out:

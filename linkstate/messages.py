@@ -43,6 +43,11 @@ class Subscription:
     # a partition: a router whose client is attached, hearing of a suspended attach stamped
     # newer than its own, stamps its own again past it (``Network._outrank``).
     suspended: bool = False
+    # On a detach: the router gave the key up past ``partition_grace`` with a router out of
+    # reach, where the key may be attached (its wall clock then, microseconds; 0: no gap).
+    # Its attach elsewhere, hearing of it, ends with ``once:subscription-gap``: messages
+    # were told ``accepted`` without it (``docs/protocol.md`` section 7).
+    gap: int = 0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -76,6 +81,7 @@ class OriginState:
     neighbours: dict[str, int]
     sub_seq: int
     subscriptions: tuple[Subscription, ...] = field(default_factory=tuple)
+    gaps: tuple[Subscription, ...] = field(default_factory=tuple)  # its keys given up as gaps, not yet cleared
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +115,8 @@ def from_dict(d: dict[str, Any]) -> Message:
         return SubAck(body["origin"], int(body["seq"]))
     if kind == "Sync":
         return Sync(tuple(OriginState(s["origin"], int(s["ls_seq"]), {str(k): int(v) for k, v in s["neighbours"].items()},
-                                      int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]))
+                                      int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]),
+                                      tuple(_sub(x) for x in s.get("gaps") or ()))
                           for s in body["states"]), bool(body.get("complete", True)))
     raise ValueError(f"unknown control message kind {kind!r}")
 
@@ -117,4 +124,5 @@ def from_dict(d: dict[str, Any]) -> Message:
 def _sub(d: dict[str, Any]) -> Subscription:
     return Subscription(d["router"], d["topic"], d["container_id"], d["link_name"], bool(d["resumed"]), float(d["timeout"]),
                         int(d.get("since", 0)), str(d.get("owner") or ""), str(d.get("group") or ""),
-                        str(d.get("scope") or ""), bool(d.get("exclusive", False)), bool(d.get("suspended", False)))
+                        str(d.get("scope") or ""), bool(d.get("exclusive", False)), bool(d.get("suspended", False)),
+                        int(d.get("gap", 0)))

@@ -36,6 +36,8 @@ class _Origin:
     watermark: int = 0  # every seq <= watermark applied
     above: set[int] = field(default_factory=set)  # applied seqs beyond the watermark
     keys: dict[tuple[str, str], tuple[int, Subscription | None]] = field(default_factory=dict)
+    # keys it gave up as gaps (a detach with ``gap``), until it clears them or they attach there again
+    gaps: dict[tuple[str, str], Subscription] = field(default_factory=dict)
 
     def seen(self, seq: int) -> bool:
         return seq <= self.watermark or seq in self.above
@@ -65,6 +67,7 @@ class SubscriberTable:
         self.by_key: dict[tuple[str, str], set[str]] = defaultdict(set)  # subscriber key -> origins holding it
         self.adopted: list[Subscription] = []  # our subscriptions from an earlier life, for the router to take up
         self.renumbered = False  # an earlier life's numbering of ours came back, past ours: say our state again
+        self.learned_gaps: list[Subscription] = []  # gaps of other origins heard of first now, for the router
 
     # ---------------------------------------------------------------- views
 
@@ -219,13 +222,32 @@ class SubscriberTable:
         origin = self.origins[ev.origin]
         origin.mark(ev.seq)
         sub = ev.subscription
-        self._set(ev.origin, sub.key, ev.seq, sub if ev.attached else None)
+        if self._set(ev.origin, sub.key, ev.seq, sub if ev.attached else None):
+            if not ev.attached and sub.gap:
+                self._gap(ev.origin, sub)
+            else:
+                origin.gaps.pop(sub.key, None)  # (attached there again, or the gap cleared)
 
-    def _set(self, origin_id: str, key: tuple[str, str], seq: int, sub: Subscription | None) -> None:
+    def _gap(self, origin_id: str, sub: Subscription) -> None:
+        gaps = self.origins[origin_id].gaps
+        if gaps.get(sub.key) != sub:
+            gaps[sub.key] = sub
+            if origin_id != self.me:
+                self.learned_gaps.append(sub)
+
+    def gaps(self, origin_id: str) -> tuple[Subscription, ...]:
+        o = self.origins.get(origin_id)
+        return tuple(o.gaps.values()) if o else ()
+
+    def gap_known(self, key: tuple[str, str]) -> bool:
+        """Some router gave ``key`` up as a gap it has not cleared (as far as we know)."""
+        return any(key in o.gaps for o in self.origins.values())
+
+    def _set(self, origin_id: str, key: tuple[str, str], seq: int, sub: Subscription | None) -> bool:
         origin = self.origins[origin_id]
         old_seq, old = origin.keys.get(key, (0, None))
         if seq <= old_seq:
-            return  # an older event arriving late never overrides a newer one
+            return False  # an older event arriving late never overrides a newer one
         if old is not None:
             self._uncount(old.topic, origin_id)
             self.by_key[key].discard(origin_id)
@@ -235,6 +257,7 @@ class SubscriberTable:
             if is_pattern(sub.topic):
                 self.patterns.add(sub.topic)
         origin.keys[key] = (seq, sub)
+        return True
 
     def _uncount(self, name: str, origin_id: str) -> None:
         counts = self.by_topic[name]
@@ -263,6 +286,10 @@ class SubscriberTable:
                 self._set(st.origin, key, st.sub_seq, None)
         for s in st.subscriptions:
             self._set(st.origin, s.key, st.sub_seq, s)
+        for key in [k for k in o.gaps if all(g.key != k for g in st.gaps)]:
+            del o.gaps[key]  # (cleared)
+        for g in st.gaps:
+            self._gap(st.origin, g)
         o.watermark = st.sub_seq
         o.above = {x for x in o.above if x > st.sub_seq}
         return True
@@ -289,6 +316,9 @@ class SubscriberTable:
             return False  # this life, as a neighbour saw it
         mine = self.origins[self.me]
         taken = [replace(s, suspended=True) for s in st.subscriptions if s.key not in mine.keys]
+        for g in st.gaps:  # (ours to clear: the network may not have told every attach of them yet)
+            if g.key not in mine.keys:
+                mine.gaps.setdefault(g.key, g)
         if st.sub_seq > self.seq:
             self._past(st.sub_seq)
         elif not taken:

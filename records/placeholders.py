@@ -38,6 +38,10 @@ class Placeholders:
         """The gids ``key`` said it has that we hold placeholders for."""
         return [gid for (k, gid) in self._until if k == key]
 
+    def last_deadline(self) -> float:
+        """The latest deadline of those held (0.0: none)."""
+        return max(self._until.values(), default=0.0)
+
     def expire(self, now: float) -> int:
         """Forget the placeholders whose deadline passed; how many went."""
         old = [k for k, until in self._until.items() if until <= now]

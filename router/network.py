@@ -13,6 +13,7 @@ to be waited for.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -70,6 +71,7 @@ class Network:
         # (the network's epoch when it began, answered by every reachable router). The epoch
         # counts topology changes: a router that came in since was not asked.
         self.roll_calls: dict[Key, tuple[int, bool]] = {}
+        self.gap_calls: dict[Key, tuple[int, bool]] = {}  # likewise, before one of our gaps is cleared
         self.epoch = 0
         # Readers of ``Note`` items (an adaptor's own traffic between routers), by channel
         self.readers: dict[str, Callable[[str, bytes], None]] = {}
@@ -357,6 +359,39 @@ class Network:
             _, result = self.plane.subscribe(stamped, True)
             self._apply(result)
 
+    def clear_gaps(self) -> None:
+        """Our gaps (keys we gave up past ``partition_grace``) stay in the network's view
+        until every router has heard of them: a router that hears of one first ends the
+        key's attach there (``_told``). Once every router is reachable, we flood each again
+        and wait for the echo; when it completes with nothing changed meanwhile, every
+        router has it, and a plain detach clears it everywhere (a router that restarts or
+        joins later must not hear of it, and end an attach that never missed anything).
+        Called on the router's housekeeping tick."""
+        table = self.plane.table
+        mine = table.origins[self.me].gaps
+        if not mine:
+            self.gap_calls.clear()
+            return
+        if not self.reachable() >= self.all_routers():
+            return
+        for key, gap in list(mine.items()):
+            call = self.gap_calls.get(key)
+            if call is not None and call[0] == self.epoch:
+                if call[1]:
+                    del self.gap_calls[key]
+                    _, result = self.plane.subscribe(replace(gap, gap=0), False)
+                    self._apply(result)
+                continue
+            epoch = self.epoch
+            self.gap_calls[key] = (epoch, False)
+            seq, result = self.plane.subscribe(gap, False)
+            self.on_complete[seq] = functools.partial(self._gap_heard_everywhere, key, epoch)
+            self._apply(result)
+
+    def _gap_heard_everywhere(self, key: Key, epoch: int) -> None:
+        if self.gap_calls.get(key, (None,))[0] == epoch:
+            self.gap_calls[key] = (epoch, True)
+
     def _answer_roll_call(self, other: Subscription) -> None:
         """Another router says ``other`` is suspended there (new, or a roll call before it
         gives the key up): where we hold the key attached, the network hears of it again
@@ -409,10 +444,21 @@ class Network:
         return self.plane.table.newest_attach(key)
 
     def end(self, sub: Subscriber, expired: bool = False) -> None:
-        """A subscription of ours is over (``expired``, or moved away): tell the network."""
+        """A subscription of ours is over (``expired``, or moved away): tell the network.
+        One given up as a gap (``Subscriber.gap``) is flooded as one, with the stamp of the
+        attach it ended: its live attach elsewhere ends when it hears of it (``_told``)."""
         self.roll_calls.pop(sub.key, None)
         subscription = Subscription(self.me, sub.topic, sub.container_id, sub.link_name)
-        if expired:
+        if expired and sub.gap:
+            held = self.plane.table.origins[self.me].keys.get(sub.key)
+            since = held[1].since if held is not None and held[1] is not None else 0
+            log.warning("router %s: subscription %s/%s on %r given up with routers out of reach past "
+                        "partition_grace: where it is attached, it ends with a subscription gap", self.me,
+                        sub.container_id, sub.link_name, sub.topic,
+                        extra=fields("subscriber.gap", container=sub.container_id, link=sub.link_name, topic=sub.topic,
+                                     unreachable=sorted(self.all_routers() - self.reachable())))
+            self.finished(replace(subscription, since=since, gap=self.core.wall()))
+        elif expired:
             self.finished(subscription)
         else:
             self.subscribe(subscription, False)
@@ -438,12 +484,28 @@ class Network:
             core.membership_changed()
             self.follow_moved_subscribers()
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
+        for gap in result.gaps:
+            self._told(gap)
         # Attaches complete last: a subscriber that moved here has what it was owed queued
         # (older first) before its first delivery goes out.
         for seq in result.completed:
             done = self.on_complete.pop(seq, None)
             if done is not None:
                 done()
+
+    def _told(self, gap: Subscription) -> None:
+        """Router ``gap.router`` gave subscriber ``gap.key`` up as a gap, and we hear of it
+        first now: its roots told publishers ``accepted`` without it. An attach of the key
+        here is the subscription that missed them: its link ends with
+        ``once:subscription-gap`` and it waits suspended for the client to attach again
+        (``Core.gap_heard``; ``docs/protocol.md`` section 7)."""
+        grace = self.router.settings.subscriber_grace
+        for sub in self.core.gap_heard(gap.key, gap.router):
+            log.warning("router %s: subscription %s/%s on %r told of a gap: router %s gave it up while out of "
+                        "reach (messages were accepted without it)", self.me, sub.container_id, sub.link_name,
+                        sub.topic, gap.router, extra=fields("subscriber.gap_told", container=sub.container_id,
+                                                            link=sub.link_name, topic=sub.topic, router=gap.router))
+            self.suspended(sub.key, self.core.wall() + grace * 1e6)
 
     def follow_moved_subscribers(self) -> None:
         """Our suspended subscribers whose key now lives at another reachable router moved

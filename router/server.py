@@ -195,6 +195,7 @@ class Router:
                 else:
                     log.info("router %s: subscription %s/%s on %r expired after its grace", self.id,
                              sub.container_id, sub.link_name, sub.topic, extra=expired)
+            self.network.clear_gaps()
             self._note_waits(now)
             if self.core.unsynced and now >= self._sync_note:
                 self._sync_note = now + SYNC_NOTE_EVERY

@@ -21,6 +21,7 @@ from once.records.membership import GroupId
 from once.router.core import ACCEPTED, RELEASED, Outcome, OutcomeKind
 from once.router.core import Subscriber as CoreSubscriber
 from once.router.core.lifecycle import SubscriberAttach
+from once.router.core.ports import Conditions
 
 from .links import Handle, Pipe, draining
 
@@ -73,6 +74,15 @@ class Update:
 @dataclass(frozen=True, slots=True)
 class Detach:
     """A subscriber closes its link for good (AMQP detach with closed): it leaves."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """The router ends a subscriber's link with a condition (AMQP detach with an error):
+    ``once:subscription-gap``, another router gave the subscription up while out of reach."""
+
+    condition: str
+    router: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +180,11 @@ class EdgeLink:
     def stolen(self) -> None:
         draining(self.router)
         self.gone = True  # the same key attached again: this link is detached
+
+    def gap(self, router: str) -> None:
+        draining(self.router)
+        self.gone = True  # the core ended it: this link is detached, saying why
+        self.conn.to_client.send(Ended(Conditions.SUBSCRIPTION_GAP.value, router))
 
     def activated(self) -> None:
         draining(self.router)
@@ -336,6 +351,7 @@ class Publisher(Client):
         # unsettled ones on the one link, drawn from a stream of their own
         self.presettled_rng = random.Random(f"{net.seed}/{name}/presettled") if net.presettled else None
         self.presettled: set[int] = set()  # tags sent (or to be sent) pre-settled
+        self.published_at: dict[int, float] = {}  # when the application published each tag
 
     def gid(self, tag: int) -> bytes:
         # (memoized: the explorer's check asks for every accepted tag's gid at every event)
@@ -354,6 +370,7 @@ class Publisher(Client):
             if self.presettled_rng is not None and self.presettled_rng.random() < self.net.presettled:
                 self.presettled.add(tag)  # (forgotten once sent: at most once)
             self.to_send.append(tag)
+            self.published_at[tag] = self.net.loop.now
         self.pump()
 
     def attach_frame(self) -> Attach:
@@ -454,6 +471,11 @@ class Subscriber(Client):
         self.release_rng = random.Random(f"{net.seed}/{name}") if group and net.releases else None
         self.released: set[bytes] = set()
         self.leaving = False  # closes its link once what it accepted is settled (``leave``)
+        # Its link ended with ``once:subscription-gap`` (virtual times): it attached again,
+        # and what was published from the gap until then may be missing, told (the verdict
+        # counts it ``told_expired``, never lost)
+        self.gaps: list[float] = []
+        self.fresh_at = 0.0  # when its attach after its last gap completed (0: none yet)
         self.waited = False  # ... or once it waited ``LEAVE_WAIT`` for that
 
     def attach_frame(self) -> Attach:
@@ -502,7 +524,12 @@ class Subscriber(Client):
         if self.left:
             return  # (its link is closed)
         t = type(frame)
+        if t is Ended:
+            self._gap()
+            return
         if t is Attached:
+            if self.gaps and not self.fresh_at:
+                self.fresh_at = self.net.loop.now
             self.ever_attached = self.attached = True
             self.send(Credit(self.rcv_count, self.window - len(self.held)))
             if self.leaving:  # (credit still: what it accepted comes again, to be settled)
@@ -515,6 +542,19 @@ class Subscriber(Client):
                 self.unsettled_accepted.discard(gid)
                 if self.leaving:
                     self._detach_when_settled()
+
+    def _gap(self) -> None:
+        """Its link ended with a subscription gap: it attaches again (as our client does,
+        resuming: the subscription waits for it), on a new connection to the same router.
+        The verdict no longer owes it what was published while it was given up."""
+        self.gaps.append(self.net.loop.now)
+        self.fresh_at = 0.0
+        conn, self.conn = self.conn, None
+        self.attached = False
+        self.on_down()
+        if conn is not None:
+            conn.closed = conn.to_router.closed = conn.to_client.closed = True
+        self.net.loop.call_later(self.net.reconnect_delay(), self.connect)
 
     def _message(self, m: Message) -> None:
         self.handed.append((self.net.loop.now, m.tag, m.redelivery, m.settled))

@@ -97,8 +97,13 @@ class SimRouter:
         for sub in core.ended_elsewhere():
             self.network.end(sub)
         for sub in core.expire_suspended(now):
-            self.net.expired.append((self.id, sub.container_id))
+            if sub.gap:
+                self.net.gaps.append((self.id, sub.container_id))
+                self.net.gap_at.setdefault(sub.container_id, self.net.loop.now)
+            else:
+                self.net.expired.append((self.id, sub.container_id))
             self.network.end(sub, expired=True)
+        self.network.clear_gaps()
         self.after_batch()
         self._housekeeping = self.net.loop.call_later(0.25, self.housekeeping)
 
@@ -125,6 +130,7 @@ class Verdict:
     published: int = 0
     events: int = 0
     end: float = 0.0
+    told_expired: int = 0  # owed messages a subscriber missed and was told of (a subscription gap)
 
     @property
     def ok(self) -> bool:
@@ -157,6 +163,8 @@ class SimNet:
         self.publishers: list[Publisher] = []
         self.subscribers: list[Subscriber] = []
         self.expired: list[tuple[str, str]] = []
+        self.gaps: list[tuple[str, str]] = []  # (router, container) given up as a gap: told where it lives
+        self.gap_at: dict[str, float] = {}  # container -> when a router first gave it up as a gap
         self.log: list[str] = []
         self.tombstones_checked = False  # set once the run has waited them out
         self.group_topic = "t"  # consumer group "g"'s topic
@@ -390,13 +398,15 @@ class SimNet:
         """Every message answered, processed by every subscriber, and no state left."""
         if any(p.unsettled or p.to_send for p in self.publishers):
             return False
-        if any(not self.wanted(s.topic) <= s.accepted for s in self.subscribers if not s.group):
+        if any(not self.owed(s) <= s.accepted for s in self.subscribers if not s.group):
             return False
-        groups: dict[str, tuple[str, set[bytes]]] = {}
+        groups: dict[str, tuple[str, set[bytes], list[Subscriber]]] = {}
         for s in self.subscribers:
             if s.group:
-                groups.setdefault(s.group, (s.topic, set()))[1].update(s.accepted)
-        if any(not self.wanted(topic) <= done for topic, done in groups.values()):
+                unit = groups.setdefault(s.group, (s.topic, set(), []))
+                unit[1].update(s.accepted)
+                unit[2].append(s)
+        if any(not self.wanted(topic) <= done for topic, done, members in groups.values()):
             return False
         return all(not r.alive or not len(r.core.records) for r in self.routers.values())
 
@@ -405,6 +415,18 @@ class SimNet:
         pre-settled ones: at most once)."""
         return {p.gid(t) for p in self.publishers if matches(name, p.topic) for t in range(p.next)
                 if t not in p.presettled}
+
+    def owed(self, s: Subscriber) -> set[bytes]:
+        """What subscriber ``s`` is owed: what its name reaches, but, once told of a
+        subscription gap, not what was published from the gap (when a router first gave it
+        up) until its link was attached again: those its roots may have accepted without it."""
+        if not s.gaps:
+            return self.wanted(s.topic)
+        if not s.fresh_at:
+            return {b""}  # (not attached again yet: nothing is settled for it)
+        since = self.gap_at.get(s.container_id, s.gaps[0])
+        return {p.gid(t) for p in self.publishers if matches(s.topic, p.topic) for t in range(p.next)
+                if t not in p.presettled and not since <= p.published_at.get(t, 0.0) < s.fresh_at}
 
     def run_to_end(self, limit: float, step: float = 0.25) -> bool:
         """Run until ``settled()`` (checked every ``step`` of virtual time) or ``limit``."""
@@ -492,7 +514,15 @@ class SimNet:
             if again:
                 out.append(f"subscriber {unit}: pre-settled handed again {len(again)} "
                            f"(first {tags.get(again[0], again[0])})")
-            lost = sorted(tags[g] for g in owed - seen)
+            missing = owed - seen
+            # Told a subscription gap (its link ended with ``once:subscription-gap``): what
+            # was published before its new subscription was in place is missing, told
+            # (a group is owed every message: its other members take what the gap's roots
+            # no longer offer the member it gave up)
+            told = missing - self.owed(members[0]) if not grouped and members[0].gaps else set()
+            missing -= told
+            v.told_expired += len(told)
+            lost = sorted(tags[g] for g in missing)
             if lost:
                 out.append(f"subscriber {unit}: lost {len(lost)} (first {lost[0]})")
             for kind, n in (("duplicated", dup), ("reordered", reordered), ("phantom", phantom)):
@@ -507,6 +537,8 @@ class SimNet:
             left["questions"] = len(inq.asking) + len(inq.early) + len(inq.held)
             if self.tombstones_checked:  # (kept for ``publisher_grace``, then gone)
                 left["tombstones"] = len(c.copies.dest.tombstones)
+                # (a gap is cleared once every router heard of it: ``Network.clear_gaps``)
+                left["gaps"] = sum(len(o.gaps) for o in r.network.plane.table.origins.values())
             held = {k: n for k, n in left.items() if n}
             if held:
                 out.append(f"router {r.id}: state left behind {held}")
@@ -516,6 +548,12 @@ class SimNet:
         expired = [e for e in self.expired if e[1] not in gone]
         if expired:
             out.append(f"subscriptions expired: {expired}")
+        # a gap is a give-up its subscription must hear of: where it is attached, or when it
+        # attaches again as the same subscription (a subscriber that left needs no telling)
+        heard = {s.container_id for s in self.subscribers if s.gaps}
+        untold = [e for e in self.gaps if e[1] not in gone and e[1] not in heard]
+        if untold:
+            out.append(f"subscription gaps never told: {untold}")
         return v
 
 

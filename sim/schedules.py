@@ -72,6 +72,7 @@ class Plan:
     hard: bool = False  # drawn by ``hard_plan``: faults may add up to seconds, so graces are longer
     releases: float = 0.0  # how often a group member releases a message it is given (each at most once)
     presettled: float = 0.0  # how often a publisher sends a message pre-settled (``--presettled``)
+    partition_grace: float = 0.0  # the routers' ``partition_grace`` (0: the settings', ``--gaps``)
     topics: dict[str, str] = field(default_factory=dict)  # client (or group "g") -> its topic or pattern (else "t")
 
     def describe(self) -> str:
@@ -216,6 +217,8 @@ def run(p: Plan, limit: float = 60.0, wall_cap: float = WALL_CAP) -> tuple[SimNe
 
 def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
     base = HARD_SETTINGS if p.hard else SETTINGS
+    if p.partition_grace:
+        base = replace(base, partition_grace=p.partition_grace)
     net = SimNet(p.seed, topology_links(p.topology), base)
     net.releases = p.releases
     net.presettled = p.presettled
@@ -245,6 +248,10 @@ def _run(p: Plan, limit: float) -> tuple[SimNet, Verdict]:
         while net.awaiting_roots() and net.loop.now < until:
             net.run_until(net.loop.now + 0.25)
         net.run_until(net.loop.now + net.settings.publisher_grace + 1.0)
+        # (a subscriber that attached again late, after a gap, left placeholders due later)
+        due = max((r.core.placeholders.last_deadline() for r in net.routers.values() if r.alive), default=0.0)
+        if due + 1.0 > net.loop.now:  # (housekeeping forgets them on its next tick past it)
+            net.run_until(due + 1.0)
         net.tombstones_checked = True
     verdict = net.check()
     if not settled and verdict.ok:
@@ -327,28 +334,49 @@ def with_patterns(p: Plan) -> Plan:
     return p
 
 
-def _one(seed: int, groups: bool = False, hard: bool = False,
-         releases: bool = False, leaves: bool = False, joins: bool = False,
-         patterns: bool = False, long_cuts: bool = False, presettled: bool = False) -> tuple[int, list[str], int]:
+# ``--gaps``: the long cut's routers give up what is behind it this long after its grace
+# (``partition_grace``), so the cut outlasts both: subscriptions are given up as gaps
+GAPS_PARTITION_GRACE = 2.0
+
+
+def with_gaps(p: Plan) -> Plan:
+    """``--gaps``: a long cut (``with_long_cut``) that outlasts the graces and
+    ``partition_grace``: a subscriber that moved across it is given up where it was, and its
+    live attach is told (its link ends with ``once:subscription-gap``)."""
+    p.partition_grace = GAPS_PARTITION_GRACE
+    with_long_cut(p)
+    # publishing goes on through the cut, the give-up and the heal: what the gap's roots
+    # accept without the key is what its subscriber is told it missed
+    cut = max(p.faults, key=lambda f: f.duration)
+    p.interval = max(p.interval, (cut.at + cut.duration + 3.0 - START) / p.messages)
+    return p
+
+
+def build(seed: int, groups: bool = False, hard: bool = False, releases: bool = False, leaves: bool = False,
+          joins: bool = False, patterns: bool = False, long_cuts: bool = False, presettled: bool = False,
+          gaps: bool = False) -> Plan:
+    """The schedule ``once sim`` runs for ``seed`` with these options."""
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     with_churn(p, releases, leaves, joins)
     if patterns:
         with_patterns(p)
-    if long_cuts:
+    if gaps:
+        with_gaps(p)
+    elif long_cuts:
         with_long_cut(p)
     if presettled:
         with_presettled(p)
-    _, v = run(p)
+    return p
+
+
+def _one(seed: int, /, **modes: bool) -> tuple[int, list[str], int]:
+    _, v = run(build(seed, **modes))
     return seed, v.violations, v.events
 
 
-def sweep(seeds: range, jobs: int = 1, groups: bool = False, hard: bool = False,
-          releases: bool = False, leaves: bool = False,
-          joins: bool = False, patterns: bool = False, long_cuts: bool = False,
-          presettled: bool = False) -> dict[int, list[str]]:
+def sweep(seeds: range, jobs: int = 1, **modes: bool) -> dict[int, list[str]]:
     failed: dict[int, list[str]] = {}
-    one = functools.partial(_one, groups=groups, hard=hard, releases=releases, leaves=leaves,
-                            joins=joins, patterns=patterns, long_cuts=long_cuts, presettled=presettled)
+    one = functools.partial(_one, **modes)
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             results = pool.map(one, seeds, chunksize=50)
@@ -377,6 +405,9 @@ def fingerprint(seeds: range, groups: bool = False, hard: bool = False) -> str:
     return h.hexdigest()
 
 
+MODES = ("groups", "hard", "releases", "leaves", "joins", "patterns", "long_cuts", "presettled", "gaps")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="once sim")
     ap.add_argument("--seeds", default="0:1000", help="a range a:b of seeds")
@@ -400,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
                     "silent) for longer than both graces, its clients going on on either side")
     ap.add_argument("--presettled", action="store_true", help="publishers send about one message in four "
                     "pre-settled (at most once), mixed with unsettled ones on one link")
+    ap.add_argument("--gaps", action="store_true", help="a long cut that outlasts partition_grace too: "
+                    "subscriptions behind it are given up as gaps, and their live links told")
     ap.add_argument("--fingerprint", action="store_true", help="print one digest of the runs of --seeds (the "
                     "same in every build that behaves alike: pure Python and compiled)")
     args = ap.parse_args(argv)
@@ -407,15 +440,9 @@ def main(argv: list[str] | None = None) -> int:
         a, _, b = args.seeds.partition(":")
         print(fingerprint(range(int(a), int(b)), groups=args.groups, hard=args.hard))
         return 0
+    modes = {name: getattr(args, name) for name in MODES}
     if args.seed is not None:
-        p = hard_plan(args.seed, args.groups) if args.hard else plan(args.seed, groups=args.groups)
-        with_churn(p, args.releases, args.leaves, args.joins)
-        if args.patterns:
-            with_patterns(p)
-        if args.long_cuts:
-            with_long_cut(p)
-        if args.presettled:
-            with_presettled(p)
+        p = build(args.seed, **modes)
         net, v = run(p)
         if args.trace:
             print(p.describe())
@@ -427,18 +454,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh is not None:
         start = random.SystemRandom().randrange(10**6, 10**12)
         seeds = range(start, start + args.fresh)
-        print(f"fresh seeds {start}:{start + args.fresh}{' --groups' if args.groups else ''}"
-              f"{' --hard' if args.hard else ''}{' --releases' if args.releases else ''}"
-              f"{' --leaves' if args.leaves else ''}{' --joins' if args.joins else ''}"
-              f"{' --patterns' if args.patterns else ''}{' --long-cuts' if args.long_cuts else ''}"
-              f"{' --presettled' if args.presettled else ''}", flush=True)
+        print(f"fresh seeds {start}:{start + args.fresh}"
+              + "".join(f" --{name.replace('_', '-')}" for name, on in modes.items() if on), flush=True)
     else:
         a, _, b = args.seeds.partition(":")
         seeds = range(int(a), int(b))
     t0 = time.monotonic()
-    failed = sweep(seeds, args.jobs, groups=args.groups, hard=args.hard,
-                   releases=args.releases, leaves=args.leaves, joins=args.joins, patterns=args.patterns,
-                   long_cuts=args.long_cuts, presettled=args.presettled)
+    failed = sweep(seeds, args.jobs, **modes)
     for seed, violations in sorted(failed.items()):
         print(f"seed {seed}: " + "; ".join(violations))
     if args.json_path:

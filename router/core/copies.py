@@ -516,9 +516,12 @@ class Copies:
 
     # --------------------------------------------------- moved and closed
 
-    def subscriber_moved(self, sub: Subscriber, where: str, unlink: Callable[[Subscriber], None]) -> None:
+    def subscriber_moved(self, sub: Subscriber, where: str, unlink: Callable[[Subscriber], None],
+                         until: float | None = None) -> None:
         """A suspended subscriber's key attached at router ``where``. As root we send what it
-        had not accepted there; as a destination we answer ``moved`` (its root sends it)."""
+        had not accepted there; as a destination we answer ``moved`` (its root sends it).
+        ``where`` is this router for a key given up as a gap (``Core.expire_suspended``):
+        its home is not known yet, and ``moved`` is answered until ``until``."""
         if not sub.attached or sub.suspended_until is None:
             return
         held = [r for r in self.records.records.values() if sub in r.states]
@@ -527,7 +530,8 @@ class Copies:
         sub.attached = False
         sub.queue.clear()
         s = self.settings
-        self.dest.departed[sub.key] = (where, self.clock() + max(s.router_dead_after, s.subscriber_grace))
+        self.dest.departed[sub.key] = (where, until if until is not None
+                                       else self.clock() + max(s.router_dead_after, s.subscriber_grace))
         delivery = self.delivery
         for record in held:
             in_doubt = record.states.get(sub) is IN_DOUBT

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 class Notice(Enum):
     ACTIVATED = "activated"  # a standby of an exclusive group became its active member
     STOLEN = "stolen"  # the same subscriber key attached again: this link ends
+    GAP = "gap"  # another router gave its key up while out of reach: this link ends (``docs/protocol.md`` 7)
 
 
 class Effects:
@@ -37,7 +38,7 @@ class Effects:
     def __init__(self) -> None:
         self.outcomes: list[tuple[PublisherPort, Any, Outcome, bool]] = []
         self.settles: list[tuple[SubscriberPort, Any]] = []
-        self.notices: list[tuple[SubscriberPort, Notice]] = []
+        self.notices: list[tuple[SubscriberPort, Notice, str]] = []  # (port, notice, the router a gap names)
         self.pumps: dict[Subscriber, None] = {}  # subscribers that may have something to send
         self.hops: dict[Hop, None] = {}  # neighbours' data links with copies queued
         self.grants: dict[Publisher | Upstream, None] = {}  # links whose credit changed
@@ -45,8 +46,8 @@ class Effects:
     def settle(self, port: SubscriberPort, handle: Any) -> None:
         self.settles.append((port, handle))
 
-    def notice(self, port: SubscriberPort, notice: Notice) -> None:
-        self.notices.append((port, notice))
+    def notice(self, port: SubscriberPort, notice: Notice, router: str = "") -> None:
+        self.notices.append((port, notice, router))
 
     def pump(self, sub: Subscriber) -> None:
         self.pumps[sub] = None
@@ -63,9 +64,11 @@ class Effects:
                 pub_port.outcome(handle, outcome, settle)
         if self.notices:
             notices, self.notices = self.notices, []
-            for port, notice in notices:
+            for port, notice, router in notices:
                 if notice is Notice.STOLEN:
                     port.stolen()
+                elif notice is Notice.GAP:
+                    port.gap(router)
                 else:
                     port.activated()
 

@@ -53,6 +53,7 @@ from .ceiling import FIRST_CEILING, Ceiling
 from .copies import Copies
 from .credit import CreditWindow
 from .delivery import LocalDelivery
+from .effects import Notice
 from .failover import Failover
 from .groups import Groups
 from .pace import Pace
@@ -375,6 +376,7 @@ class Core:
             if old.group != group:
                 self.groups.leave(old)
             self.failover.take_over(old, sub)
+            sub.untold = old.untold
         self.tables.topics.add(sub)
         if group is not None:
             self.groups.join(sub, since)
@@ -430,8 +432,43 @@ class Core:
             if s.owed:
                 stats["expired_with_owed"] += 1
                 stats["expired_owed"] += s.owed
-            self.remove_subscriber(s)
+            if s.gap:
+                # What waited for it waits for its key wherever it attaches next (it may be
+                # attached behind the partition): as when it moves, to a home not known yet;
+                # the roots send it there, marked, once they learn it. What is published from
+                # now on is accepted without it (the gap its attach is told of).
+                s.owed = 0
+                self.copies.subscriber_moved(s, self.router_id, self._unlink, now + self.settings.partition_grace)
+                self.replenish()
+            else:
+                self.remove_subscriber(s)
         return gone
+
+    def gap_heard(self, key: Key, frm: str) -> list[Subscriber]:
+        """Router ``frm`` gave subscriber ``key`` up as a gap (``docs/protocol.md`` section
+        7): ours of the key missed what its roots accepted without it. A live one's link
+        ends, told (``Notice.GAP``), and the subscription waits, suspended, for the client
+        to attach again (what it had not accepted goes again, marked); returns those. A
+        suspended one is told when it resumes."""
+        out = []
+        for subs in self.tables.topics.values():
+            sub = subs.get(key)
+            if sub is None or not sub.attached:
+                continue
+            if sub.suspended_until is None:
+                self.tell_gap(sub, frm)
+                out.append(sub)
+            else:
+                sub.untold = frm  # (told when it resumes: ``LinkLifecycle.attach_subscriber``)
+        return out
+
+    def tell_gap(self, sub: Subscriber, frm: str) -> None:
+        """End ``sub``'s link with the gap router ``frm`` made; it stays suspended for its
+        grace (the caller tells the network), so the client's next attach continues it."""
+        sub.untold = ""
+        self.effects.notice(sub.port, Notice.GAP, frm)
+        self.tables.stats["gaps_told"] += 1
+        self.suspend_subscriber(sub, self.clock() + self.settings.subscriber_grace)
 
     def _given_up(self, sub: Subscriber, now: float) -> bool:
         """Whether a subscriber past its grace may be given up now (``docs/protocol.md``
@@ -443,6 +480,7 @@ class Core:
         assert sub.suspended_until is not None
         if sub.suspended_until + self.settings.partition_grace <= now:
             sub.gap = True
+            self.tables.stats["gaps"] += 1
             return True
         return False
 

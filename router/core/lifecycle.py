@@ -157,6 +157,10 @@ class LinkLifecycle:
 
         def effective() -> None:
             answer(ours, core.is_active(sub))
+            if sub.untold and sub.attached and sub.suspended_until is None:
+                # (a router gave it up as a gap while it was suspended here: told now)
+                self.tell_gap(sub, sub.untold)
+                return
             core.attach_completed(sub)
             log.info("router %s: %s/%s subscribed to %r%s%s", self.router_id, a.container_id, a.link_name, a.topic,
                      f" as a member of consumer group {sub.group}" + (" (exclusive)" if sub.exclusive else "")
@@ -167,6 +171,18 @@ class LinkLifecycle:
 
         self.network.subscribe(self._subscription(sub, since), True, effective)
         return sub
+
+    def tell_gap(self, sub: Subscriber, frm: str) -> None:
+        """Router ``frm`` gave ``sub``'s key up as a gap (``docs/protocol.md`` section 7):
+        its link ends, saying so, and the subscription waits suspended for the client to
+        attach again (the network hears it is suspended, as when a link drops)."""
+        core = self.core
+        core.tell_gap(sub, frm)
+        self.network.suspended(sub.key, core.wall() + self.settings.subscriber_grace * 1e6)
+        log.warning("router %s: subscription %s/%s on %r told of a gap: router %s gave it up while out of reach "
+                    "(messages were accepted without it)", self.router_id, sub.container_id, sub.link_name,
+                    sub.topic, frm, extra=fields("subscriber.gap_told", container=sub.container_id,
+                                                 link=sub.link_name, topic=sub.topic, router=frm))
 
     def subscriber_gone(self, sub: Subscriber, suspend: bool, durable: bool = False, timeout: float = 0.0) -> None:
         """Its link went. ``suspend``: without closing (it may resume); ``durable``: its

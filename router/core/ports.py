@@ -31,6 +31,8 @@ class Conditions(StrEnum):
     UNDELIVERABLE_HERE = "once:undeliverable-here"
     REDELIVERY_LIMIT = "once:redelivery-limit"
     UNAUTHORIZED = "amqp:unauthorized-access"  # a destination's policy refused the publisher's user
+    # (on a subscriber's link, not an outcome: another router gave it up while out of reach)
+    SUBSCRIPTION_GAP = "once:subscription-gap"
 
 
 def rejected(condition: str | Conditions, description: str = "") -> Outcome:
@@ -72,6 +74,9 @@ class SubscriberPort(Protocol):
     def activated(self) -> None: ...
     # the same subscriber key attached again: this link ends (``lifecycle.py``)
     def stolen(self) -> None: ...
+    # ``router`` gave this subscription up while out of reach (its roots accepted messages
+    # without it): the link ends with ``Conditions.SUBSCRIPTION_GAP`` (``docs/protocol.md`` 7)
+    def gap(self, router: str) -> None: ...
 
 
 class RoutesPort(Protocol):
@@ -170,4 +175,6 @@ class NetworkEvents(Protocol):
     # what a group member that ends here had (our journal keeps it), and subscriptions
     # our journal says ended here before we restarted
     def member_had(self, key: Key) -> tuple[GroupId, tuple[bytes, ...]] | None: ...
+    # router ``frm`` gave ``key`` up as a gap: our attaches of it end (returned)
+    def gap_heard(self, key: Key, frm: str) -> list[Any]: ...
     def ended_here(self, key: Key, until: float, had: tuple[GroupId, tuple[bytes, ...]] | None = None) -> None: ...

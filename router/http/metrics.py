@@ -55,6 +55,10 @@ COUNTERS = (
     ("expired_with_owed", "subscriber_grace_expiries_with_owed", "Grace expiries of subscribers still owed "
      "deliveries: their publishers heard accepted without them (a loss made visible)."),
     ("expired_owed", "deliveries_owed_at_expiry", "Deliveries owed to subscribers when their grace ran out."),
+    ("gaps", "subscription_gaps", "Suspended subscribers given up past partition_grace with a router out of reach: "
+     "where they are attached, their links end with once:subscription-gap."),
+    ("gaps_told", "subscription_gaps_told", "Subscriptions here ended because another router gave them up while out "
+     "of reach (once:subscription-gap)."),
 )
 
 

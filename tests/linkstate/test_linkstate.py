@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from once.linkstate.graph import LinkStateDB
-from once.linkstate.messages import LinkStateAd, SubEvent, Subscription, Sync, from_dict, to_dict
+from once.linkstate.messages import LinkStateAd, OriginState, SubEvent, Subscription, Sync, from_dict, to_dict
 from once.linkstate.simulate import Network, simulate
 from once.linkstate.subscriptions import SubscriberTable
 
@@ -308,3 +308,45 @@ def test_a_topic_reaches_the_routers_of_the_patterns_matching_it():
     # the pattern leaves: a topic no longer reaches its router, and the table forgets it
     t.on_event(SubEvent("B", 2, False, Subscription("B", "a/+", "c", "plus")), "B", set())
     assert t.routers_for("a/b") == {"C", "D"} and t.patterns == {"a/#"}
+
+
+def test_a_gap_crosses_a_partition_with_the_sync_and_a_plain_detach_clears_it():
+    """A router that gave a key up as a gap (``docs/protocol.md`` section 7) keeps it in
+    its state: the far side hears of it when the partition heals, once."""
+    net = _net([("A", "B"), ("B", "C")])
+    sub = Subscription("A", "t", "c", "l", since=5)
+    net.until_complete("A", net.subscribe("A", sub))
+    net.link_down("A", "B")
+    net.run()
+    net.subscribe("A", replace(sub, gap=9), attached=False)  # given up while cut off
+    net.run()
+    assert net.planes["C"].table.gaps("A") == ()  # (not heard yet)
+    net.link_up("A", "B")
+    net.run()
+    assert net.converged()
+    [gap] = net.planes["C"].table.gaps("A")
+    assert gap.key == ("c", "l") and gap.gap == 9 and gap.since == 5
+    assert net.planes["C"].table.gap_known(("c", "l"))
+    net.subscribe("A", replace(sub, gap=0), attached=False)  # cleared
+    net.run()
+    assert all(p.table.gaps("A") == () for p in net.planes.values())
+
+
+def test_a_gap_is_learned_once_and_an_attach_at_its_router_ends_it():
+    t = SubscriberTable("X")
+    sub = Subscription("O", "t", "c", "l", since=5)
+    t.on_event(SubEvent("O", 1, True, sub), "N", set())
+    t.on_event(SubEvent("O", 2, False, replace(sub, gap=9)), "N", set())
+    assert t.learned_gaps == [replace(sub, gap=9)]
+    t.learned_gaps.clear()
+    t.on_event(SubEvent("O", 3, False, replace(sub, gap=9)), "N", set())  # flooded again: no news
+    assert t.learned_gaps == [] and t.gap_known(("c", "l"))
+    t.on_event(SubEvent("O", 4, True, replace(sub, since=8)), "N", set())  # attached there again
+    assert not t.gap_known(("c", "l"))
+
+
+def test_a_gap_round_trips_through_dicts():
+    gap = SubEvent("A", 5, False, Subscription("A", "t", "c", "l", since=7, gap=11))
+    assert from_dict(to_dict(gap)) == gap
+    st = Sync((OriginState("A", 1, {"B": 1}, 5, (), (gap.subscription,)),))
+    assert from_dict(to_dict(st)) == st

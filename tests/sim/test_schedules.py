@@ -125,6 +125,19 @@ def test_five_hundred_group_schedules_with_a_long_cut_fail_none(tmp_path: Path):
     assert not failed, dict(list(failed.items())[:10])
 
 
+def test_a_thousand_schedules_whose_cut_outlasts_the_partition_grace_fail_none(tmp_path: Path):
+    """``--gaps``: the long cut outlasts ``partition_grace`` too, so a subscriber that moved
+    across it is given up as a gap: told where it is attached (``once:subscription-gap``),
+    missing only what was published from the give-up until it attached again."""
+    failed = _sweep(tmp_path, 1000, "--gaps")
+    assert not failed, dict(list(failed.items())[:10])
+
+
+def test_five_hundred_group_schedules_whose_cut_outlasts_the_partition_grace_fail_none(tmp_path: Path):
+    failed = _sweep(tmp_path, 500, "--groups", "--gaps")
+    assert not failed, dict(list(failed.items())[:10])
+
+
 def test_seven_hundred_hard_schedules_fail_none(tmp_path: Path):
     """``--hard``: 6-10 routers with chords, silent and one-way partitions, paused routers,
     clock steps, crashing publishers, credit that binds. (Seven hundred: the suite's 10

@@ -36,6 +36,7 @@ from ...amqp.types import symbol, ulong
 from ...core import Outcome, Publisher, Subscriber, TagInUse
 from ...core.lifecycle import SubscriberAttach
 from ...core.peers import CoreRecord
+from ...core.ports import Conditions
 from ...engineio import EngineProtocol
 from ...logs import fields
 from ...security.authn import client_sasl, user_groups
@@ -108,6 +109,17 @@ class SubscriberLink:
             condition=Condition.STOLEN.value, description="the same subscriber attached again"))
         self.link.context = None
         self.conn._holdings_stale = True  # (no event comes for it: the peer's answering detach is plain)
+        self.conn.dirty()
+
+    def gap(self, router: str) -> None:
+        """Router ``router`` gave this subscription up while out of reach: messages were
+        accepted without it. The link ends, saying so; the client attaches anew, knowing."""
+        self.conn.engine.detach(self.link, closed=True, error=Error(
+            condition=Conditions.SUBSCRIPTION_GAP.value,
+            description=f"router {router} gave this subscription up while out of reach: messages published "
+                        "meanwhile were accepted without it"))
+        self.link.context = None
+        self.conn._holdings_stale = True
         self.conn.dirty()
 
     def activated(self) -> None:

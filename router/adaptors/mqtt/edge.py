@@ -536,5 +536,8 @@ class _Ending:
     def stolen(self) -> None:
         pass
 
+    def gap(self, router: str) -> None:
+        pass
+
     def activated(self) -> None:
         pass

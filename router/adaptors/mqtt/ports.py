@@ -90,5 +90,21 @@ class MqttSubscriberPort:
         self.conn.mqtt.disconnect(Reason.SESSION_TAKEN_OVER, "the same client connected again")
         self.conn.dirty()
 
+    def gap(self, router: str) -> None:
+        """Router ``router`` gave this subscription up while out of reach (messages were
+        accepted without it). MQTT has no end for one subscription: the session ends, and
+        the connection with it, so the client's next connect finds no session (session
+        present 0: by the specification it discards its own state and subscribes anew)."""
+        conn = self.conn
+        conn.subscribers.pop(self.filter, None)  # (the core ended it)
+        session, store = conn.session, conn.sessions
+        if session is not None and store is not None:
+            session.subscriptions.pop(self.filter, None)
+            store.end(session)
+            conn.session = None  # (its other subscriptions end with the connection, not suspended)
+        conn.mqtt.disconnect(Reason.UNSPECIFIED_ERROR, f"subscription gap: router {router} gave the subscription to "
+                             f"{self.filter!r} up while out of reach, messages were accepted without it")
+        conn.dirty()
+
     def activated(self) -> None:
         pass
