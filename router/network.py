@@ -87,6 +87,13 @@ class Network:
         # of reach past its grace): the cold-start rule, docs/protocol.md.
         self.store_restarted = self.store.begin()
         self.cold = self.store_restarted
+        self._cold_waited = 0.0  # past subscriber_grace, waiting for every router to be reachable
+        self._changed_at = 0.0  # when the graph last changed (core clock)
+        # A cold start past partition_grace: the routers out of reach then (-> our view's
+        # watermark of them), when (wall microseconds; the core's clock), until they come in
+        self.forced: dict[str, int] = {}
+        self.forced_at = 0
+        self.forced_clock = 0.0
         if self.cold:
             self.plane.complete = False
             router.call_later(router.settings.subscriber_grace, self._cold_start)
@@ -290,13 +297,61 @@ class Network:
             self.core.synced()
 
     def _cold_start(self) -> None:
-        if not self.plane.complete:
-            log.info("router %s: no neighbour with a complete view after %.0fs: taking publishes (cold start)",
-                     self.me, self.router.settings.subscriber_grace)
-            self.plane.complete = True
-            for conn in self.links.values():
-                conn.send_control(self.plane.sync_message())
-            self.core.synced()
+        """``subscriber_grace`` after a restart with no complete neighbour's sync: take
+        publishes, on evidence that we know every subscription there is (every router
+        reachable, for ``router_dead_after`` since the network last changed: each one's own
+        state has come in by then, passed on hop by hop). A router out of reach may hold
+        subscribers we never heard of (attached, only cut off: ``--hard --gaps`` seed 915),
+        so we wait while one is, up to ``partition_grace`` more; then we take publishes
+        anyway, and what was out of reach is told the gap (``_tell_forced``)."""
+        if self.plane.complete:
+            return
+        s = self.router.settings
+        now = self.core.clock()
+        everyone = self.reachable() >= self.all_routers()
+        if not everyone or now - self._changed_at < s.router_dead_after:
+            if self._cold_waited < s.partition_grace or everyone:
+                step = min(1.0, s.router_dead_after)
+                self._cold_waited += step
+                self.router.call_later(step, self._cold_start)
+                return
+        if everyone:
+            log.info("router %s: no neighbour with a complete view after %.0fs, every router reachable: taking "
+                     "publishes (cold start)", self.me, s.subscriber_grace + self._cold_waited)
+        else:
+            out = sorted(self.all_routers() - self.reachable())
+            self.forced = {o: self.plane.table.origins[o].watermark if o in self.plane.table.origins else 0
+                           for o in out}
+            self.forced_at = self.core.wall()
+            self.forced_clock = now
+            log.warning("router %s: no complete view after %.0fs, routers %s out of reach: taking publishes "
+                        "(cold start past partition_grace); their subscribers are told the gap when they come in",
+                        self.me, s.subscriber_grace + self._cold_waited, ", ".join(out),
+                        extra=fields("sync.forced", unreachable=out))
+        self.plane.complete = True
+        for conn in self.links.values():
+            conn.send_control(self.plane.sync_message())
+        self.core.synced()
+
+    def _tell_forced(self) -> None:
+        """We took publishes past ``partition_grace`` without routers that were out of
+        reach (``_cold_start``): the subscribers they hold may have missed what we accepted
+        meanwhile. The first state of theirs that comes in names them; each is given up
+        by us as a gap, as of then (``docs/protocol.md`` section 7), so its attach is told
+        and goes on."""
+        table = self.plane.table
+        reachable = self.reachable()
+        told = []
+        for origin, seen in list(self.forced.items()):
+            o = table.origins.get(origin)
+            if origin not in reachable or o is None or o.watermark <= seen:
+                continue
+            del self.forced[origin]
+            told += [sub for sub in table.subscriptions(origin)
+                     if table.home(sub.key) == origin and not table.origins[self.me].keys.get(sub.key, (0, None))[1]]
+        for sub in told:  # (after the loop: each flood applies its result, which may call us again)
+            _, result = self.plane.subscribe(replace(sub, router=self.me, gap=self.forced_at), False)
+            self._apply(result)
 
     # ---------------------------------------------------- subscriptions
 
@@ -478,6 +533,7 @@ class Network:
                                       sub.exclusive)
         if result.topology_changed:
             self.epoch += 1
+            self._changed_at = core.clock()
         if result.topology_changed or result.table_changed:
             self._routers.clear()
             self._groups.clear()
@@ -486,6 +542,8 @@ class Network:
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
         for gap in result.gaps:
             self._told(gap)
+        if self.forced and result.table_changed:
+            self._tell_forced()
         # Attaches complete last: a subscriber that moved here has what it was owed queued
         # (older first) before its first delivery goes out.
         for seq in result.completed:

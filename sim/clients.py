@@ -351,7 +351,7 @@ class Publisher(Client):
         # unsettled ones on the one link, drawn from a stream of their own
         self.presettled_rng = random.Random(f"{net.seed}/{name}/presettled") if net.presettled else None
         self.presettled: set[int] = set()  # tags sent (or to be sent) pre-settled
-        self.published_at: dict[int, float] = {}  # when the application published each tag
+        self.sent_at: dict[int, list[float]] = {}  # when each tag went to a router (again, after a resume)
 
     def gid(self, tag: int) -> bytes:
         # (memoized: the explorer's check asks for every accepted tag's gid at every event)
@@ -370,7 +370,6 @@ class Publisher(Client):
             if self.presettled_rng is not None and self.presettled_rng.random() < self.net.presettled:
                 self.presettled.add(tag)  # (forgotten once sent: at most once)
             self.to_send.append(tag)
-            self.published_at[tag] = self.net.loop.now
         self.pump()
 
     def attach_frame(self) -> Attach:
@@ -406,6 +405,7 @@ class Publisher(Client):
                     self.send(Message(tag, key, b"", True, resume=True, state=state))
                     self._record(tag, state)
                 else:
+                    self.sent_at.setdefault(tag, []).append(self.net.loop.now)
                     self.send(Message(tag, key, self.unsettled[tag], False, resume=True))
             else:
                 fresh.append(tag)
@@ -438,6 +438,7 @@ class Publisher(Client):
                 del self.unsettled[tag]  # at most once: nothing to wait for, nothing to send again
                 self.send(Message(tag, _tag(tag), payload, True))
                 continue
+            self.sent_at.setdefault(tag, []).append(self.net.loop.now)
             self.send(Message(tag, _tag(tag), payload, False))
 
 

@@ -104,6 +104,9 @@ class SimRouter:
                 self.net.expired.append((self.id, sub.container_id))
             self.network.end(sub, expired=True)
         self.network.clear_gaps()
+        forced = self.network.forced_clock
+        if forced and forced not in self.net.forced_at:
+            self.net.forced_at.append(forced)
         self.after_batch()
         self._housekeeping = self.net.loop.call_later(0.25, self.housekeeping)
 
@@ -165,6 +168,7 @@ class SimNet:
         self.expired: list[tuple[str, str]] = []
         self.gaps: list[tuple[str, str]] = []  # (router, container) given up as a gap: told where it lives
         self.gap_at: dict[str, float] = {}  # container -> when a router first gave it up as a gap
+        self.forced_at: list[float] = []  # when a restarted router took publishes past partition_grace
         self.log: list[str] = []
         self.tombstones_checked = False  # set once the run has waited them out
         self.group_topic = "t"  # consumer group "g"'s topic
@@ -406,7 +410,7 @@ class SimNet:
                 unit = groups.setdefault(s.group, (s.topic, set(), []))
                 unit[1].update(s.accepted)
                 unit[2].append(s)
-        if any(not self.wanted(topic) <= done for topic, done, members in groups.values()):
+        if any(not self.owed(*members) <= done for topic, done, members in groups.values()):
             return False
         return all(not r.alive or not len(r.core.records) for r in self.routers.values())
 
@@ -416,17 +420,24 @@ class SimNet:
         return {p.gid(t) for p in self.publishers if matches(name, p.topic) for t in range(p.next)
                 if t not in p.presettled}
 
-    def owed(self, s: Subscriber) -> set[bytes]:
-        """What subscriber ``s`` is owed: what its name reaches, but, once told of a
-        subscription gap, not what was published from the gap (when a router first gave it
-        up) until its link was attached again: those its roots may have accepted without it."""
-        if not s.gaps:
+    def owed(self, *unit: Subscriber) -> set[bytes]:
+        """What a subscriber (or a consumer group: its members) is owed: what its name
+        reaches, but, once told of a subscription gap, not what its publishers sent a router
+        from the gap (when a router first gave it up) until its link was attached again:
+        its roots may have planned those without it (a group: without the members they
+        knew, all given up)."""
+        s = unit[0]
+        told = [m for m in unit if m.gaps]
+        if not told:
             return self.wanted(s.topic)
-        if not s.fresh_at:
+        if not all(m.fresh_at for m in told):
             return {b""}  # (not attached again yet: nothing is settled for it)
-        since = self.gap_at.get(s.container_id, s.gaps[0])
+        # (a router that took publishes without a complete view tells those it did not know)
+        since = min(*(self.gap_at.get(m.container_id, m.gaps[0]) for m in told), *self.forced_at,
+                    *(m.gaps[0] for m in told))
+        fresh = max(m.fresh_at for m in told)
         return {p.gid(t) for p in self.publishers if matches(s.topic, p.topic) for t in range(p.next)
-                if t not in p.presettled and not since <= p.published_at.get(t, 0.0) < s.fresh_at}
+                if t not in p.presettled and not any(since <= at < fresh for at in p.sent_at.get(t, ()))}
 
     def run_to_end(self, limit: float, step: float = 0.25) -> bool:
         """Run until ``settled()`` (checked every ``step`` of virtual time) or ``limit``."""
@@ -516,10 +527,8 @@ class SimNet:
                            f"(first {tags.get(again[0], again[0])})")
             missing = owed - seen
             # Told a subscription gap (its link ended with ``once:subscription-gap``): what
-            # was published before its new subscription was in place is missing, told
-            # (a group is owed every message: its other members take what the gap's roots
-            # no longer offer the member it gave up)
-            told = missing - self.owed(members[0]) if not grouped and members[0].gaps else set()
+            # was sent while it was given up may be missing, told (``owed``)
+            told = missing - self.owed(*members) if any(m.gaps for m in members) else set()
             missing -= told
             v.told_expired += len(told)
             lost = sorted(tags[g] for g in missing)

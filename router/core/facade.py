@@ -475,10 +475,13 @@ class Core:
         section 7): on evidence that its key is attached nowhere else (every router reachable,
         none holds it attached: ``RoutesPort.gone_everywhere``); past ``partition_grace`` more
         anyway, as a gap (``sub.gap``) its live attach, wherever it is, will be told of."""
-        if self.routes.gone_everywhere(sub.key):
+        routes = self.routes
+        if routes.gone_everywhere(sub.key):
             return True
         assert sub.suspended_until is not None
-        if sub.suspended_until + self.settings.partition_grace <= now:
+        # (with every router reachable, the evidence is on its way: a roll call, or the key
+        # attached elsewhere, where it moves; only a router out of reach makes a gap)
+        if sub.suspended_until + self.settings.partition_grace <= now and not routes.reachable() >= routes.all_routers():
             sub.gap = True
             self.tables.stats["gaps"] += 1
             return True
