@@ -446,14 +446,35 @@ class Inquiry:
                 self._start(record)
                 self._stash(record)
                 return
+            if self._ask_past_fence(record):
+                return
             queue.popleft()
             self._choose(record)
         if queue is not None and self.held.get(key) is queue:
             del self.held[key]
 
+    def _ask_past_fence(self, record: CoreRecord) -> bool:
+        """Decided, and fenced by another root that asked meanwhile, but our publisher is
+        attached here: we are its root, whatever that fence says. Deferring to it, we chose
+        nobody, and so did that root, its own publisher gone, deferring to ours: the group
+        never got the message (``--hard --groups`` churn seed 872312900167146). We ask again,
+        past that fence (the record keeps its place: what follows it waits)."""
+        pub = record.publisher
+        if not (record.local and pub is not None and pub.attached and self.fenced_out(record.gid)):
+            return False
+        fence = self.dest.fenced.get(record.gid) if self.dest.fenced else None
+        if fence is not None:
+            self.tables.past(fence[2])
+        self.taken_over.pop(record.gid, None)
+        self.decided.pop(record.gid, None)
+        self._start(record)
+        return True
+
     def _choose(self, record: CoreRecord) -> None:
         """Choose ``record``'s members (with what the answers said, if it was asked about) and send."""
         if self.fenced_out(record.gid):
+            if self._ask_past_fence(record):
+                return
             # Another root asked about it since (its publisher resumed there): that root
             # chooses, we do not, even for a fresh message held here for its turn (seed
             # 4700 of ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).

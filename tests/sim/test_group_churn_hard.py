@@ -19,6 +19,11 @@ LEFT_UNCONFIRMED = [129087621723500, 505583188489521, 33]
 # member (it told every router but itself), and the old router, forgetting, said
 # ``unknown``: the message went to a second member.
 ROOT_TELLS_ITSELF = [308]
+# Two roots asked about one message at once: the publisher's new root, finding the old
+# root's fence when its answers were in, deferred to it; the old root, its publisher
+# gone, deferred to the new one's: nobody chose, and the group never got 8 messages. A
+# root whose publisher is attached asks again past the fence.
+BOTH_DEFERRED = [872312900167146]
 
 REPLAY = """
 import json, sys
@@ -33,7 +38,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, list[str]]:
-    return replay(REPLAY, [(s, True) for s in LEFT_UNCONFIRMED] + [(s, False) for s in ROOT_TELLS_ITSELF])
+    return replay(REPLAY, [(s, True) for s in LEFT_UNCONFIRMED + BOTH_DEFERRED] + [(s, False) for s in ROOT_TELLS_ITSELF])
 
 
 @pytest.mark.parametrize("seed", LEFT_UNCONFIRMED)
@@ -44,3 +49,8 @@ def test_churn_seed_a_member_leaves_only_once_its_router_knows_what_it_accepted(
 @pytest.mark.parametrize("seed", ROOT_TELLS_ITSELF)
 def test_leaves_seed_a_root_hears_what_a_member_that_ended_there_had(verdicts, seed):
     assert verdicts[f"{seed}/False"] == []
+
+
+@pytest.mark.parametrize("seed", BOTH_DEFERRED)
+def test_churn_seed_a_root_whose_publisher_is_attached_asks_again_past_a_fence_it_found_deciding(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
