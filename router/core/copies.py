@@ -424,8 +424,12 @@ class Copies:
         if not far.takes:
             return
         subs = self.topics.get(record.topic) or {}
+        # (not a key that closed here: it is owed nothing anywhere; owed where a stale
+        # attach of it lived, it was waited for there for ever: ``--hard --groups`` churn
+        # seed 505583188490513, a member that left, its old router restarted)
+        closed = self.dest.closed
         gone = frozenset(k for _, _, _, keys in far.takes for k in keys
-                         if k not in subs or subs[k] not in record.states)
+                         if (k not in subs or subs[k] not in record.states) and k not in closed)
         if gone:
             self.forward(record, set(), None, gone)
 
