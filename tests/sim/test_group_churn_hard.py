@@ -30,20 +30,36 @@ BOTH_DEFERRED = [872312900167146]
 # 115 messages never answered. A key that closed here is owed nothing anywhere.
 CLOSED_NOT_OWED = [505583188490513]
 
+# The rest of the churn seeds issue 48 names (one message processed by two members, a
+# subscriber reordered, group messages lost), found on fresh seeds before the changes
+# above and the class 1 and 2 ones: each passes, and stays named.
+NAMED_IN_THE_ISSUE = [505583188489442, 505583188490224, 505583188490427, 872312900167874]
+LEAVES_ONLY, RELEASES_ONLY = [275465942646235], [397144604947047]
+
 REPLAY = """
 import json, sys
 from once.sim.schedules import build, run
 out = {}
-for seed, hard in json.loads(sys.argv[1]):
-    modes = dict(groups=True, leaves=True, hard=hard, releases=hard, joins=hard)
+for seed, hard, churn in json.loads(sys.argv[1]):
+    modes = dict(groups=True, hard=hard, leaves="leaves" in churn, releases="releases" in churn,
+                 joins="joins" in churn)
     out[f"{seed}/{hard}"] = run(build(seed, **modes))[1].violations
 print(json.dumps(out))
 """
+ALL = "releases leaves joins"
 
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[str, list[str]]:
-    return replay(REPLAY, [(s, True) for s in LEFT_UNCONFIRMED + BOTH_DEFERRED + CLOSED_NOT_OWED] + [(s, False) for s in ROOT_TELLS_ITSELF])
+    cases = [(s, True, ALL) for s in LEFT_UNCONFIRMED + BOTH_DEFERRED + CLOSED_NOT_OWED + NAMED_IN_THE_ISSUE]
+    cases += [(s, False, "leaves") for s in ROOT_TELLS_ITSELF]
+    cases += [(s, True, "leaves") for s in LEAVES_ONLY] + [(s, True, "releases") for s in RELEASES_ONLY]
+    return replay(REPLAY, cases)
+
+
+@pytest.mark.parametrize("seed", NAMED_IN_THE_ISSUE + LEAVES_ONLY + RELEASES_ONLY)
+def test_churn_seed_named_in_the_issue_is_clean(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
 
 
 @pytest.mark.parametrize("seed", LEFT_UNCONFIRMED)
