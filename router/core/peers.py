@@ -104,6 +104,9 @@ class Suspended:
     def stolen(self) -> None:
         pass
 
+    def gap(self, router: str) -> None:
+        pass
+
 
 SUSPENDED = Suspended()
 

@@ -51,6 +51,7 @@ class Port:
     def drained(self): pass
     def activated(self): pass
     def stolen(self): pass
+    def gap(self, router): pass
     def marker(self, msg): pass
 
     def copy(self, c): self.last = c
