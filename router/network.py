@@ -172,6 +172,9 @@ class Network:
         named = {r for link in self.router.topology.links for r in (link.a, link.b)}
         return (named | self.plane.lsdb.reachable()) - {self.me}
 
+    def calm(self) -> int:
+        return self.epoch if self.reachable() >= self.all_routers() else -1
+
     def gone_everywhere(self, key: Key) -> bool:
         """Evidence that subscriber ``key``, suspended here, is attached nowhere else
         (``docs/protocol.md`` section 7): every router is reachable, none holds it attached,

@@ -412,6 +412,7 @@ class Core:
         """Its connection vanished without a closing detach: keep the subscription, stop sending."""
         sub.port = SUSPENDED  # type: ignore[assignment]
         sub.suspended_until = until
+        sub.calm = self.routes.calm()
 
     def expire_suspended(self, now: float) -> list[Subscriber]:
         """Drop subscribers suspended for longer than their grace; return them. Publishers

@@ -224,7 +224,16 @@ class Failover:
         again = new.queue
         order = {id(r): i for i, r in enumerate(old.sent)}
         new.queue = deque(sorted(again, key=lambda item: order.get(id(item[0]), -1)))
-        new.queue.extend((r, n) for r, n in old.queue if r.states.get(new) is in_doubt)
+        # A subscription that was suspended while a router was out of reach may have been
+        # attached there meanwhile, unheard of, and handed there what waited for it here (a
+        # root that did not hear where it was sent it there too): what it is given now may
+        # be a repeat, and goes marked (groups seed 633058668223: a member moved on across
+        # two dead routers and came back, and a message handed to it, marked, at the router
+        # it moved to came again here unmarked). With every router reachable throughout, an
+        # attach elsewhere would have been heard (and what waited here moved there).
+        calm = self.routes.calm()
+        mark = 1 if old.suspended_until is not None and (calm < 0 or calm != old.calm) else 0
+        new.queue.extend((r, max(n, mark)) for r, n in old.queue if r.states.get(new) is in_doubt)
         old.sent = {}
         new.attempts = old.attempts
         old.queue.clear()

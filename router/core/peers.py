@@ -113,7 +113,7 @@ SUSPENDED = Suspended()
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "gap", "untold", "sent", "sent_limit", "counts")
+                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "gap", "untold", "calm", "sent", "sent_limit", "counts")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool,
                  counts: TopicCounts | None = None) -> None:
@@ -138,6 +138,7 @@ class Subscriber:
         # be attached: a gap its live attach must be told of (``docs/protocol.md`` section 7)
         self.gap = False
         self.untold = ""  # the router whose gap it is to be told of when it resumes (suspended when it heard)
+        self.calm = -1  # the network's ``RoutesPort.calm`` when it was suspended
         # What went to it unsettled, in the order it went (pruned as it grows): a link that
         # takes this one over gets those again first, in that order (``Failover.take_over``)
         self.sent: dict[CoreRecord, None] = {}

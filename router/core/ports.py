@@ -99,6 +99,9 @@ class RoutesPort(Protocol):
     def all_routers(self) -> set[str]: ...  # every other router of the network, reachable or not
     # evidence that ``key``, suspended here, is attached nowhere else (``docs/protocol.md`` section 7)
     def gone_everywhere(self, key: Key) -> bool: ...
+    # how often the graph changed so far, or -1 while a router is out of reach: equal at two
+    # times, nobody was out of reach in between (an attach elsewhere would have been heard)
+    def calm(self) -> int: ...
 
 
 # Tests and the network subclass it (interpreted classes, when this module is compiled).
@@ -135,6 +138,9 @@ class Alone:
 
     def gone_everywhere(self, key: Key) -> bool:
         return True
+
+    def calm(self) -> int:
+        return 0
 
 
 NO_GROUPS: Mapping[GroupId, tuple[Member, ...]] = MappingProxyType({})

@@ -165,3 +165,21 @@ def named() -> dict[str, list[str]]:
 @pytest.mark.parametrize("seed", [s for s, _ in NAMED_IN_THE_ISSUE])
 def test_seed_named_in_the_issue_is_clean_at_the_wire(named, seed):
     assert named[str(seed)] == []
+
+
+# A fresh groups seed (``--fresh``, 633058664866:633058674866): a member moved on across two
+# dead routers, was handed a message there (marked), and came back to its first router,
+# cut off from that one meanwhile, which gave it what had waited for it, unmarked. What a
+# subscription suspended while a router was out of reach is given when it resumes goes
+# marked (``Failover.take_over``).
+SUSPENDED_WHILE_CUT_OFF = [(633058668223, {"groups": True})]
+
+
+@pytest.fixture(scope="module")
+def suspended() -> dict[str, list[str]]:
+    return replay(BUILT, SUSPENDED_WHILE_CUT_OFF)
+
+
+@pytest.mark.parametrize("seed", [s for s, _ in SUSPENDED_WHILE_CUT_OFF])
+def test_fresh_groups_seed_what_waited_for_a_subscription_suspended_while_cut_off_goes_marked(suspended, seed):
+    assert suspended[str(seed)] == []
