@@ -289,14 +289,17 @@ class Copies:
                     # another root may have had it processed: no new member is chosen, at
                     # most once (``test_seed_found_while_building_the_question``, seed 1647).
                     said = Said.CLOSED
-                elif ((gone or said is Said.UNKNOWN) and record.states.get(ASKING) is not IN_DOUBT
+                elif ((gone or said is Said.UNKNOWN or record.resent) and record.states.get(ASKING) is not IN_DOUBT
                         and not self.inquiry.fenced_out(record.gid)):
                     # Our publisher went: it may have resumed at a router that took the
                     # message over and chose there, and a second member would process it
                     # (``test_seed_found_while_building_the_question``, seed 1647). Or ``unknown``,
                     # which is no evidence: the member may have had it at a router it resumed
                     # at since (``test_fresh_leaves_seed_what_a_member_that_ended_had_reaches_every_root``).
-                    # We ask before choosing again.
+                    # Or we took it over (``resent``): the root before may have chosen again
+                    # since (fresh churn seed 115630914409: it passed the message on once its
+                    # own question was answered, and we, passing on from its copy's choice,
+                    # gave it to a third member). We ask before choosing again.
                     self.inquiry.ask(record, hold=False)
                     said = Said.CLOSED
                 elif self.groups.pass_on(record, chosen[key][0], key):
