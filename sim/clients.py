@@ -442,6 +442,9 @@ class Publisher(Client):
             self.send(Message(tag, _tag(tag), payload, False))
 
 
+LEAVE_WAIT = 2.0  # seconds a leaving member waits for what it accepted to be settled (our client's)
+
+
 class Subscriber(Client):
     def __init__(self, net: SimNet, name: str, topic: str, routers: list[str], window: int = 20,
                  group: str = "") -> None:
@@ -474,8 +477,7 @@ class Subscriber(Client):
         # counts it ``told_expired``, never lost)
         self.gaps: list[float] = []
         self.fresh_at = 0.0  # when its attach after its last gap completed (0: none yet)
-        # what the router of its link named in its attach answer (accepted: it knows)
-        self.confirmed: set[bytes] = set()
+        self.waited = False  # ... or once it waited ``LEAVE_WAIT`` for that
 
     def attach_frame(self) -> Attach:
         unsettled = {g: ACCEPTED for g in self.unsettled_accepted} if self.ever_attached else None
@@ -486,17 +488,13 @@ class Subscriber(Client):
         self.rcv_count = 0
         for gid in self.held:  # their deliveries were on that connection: the next attach's map tells
             self.held[gid] = -2
-        self.confirmed = set()
 
     def leave(self) -> None:
         """The application closes its link for good (``--leaves``): what it had not accepted
-        goes to another member of its group. What it accepted is settled first, or named by
-        its router attaching again (as our client's ``close(unsubscribe=True)`` waits for),
-        however long that takes: had its router died meanwhile, a close with the message
-        unsettled would leave nobody knowing this member processed it (--groups --leaves
-        seed 114); closed after a bounded wait on a connection to a paused router, its
-        acceptance and its close were lost together, and its router passed the message on
-        when its grace ended (``--hard --groups --leaves`` seed 129087621723500)."""
+        goes to another member of its group. What it accepted is settled first (as our
+        client's ``close(unsubscribe=True)`` waits for): had its router died meanwhile, a
+        close with the message unsettled would leave nobody knowing this member processed
+        it (--groups --leaves seed 114), and it would go to another member too."""
         if not self.alive or self.leaving:
             return
         self.leaving = True
@@ -504,10 +502,12 @@ class Subscriber(Client):
         self.queue.clear()
         self.busy = False
         self._detach_when_settled()
+        self.net.loop.call_later(LEAVE_WAIT, self._detach_when_settled, True)
 
-    def _detach_when_settled(self) -> None:
-        if not self.leaving or self.left or self.unsettled_accepted - self.confirmed:
-            return  # (again when the router settles, or names it attaching again)
+    def _detach_when_settled(self, waited: bool = False) -> None:
+        self.waited = self.waited or waited
+        if not self.leaving or self.left or (self.unsettled_accepted and not self.waited):
+            return  # (again when the router settles, or when the wait is over)
         if not self.attached or self.conn is None:
             return  # (on its next attach)
         self.send(Detach())
@@ -532,9 +532,6 @@ class Subscriber(Client):
             if self.gaps and not self.fresh_at:
                 self.fresh_at = self.net.loop.now
             self.ever_attached = self.attached = True
-            # (what it accepted that this router's answer names, it knows: kept with the
-            # member's end there, and told; ``Inquiry.member_had``)
-            self.confirmed = {g for g in (frame.unsettled or {}) if isinstance(g, bytes)}
             self.send(Credit(self.rcv_count, self.window - len(self.held)))
             if self.leaving:  # (credit still: what it accepted comes again, to be settled)
                 self._detach_when_settled()

@@ -138,13 +138,6 @@ def test_five_hundred_group_schedules_whose_cut_outlasts_the_partition_grace_fai
     assert not failed, dict(list(failed.items())[:10])
 
 
-def test_three_hundred_hard_schedules_with_group_churn_fail_none(tmp_path: Path):
-    """``--hard --groups --releases --leaves --joins``: members release, leave and join while
-    routers are killed, paused and cut off (issue 48, class 4)."""
-    failed = _sweep(tmp_path, 300, "--hard", "--groups", "--releases", "--leaves", "--joins")
-    assert not failed, dict(list(failed.items())[:10])
-
-
 def test_seven_hundred_hard_schedules_fail_none(tmp_path: Path):
     """``--hard``: 6-10 routers with chords, silent and one-way partitions, paused routers,
     clock steps, crashing publishers, credit that binds. (Seven hundred: the suite's 10
