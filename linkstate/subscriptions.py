@@ -239,10 +239,6 @@ class SubscriberTable:
         o = self.origins.get(origin_id)
         return tuple(o.gaps.values()) if o else ()
 
-    def gap_known(self, key: tuple[str, str]) -> bool:
-        """Some router gave ``key`` up as a gap it has not cleared (as far as we know)."""
-        return any(key in o.gaps for o in self.origins.values())
-
     def _set(self, origin_id: str, key: tuple[str, str], seq: int, sub: Subscription | None) -> bool:
         origin = self.origins[origin_id]
         old_seq, old = origin.keys.get(key, (0, None))

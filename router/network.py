@@ -172,8 +172,11 @@ class Network:
         named = {r for link in self.router.topology.links for r in (link.a, link.b)}
         return (named | self.plane.lsdb.reachable()) - {self.me}
 
+    def everyone_reachable(self) -> bool:
+        return self.reachable() >= self.all_routers()
+
     def calm(self) -> int:
-        return self.epoch if self.reachable() >= self.all_routers() else -1
+        return self.epoch if self.everyone_reachable() else -1
 
     def gone_everywhere(self, key: Key) -> bool:
         """Evidence that subscriber ``key``, suspended here, is attached nowhere else
@@ -185,30 +188,35 @@ class Network:
         (one advertisement) comes before the views it brings (syncs passed on hop by hop),
         and we would expire a key that is live across the healed link (``--long-cuts
         --groups`` seed 360)."""
-        if not self.reachable() >= self.all_routers():
+        if not self.everyone_reachable():
             return False
         table = self.plane.table
         if any(sub is not None and not sub.suspended
                for origin in table.by_key.get(key, ()) if origin != self.me
                for sub in (table.origins[origin].keys[key][1],)):
             return False
-        call = self.roll_calls.get(key)
-        if call is not None and call[0] == self.epoch:
-            return call[1]
         held = table.origins[self.me].keys.get(key)
         if held is None or held[1] is None:
             return True  # (not ours in the network's view: nobody waits for it)
-        epoch = self.epoch
-        self.roll_calls[key] = (epoch, False)
+        return self._roll_call(self.roll_calls, key, replace(held[1], suspended=True), True)
 
-        def answered() -> None:
-            if self.roll_calls.get(key, (None,))[0] == epoch:
-                self.roll_calls[key] = (epoch, True)
-
-        _, result = self.plane.subscribe(replace(held[1], suspended=True), True)
-        self.on_complete[_] = answered
+    def _roll_call(self, calls: dict[Key, tuple[int, bool]], key: Key, sub: Subscription, attached: bool) -> bool:
+        """Whether a flood of ours of ``sub`` begun since the graph last changed has been
+        applied by every reachable router (its echo completed); if none is under way,
+        one begins. Routers answer the echo in order after what they send for it, so
+        whatever a router floods before acknowledging has reached us by then."""
+        call = calls.get(key)
+        if call is not None and call[0] == self.epoch:
+            return call[1]
+        calls[key] = (self.epoch, False)
+        seq, result = self.plane.subscribe(sub, attached)
+        self.on_complete[seq] = functools.partial(self._echoed, calls, key, self.epoch)
         self._apply(result)
         return False
+
+    def _echoed(self, calls: dict[Key, tuple[int, bool]], key: Key, epoch: int) -> None:
+        if calls.get(key, (None,))[0] == epoch:
+            calls[key] = (epoch, True)
 
     def send_to(self, router: str, items: tuple[Any, ...], frm: str | None = None, ttl: int = 32,
                 blob: bytes = b"") -> None:
@@ -311,7 +319,7 @@ class Network:
             return
         s = self.router.settings
         now = self.core.clock()
-        everyone = self.reachable() >= self.all_routers()
+        everyone = self.everyone_reachable()
         if not everyone or now - self._changed_at < s.router_dead_after:
             if self._cold_waited < s.partition_grace or everyone:
                 step = min(1.0, s.router_dead_after)
@@ -430,25 +438,13 @@ class Network:
         if not mine:
             self.gap_calls.clear()
             return
-        if not self.reachable() >= self.all_routers():
+        if not self.everyone_reachable():
             return
         for key, gap in list(mine.items()):
-            call = self.gap_calls.get(key)
-            if call is not None and call[0] == self.epoch:
-                if call[1]:
-                    del self.gap_calls[key]
-                    _, result = self.plane.subscribe(replace(gap, gap=0), False)
-                    self._apply(result)
-                continue
-            epoch = self.epoch
-            self.gap_calls[key] = (epoch, False)
-            seq, result = self.plane.subscribe(gap, False)
-            self.on_complete[seq] = functools.partial(self._gap_heard_everywhere, key, epoch)
-            self._apply(result)
-
-    def _gap_heard_everywhere(self, key: Key, epoch: int) -> None:
-        if self.gap_calls.get(key, (None,))[0] == epoch:
-            self.gap_calls[key] = (epoch, True)
+            if self._roll_call(self.gap_calls, key, gap, False):
+                del self.gap_calls[key]
+                _, result = self.plane.subscribe(replace(gap, gap=0), False)
+                self._apply(result)
 
     def _answer_roll_call(self, other: Subscription) -> None:
         """Another router says ``other`` is suspended there (new, or a roll call before it
@@ -560,13 +556,8 @@ class Network:
         here is the subscription that missed them: its link ends with
         ``once:subscription-gap`` and it waits suspended for the client to attach again
         (``Core.gap_heard``; ``docs/protocol.md`` section 7)."""
-        grace = self.router.settings.subscriber_grace
         for sub in self.core.gap_heard(gap.key, gap.router):
-            log.warning("router %s: subscription %s/%s on %r told of a gap: router %s gave it up while out of "
-                        "reach (messages were accepted without it)", self.me, sub.container_id, sub.link_name,
-                        sub.topic, gap.router, extra=fields("subscriber.gap_told", container=sub.container_id,
-                                                            link=sub.link_name, topic=sub.topic, router=gap.router))
-            self.suspended(sub.key, self.core.wall() + grace * 1e6)
+            self.router.lifecycle.tell_gap(sub, gap.router)
 
     def follow_moved_subscribers(self) -> None:
         """Our suspended subscribers whose key now lives at another reachable router moved

@@ -447,17 +447,15 @@ class Core:
 
     def gap_heard(self, key: Key, frm: str) -> list[Subscriber]:
         """Router ``frm`` gave subscriber ``key`` up as a gap (``docs/protocol.md`` section
-        7): ours of the key missed what its roots accepted without it. A live one's link
-        ends, told (``Notice.GAP``), and the subscription waits, suspended, for the client
-        to attach again (what it had not accepted goes again, marked); returns those. A
-        suspended one is told when it resumes."""
+        7): ours of the key missed what its roots accepted without it. Returns the live
+        ones, to be told now (``LinkLifecycle.tell_gap``); a suspended one is told when it
+        resumes."""
         out = []
         for subs in self.tables.topics.values():
             sub = subs.get(key)
             if sub is None or not sub.attached:
                 continue
             if sub.suspended_until is None:
-                self.tell_gap(sub, frm)
                 out.append(sub)
             else:
                 sub.untold = frm  # (told when it resumes: ``LinkLifecycle.attach_subscriber``)
