@@ -104,7 +104,11 @@ class StreamPublisher(Recorder):
             self.sent += 1
 
     def release_rest(self) -> None:
-        self.limit = self.total
+        self.release(self.total)
+
+    def release(self, upto: int) -> None:
+        """Let the first ``upto`` messages go (call on the container's thread)."""
+        self.limit = upto
         self.send_more()
 
     def on_accepted(self, event: Any) -> None:
