@@ -137,5 +137,5 @@ def test_a_router_that_comes_into_reach_gets_every_session_and_the_old_host_is_t
 
 def test_a_session_survives_its_encoding():
     s = Session("c\u00e9", 2**62, 123, "A", 300, {"a/b": 2, "$share/g/t": 1}, 9,
-                {7: (b"\x00\xffgid", True, "a/b"), 8: (b"g2", False, "$share/g/t")}, 1.5)
+                {7: (b"\x00\xffgid", True, "a/b"), 8: (b"g2", False, "$share/g/t")}, {b"g3": "a/b"}, gone_at=1.5)
     assert Session.from_dict(json.loads(s.to_bytes())) == s

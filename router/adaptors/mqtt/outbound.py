@@ -21,7 +21,7 @@ from ...mqtt.connection import PacketTooLarge
 from ...mqtt.events import DeliveryAcked, DeliveryReceived
 from ...mqtt.packets import Publish
 from .message import from_amqp
-from .ports import MqttSubscriberPort
+from .ports import MqttSubscriberPort, Sent
 from .sessions import Session
 
 if TYPE_CHECKING:
@@ -33,12 +33,15 @@ class Outbound:
 
     def __init__(self, conn: ConnectionView) -> None:
         self.conn = conn
-        self.in_flight: dict[int, tuple[Subscriber, Record, int]] = {}  # our QoS 1/2 messages by packet id
+        # our QoS 1/2 messages by packet id: (subscriber, record, QoS, the core's handle)
+        self.in_flight: dict[int, tuple[Subscriber, Record, int, Any]] = {}
         self.resend: dict[bytes, int] = {}  # gid -> packet id: what a router before us sent, sent again so
 
     def restore(self, session: Session) -> dict[str, dict[bytes, Any]]:
         """A resumed session: the packet ids it had in flight stay taken; returns, per
-        filter, what it received (its subscription's unsettled map)."""
+        filter, what it received or completed (its subscription's unsettled map: a copy
+        that comes again is answered for it, never sent). What it completed is this
+        router's to answer from now on (the map's placeholders), so the session drops it."""
         accepted: dict[str, dict[bytes, Any]] = {}
         for pid, (gid, received, filter) in session.outbound.items():
             if received:
@@ -46,6 +49,9 @@ class Outbound:
             else:
                 self.resend[gid] = pid
             self.conn.mqtt.in_flight[pid] = 2  # (not ours to give another message until it completes)
+        for gid, filter in session.done.items():
+            accepted.setdefault(filter, {})[gid] = ACCEPTED
+        session.done.clear()
         return accepted
 
     def release_owed(self, session: Session) -> None:
@@ -55,7 +61,7 @@ class Outbound:
                 self.conn.mqtt.pubrel(pid)
         self.conn.dirty()
 
-    def deliver(self, port: MqttSubscriberPort, record: Record, settled: bool, redelivery: int) -> int | Refused | None:
+    def deliver(self, port: MqttSubscriberPort, record: Record, settled: bool, redelivery: int) -> int | Sent | Refused | None:
         conn = self.conn
         engine = conn.mqtt
         try:
@@ -71,22 +77,23 @@ class Outbound:
             # Persistent: the packet id is the network's before the client sees it.
             known = self.resend.pop(record.gid, None)
             pid = engine.reserve(2) if known is None else known
-            self.in_flight[pid] = (sub, record, qos)
+            handle = Sent(pid, record.gid)
+            self.in_flight[pid] = (sub, record, qos, handle)
             packet = Publish(record.topic, payload, 2, False, known is not None or bool(redelivery), pid, props)
             if known is not None:  # (the network knows its packet id already)
                 why = self._send(packet)
-                return pid if why is None else Refused(why)
+                return handle if why is None else Refused(why)
             session.outbound[pid] = (record.gid, False, port.filter)
             assert conn.sessions is not None
             conn.sessions.changed(session, lambda: self._send_stored(packet))
-            return pid
+            return handle
         try:
             sent = engine.publish(record.topic, payload, qos, props, dup=bool(redelivery))
         except PacketTooLarge as e:
             # (the client can never have it: refused for it, not left in doubt; QoS 0 is dropped)
             return Refused(str(e)) if qos else None
         if sent is not None:
-            self.in_flight[sent] = (sub, record, qos)
+            self.in_flight[sent] = (sub, record, qos, sent)
         conn.dirty()
         return sent
 
@@ -128,17 +135,43 @@ class Outbound:
         accepted), or a refusing PUBREC (QoS 2)."""
         conn = self.conn
         pid = event.packet_id
-        self._forget(pid)
         entry = self.in_flight.pop(pid, None)
-        if entry is None:
-            return
-        sub, record, qos = entry
         refused = event.reason >= 0x80
-        state: Outcome | None = Outcome(OutcomeKind.REJECTED) if refused else None if qos == 2 else ACCEPTED
-        if sub.attached and record.states.get(sub) is not None:
-            conn.core.subscriber_update(sub, record, pid, state, True)
-        for s in list(conn.subscribers.values()):  # (the client's receive maximum has room again)
-            conn.lifecycle.subscriber_credit(s)
+        if entry is not None and not refused and type(entry[3]) is Sent and not entry[3].settled:
+            self._completed(pid, entry[3])  # (the core settles it with us when the network has)
+        else:
+            self._forget(pid)
+            if entry is not None:
+                sub, record, qos, handle = entry
+                state: Outcome | None = Outcome(OutcomeKind.REJECTED) if refused else None if qos == 2 else ACCEPTED
+                if sub.attached and record.states.get(sub) is not None:
+                    conn.core.subscriber_update(sub, record, handle, state, True)
+        if entry is not None:
+            for s in list(conn.subscribers.values()):  # (the client's receive maximum has room again)
+                conn.lifecycle.subscriber_credit(s)
+
+    def _completed(self, pid: int, sent: Sent) -> None:
+        """Its PUBCOMP for a message the network has not settled: the packet id is free,
+        the gid stays in the session until ``settled``."""
+        conn = self.conn
+        session = conn.session
+        entry = session.outbound.pop(pid, None) if session is not None else None
+        if session is None or entry is None:
+            return
+        session.done[sent.gid] = entry[2]
+        assert conn.sessions is not None
+        conn.sessions.changed(session)
+
+    def settled(self, sent: Sent) -> None:
+        """The core settled the message here (every subscriber answered its root): a
+        completed one leaves the session."""
+        sent.settled = True
+        conn, store = self.conn, self.conn.sessions
+        if store is None:
+            return
+        session = store.sessions.get(conn.client_id)
+        if session is not None and session.host == conn.router.id and session.done.pop(sent.gid, None) is not None:
+            store.changed(session)
 
     def received(self, event: DeliveryReceived) -> None:
         """Its PUBREC: it has the message. A persistent session's network learns it first;
@@ -165,7 +198,7 @@ class Outbound:
     def _accept(self, pid: int) -> None:
         entry = self.in_flight.get(pid)
         if entry is not None and entry[0].attached and entry[1].states.get(entry[0]) is not None:
-            self.conn.core.subscriber_update(entry[0], entry[1], pid, ACCEPTED, False)
+            self.conn.core.subscriber_update(entry[0], entry[1], entry[3], ACCEPTED, False)
 
     def refuse(self, sub: Subscriber, record: Record, why: str) -> None:
         """A message this client cannot take (over its maximum packet size): rejected for it."""

@@ -3,6 +3,7 @@ subscriber per topic filter (``core/ports.py`` says what a port is)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from once.records.table import Record
@@ -60,6 +61,16 @@ class MqttPublisherPort:
         conn.dirty()
 
 
+@dataclass(slots=True, eq=False)
+class Sent:
+    """The core's handle for a persistent session's QoS 2 message: which message, under
+    which packet id, and whether the core settled it here yet."""
+
+    pid: int
+    gid: bytes
+    settled: bool = False
+
+
 class MqttSubscriberPort:
     __slots__ = ("conn", "filter", "qos")
 
@@ -74,11 +85,14 @@ class MqttSubscriberPort:
             return 0
         return conn.mqtt.credit() if self.qos else QOS0_WINDOW
 
-    def deliver(self, record: Record, settled: bool, redelivery: int) -> int | Refused | None:
+    def deliver(self, record: Record, settled: bool, redelivery: int) -> int | Sent | Refused | None:
         return self.conn.outbound.deliver(self, record, settled, redelivery)
 
     def settle(self, handle: Any) -> None:
-        pass
+        """The message is settled here (MQTT has nothing to send for it): a persistent
+        session's completed QoS 2 message is forgotten (``outbound.py``)."""
+        if type(handle) is Sent:
+            self.conn.outbound.settled(handle)
 
     def draining(self) -> bool:
         return False

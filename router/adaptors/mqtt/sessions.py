@@ -2,8 +2,9 @@
 session, so a client that reconnects to any router after its router died finds its session
 there (``docs/mqtt.md``, "Sessions in the network").
 
-A session is small: its subscriptions, the epoch of its QoS 2 messages to us, and our
-QoS 2 messages in flight to it (packet id -> gid, and whether its PUBREC came). The
+A session is small: its subscriptions, the epoch of its QoS 2 messages to us, our
+QoS 2 messages in flight to it (packet id -> gid, and whether its PUBREC came), and
+those whose flow it completed that the network has not settled yet (their gids). The
 router its connection is at (the host) changes it and sends the whole session, stamped
 newer, to every router it reaches (``Note`` items on the inter-router control links);
 each answers with an acknowledgement. What the client may act on waits until every
@@ -12,8 +13,9 @@ known, a PUBREL for its PUBREC to be, a PUBCOMP for the epoch that makes the pac
 new. A router that goes out of reach is no longer waited for (it has no client to tell).
 
 Sessions are sent whole, not as changes: a few dozen entries at most (the client's
-receive maximum bounds what is in flight), and a lost or reordered note cannot leave a
-replica with a hole. Stamps order them: the newest wins, a stale one is answered but not
+receive maximum bounds what is in flight; what it completed stays until the network
+settles it, a round trip to the message's root when every subscriber keeps up), and a
+lost or reordered note cannot leave a replica with a hole. Stamps order them: the newest wins, a stale one is answered but not
 taken. A router that comes into reach is sent every session known here.
 
 Why not a library or the core's messages: no store here is replicated (the network keeps
@@ -53,6 +55,11 @@ class Session:
     epoch: int = 0  # its QoS 2 messages to us are tagged (epoch, packet id)
     # our QoS 2 messages in flight to it: packet id -> (gid, PUBREC came, the filter it came by)
     outbound: dict[int, tuple[bytes, bool, str]] = field(default_factory=dict)
+    # Our QoS 2 messages whose flow it completed (PUBCOMP) that the network has not settled:
+    # gid -> filter. Its client forgot their packet ids, so a copy sent again (the root did
+    # not hear our acceptance, and the session resumed elsewhere) could only go as a new
+    # message: where the session resumes they are answered for it (``outbound.py``).
+    done: dict[bytes, str] = field(default_factory=dict)
     gone_at: float | None = None  # wall clock seconds its connection went (its expiry runs)
     ended: bool = False
     # How often its client connected elsewhere (or started it anew): a change by the router
@@ -67,6 +74,7 @@ class Session:
         return json.dumps({"c": self.client_id, "i": self.incarnation, "s": self.stamp, "h": self.host,
                            "x": self.expiry, "sub": self.subscriptions, "e": self.epoch,
                            "o": [[pid, gid.hex(), rec, f] for pid, (gid, rec, f) in self.outbound.items()],
+                           "d": [[gid.hex(), f] for gid, f in self.done.items()],
                            "g": self.gone_at, "end": self.ended, "m": self.moves}, separators=(",", ":")).encode()
 
     @classmethod
@@ -74,6 +82,7 @@ class Session:
         return cls(str(d["c"]), int(d["i"]), int(d["s"]), str(d["h"]), int(d["x"]),
                    {str(k): int(v) for k, v in d["sub"].items()}, int(d["e"]),
                    {int(pid): (bytes.fromhex(gid), bool(rec), str(f)) for pid, gid, rec, f in d["o"]},
+                   {bytes.fromhex(gid): str(f) for gid, f in d.get("d", ())},
                    None if d["g"] is None else float(d["g"]), bool(d["end"]), int(d.get("m", 0)))
 
     def expired(self, now: float) -> bool:

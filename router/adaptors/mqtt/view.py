@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from once.records.table import Record
 
     from ...context import RouterContext
-    from ...core import Core, Refused, Subscriber
+    from ...core import Core, Subscriber
     from ...core.lifecycle import LinkLifecycle
     from ...mqtt.connection import MqttConnection
     from .sessions import Session, SessionStore
@@ -25,7 +25,8 @@ class InboundSide(Protocol):
 
 
 class OutboundSide(Protocol):
-    def deliver(self, port: Any, record: Record, settled: bool, redelivery: int) -> int | Refused | None: ...
+    def deliver(self, port: Any, record: Record, settled: bool, redelivery: int) -> Any: ...
+    def settled(self, sent: Any) -> None: ...
 
 
 class ConnectionView(Protocol):
