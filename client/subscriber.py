@@ -117,19 +117,30 @@ class Subscriber:
 
     async def close(self, unsubscribe: bool = False, timeout: float = 2.0) -> None:
         """Stop. ``unsubscribe``: end the subscription (a closing detach), once the router
-        settled what we accepted (waiting up to ``timeout``); otherwise it stays suspended on
-        the network for ``grace`` seconds, waiting for a restart.
+        settled what we accepted (waiting up to ``timeout``), or else once a router took
+        our attach again, whose unsettled map names it (up to ``timeout`` more); otherwise
+        the subscription stays suspended on the network for ``grace`` seconds, waiting for
+        a restart.
 
         Why wait: until the router settles a message we accepted, our acceptance may live
         only in that router's memory (and in our store). Were it to die then, with our
         subscription ended, nobody could tell that we processed the message, and our group
-        would give it to another member too (``docs/protocol.md`` section 8)."""
+        would give it to another member too (``docs/protocol.md`` section 8). Why not wait
+        for the settlement alone: it may never come on this connection (its router paused,
+        our acceptance queued there, lost with the connection: ``--hard --groups`` churn
+        seed 33), and waiting for ever stalled a group when it never came at all (fresh
+        churn seed 213206751478). A router's answer to an attach means it has the map."""
         if self.closed:
             return
         self._commit()
         if unsubscribe:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._all_settled(), timeout)
+            if self._unsettled and self.link is not None:
+                self.attached.clear()
+                self.conn.abort()  # (a new connection: its attach carries the map)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.attached.wait(), timeout)
         self.closed = True
         engine = self.conn.engine
         if unsubscribe and engine is not None and self.link is not None:

@@ -478,6 +478,7 @@ class Subscriber(Client):
         self.gaps: list[float] = []
         self.fresh_at = 0.0  # when its attach after its last gap completed (0: none yet)
         self.waited = False  # ... or once it waited ``LEAVE_WAIT`` for that
+        self.told_again = False  # ... then attached again, its map saying what it accepted
 
     def attach_frame(self) -> Attach:
         unsettled = {g: ACCEPTED for g in self.unsettled_accepted} if self.ever_attached else None
@@ -510,6 +511,17 @@ class Subscriber(Client):
             return  # (again when the router settles, or when the wait is over)
         if not self.attached or self.conn is None:
             return  # (on its next attach)
+        if self.unsettled_accepted and not self.told_again:
+            # Waited, and still not settled: the acceptance may be lost with this connection
+            # (its router paused, the connection about to be given up), and closing now
+            # would leave nobody knowing this member processed the message (``--hard
+            # --groups`` churn seed 33). Not waiting for ever (a settlement that never comes
+            # stalled the group: fresh churn seed 213206751478): it attaches again, on a new
+            # connection, its map naming what it accepted; the answer to that attach means
+            # the router has the map, and then it closes (as our client's close does).
+            self.told_again = True
+            self._reattach()
+            return
         self.send(Detach())
         self.alive = False
         self.left = True
@@ -543,6 +555,15 @@ class Subscriber(Client):
                 self.unsettled_accepted.discard(gid)
                 if self.leaving:
                     self._detach_when_settled()
+
+    def _reattach(self) -> None:
+        """A new connection (to the same router first), attaching again with its map."""
+        conn, self.conn = self.conn, None
+        self.attached = False
+        self.on_down()
+        if conn is not None:
+            conn.closed = conn.to_router.closed = conn.to_client.closed = True
+        self.net.loop.call_later(self.net.reconnect_delay(), self.connect)
 
     def _gap(self) -> None:
         """Its link ended with a subscription gap: it attaches again (as our client does,

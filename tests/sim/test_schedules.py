@@ -11,7 +11,8 @@ hypothesis draws schedules of its own (a group among them) and shrinks what fail
 Zero is asserted in every category (lost, reordered, never answered, state left behind,
 expired, hangs, processed twice) over both, over a thousand group schedules whose members release
 messages (``--releases``), five hundred each where they leave for good (``--leaves``) or one joins
-(``--joins``; 5,000 of each run clean outside the suite), and over seven hundred ``--hard`` schedules. Fresh seeds run outside the suite (``--fresh
+(``--joins``; 5,000 of each run clean outside the suite), over seven hundred ``--hard`` schedules,
+and three hundred ``--hard`` group schedules with all three kinds of churn. Fresh seeds run outside the suite (``--fresh
 N``); a failure there is a fix and a named regression test (``test_protocol_seeds.py``).
 """
 
@@ -135,6 +136,13 @@ def test_a_thousand_schedules_whose_cut_outlasts_the_partition_grace_fail_none(t
 
 def test_five_hundred_group_schedules_whose_cut_outlasts_the_partition_grace_fail_none(tmp_path: Path):
     failed = _sweep(tmp_path, 500, "--groups", "--gaps")
+    assert not failed, dict(list(failed.items())[:10])
+
+
+def test_three_hundred_hard_schedules_with_group_churn_fail_none(tmp_path: Path):
+    """``--hard --groups --releases --leaves --joins``: members release, leave and join while
+    routers are killed, paused and cut off (issue 48, class 4; 1,000 clean outside the suite)."""
+    failed = _sweep(tmp_path, 300, "--hard", "--groups", "--releases", "--leaves", "--joins")
     assert not failed, dict(list(failed.items())[:10])
 
 
