@@ -10,8 +10,9 @@ the router the copy went to. It stops waiting for a key only on evidence:
 
 Losing a router is no evidence. ``moved`` and ``unknown`` answers change nothing,
 because the root re-targets a key only on what its subscriber table shows (``moved``
-here). A member of a group that released the message or left is replaced by the root's
-next choice (``replace``). Pure: no clock, no I/O. The caller sends the copies.
+here), nor is ``released`` (a group member gave the message back). A member of a group
+that released the message or left is replaced by the root's next choice (``replace``).
+Pure: no clock, no I/O. The caller sends the copies.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class Said(Enum):
     # a group member's copy from a root that is not the one choosing now: another root the
     # publisher resumed at asked whom the message went to (router/core/inquiry.py)
     TAKEN = "taken"
+    # a group member released the message (AMQP ``released``, or ``modified`` without
+    # undeliverable-here): the root gives it to another member, or back to it when nobody
+    # else is left (``docs/protocol.md`` section 8). Not final: the root replaces the key.
+    RELEASED = "released"
 
 
 _FINAL_FROM_ANYWHERE = {Said.ACCEPTED: KeyState.ACCEPTED, Said.REJECTED: KeyState.REJECTED}
@@ -147,6 +152,14 @@ class Owed:
             self._set_where(by, router)
             self.states[by] = KeyState.PENDING
             self.pending += 1
+
+    def again(self, key: Key, router: str) -> None:
+        """Group member ``key`` released the message and gets it again, its copy sent to
+        ``router`` (every member released it: it goes back to one)."""
+        if self.states.get(key) is not KeyState.PENDING:
+            self.states[key] = KeyState.PENDING
+            self.pending += 1
+        self._set_where(key, router)
 
     def pending_at(self, routers: Iterable[str] | None = None) -> dict[str, set[Key]]:
         """The keys still owed, by the router their copy went to (only ``routers``, if given)."""

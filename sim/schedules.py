@@ -421,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh", type=int, metavar="N", help="N schedules from a new random range of seeds (printed "
                     "first, so a failure replays with --seed): seeds the suite never ran")
     ap.add_argument("--releases", action="store_true", help="with --groups: members release some of the "
-                    "messages they are given (AMQP released), each at most once; each comes back to that member")
+                    "messages they are given (AMQP released), each at most once; each goes to another member, "
+                    "or back to one once every member released it")
     ap.add_argument("--leaves", action="store_true", help="with --groups: one member closes its link for good; "
                     "what it had not accepted goes to another member")
     ap.add_argument("--joins", action="store_true", help="with --groups: one more member joins during the run")

@@ -47,6 +47,7 @@ PENDING = KeyState.PENDING
 _MEMBER_GONE = (Said.CLOSED, Said.EXPIRED)
 
 _SAID_OF = {SUB_ACCEPTED: Said.ACCEPTED, SUB_REJECTED: Said.REJECTED}
+_ACCEPTED_SAID: tuple[Said, Any] = (Said.ACCEPTED, None)
 
 
 class Copies:
@@ -68,7 +69,7 @@ class Copies:
         self.send_to = send_to  # control items to a router, relayed by the network
         self.positions: dict[tuple[bytes, str], Positions] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
-        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe)
+        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe, self.send_back)
         self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
@@ -84,7 +85,7 @@ class Copies:
         self.groups: GroupsPart
 
     def connect(self, delivery: DeliveryPart, failover: FailoverPart, groups: GroupsPart) -> None:
-        self.dest.connect(delivery)
+        self.dest.connect(delivery, groups)
         self.delivery = delivery
         self.failover = failover
         self.groups = groups
@@ -125,7 +126,10 @@ class Copies:
                 # (an adopted record names the member's router when it was chosen, not where it lives now:
                 # ``test_fresh_group_seed_an_adopted_message_goes_to_its_member_where_it_lives_now``)
                 home = {k: r for r, ks in self.routes.homes([k for k in chosen if k not in here]).items() for k in ks}
+                released = self.groups.releasers_of(record.gid)
                 for k, (group, router) in chosen.items():
+                    if k in released:
+                        continue  # (chosen once and gave it back: another member has it now)
                     where = home.get(k, router)
                     if where != self.router_id and k not in here:
                         wanted[k] = where
@@ -240,7 +244,11 @@ class Copies:
         record = self.records.get(answer.gid)
         far = record.far if record is not None else None
         if record is None or far is None or far.owed is None or not record.local:
-            if record is None:
+            if record is None and (answer.stream or answer.position):
+                # (not for what a member that ended there had, told to every router: a
+                # router that restarted since, settling the teller's copy of its old life,
+                # had it drop a subscriber waiting there, whose message then came from the
+                # publisher's new root after newer ones: ``--hard`` churn seed 505583188490427)
                 self._queue(frm, Settle(answer.gid))
             return
         owed = far.owed
@@ -273,6 +281,18 @@ class Copies:
                     far.sends[frm] = [(p, ks, r or key in ks) for p, ks, r in far.sends.get(frm, ())]
                     continue
                 self.inquiry.taken(answer.gid)
+            if said is Said.RELEASED:
+                # (only for our latest copy to it there: one it released before we sent it
+                # back, answered again late, must not pass on what it has now; ``--hard``
+                # churn seed 403)
+                if (owed.where.get(key) == frm and owed.states.get(key) is PENDING
+                        and answer.stream == far.stream
+                        and answer.position == max((p for p, ks, _ in far.sends.get(frm, ()) if key in ks), default=-1)):
+                    if chosen and key in chosen:
+                        done = self._released(record, far, owed, key, frm) or done
+                    else:  # (no longer our choice: a question chose another since)
+                        done = owed.answer(key, frm, Said.CLOSED) or done
+                continue
             if (chosen and key in chosen and owed.where.get(key) == frm and owed.states.get(key) is PENDING
                     and (said in _MEMBER_GONE or said is Said.UNKNOWN and self._gone_member(record, key))):
                 # A group member left before it answered: the root chooses again (only the
@@ -280,7 +300,6 @@ class Copies:
                 # table is its leaving too: its router may forget the close before this copy
                 # comes (``test_leaves_seed_449_a_copy_that_comes_after_the_router_forgot_the_member_closed``).
                 # (Had it processed it, its router would have the record.)
-                before = set(chosen)
                 pub = record.publisher
                 gone = pub is None or not pub.attached
                 if gone and record.publisher_settled:
@@ -302,14 +321,8 @@ class Copies:
                     # gave it to a third member). We ask before choosing again.
                     self.inquiry.ask(record, hold=False)
                     said = Said.CLOSED
-                elif self.groups.pass_on(record, chosen[key][0], key):
-                    now_chosen = record.chosen or {}
-                    for by in set(now_chosen) - before:
-                        router = now_chosen[by][1]
-                        owed.replace(key, by, router)
-                        if router == self.router_id:
-                            owed.here(by)  # a member here: waited for as a local subscriber
-                    if owed.pending == 0:
+                elif (by := self.groups.pass_on(record, chosen[key][0], key)) is not None:
+                    if self._replace(record, owed, key, by):
                         done = True
                     continue
                 if said is Said.UNKNOWN:
@@ -327,6 +340,65 @@ class Copies:
             self._far_done(record, owed)
         else:
             self._answered_positions(far)
+
+    def _released(self, record: CoreRecord, far: Far, owed: Owed, key: Key, frm: str) -> bool:
+        """Group member ``key`` released ``record`` at ``frm`` (``docs/protocol.md`` section
+        8): a member that has not had it gets it, chosen by the rule of the first choice
+        less those chosen before (a root that takes the message over, hearing the same,
+        chooses the same), as when a member leaves; with nobody left, it goes back to
+        ``key``, in a later copy of ours, which its router delivers. Returns whether that
+        completed the record."""
+        chosen = record.chosen
+        assert chosen is not None
+        self.groups.released(record.gid, key)  # (a question's choice leaves it out)
+        if self.inquiry.fenced_out(record.gid):
+            return owed.answer(key, frm, Said.CLOSED)  # (another root chooses now)
+        if record.states.get(ASKING) is IN_DOUBT:
+            return False  # (we ask: the answers choose, and leave it out)
+        pub = record.publisher
+        gone = pub is None or not pub.attached
+        if gone and record.publisher_settled:
+            # Settled without its publisher: nobody new is chosen, at most once, as for a
+            # member that left (another root may have had it processed).
+            return owed.answer(key, frm, Said.CLOSED)
+        if gone or record.resent:
+            # Its publisher may have resumed at a router that took it over and chose there,
+            # or we took it over and the root before may have chosen again: we ask first.
+            # It stays owed until the answers choose: it is chosen again only if every
+            # member released it (else it is no longer owed it: ``unowe``).
+            self.inquiry.ask(record, hold=False)
+            return False
+        by = self.groups.pass_on(record, chosen[key][0], key)
+        if by is not None:
+            return self._replace(record, owed, key, by)
+        self.send_back(record, key, frm)  # (it left the group meanwhile: back to it all the same)
+        return False
+
+    def _replace(self, record: CoreRecord, owed: Owed, key: Key, by: Key) -> bool:
+        """``key``'s share of ``record`` went to ``by`` (``Groups.pass_on``: a new member, or
+        one that released it before and gets it back): ``key`` is owed nothing more, unless
+        it is ``by``. Returns whether that completed the record."""
+        if by == key:
+            return False
+        router = (record.chosen or {})[by][1]
+        owed.replace(key, by, router)
+        if router == self.router_id:
+            owed.here(by)  # a member here: waited for as a local subscriber
+        return owed.pending == 0
+
+    def send_back(self, record: CoreRecord, key: Key, router: str) -> None:
+        """Group member ``key``, which released ``record``, gets it again at ``router``:
+        every member released it. A later copy of ours, marked, which its router delivers
+        (``Destination.released_at``); at the root, queued for it again."""
+        self.groups.unreleased(record.gid, key)
+        if router == self.router_id:
+            self.failover.enqueue_owed(record, frozenset({key}))
+            return
+        far = self._root_far(record)
+        owed = far.owed
+        assert owed is not None
+        owed.again(key, router)
+        self._send(record, far, {router: {key}}, True)
 
     def unowe(self, record: CoreRecord, keys: set[Key]) -> None:
         """Members the root no longer chose for ``record`` (it asked, and chose others)."""
@@ -422,8 +494,8 @@ class Copies:
             far.stream = stream
             far.sends = {}
             pending = {r: frozenset(ks) for r, ks in far.owed.pending_at().items() if r != self.router_id}
-            if pending:
-                self._number(record, far, pending, False)
+            if pending:  # (sent before: marked, as every re-send is)
+                self._number(record, far, pending, True)
         if not far.takes:
             return
         subs = self.topics.get(record.topic) or {}
@@ -431,8 +503,13 @@ class Copies:
         # attach of it lived, it was waited for there for ever: ``--hard --groups`` churn
         # seed 505583188490513, a member that left, its old router restarted)
         closed = self.dest.closed
+        # (nor a member that released it here: the question this root asks chooses for its
+        # group; followed to where it went, it processed what another member had: fresh
+        # groups --releases seed 1031)
+        released = far.earlier or {}
         gone = frozenset(k for _, _, _, keys in far.takes for k in keys
-                         if (k not in subs or subs[k] not in record.states) and k not in closed)
+                         if (k not in subs or subs[k] not in record.states) and k not in closed
+                         and released.get(k, _ACCEPTED_SAID)[0] is not Said.RELEASED)
         if gone:
             self.forward(record, set(), None, gone)
 

@@ -294,17 +294,46 @@ class LocalDelivery:
                 done = record.resolve(sub, SUB_REJECTED, rejected(
                     Conditions.UNDELIVERABLE_HERE,
                     f"subscriber {sub.container_id}/{sub.link_name} declined the message"))
+            elif sub.group is not None and not sub.exclusive and not record.presettled:
+                # (an exclusive group's active member gets it back: a standby takes nothing)
+                done = self._member_released(sub, record, handle, settled)
             else:
-                # A group member's too comes back to that member, never to another: the
-                # member a message goes to is the root's choice by the message's gid (or
-                # key), which a router the publisher resumes at makes again. Passed on, a
-                # message could be processed by two members when its root is lost, as no
-                # router could know who had it (``--groups --releases`` sweeps: 15 of 300).
                 done = self._redeliver(sub, record, handle, settled)
         # (received: progress only; None: settlement alone)
         if record.publisher_settled:
             self.settle_late(record, sub, handle)
         self.answered(record, done)
+
+    def _member_released(self, sub: Subscriber, record: CoreRecord, handle: Any, settled: bool) -> bool:
+        """A group member gave the message back: the root gives it to a member that has not
+        had it, or back to this one if nobody is left (``docs/protocol.md`` section 8). At
+        the root that is decided here; elsewhere the root hears ``released`` and decides.
+        Each member's releases of a message count towards ``max_redeliveries`` where it is."""
+        if record.states.get(sub) is not IN_DOUBT:
+            return False
+        tries = sub.attempts.get(record.gid, 0) + 1
+        if tries > self.settings.max_redeliveries:
+            return self._redeliver(sub, record, handle, settled)  # (rejected there, as for anyone)
+        group = sub.group
+        assert group is not None
+        if (record.local or record.far is None) and self.groups.choosing(record):
+            self.groups.released(record.gid, sub.key)  # (choices made for it later leave it out)
+            by = self.groups.pass_on(record, group, sub.key)
+            if by is None or by == sub.key:
+                self.groups.unreleased(record.gid, sub.key)
+                return self._redeliver(sub, record, handle, settled)  # nobody else: back to it
+        else:
+            # Elsewhere the root hears ``released`` and decides; at a root that asks whom its
+            # members were (or another root asks), the answers decide, leaving it out:
+            # given back to it now, it could process what they give another.
+            self.groups.released(record.gid, sub.key)
+        sub.attempts[record.gid] = tries
+        self.dest.released(record, sub)
+        if not settled:
+            self.effects.settle(sub.port, handle)
+        record.unsettled.pop(sub, None)
+        self.stats["passed_on"] += 1
+        return record.drop_waiter(sub)
 
     def _redeliver(self, sub: Subscriber, record: CoreRecord, handle: Any, settled: bool) -> bool:
         if record.states.get(sub) is not IN_DOUBT:

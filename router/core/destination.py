@@ -21,7 +21,7 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED, Record
 
 from ..journal import Event
 from .messages import Answer, Control, Copy, CopyTarget
-from .parts import DeliveryPart
+from .parts import DeliveryPart, GroupsPart
 from .peers import CoreRecord, CoreRecords, Subscriber, keeps_own_tombstone
 from .ports import Conditions, Outcome, rejected
 from .tables import CoreTables, Key
@@ -33,7 +33,7 @@ _ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
-                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "awaiting")
+                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "awaiting", "released_at", "groups")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -79,10 +79,20 @@ class Destination:
         # group members that ended here -> (group, the gids they had answered, until): what
         # they had is answered ``accepted`` for them (``inquiry.py``; our journal keeps it)
         self.left_had: dict[Key, tuple[GroupId, frozenset[bytes], float]] = {}
+        # (gid, member) -> the copy it released (root, stream, position): the root hears
+        # ``released``, and a later copy of that stream for it is the root sending it back
+        # (nobody else left), delivered; that copy again or an earlier one (re-sends) is
+        # answered ``released`` again. A copy of another stream (another root, or its
+        # publisher attached again) is answered so too, and becomes the one it released:
+        # that root hears it, and its next copy for it, if it sends one, follows in that
+        # stream. Kept as long as the record or its tombstone is.
+        self.released_at: dict[tuple[bytes, Key], tuple[str, bytes, int]] = {}
         self.delivery: DeliveryPart
+        self.groups: GroupsPart
 
-    def connect(self, delivery: DeliveryPart) -> None:
+    def connect(self, delivery: DeliveryPart, groups: GroupsPart) -> None:
         self.delivery = delivery
+        self.groups = groups
 
     def held_copies(self) -> dict[str, list[Any]]:
         """What waits in chains behind a gap, per stream (state a finished run must not leave)."""
@@ -157,6 +167,8 @@ class Destination:
                     # ``moved`` from the tombstone: it gets the message
                     # (``test_seed_found_while_building_the_question``, seed 1353)
                     states = {k: v for k, v in states.items() if v[0] is not Said.MOVED or k not in here}
+                if self.released_at:
+                    states = self._sent_back(copy, t, states)
                 if not any(k not in states and k in here for k in t.keys):
                     left = self.left_had
                     self.queue(copy.root, Answer(copy.gid, copy.stream, t.position, tuple(
@@ -206,6 +218,8 @@ class Destination:
         subs = self.topics.get(copy.topic) or {}
         delivery = self.delivery
         fresh = []
+        if far.earlier and self.released_at:
+            far.earlier = self._sent_back(copy, t, far.earlier)
         had = far.earlier
         for key in t.keys:
             sub = subs.get(key)
@@ -227,6 +241,41 @@ class Destination:
                 if answers.get(sub) is IN_DOUBT:
                     return
             self._answer(record, far, take)
+
+    def released(self, record: CoreRecord, sub: Subscriber) -> None:
+        """Group member ``sub`` released ``record`` here: the root hears ``released`` (with
+        our answer, once every key of the copy is final here) and decides who has it now;
+        at the root, a copy from another root (the publisher resumed there) is answered so."""
+        far = record.far
+        if far is None:  # (the root's own record: a copy from a root the publisher resumed at is answered so)
+            record.far = far = Far()
+        far.earlier = {**(far.earlier or {}), sub.key: (Said.RELEASED, None)}  # (a copy: it may be shared)
+        at = (self.router_id, b"", 0)  # (at the root: no copy; another root's is answered first)
+        for root, stream, position, keys in reversed(far.takes):
+            if sub.key in keys:
+                at = (root, stream, position)
+                break
+        self.released_at[(record.gid, sub.key)] = at
+
+    def _sent_back(self, copy: Copy, t: CopyTarget,
+                   said: dict[Key, tuple[Said, Outcome | None]]) -> dict[Key, tuple[Said, Outcome | None]]:
+        """``said`` less the members a copy sends back what they released: the root found
+        nobody else for it (a later copy of the stream they released it from, to them)."""
+        back = []
+        for key in t.keys:
+            at = self.released_at.get((copy.gid, key))
+            if at is None or said.get(key, _ACCEPTED)[0] is not Said.RELEASED:
+                continue
+            if at[:2] != (copy.root, copy.stream):
+                self.released_at[(copy.gid, key)] = (copy.root, copy.stream, t.position)
+            elif t.position > at[2]:
+                back.append(key)
+        if not back:
+            return said
+        for key in back:
+            del self.released_at[(copy.gid, key)]
+            self.groups.unreleased(copy.gid, key)  # (it has it again: a question here keeps it)
+        return {k: v for k, v in said.items() if k not in back}
 
     def _said(self, record: CoreRecord, key: Key, subs: dict[Key, Subscriber]) -> tuple[Said, Outcome | None] | None:
         """What ``key`` did with ``record`` here; None while it is in doubt."""
@@ -371,7 +420,10 @@ class Destination:
                     states[waiter.key] = (_SAID_OF[state], record.rejection if state is SUB_REJECTED else None)
             if far is not None and far.earlier:
                 chosen = record.chosen or {}
-                states.update((k, said) for k, said in far.earlier.items() if every or k in chosen)
+                # (a member that released it here, chosen or not now, is answered ``released``:
+                # a copy an older root sends again must not reach it as new)
+                states.update((k, said) for k, said in far.earlier.items()
+                              if every or k in chosen or said[0] is Said.RELEASED)
         if shared is None:
             if not states and (far is None or not far.takes):
                 return
@@ -504,6 +556,10 @@ class Destination:
             del self.fenced[gid]
         for gr in [gr for gr in self.refused if gr[0] not in self.fenced]:
             del self.refused[gr]
+        if self.released_at:  # (as long as the record or its tombstone: few, releases only)
+            records, tombs = self.records, self.tombstones
+            for gk in [gk for gk in self.released_at if gk[0] not in tombs and records.get(gk[0]) is None]:
+                del self.released_at[gk]
         # Copies held behind a gap that nothing filled for a while give their room back:
         # they were never answered, so their root (if it lives) sends them again.
         stuck = now - 2 * retry

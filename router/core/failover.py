@@ -105,7 +105,7 @@ class Failover:
             late = frozenset(k for k, s in subs.items() if s not in record.states) if subs else None
             if late:
                 record.outcome_sent = False
-                self._enqueue_owed(record, late)
+                self.enqueue_owed(record, late)
         if record.pending == 0:
             record.outcome_sent = False
             delivery.complete(record)
@@ -186,13 +186,17 @@ class Failover:
         retarget = self.groups.members_not_chosen_out(record, retarget)
         for where, keys in retarget.items():
             if where == self.router_id:
-                self._enqueue_owed(record, frozenset(keys))
+                self.enqueue_owed(record, frozenset(keys))
             else:
                 # No split horizon for a keyed copy: it is consumed where it goes, and the
                 # way there may well be back through the upstream (or be the upstream).
                 self.copies.forward(record, {where}, None, frozenset(keys))
 
-    def _enqueue_owed(self, record: CoreRecord, keys: frozenset[Key]) -> None:
+    def send_back(self, record: CoreRecord, key: Key, router: str) -> None:
+        """A member that released ``record`` gets it again (``Copies.send_back``)."""
+        self.copies.send_back(record, key, router)
+
+    def enqueue_owed(self, record: CoreRecord, keys: frozenset[Key]) -> None:
         """Queue a record owed to subscribers that moved here, in publish order: it may be
         older than what they were queued since they attached."""
         delivery, effects = self.delivery, self.effects

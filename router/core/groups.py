@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.names import matches
+from once.records.owed import KeyState
 from once.records.table import SubState
 
 from .effects import Effects, Notice
@@ -35,7 +36,7 @@ NO_MEMBERS = Table(())
 class Groups:
     __slots__ = ("router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
                  "patterns", "chooser", "message_key", "_group_views", "_local_version", "active_members", "failover",
-                 "inquiry", "effects")
+                 "inquiry", "effects", "releasers")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None],
                  effects: Effects) -> None:
@@ -55,6 +56,9 @@ class Groups:
         self._local_version = 0
         self.active_members: set[Key] = set()  # ours that are active in an exclusive group
         self.effects = effects  # (a member that became the active one is told as the batch ends)
+        # gid -> (members that released it, until when): a root choosing again after a
+        # question leaves them out (``released``)
+        self.releasers: dict[bytes, tuple[frozenset[Key], float]] = {}
         self.failover: FailoverPart
         self.inquiry: InquiryPart
 
@@ -179,10 +183,13 @@ class Groups:
             chosen[k] = (group, router)
             self.chooser.given(k, group, key)
             routers.add(router)
+        released = self.releasers_of(record.gid) if self.releasers else None
         for group, members in view.items():
             if known and group in known:
                 continue
-            m = self.chooser.choose(group, members, shard)
+            m = self.chooser.choose(group, members, shard, exclude=released) if released else None
+            if m is None:  # (every member released it: it goes round again)
+                m = self.chooser.choose(group, members, shard)
             if m is not None:
                 chosen[m.key] = (group, m.router)
                 self.chooser.given(m.key, group, key)
@@ -191,15 +198,14 @@ class Groups:
         return routers
 
     def stale_choice(self, record: CoreRecord) -> bool:
-        """Whether the choice a record came with may not be its root's last: there is none,
-        or a member it names is in no group table and attached nowhere (it left)."""
-        chosen = record.chosen
-        if chosen is None:
-            return True
-        view = self.group_view(record.topic)
-        members = {m.key for ms in view.values() for m in ms}
-        gone = [k for k in chosen if k not in members]
-        return bool(gone) and not self.routes.homes(gone)
+        """Whether the choice a record came with may not be its root's last: always. The
+        root before may have passed the message on since the copy left it, from a member
+        that released it (still a member, attached where it was) or that left, and only
+        it and that member's router know (fresh groups --releases seed 147: the member's
+        router died, the publisher resumed at a router holding the old choice, which sent
+        it to the member that had released it, and both members processed it). The
+        question costs a round only where a publisher resumed."""
+        return True
 
     def ask(self, record: CoreRecord) -> bool:
         """A record we take over from another root: if the choice it came with may not be
@@ -227,6 +233,32 @@ class Groups:
         if key is None and record.publisher is not None and record.publisher.resumable:
             return record.gid
         return key
+
+    def released(self, gid: bytes, key: Key) -> None:
+        """Member ``key`` released message ``gid`` (its router said so): a choice made for it
+        after a question (``inquiry.py``) leaves it out, as a pass-on does (it is chosen
+        already), so the message does not go round between a root and that member."""
+        now = self.clock()
+        if len(self.releasers) > 65536:
+            self.releasers = {g: r for g, r in self.releasers.items() if r[1] > now}
+        s = self.settings
+        had = self.releasers.get(gid)
+        self.releasers[gid] = ((had[0] if had else frozenset()) | {key}, now + s.publisher_grace + s.router_dead_after)
+
+    def unreleased(self, gid: bytes, key: Key) -> None:
+        """``key`` has the message again (every member released it, and it went back)."""
+        had = self.releasers.get(gid) if self.releasers else None
+        if had is not None and key in had[0]:
+            self.releasers[gid] = (had[0] - {key}, had[1])
+
+    def choosing(self, record: CoreRecord) -> bool:
+        """Whether this root chooses ``record``'s members now: not while it asks whom they
+        were, nor once another root asked (``inquiry.py``)."""
+        return not (self.inquiry.fenced_out(record.gid) or record.states.get(ASKING) is SubState.IN_DOUBT)
+
+    def releasers_of(self, gid: bytes) -> frozenset[Key]:
+        had = self.releasers.get(gid) if self.releasers else None
+        return had[0] if had is not None else frozenset()
 
     def answered_at_root(self, record: CoreRecord) -> None:
         """The root's record is answered: its members' load goes down (``Chooser``)."""
@@ -257,9 +289,12 @@ class Groups:
             return owed
         members = {m.key for ms in view.values() for m in ms}
         chosen = record.chosen or {}
+        released = self.releasers_of(record.gid) if self.releasers else frozenset()
         out = {}
         for where, keys in owed.items():
-            kept = {k for k in keys if k not in members or k in chosen}
+            # (nor one that released it: chosen once, it is not owed it any more, unless
+            # every member released it and it went back to it, which the root sends itself)
+            kept = {k for k in keys if k not in members or k in chosen and k not in released}
             if kept:
                 out[where] = kept
         return out
@@ -284,28 +319,43 @@ class Groups:
                 else:
                     self.pass_on(record, group, key)
 
-    def pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> bool:
-        """Give ``record`` to another member of ``group`` than those that had it; False when
-        nobody is left (the caller does what it does for a plain subscriber)."""
-        if self.inquiry.fenced_out(record.gid) or record.states.get(ASKING) is SubState.IN_DOUBT:
-            return False  # another root asked whom it went to (the choice is that root's now), or we ask
+    def pass_on(self, record: CoreRecord, group: GroupId, gone: Key) -> Key | None:
+        """Give ``record`` to another member of ``group`` than those that had it; the member
+        it goes to, or None when nobody is left (the caller does what it does for a plain
+        subscriber). When every member had it or released it, it goes back to one that
+        released it (a later copy, which its router delivers: ``Copies.send_back``)."""
+        if not self.choosing(record):
+            return None  # another root asked whom it went to (the choice is that root's now), or we ask
         chosen = record.chosen if record.chosen is not None else {}
         members = self.group_view(record.topic).get(group, NO_MEMBERS)
         tried = set(chosen) | {gone}
+        released = self.releasers_of(record.gid) if self.releasers else frozenset()
+        tried |= released
+        owed = record.far.owed if record.far is not None else None
+        if owed is not None:  # (done with here: chosen before a question chose again, say)
+            tried |= {k for k, state in owed.states.items() if state is not KeyState.PENDING}
         key = self.message_key(record.payload)
         # By the same rule as the first choice, less those that had it: a router the
         # publisher resumes at, which no longer sees the member that left, chooses the same
         # one (``test_leaves_seed_what_a_member_accepted_before_it_left_is_not_passed_on``, seed 173)
-        m = self.chooser.choose(group, members, self._shard(record, key), exclude=tried)
+        shard = self._shard(record, key)
+        m = self.chooser.choose(group, members, shard, exclude=tried)
         if m is None:
-            return False
+            back = Table(x for x in members if x.key in released)
+            m = self.chooser.choose(group, back, shard) if back else None
+            if m is None:
+                return None
+            chosen[m.key] = (group, m.router)
+            record.chosen = chosen
+            self.failover.send_back(record, m.key, m.router)
+            return m.key
         chosen[m.key] = (group, m.router)
         record.chosen = chosen
         if record.local:
             self.chooser.given(m.key, group, key)
         # to that member alone, marked (it may be a repeat), in publish order if it is here
         self.failover.send_owed(record, {m.router: {m.key}})
-        return True
+        return m.key
 
     def member_gone(self, sub: Subscriber, record: CoreRecord) -> bool:
         """A member left with ``record`` not answered: passed on if anyone is left; then

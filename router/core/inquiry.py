@@ -55,10 +55,12 @@ _HAD = (Said.ACCEPTED, Said.REJECTED)  # (``closed``, ``moved``: it never had it
 class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
-                 "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups", "tables")
+                 "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups", "tables",
+                 "send_back")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
-                 dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None]) -> None:
+                 dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None],
+                 send_back: Callable[[CoreRecord, Key, str], None]) -> None:
         self.tables = tables  # (the stamp clock)
         self.router_id = tables.router_id
         self.settings = tables.settings
@@ -69,6 +71,7 @@ class Inquiry:
         self.queue = queue
         self.dest = dest
         self.unowe = unowe  # the root stops waiting for these keys (``Copies.unowe``)
+        self.send_back = send_back  # a member that released it gets it again (``Copies.send_back``)
         self.asking: dict[bytes, Asking] = {}  # gid -> the question, at its new root
         # per publisher, its records whose members are not chosen yet, in its order; what
         # the answers said for those asked about (group -> member, router, still a member)
@@ -400,7 +403,7 @@ class Inquiry:
         # ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
         # Else the rule's choice.
         view = self.groups.group_view(record.topic)
-        members = {m.key for ms in view.values() for m in ms}
+        members = {m.key for ms in view.values() for m in ms} - self.groups.releasers_of(record.gid)
         known: dict[GroupId, tuple[Key, str, bool]] = {}
         for key, group, router, had in sorted(asking.heard, key=lambda m: not m[3]):
             if had or key in members:
@@ -513,10 +516,16 @@ class Inquiry:
         here = self.topics.get(record.topic) or {}
         far = record.far
         owed = far.owed if far is not None else None
+        released = self.groups.releasers_of(record.gid)
         for member, (group, _) in list((record.chosen or {}).items()):
             home = {self.router_id: {member}} if member in here else self.routes.homes((member,))
             said = owed.states.get(member) if owed is not None else None
-            if home and said in (None, KeyState.PENDING):
+            if (member in released and home and member not in had
+                    and said not in (KeyState.ACCEPTED, KeyState.REJECTED, KeyState.HERE)):
+                # Every member released it (the choice leaves releasers out while any other
+                # is left): it goes back to this one, as a root that heard it does.
+                self.send_back(record, member, next(iter(home)))
+            elif home and said in (None, KeyState.PENDING):
                 self.failover.send_owed(record, home)  # (one that had it answers from its record)
             elif said is KeyState.HERE and member in here:
                 # It came here since: waited for here, as a local subscriber, not passed on

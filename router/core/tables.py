@@ -61,8 +61,10 @@ class CoreTables:
         # ``expired_subscribers``/``expired_with_owed``/``expired_owed``: subscribers whose
         # grace ran out, those of them still owed deliveries, and how many (a loss made visible);
         # ``gaps``: of those, given up past ``partition_grace`` with a router out of reach;
-        # ``gaps_told``: subscriptions here ended because another router gave them up so.
+        # ``gaps_told``: subscriptions here ended because another router gave them up so;
+        # ``passed_on``: messages a group member of ours released, for another member.
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "released": 0, "redelivered": 0,
+                      "passed_on": 0,
                       "forwarded": 0, "duplicates": 0, "placeholder_hits": 0, "marked": 0, "resumed_publishers": 0,
                       "resumed_subscribers": 0, "expired_subscribers": 0, "expired_with_owed": 0, "expired_owed": 0,
                       "gaps": 0, "gaps_told": 0}

@@ -46,6 +46,7 @@ COUNTERS = (
     ("rejected", "deliveries_rejected", "Deliveries subscribers attached here rejected."),
     ("released", "deliveries_released", "Deliveries subscribers attached here released or modified."),
     ("redelivered", "deliveries_redelivered", "Deliveries queued again for a subscriber that released them."),
+    ("passed_on", "deliveries_passed_on", "Messages a consumer group member released, for another member of its group."),
     ("marked", "redeliveries_marked", "Deliveries sent marked as possibly seen before (delivery-count raised)."),
     ("duplicates", "duplicates_suppressed", "Resent deliveries whose identity (gid) this router already held: merged "
      "with the record, never delivered twice."),

@@ -79,9 +79,11 @@ def test_messages_with_one_key_stay_on_one_member_in_order():
         assert seq == sorted(seq) and len(seq) == 10
 
 
-def test_a_released_message_comes_back_to_the_member_that_released_it_marked():
-    """Never to another member: the member is the root's choice by gid, which a router the
-    publisher resumes at makes again; passed on, two members could process it."""
+def test_a_released_message_goes_to_another_member_marked_and_back_once_every_member_released_it():
+    """A member that releases a message (it cannot take it now) has it go to a member that
+    has not had it, marked, by the rule of the first choice less those chosen before (a
+    router the publisher resumes at chooses the same); once every member released it, it
+    goes back to one of them (``docs/protocol.md`` section 8)."""
     core = _core()
     m1, m2, p = Sub(), Sub(), Pub()
     a, _ = core.add_subscriber(m1, "t", "c1", "w", False, G)
@@ -94,10 +96,15 @@ def test_a_released_message_comes_back_to_the_member_that_released_it_marked():
     handle = ("handle", 1)
     core.subscriber_update(first[0], rec, handle, RELEASED, False)
     assert first[1].settled == [handle]  # the released delivery is settled: it is done there
-    assert len(first[1].sent) == 2 and first[1].sent[1][2] == 1  # again, marked as a possible repeat
-    assert other[1].sent == []
+    assert len(first[1].sent) == 1  # not again to it
+    assert len(other[1].sent) == 1 and other[1].sent[0][2] == 1  # to the other, marked as a possible repeat
     assert p.outcomes == []
-    core.subscriber_update(first[0], rec, None, ACCEPTED, True)
+    core.subscriber_update(other[0], rec, ("handle", 2), RELEASED, False)  # everyone released it
+    assert len(other[1].sent) + len(first[1].sent) == 3  # back to one of them, marked
+    back = first if len(first[1].sent) == 2 else other
+    assert back[1].sent[-1][2] >= 1
+    assert p.outcomes == []
+    core.subscriber_update(back[0], rec, None, ACCEPTED, True)
     assert p.outcomes == [("h", ACCEPTED, True)]
     assert len(core.records) == 0
 
