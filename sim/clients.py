@@ -544,9 +544,12 @@ class Subscriber(Client):
             if self.gaps and not self.fresh_at:
                 self.fresh_at = self.net.loop.now
             self.ever_attached = self.attached = True
-            self.send(Credit(self.rcv_count, self.window - len(self.held)))
-            if self.leaving:  # (credit still: what it accepted comes again, to be settled)
+            if self.leaving:
+                # (no credit: it takes nothing new, closing; what it accepted its map names,
+                # and the router settles it without sending it again)
                 self._detach_when_settled()
+            else:
+                self.send(Credit(self.rcv_count, self.window - len(self.held)))
         elif t is Message:
             self._message(frame)
         elif t is Update and frame.settled:

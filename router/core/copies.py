@@ -507,8 +507,14 @@ class Copies:
         # group; followed to where it went, it processed what another member had: fresh
         # groups --releases seed 1031)
         released = far.earlier or {}
+        # (nor a group member: the question a root that takes a group message over asks
+        # chooses, and sends to the member chosen where it lives; owed here too, one that
+        # left was waited for for ever: fresh churn seed 610878216742)
+        members = record.chosen or {}
+        ours = self.inquiry.member_groups  # (members that were ours, kept after they left)
         gone = frozenset(k for _, _, _, keys in far.takes for k in keys
                          if (k not in subs or subs[k] not in record.states) and k not in closed
+                         and k not in members and k not in ours
                          and released.get(k, _ACCEPTED_SAID)[0] is not Said.RELEASED)
         if gone:
             self.forward(record, set(), None, gone)

@@ -46,7 +46,7 @@ from .messages import Answer, Ask, Control, Ended, Told
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import RoutesPort
-from .questions import Asking, Early, Member
+from .questions import RELEASED, Asking, Early, Member
 from .tables import CoreTables, Key
 
 _HAD = (Said.ACCEPTED, Said.REJECTED)  # (``closed``, ``moved``: it never had it here)
@@ -403,11 +403,18 @@ class Inquiry:
         # ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
         # Else the rule's choice.
         view = self.groups.group_view(record.topic)
-        members = {m.key for ms in view.values() for m in ms} - self.groups.releasers_of(record.gid)
+        # (a member a router says released it is left out, here and in the choice after:
+        # its root may have passed it on, and only it heard; fresh churn seed 610878216604)
+        for key, _, _, had in asking.heard:
+            if had == RELEASED:
+                self.groups.released(record.gid, key)
+        released = self.groups.releasers_of(record.gid)
+        members = {m.key for ms in view.values() for m in ms} - released
         known: dict[GroupId, tuple[Key, str, bool]] = {}
-        for key, group, router, had in sorted(asking.heard, key=lambda m: not m[3]):
+        heard = [m for m in asking.heard if m[3] != RELEASED and not (not m[3] and m[0] in released)]
+        for key, group, router, had in sorted(heard, key=lambda m: not m[3]):
             if had or key in members:
-                known.setdefault(group, (key, router, had))
+                known.setdefault(group, (key, router, bool(had)))
         self.decided[record.gid] = known
         if record.gid in self.stashed or self._queued(record):
             self._release(record)
@@ -614,10 +621,14 @@ class Inquiry:
             for key, (said, _) in (earlier or {}).items():
                 if key in groups and said in _HAD:
                     members.append((key, groups[key], me, True))
+                elif key in groups and said is Said.RELEASED:
+                    members.append((key, groups[key], me, RELEASED))
         tomb = self.dest.tombstones.get(gid)
         for key, (said, _) in (tomb or {}).items():
             if key in groups and said in _HAD:
                 members.append((key, groups[key], me, True))
+            elif key in groups and said is Said.RELEASED:
+                members.append((key, groups[key], me, RELEASED))
         if self.placeholders:
             for key, group in groups.items():
                 if self.placeholders.has(key, gid):

@@ -9,7 +9,10 @@ from once.records.membership import GroupId
 from .peers import CoreRecord, Publisher
 from .tables import Key
 
-Member = tuple[Key, GroupId, str, bool]  # (key, group, router, had)
+# (key, group, router, had): had 1 (True) when the member had it there, 0 (False) when a
+# root chose it, ``RELEASED`` when it released it there (``Told``)
+Member = tuple[Key, GroupId, str, int]
+RELEASED = 2
 
 
 class Asking:

@@ -50,6 +50,19 @@ UNBOUNDED_STALLED = [213206751478, 213206752196, 831721616245]
 # record, its publisher back, followed a member that had released it (543: and unmarked);
 # a root that asked gave a member of its own that released meanwhile the message back (550).
 RELEASES_HARD = [403, 543, 550]
+# Fresh churn seeds (610878215725:610878217225) after it: a router that took a group message
+# over forwarded it to a member of its own that had moved on, while its question chose
+# another (610878216742, 610878216103, 610878217048: never answered); a root chose the
+# member that had released it, heard only by the root before (610878216604: routers tell
+# what a member released now); a leaving member took a message on the attach that says
+# what it accepted (the simulator's member gives no credit then).
+FRESH_RELEASES_HARD = [610878216103, 610878216604, 610878216742, 610878217048]
+# (Open: 610878216207, 610878216743 and 346 of 0:1000: a root passed a message on to a
+# member that had ended elsewhere while a restarted router's journal still placed it
+# there; that router answers ``moved`` for ever and the group never gets the message.
+# Taking ``moved`` from the router the table names as the member's end passed messages
+# on from members that had moved with them: --groups --leaves seeds 91512003450,
+# 91512003343, 91512004641 duplicated.)
 LEAVES_ONLY, RELEASES_ONLY = [275465942646235], [397144604947047]
 
 REPLAY = """
@@ -70,7 +83,7 @@ def verdicts() -> dict[str, list[str]]:
     cases = [(s, True, ALL) for s in BOTH_DEFERRED + CLOSED_NOT_OWED + TOOK_OVER_ASKS + NAMED_IN_THE_ISSUE]
     cases += [(s, False, "leaves") for s in ROOT_TELLS_ITSELF]
     cases += [(s, True, "leaves") for s in LEAVES_ONLY] + [(s, True, "releases") for s in RELEASES_ONLY]
-    cases += [(s, True, ALL) for s in LEFT_UNCONFIRMED + RELEASES_HARD] + [(s, False, ALL) for s in UNBOUNDED_STALLED]
+    cases += [(s, True, ALL) for s in LEFT_UNCONFIRMED + RELEASES_HARD + FRESH_RELEASES_HARD] + [(s, False, ALL) for s in UNBOUNDED_STALLED]
     return replay(REPLAY, cases)
 
 
@@ -109,6 +122,6 @@ def test_fresh_churn_seed_a_leaving_member_waits_for_its_acceptances_only_so_lon
     assert verdicts[f"{seed}/False"] == []
 
 
-@pytest.mark.parametrize("seed", RELEASES_HARD)
+@pytest.mark.parametrize("seed", RELEASES_HARD + FRESH_RELEASES_HARD)
 def test_churn_seed_a_released_message_goes_to_one_other_member(verdicts, seed):
     assert verdicts[f"{seed}/True"] == []

@@ -322,7 +322,7 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
                 name, scope, pattern = r.long(), r.long(), r.long()
                 router = r.short().decode()
                 (had,) = r.unpack(_B)
-                members.append(((c, nm), GroupId(name, scope, pattern), router, bool(had)))
+                members.append(((c, nm), GroupId(name, scope, pattern), router, had))
             out.append(Told(gid, tuple(members), bool(flags & 1), bool(flags & 2), held))
             p = r.p
         elif kind == 0x4E:  # N: a note for an adaptor's component
