@@ -12,7 +12,7 @@ Zero is asserted in every category (lost, reordered, never answered, state left 
 expired, hangs, processed twice) over both, over a thousand group schedules whose members release
 messages (``--releases``), five hundred each where they leave for good (``--leaves``) or one joins
 (``--joins``; 5,000 of each run clean outside the suite), over seven hundred ``--hard`` schedules,
-and three hundred ``--hard`` group schedules with all three kinds of churn. Fresh seeds run outside the suite (``--fresh
+and two hundred ``--hard`` group schedules with all three kinds of churn. Fresh seeds run outside the suite (``--fresh
 N``); a failure there is a fix and a named regression test (``test_protocol_seeds.py``).
 """
 
@@ -139,10 +139,11 @@ def test_five_hundred_group_schedules_whose_cut_outlasts_the_partition_grace_fai
     assert not failed, dict(list(failed.items())[:10])
 
 
-def test_three_hundred_hard_schedules_with_group_churn_fail_none(tmp_path: Path):
+def test_two_hundred_hard_schedules_with_group_churn_fail_none(tmp_path: Path):
     """``--hard --groups --releases --leaves --joins``: members release, leave and join while
-    routers are killed, paused and cut off (issue 48, class 4; 1,000 clean outside the suite)."""
-    failed = _sweep(tmp_path, 300, "--hard", "--groups", "--releases", "--leaves", "--joins")
+    routers are killed, paused and cut off (issue 48, class 4; outside the suite 0:1000 fails
+    one, seed 346, open). Two hundred: the suite's ten minutes."""
+    failed = _sweep(tmp_path, 200, "--hard", "--groups", "--releases", "--leaves", "--joins")
     assert not failed, dict(list(failed.items())[:10])
 
 
