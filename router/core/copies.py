@@ -368,10 +368,31 @@ class Copies:
             # member released it (else it is no longer owed it: ``unowe``).
             self.inquiry.ask(record, hold=False)
             return False
+        if self.sent_elsewhere(record, key, frm):
+            self.send_back(record, key, frm)  # (not passed on while another copy to it may reach it)
+            return False
         by = self.groups.pass_on(record, chosen[key][0], key)
         if by is not None:
             return self._replace(record, owed, key, by)
         self.send_back(record, key, frm)  # (it left the group meanwhile: back to it all the same)
+        return False
+
+    def sent_elsewhere(self, record: CoreRecord, key: Key, router: str) -> bool:
+        """Whether a copy of ours for ``key`` to another router than ``router`` has no
+        answer yet: that router may still hand it the message (it may not know the key
+        moved: fresh churn seed 969800362002), so a release is not passed on."""
+        far = record.far
+        if far is None or not far.sends:
+            return False
+        for there, sends in far.sends.items():
+            if there == router:
+                continue
+            box = self.positions.get((far.stream, there))
+            if box is None or not box.unanswered:
+                continue
+            for position, keys, _ in sends:
+                if key in keys and position in box.unanswered:
+                    return True
         return False
 
     def _replace(self, record: CoreRecord, owed: Owed, key: Key, by: Key) -> bool:

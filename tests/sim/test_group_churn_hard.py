@@ -57,6 +57,11 @@ RELEASES_HARD = [403, 543, 550]
 # what a member released now); a leaving member took a message on the attach that says
 # what it accepted (the simulator's member gives no credit then).
 FRESH_RELEASES_HARD = [610878216103, 610878216604, 610878216742, 610878217048]
+# A fresh seed of the next sweep (969800361455:969800362955): a root passed on what a member
+# released while a copy of it to that member at another router, which could not hear the
+# member had moved, had no answer; the member came back there and was handed it. A release
+# is not passed on while such a copy is unanswered (back to the member instead).
+FRESH_RELEASES_HARD += [969800362002]
 # (Open: 610878216207, 610878216743 and 346 of 0:1000: a root passed a message on to a
 # member that had ended elsewhere while a restarted router's journal still placed it
 # there; that router answers ``moved`` for ever and the group never gets the message.
