@@ -574,12 +574,7 @@ class Subscriber(Client):
         The verdict no longer owes it what was published while it was given up."""
         self.gaps.append(self.net.loop.now)
         self.fresh_at = 0.0
-        conn, self.conn = self.conn, None
-        self.attached = False
-        self.on_down()
-        if conn is not None:
-            conn.closed = conn.to_router.closed = conn.to_client.closed = True
-        self.net.loop.call_later(self.net.reconnect_delay(), self.connect)
+        self._reattach()
 
     def _message(self, m: Message) -> None:
         self.handed.append((self.net.loop.now, m.tag, m.redelivery, m.settled))

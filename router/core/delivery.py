@@ -316,9 +316,10 @@ class LocalDelivery:
             return self._redeliver(sub, record, handle, settled)  # (rejected there, as for anyone)
         group = sub.group
         assert group is not None
-        if (record.local or record.far is None) and self.copies.sent_elsewhere(record, sub.key, self.router_id):
+        at_root = record.local or record.far is None
+        if at_root and self.copies.sent_elsewhere(record, sub.key, self.router_id):
             return self._redeliver(sub, record, handle, settled)  # (a copy to it elsewhere may reach it still)
-        if (record.local or record.far is None) and self.groups.choosing(record):
+        if at_root and self.groups.choosing(record):
             self.groups.released(record.gid, sub.key)  # (choices made for it later leave it out)
             by = self.groups.pass_on(record, group, sub.key)
             if by is None or by == sub.key:

@@ -197,31 +197,19 @@ class Groups:
         record.chosen = chosen
         return routers
 
-    def stale_choice(self, record: CoreRecord) -> bool:
-        """Whether the choice a record came with may not be its root's last: always. The
-        root before may have passed the message on since the copy left it, from a member
-        that released it (still a member, attached where it was) or that left, and only
-        it and that member's router know (fresh groups --releases seed 147: the member's
-        router died, the publisher resumed at a router holding the old choice, which sent
-        it to the member that had released it, and both members processed it). The
-        question costs a round only where a publisher resumed."""
-        return True
-
     def ask(self, record: CoreRecord) -> bool:
-        """A record we take over from another root: if the choice it came with may not be
-        that root's last (``stale_choice``), ask whom its members were before choosing
-        (``inquiry.py``); if its publisher's earlier messages wait for answers, it waits
-        behind them. False if neither (its choice stands, and goes now)."""
+        """A record we take over from another root, of a topic with groups: we ask whom its
+        members were before choosing (``inquiry.py``), always. The root before may have
+        passed the message on since its copy left it, from a member that released it (still
+        a member, attached where it was) or that left, and only it and that member's router
+        know (fresh groups --releases seed 147: the member's router died, the publisher
+        resumed at a router holding the old choice, which gave it back to the member that
+        had released it, and both members processed it). The question costs a round only
+        where a publisher resumed. True if we ask (the record waits for the answers)."""
         if not self.group_view(record.topic):
             return False
-        if self.stale_choice(record) or self.inquiry.fenced_out(record.gid):
-            # (fenced: a root asked about it before, and may have died asking: we ask, and
-            # our question, newer, fences it for us;
-            # ``test_fresh_leaves_seed_what_a_member_that_ended_had_reaches_every_root``)
-            self.inquiry.ask(record)
-            return True
-        self.inquiry.drop_early(record.gid)
-        return self.inquiry.holding(record)
+        self.inquiry.ask(record)
+        return True
 
     @staticmethod
     def _shard(record: CoreRecord, key: bytes | None) -> bytes | None:

@@ -300,11 +300,6 @@ class Inquiry:
         for router in sorted(routers, key=lambda r: r != self.router_id):  # (ourselves first)
             self.queue(router, item)
 
-    def drop_early(self, gid: bytes) -> None:
-        """The message came and its choice stands (``Groups.ask``): nothing to ask."""
-        if self.early:
-            self.early.pop(gid, None)
-
     def forget_early(self, pub: Publisher) -> None:
         """``pub`` will not send what it named again (it closed, or its grace ended)."""
         if self.early:

@@ -46,16 +46,22 @@ def _router(path: Path, name: str) -> Router:
     return r
 
 
-def _publishes(packets: list[Any]) -> list[Publish]:
-    return [p for p in packets if isinstance(p, Publish)]
-
-
-async def test_a_completed_qos_2_message_sent_again_where_the_session_resumes_is_not_sent_twice(tmp_path: Path):
+async def _line(tmp_path: Path) -> tuple[Router, Router, Router, Link, Link]:
+    """A - C - B, linked and settled."""
     path = tmp_path / "line3.yaml"
     path.write_text(TOPOLOGY)
     a, b, c = (_router(path, r) for r in "ABC")
     ac, bc = Link(a, c), Link(c, b)
     await _settle(ac, bc)
+    return a, b, c, ac, bc
+
+
+def _publishes(packets: list[Any]) -> list[Publish]:
+    return [p for p in packets if isinstance(p, Publish)]
+
+
+async def test_a_completed_qos_2_message_sent_again_where_the_session_resumes_is_not_sent_twice(tmp_path: Path):
+    a, b, c, ac, bc = await _line(tmp_path)
 
     # a persistent QoS 2 subscriber at B, a publisher at A (the message's root)
     first = MqttWire(b)
@@ -113,11 +119,7 @@ async def test_a_completed_qos_2_message_sent_again_where_the_session_resumes_is
 
 
 async def test_a_completed_qos_2_message_leaves_the_session_once_the_network_settled_it(tmp_path: Path):
-    path = tmp_path / "line3.yaml"
-    path.write_text(TOPOLOGY)
-    a, b, c = (_router(path, r) for r in "ABC")
-    ac, bc = Link(a, c), Link(c, b)
-    await _settle(ac, bc)
+    a, b, c, ac, bc = await _line(tmp_path)
     reader = MqttWire(b)
     await reader.send(Connect(reader.version, "reader", clean_start=False, props=EXPIRY))
     await reader.send(Subscribe(1, (Subscription("news/+", 2),)))

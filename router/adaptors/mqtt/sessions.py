@@ -15,8 +15,9 @@ new. A router that goes out of reach is no longer waited for (it has no client t
 Sessions are sent whole, not as changes: a few dozen entries at most (the client's
 receive maximum bounds what is in flight; what it completed stays until the network
 settles it, a round trip to the message's root when every subscriber keeps up), and a
-lost or reordered note cannot leave a replica with a hole. Stamps order them: the newest wins, a stale one is answered but not
-taken. A router that comes into reach is sent every session known here.
+lost or reordered note cannot leave a replica with a hole. Stamps order them: the newest
+wins, a stale one is answered but not taken. A router that comes into reach is sent every
+session known here.
 
 Why not a library or the core's messages: no store here is replicated (the network keeps
 nothing on disk), and a session must not be a message the network holds for a
