@@ -45,12 +45,16 @@ class Arrived(NamedTuple, Generic[T]):
 class Chain(Generic[T]):
     """One stream's order at one destination."""
 
-    __slots__ = ("epoch", "next", "held")
+    __slots__ = ("epoch", "next", "held", "behind")
 
     def __init__(self) -> None:
         self.epoch = -1  # none seen yet
         self.next = 1  # the position to take next
         self.held: dict[int, T] = {}  # position -> a copy waiting for the gap before it
+        # A newer stream of the same publisher (it resumed elsewhere and sent again what
+        # this one had sent) came here first: what this stream still brings is older than
+        # what that one may have delivered (the destination drops its pre-settled copies)
+        self.behind = False
 
     def arrive(self, epoch: int, position: int, low: int, item: T) -> Arrived[T]:
         """A copy at ``position`` (of ``epoch``) arrived, with the root's ``low``."""

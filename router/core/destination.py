@@ -33,7 +33,8 @@ _ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
-                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "awaiting", "released_at", "groups")
+                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "awaiting", "released_at", "groups",
+                 "stats")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
                  reachable: Callable[[], set[str]]) -> None:
@@ -50,6 +51,7 @@ class Destination:
         self.chains: dict[bytes, Chain[tuple[Copy, CopyTarget]]] = {}  # per stream
         self.chain_seen: dict[bytes, float] = {}  # per stream: when a copy of it last came
         self.held = 0  # copies held in chains behind a gap
+        self.stats = tables.stats  # (``presettled_late``: pre-settled copies dropped, come after newer ones)
         # gid -> what its keys said. Many: one per message for ``publisher_grace`` (30 s or
         # more), so each is a dict entry and a shared mapping, no object of its own.
         self.tombstones: dict[bytes, dict[Key, tuple[Said, Outcome | None]]] = {}
@@ -110,16 +112,78 @@ class Destination:
             return
         before = len(chain.held)
         taken_before = chain.next
+        # What a gap held back comes out of order when what frees it was taken here from
+        # another stream (its publisher resumed: that stream may have delivered newer
+        # messages since) or ``low`` passes positions this chain never took: a pre-settled
+        # copy among them is dropped (at most once; never re-sent, so no other copy of it
+        # can come in its place), an unsettled one is answered from its record as before
+        # (in both streams: the new one delivered it first). Plain seed 921 of
+        # ``--presettled``: a pre-settled message held behind a gap, handed after the newer
+        # ones its publisher's new stream delivered (``docs/protocol.md``, section 5).
+        overtaken = before and (t.low > taken_before or copy.gid in self.records or copy.gid in self.tombstones)
         outcome = chain.arrive(0, t.position, t.low, (copy, t))
         self.held += len(chain.held) - before
         for c, target in outcome.ready:
+            if overtaken and c.presettled and c is not copy:
+                self.stats["presettled_late"] += 1
+                continue
             self._take(c, target)
         if outcome.arrival is Arrival.REPEAT and t.position < taken_before:
+            if copy.presettled:
+                # Never sent again: it came after newer copies of its stream (by another
+                # path, or ``low`` passed it): dropped, not handed out of order (plain
+                # seed 794 of ``--presettled``)
+                self.stats["presettled_late"] += 1
+                return
             # Sent again, and taken before this arrival: answered again (the first answer
             # may be lost). After what this arrival released: a copy still held when it came
             # goes in its place in the order, not ahead of the copies held before it
             # (``test_group_seed_a_resent_copy_still_held_goes_in_its_place``).
             self._take(copy, t)
+
+    def _which_is_behind(self, copy: Copy, t: CopyTarget, record: CoreRecord | None) -> None:
+        """A copy of a message taken here before. If it came in another stream first, one of
+        the two is its publisher's newer stream (it resumed at another root and sent the
+        message again there, ``Copy.resent``), and the other is behind it for good: what
+        that one still brings is older than what the newer one may have delivered here
+        (its pre-settled copies are dropped). Hard seed 279 of ``--presettled``: a
+        pre-settled message of the old root's, late by another path, was handed after the
+        new root's newer ones; fresh plain seed 812531465385: after the new root's copies
+        of messages the old root's had brought first."""
+        far = record.far if record is not None else None
+        if far is not None:
+            streams: set[bytes] | None = {take[1] for take in far.takes}
+        else:
+            waited = self.awaiting.get(copy.gid)
+            streams = {take[1] for take in waited[0]} if waited is not None else None
+        chains = self.chains
+        if streams is None:
+            # (a tombstone: only a copy neither resent nor marked is surely its first stream's)
+            if not copy.resent and not t.redelivery:
+                chains[copy.stream].behind = True
+        elif copy.stream in streams:
+            return  # (this stream's again: sent again, or for a key that moved here)
+        elif copy.resent:
+            for stream in streams:
+                chain = chains.get(stream)
+                if chain is not None:
+                    chain.behind = True
+        else:
+            chains[copy.stream].behind = True
+
+    def behind(self, record: CoreRecord) -> None:
+        """The publisher of ``record``, which came here in copies, resumed here and sent it
+        again: the streams it came in are older than what its publisher sends from now on
+        (what they still bring pre-settled is dropped, ``arrive``: fresh plain seed
+        812531466332 of ``--presettled``, a pre-settled copy of the old root's came after
+        the message its publisher had sent again here)."""
+        far = record.far
+        if far is not None:
+            chains = self.chains
+            for take in far.takes:
+                chain = chains.get(take[1])
+                if chain is not None:
+                    chain.behind = True
 
     def fence(self, gid: bytes, root: str, stamp: int) -> bool:
         """``root`` asked us about ``gid``'s group members at ``stamp``: theirs is the choice
@@ -146,6 +210,11 @@ class Destination:
                                                  tuple((k, Said.REJECTED, no) for k in t.keys)))
                 return
         record = self.records.get(copy.gid)
+        if record is not None or copy.gid in self.tombstones:
+            self._which_is_behind(copy, t, record)
+        elif copy.presettled and self.chains[copy.stream].behind:
+            self.stats["presettled_late"] += 1  # (at most once: it may come after newer messages)
+            return
         take: Take = (copy.root, copy.stream, t.position, t.keys)
         earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
         earlier_takes: list[Take] | None = None

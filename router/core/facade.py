@@ -106,7 +106,7 @@ class Core:
         self.failover = failover = Failover(tables, routes, placeholders)
         delivery.connect(copies, copies.dest, failover, groups)
         copies.connect(delivery, failover, groups)
-        failover.connect(delivery, copies, groups)
+        failover.connect(delivery, copies, copies.dest, groups)
         groups.connect(failover, copies.inquiry)
         copies.inquiry.connect(delivery, failover, groups, placeholders)
         self.publish = delivery.publish

@@ -16,7 +16,7 @@ from typing import Any
 from once.records.placeholders import Placeholders
 from once.records.table import SubState
 
-from .parts import CopiesPart, DeliveryPart, GroupsPart
+from .parts import CopiesPart, DeliveryPart, DestinationPart, GroupsPart
 from .peers import CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import Outcome, RoutesPort
 from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
@@ -24,7 +24,7 @@ from .tables import ACCEPTED_KIND, REJECTED_KIND, CoreTables, Key, rejection
 
 class Failover:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "placeholders",
-                 "delivery", "copies", "groups", "stats", "effects")
+                 "delivery", "copies", "dest", "groups", "stats", "effects")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, placeholders: Placeholders) -> None:
         self.router_id = tables.router_id
@@ -38,11 +38,13 @@ class Failover:
         self.placeholders = placeholders
         self.delivery: DeliveryPart
         self.copies: CopiesPart
+        self.dest: DestinationPart
         self.groups: GroupsPart
 
-    def connect(self, delivery: DeliveryPart, copies: CopiesPart, groups: GroupsPart) -> None:
+    def connect(self, delivery: DeliveryPart, copies: CopiesPart, dest: DestinationPart, groups: GroupsPart) -> None:
         self.delivery = delivery
         self.copies = copies
+        self.dest = dest
         self.groups = groups
 
     def adopt(self, pub: Publisher, record: CoreRecord, settled: bool, handle: Any, resumed: bool) -> CoreRecord:
@@ -59,8 +61,10 @@ class Failover:
         if not ours:
             # Its old root may have had it delivered anywhere, and may send it again: what
             # we send of it goes marked, and we keep what our keys said of it (as for a
-            # message resent to us: ``Destination.freed``).
+            # message resent to us: ``Destination.freed``). The streams it came in are
+            # behind what we deliver of its publisher from now on.
             record.resent = True
+            self.dest.behind(record)
         delivery.take_over(pub, record, resumed)
         self.copies.adopted(record)
         if not ours:

@@ -65,10 +65,13 @@ class Copy:
     chosen: tuple[tuple[Key, GroupId, str], ...]
     # the user its publisher authenticated as at the root ("": the root knew none: not checked)
     user: str
+    # its publisher sent it again, to this root (it resumed here): this stream is newer than
+    # any other that brought it (``docs/protocol.md`` section 5, pre-settled copies)
+    resent: bool
 
     def __init__(self, gid: bytes, topic: str, payload: bytes, presettled: bool, message_format: int, root: str,
                  stream: bytes, born: int, targets: tuple[CopyTarget, ...], visited: frozenset[str],
-                 chosen: tuple[tuple[Key, GroupId, str], ...] = (), user: str = "") -> None:
+                 chosen: tuple[tuple[Key, GroupId, str], ...] = (), user: str = "", resent: bool = False) -> None:
         self.gid = gid
         self.topic = topic
         self.payload = payload
@@ -81,6 +84,7 @@ class Copy:
         self.visited = visited
         self.chosen = chosen
         self.user = user
+        self.resent = resent
 
 
 @dataclass(slots=True, init=False)

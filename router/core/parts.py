@@ -61,6 +61,7 @@ class DestinationPart(Protocol):
 
     def answer_ready(self, record: CoreRecord) -> None: ...  # its local waiters are final
     def released(self, record: CoreRecord, sub: Subscriber) -> None: ...  # a member of ours gave it back
+    def behind(self, record: CoreRecord) -> None: ...  # its publisher resumed here: its old streams are behind
 
 
 class FailoverPart(Protocol):

@@ -60,7 +60,7 @@ class Relay:
             c = record
             gid, topic, payload, presettled, fmt, root, born = (c.gid, c.topic, c.payload, c.presettled,
                                                                  c.message_format, c.root, c.born)
-            chosen, user = c.chosen, c.user
+            chosen, user, resent = c.chosen, c.user, c.resent
         else:
             gid, topic, payload, presettled, fmt, root, born = (record.gid, record.topic, record.payload,
                                                                  record.presettled, record.message_format,
@@ -68,10 +68,11 @@ class Relay:
             chosen = tuple((k, g, r) for k, (g, r) in record.chosen.items()) if record.chosen else ()
             pub = record.publisher
             user = pub.user if pub is not None else ""
+            resent = record.resent
         onward = self.plans.onward(visited)
         if one is not None:
             one.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, tuple(targets),
-                                  onward, chosen, user))
+                                  onward, chosen, user, resent))
             self.to_send[one] = None
             return
         for peer, routers in by_hop.items():
@@ -81,7 +82,7 @@ class Relay:
             carried = (tuple(targets) if len(by_router) == 1
                        else tuple(t for r in sorted(routers) for t in by_router[r]))
             hop.queue.append(Copy(gid, topic, payload, presettled, fmt, root, stream, born, carried, onward,
-                                  chosen, user))
+                                  chosen, user, resent))
             self.to_send[hop] = None
 
     def add_hop(self, peer: str, port: HopPort) -> Hop:

@@ -47,6 +47,8 @@ COUNTERS = (
     ("released", "deliveries_released", "Deliveries subscribers attached here released or modified."),
     ("redelivered", "deliveries_redelivered", "Deliveries queued again for a subscriber that released them."),
     ("passed_on", "deliveries_passed_on", "Messages a consumer group member released, for another member of its group."),
+    ("presettled_late", "presettled_dropped_late", "Pre-settled copies dropped here: they came after newer messages "
+     "of their publisher (at most once; never delivered out of its order)."),
     ("marked", "redeliveries_marked", "Deliveries sent marked as possibly seen before (delivery-count raised)."),
     ("duplicates", "duplicates_suppressed", "Resent deliveries whose identity (gid) this router already held: merged "
      "with the record, never delivered twice."),

@@ -194,11 +194,13 @@ def answer(copy: Copy, router: str, said: tuple = ()) -> Answer:
 
 
 def a_copy(gid: bytes, root: str, stream: bytes, to: str, keys: Iterable[str], position: int, low: int = 1,
-           redelivery: bool = False, chosen: tuple = (), payload: bytes = b"m") -> Copy:
-    """A copy from ``root`` for subscribers ``keys`` at router ``to``, at ``position`` in the stream."""
-    return Copy(gid, T, payload, False, 0, root, stream, 1, (CopyTarget(to, frozenset(key(k) for k in keys), position,
-                                                                    low, redelivery),),
-                frozenset({root}), chosen)
+           redelivery: bool = False, chosen: tuple = (), payload: bytes = b"m", presettled: bool = False,
+           resent: bool = False) -> Copy:
+    """A copy from ``root`` for subscribers ``keys`` at router ``to``, at ``position`` in the stream
+    (``resent``: its publisher sent it again to that root)."""
+    return Copy(gid, T, payload, presettled, 0, root, stream, 1, (CopyTarget(to, frozenset(key(k) for k in keys),
+                                                                         position, low, redelivery),),
+                frozenset({root}), chosen, resent=resent)
 
 
 def accepted(pub: Pub) -> list[Any]:
@@ -852,3 +854,63 @@ def test_pre_settled_deliveries_that_reuse_a_tag_are_each_a_message_of_their_own
     assert len(gids) == 4 and len(set(gids)) == 4 and unsettled.gid in gids
     sent = [t[0] for t in hop.targets()]
     assert len(sent) == 4 and set(sent) == set(gids)
+
+
+# ------------------------------------------------------- pre-settled among unsettled ones
+# A pre-settled copy is never sent again (nothing waits for its answer), so one that comes
+# late can only come out of its publisher's order: at most once, it is dropped
+# (``docs/protocol.md``, section 5). Messages m1..m4; "P": pre-settled.
+
+M1, M2P, M3, M4, M5P = (bytes([n]) * 16 for n in (1, 2, 3, 4, 5))
+
+
+def test_a_pre_settled_copy_that_comes_after_newer_copies_of_its_stream_is_dropped():
+    """m2P went by a slow way; m3 was sent again by a detour with ``low`` past m2P's
+    position (the root waits for nobody's answer there). m3 is delivered, and m2P, come
+    after it, is not (plain seed 794 of ``once sim --presettled``)."""
+    d = One("D")
+    s, sp = d.subscribe("s")
+    d.arrive("X", a_copy(M1, "A", b"A/1", "D", ["s"], 1))
+    d.arrive("Y", a_copy(M3, "A", b"A/1", "D", ["s"], 3, low=3, redelivery=True))
+    d.arrive("X", a_copy(M2P, "A", b"A/1", "D", ["s"], 2, low=1, presettled=True))
+    assert sp.gids() == [M1, M3]
+    assert d.core.stats["presettled_late"] == 1
+
+
+def test_a_pre_settled_copy_held_behind_a_gap_a_newer_stream_filled_is_dropped():
+    """The old root's m1 was lost on its way, and m2P and m3 wait behind it. The publisher
+    resumed at R2 and sent m1 and m3 again (m2P it forgot once sent) and then m4: all
+    three are delivered. When the old root's m1 comes at last, what it frees is older than
+    m4: m3 is answered from its record, m2P is dropped, not handed after m4 (plain seed
+    921 of ``once sim --presettled``)."""
+    d = One("D")
+    s, sp = d.subscribe("s")
+    d.arrive("X", a_copy(M2P, "A", b"A/1", "D", ["s"], 2, presettled=True))
+    d.arrive("X", a_copy(M3, "A", b"A/1", "D", ["s"], 3))
+    assert sp.gids() == []  # behind m1's gap
+    for n, gid in enumerate((M1, M3, M4), 1):
+        d.arrive("Y", a_copy(gid, "R2", b"R2/1", "D", ["s"], n, redelivery=gid != M4, resent=gid != M4))
+    d.arrive("X", a_copy(M1, "A", b"A/1", "D", ["s"], 1, redelivery=True))  # sent again
+    assert sp.gids() == [M1, M3, M4]
+    assert d.core.held == {}
+
+
+@pytest.mark.parametrize("old_first", [False, True])
+def test_a_pre_settled_copy_of_a_stream_a_newer_one_overtook_is_dropped_and_only_then(old_first: bool):
+    """The publisher resumed at R2 and sent m1 there again (R2's copy says so: ``resent``)
+    and then m3. If R2's copies come first, the old root's m1 tells D that stream is behind,
+    and its m2P, which comes after m3, is dropped (hard seed 279 of ``once sim
+    --presettled``). If the old root's come first, all is in order: m2P is delivered, and
+    R2's m1 tells D the old stream is behind now, not R2's: its pre-settled m4P is
+    delivered too. Either way a pre-settled m5P the old root sent before the publisher
+    moved, come last, is not delivered after R2's newer messages."""
+    d = One("D")
+    s, sp = d.subscribe("s")
+    old = [a_copy(M1, "A", b"A/1", "D", ["s"], 1), a_copy(M2P, "A", b"A/1", "D", ["s"], 2, presettled=True)]
+    new = [a_copy(M1, "R2", b"R2/1", "D", ["s"], 1, redelivery=True, resent=True),
+           a_copy(M3, "R2", b"R2/1", "D", ["s"], 2),
+           a_copy(M4, "R2", b"R2/1", "D", ["s"], 3, presettled=True)]
+    for c in old + new if old_first else new + old:
+        d.arrive("X", c)
+    d.arrive("X", a_copy(M5P, "A", b"A/1", "D", ["s"], 3, presettled=True))
+    assert sp.gids() == ([M1, M2P, M3, M4] if old_first else [M1, M3, M4])

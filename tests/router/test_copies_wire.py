@@ -22,7 +22,8 @@ chosen = st.lists(st.tuples(st.tuples(names, names), st.builds(GroupId, names, s
     lambda s: "\x00" not in s), st.sampled_from(("", "t/+", "a/#"))), names), max_size=2).map(tuple)
 copies = st.builds(Copy, st.binary(min_size=16, max_size=16), names, st.binary(max_size=64), st.booleans(),
                    st.integers(0, 2**32 - 1), names, st.binary(min_size=1, max_size=20), st.integers(0, 2**64 - 1),
-                   st.lists(targets, max_size=3).map(tuple), st.frozensets(names, max_size=4), chosen)
+                   st.lists(targets, max_size=3).map(tuple), st.frozensets(names, max_size=4), chosen,
+                   resent=st.booleans())
 
 
 @settings(max_examples=300, deadline=None)

@@ -183,3 +183,28 @@ def suspended() -> dict[str, list[str]]:
 @pytest.mark.parametrize("seed", [s for s, _ in SUSPENDED_WHILE_CUT_OFF])
 def test_fresh_groups_seed_what_waited_for_a_subscription_suspended_while_cut_off_goes_marked(suspended, seed):
     assert suspended[str(seed)] == []
+
+
+# ``--presettled`` seeds that handed a pre-settled message after newer ones of its
+# publisher (reordered): a copy that came after newer ones of its stream by another way
+# (plain 794), held behind a gap the publisher's new stream had filled (plain 921), or of
+# an old root's stream that came after the new root's (hard 279), or before them, but after
+# the new root's copies of what the old one had brought (fresh 812531465385) or at the new
+# root itself (fresh 812531466332). A pre-settled copy is never sent again, so one that
+# comes late is dropped (at most once): ``Destination.arrive``.
+PRESETTLED_LATE = [(794, {"presettled": True}), (921, {"presettled": True}), (1486, {"presettled": True}),
+                   (1773, {"presettled": True}), (2413, {"presettled": True}), (3703, {"presettled": True}),
+                   (752, {"groups": True, "presettled": True}), (893, {"groups": True, "presettled": True}),
+                   (239, {"hard": True, "presettled": True}), (279, {"hard": True, "presettled": True}),
+                   (334, {"hard": True, "presettled": True}), (644, {"hard": True, "presettled": True}),
+                   (812531465385, {"presettled": True}), (812531466332, {"presettled": True})]
+
+
+@pytest.fixture(scope="module")
+def presettled_late() -> dict[str, list[str]]:
+    return replay(BUILT, PRESETTLED_LATE)
+
+
+@pytest.mark.parametrize("seed,modes", PRESETTLED_LATE)
+def test_presettled_seed_a_late_pre_settled_copy_is_dropped_not_handed_out_of_order(presettled_late, seed, modes):
+    assert presettled_late[str(seed)] == []

@@ -32,6 +32,7 @@ COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header la
 _HEAD = struct.Struct(">BI")  # flags, inner message format
 _TARGET = struct.Struct(">QQB")  # position, low, redelivery
 PRESETTLED = 0x01
+RESENT = 0x02  # its publisher sent it again to this root (``Copy.resent``)
 _B = struct.Struct(">B")
 _H = struct.Struct(">H")
 _Q = struct.Struct(">Q")
@@ -67,10 +68,11 @@ _TARGETS: dict[tuple[str, frozenset[tuple[str, str]]], bytes] = {}
 
 def _prefix(copy: Copy) -> bytes:
     key = (copy.presettled, copy.message_format, copy.topic, copy.root, copy.stream, copy.visited, copy.chosen,
-           copy.user)
+           copy.user, copy.resent)
     prefix = _PREFIXES.get(key)
     if prefix is None:
-        parts = [_HEAD.pack(PRESETTLED if copy.presettled else 0, copy.message_format), _long(copy.topic),
+        flags = (PRESETTLED if copy.presettled else 0) | (RESENT if copy.resent else 0)
+        parts = [_HEAD.pack(flags, copy.message_format), _long(copy.topic),
                  _short(copy.root), _short(copy.stream), _B.pack(len(copy.visited))]
         parts += [_short(r) for r in sorted(copy.visited)]
         parts.append(_H.pack(len(copy.chosen)))
@@ -124,11 +126,11 @@ class _Reader:
 
 
 # What a prefix or a target's router and keys said, by their bytes: the same few recur.
-_PREFIX_OF: dict[bytes, tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...], str]] = {}
+_PREFIX_OF: dict[bytes, tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...], str, bool]] = {}
 _TARGET_OF: dict[bytes, tuple[str, frozenset[tuple[str, str]]]] = {}
 
 
-def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...], str]:
+def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str], tuple[Any, ...], str, bool]:
     r = _Reader(raw)
     flags, fmt = r.unpack(_HEAD)
     topic = r.long()
@@ -142,7 +144,7 @@ def _read_prefix(raw: bytes) -> tuple[bool, int, str, str, bytes, frozenset[str]
     user = r.long()
     if r.p != len(raw):
         raise ValueError("trailing bytes in a copy header")
-    return bool(flags & PRESETTLED), fmt, topic, root, stream, visited, tuple(chosen), user
+    return bool(flags & PRESETTLED), fmt, topic, root, stream, visited, tuple(chosen), user, bool(flags & RESENT)
 
 
 def _read_target(raw: bytes) -> tuple[str, frozenset[tuple[str, str]]]:
@@ -164,7 +166,7 @@ def unpack_copy(gid: bytes, payload: bytes) -> Copy:
         if len(raw) != n:
             raise IndexError
         fields = _PREFIX_OF.get(raw) or _remember(_PREFIX_OF, raw, _read_prefix(raw))
-        presettled, fmt, topic, root, stream, visited, chosen, user = fields
+        presettled, fmt, topic, root, stream, visited, chosen, user, resent = fields
         born, count = _QB.unpack_from(payload, p)
         p += 9
         targets = []
@@ -182,7 +184,8 @@ def unpack_copy(gid: bytes, payload: bytes) -> Copy:
         message = payload[p:]
     except (struct.error, IndexError, UnicodeDecodeError, ValueError):
         raise DecodeError("malformed inter-router copy header (protocol version 3)") from None
-    return Copy(gid, topic, message, presettled, fmt, root, stream, born, tuple(targets), visited, chosen, user)
+    return Copy(gid, topic, message, presettled, fmt, root, stream, born, tuple(targets), visited, chosen, user,
+                resent)
 
 
 # ------------------------------------------------------------------ control
