@@ -115,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--link-faults", action="store_true",
                    help="with --random: inter-router links also slowed (5-80 ms, 1-5 s) or gone quiet (bytes "
                    "held, connections open, 0.5-4 s), through the harness's proxy")
+    h.add_argument("--clients", default="once",
+                   help="with --random: the kinds each client is drawn from, of once, proton (a standard AMQP "
+                   "client: python-qpid-proton) and mqtt (paho, MQTT 5.0, QoS 2, a persistent session), comma "
+                   "separated (default once)")
     h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
     h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")

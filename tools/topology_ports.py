@@ -73,8 +73,10 @@ def free_port(taken: set[int] | None = None) -> int:
     return got
 
 
-def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None = None) -> Path:
-    """Copy topology ``src`` to ``dst`` with every listen/inter_router/http port replaced by a free one."""
+def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None = None,
+                    add: tuple[str, ...] = ()) -> Path:
+    """Copy topology ``src`` to ``dst`` with every listen/inter_router/http port replaced by a free one.
+    ``add``: listeners every router gets too (``mqtt``: the harness's MQTT clients on any topology)."""
     doc = yaml.safe_load(Path(src).read_text())
     taken: set[int] = set()
 
@@ -85,6 +87,8 @@ def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None 
 
     for spec in doc["routers"].values():
         spec["listen"] = f"127.0.0.1:{pick()}"
+        for key in add:
+            spec.setdefault(key, "")
         for key in ("inter_router", "http", "mqtt", "amqps", "mqtts"):
             if key in spec:
                 spec[key] = f"127.0.0.1:{pick()}"

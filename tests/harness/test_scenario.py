@@ -125,6 +125,22 @@ def test_random_link_faults_slow_or_quiet_links_and_leave_the_rest_of_the_schedu
     assert all(0.5 <= f.duration <= 4.0 for f in extra if f.kind == "quiet")
 
 
+def test_random_clients_are_drawn_from_the_kinds_asked_for_and_leave_the_rest_of_the_schedule_alone():
+    """``--clients once,proton,mqtt``: standard AMQP and MQTT QoS 2 clients in the soaks (issue
+    48), drawn apart: the seed's routers and faults are the same whatever the clients."""
+    plain = randomized(21, groups=True)
+    kinds = {c.client for s in range(21, 41) for c in (lambda x: x.publishers + x.subscribers)(
+        randomized(s, groups=True, clients=("once", "proton", "mqtt")))}
+    assert kinds == {"once", "proton", "mqtt"}
+    mixed = randomized(21, groups=True, clients=("proton", "mqtt"))
+    assert mixed.faults == plain.faults
+    assert [(c.name, c.router, c.group) for c in mixed.publishers + mixed.subscribers] == [
+        (c.name, c.router, c.group) for c in plain.publishers + plain.subscribers]
+    assert {c.client for c in mixed.publishers + mixed.subscribers} <= {"proton", "mqtt"}
+    with pytest.raises(ScenarioError, match="--clients"):
+        randomized(21, clients=("rabbit",))
+
+
 def test_a_scenario_file_may_slow_a_link_or_make_it_quiet():
     doc = {"topology": "line3.yaml", "publishers": [{"name": "p", "router": "A"}],
            "subscribers": [{"name": "s", "router": "C"}],

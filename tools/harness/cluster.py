@@ -25,9 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Cluster:
-    def __init__(self, topology: Path, out: Path, settings: dict[str, Any], proxied: set[tuple[str, str]]) -> None:
+    def __init__(self, topology: Path, out: Path, settings: dict[str, Any], proxied: set[tuple[str, str]],
+                 mqtt: bool = False) -> None:
         self.out = out
-        base = with_free_ports(topology, out / "topology.yaml", settings)
+        # (``mqtt``: MQTT clients come, and every router listens for them)
+        base = with_free_ports(topology, out / "topology.yaml", settings, ("mqtt",) if mqtt else ())
         doc = yaml.safe_load(base.read_text())
         self.ids = sorted(doc["routers"])
         self.urls = {i: "amqp://" + doc["routers"][i]["listen"] for i in self.ids}

@@ -17,8 +17,9 @@ from .scenario import ScenarioError, load, randomized
 def harness(args: argparse.Namespace) -> int:
     if args.random:
         try:
+            kinds = tuple(k.strip() for k in args.clients.split(",") if k.strip())
             scenarios = [randomized(args.seed + i, args.messages or 10000, args.topology, groups=args.groups,
-                                     freezes=args.freeze, link_faults=args.link_faults)
+                                     freezes=args.freeze, link_faults=args.link_faults, clients=kinds)
                          for i in range(args.runs)]
         except ScenarioError as e:
             print(str(e), file=sys.stderr)

@@ -126,7 +126,8 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
     out.mkdir(parents=True, exist_ok=True)
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     proxied = {f.target for f in scenario.faults if f.kind in LINK_FAULTS}
-    cluster = Cluster(scenario.topology, out, scenario.settings, proxied)  # type: ignore[arg-type]
+    mqtt = any(c.client == "mqtt" for c in scenario.publishers + scenario.subscribers)
+    cluster = Cluster(scenario.topology, out, scenario.settings, proxied, mqtt)  # type: ignore[arg-type]
     clients = Clients(scenario, cluster, out)
     outbox = Outbox(scenario.outbox, cluster, out) if scenario.outbox else None
     fault_log: list[dict[str, Any]] = []

@@ -285,7 +285,8 @@ def _outbox(doc: Any, routers: set[str], fail: Any) -> OutboxSpec | None:
 
 
 def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", rate: float = 2000,
-               groups: bool = False, freezes: bool = False, link_faults: bool = False) -> Scenario:
+               groups: bool = False, freezes: bool = False, link_faults: bool = False,
+               clients: tuple[str, ...] = ("once",)) -> Scenario:
     """A random fault schedule: each fault is healed (router restarted, link restored,
     client restarted) a little later, so every run can finish. ``groups``: two more
     subscribers, members of one consumer group, on routers drawn apart from the rest (a
@@ -293,7 +294,12 @@ def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", r
     ``freezes``: routers stopped (SIGSTOP) for 0.5-6 s and continued, some past
     ``router_dead_after``, drawn apart too (the rest of the schedule stays the seed's).
     ``link_faults``: inter-router links slowed (5-80 ms a chunk, 1-5 s) or gone quiet
-    (bytes held, connections open, 0.5-4 s), drawn apart as well."""
+    (bytes held, connections open, 0.5-4 s), drawn apart as well. ``clients``: the kinds
+    each client is drawn from (``once``, ``proton``, ``mqtt``), drawn apart too: standard
+    AMQP clients and MQTT QoS 2 ones judged at the wire beside ours."""
+    unknown = sorted(set(clients) - set(CLIENTS))
+    if unknown or not clients:
+        raise ScenarioError(f"--clients: expected some of {', '.join(CLIENTS)}, got {', '.join(unknown) or 'none'}")
     rng = random.Random(seed)
     path = next((p for p in (TOPOLOGIES / topology, Path(topology)) if p.is_file()), None)
     if path is None:
@@ -312,6 +318,10 @@ def randomized(seed: int, messages: int = 10000, topology: str = "ring5.yaml", r
         own = random.Random(seed * 7919 + 1)
         subscribers += (ClientSpec("g1", own.choice(routers), group="workers"),
                         ClientSpec("g2", own.choice(routers), group="workers"))
+    if clients != ("once",):
+        kinds = random.Random(seed * 2750159 + 11)
+        publishers = tuple(replace(c, client=kinds.choice(clients)) for c in publishers)
+        subscribers = tuple(replace(c, client=kinds.choice(clients)) for c in subscribers)
     duration = messages / rate
     faults: list[Fault] = []
     t = rng.uniform(0.3, 1.0)
