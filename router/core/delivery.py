@@ -331,12 +331,13 @@ class LocalDelivery:
             # given back to it now, it could process what they give another.
             self.groups.released(record.gid, sub.key)
         sub.attempts[record.gid] = tries
-        self.dest.released(record, sub)
         if not settled:
             self.effects.settle(sub.port, handle)
         record.unsettled.pop(sub, None)
         self.stats["passed_on"] += 1
-        return record.drop_waiter(sub)
+        done = record.drop_waiter(sub)
+        self.dest.released(record, sub)  # (no longer in doubt here: its copy may be answered now)
+        return done
 
     def _redeliver(self, sub: Subscriber, record: CoreRecord, handle: Any, settled: bool) -> bool:
         if record.states.get(sub) is not IN_DOUBT:

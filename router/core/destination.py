@@ -320,9 +320,14 @@ class Destination:
             record.far = far = Far()
         far.earlier = {**(far.earlier or {}), sub.key: (Said.RELEASED, None)}  # (a copy: it may be shared)
         at = (self.router_id, b"", 0)  # (at the root: no copy; another root's is answered first)
-        for root, stream, position, keys in reversed(far.takes):
-            if sub.key in keys:
-                at = (root, stream, position)
+        for take in reversed(far.takes):
+            if sub.key in take[3]:
+                at = take[:3]
+                # Answered now if every key of that copy is final here, as a copy taken is:
+                # not once the whole record is (fresh churn seed 969800362670: the root,
+                # paused, never heard the release and sent the member, moved to it, the
+                # message again, while the root the publisher resumed at chose another)
+                self._answer(record, far, take)
                 break
         self.released_at[(record.gid, sub.key)] = at
 

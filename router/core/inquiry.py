@@ -522,8 +522,12 @@ class Inquiry:
         for member, (group, _) in list((record.chosen or {}).items()):
             home = {self.router_id: {member}} if member in here else self.routes.homes((member,))
             said = owed.states.get(member) if owed is not None else None
-            if (member in released and home and member not in had
-                    and said not in (KeyState.ACCEPTED, KeyState.REJECTED, KeyState.HERE)):
+            # (``HERE`` and no state of its own here: it came here and released it, hard
+            # churn seed 346: the last member left, the two others had released it, and the
+            # one here was taken for waiting: told accepted, no member had it)
+            waits = said is KeyState.HERE and member in here and here[member] in record.states
+            if (member in released and home and member not in had and not waits
+                    and said not in (KeyState.ACCEPTED, KeyState.REJECTED)):
                 # Every member released it (the choice leaves releasers out while any other
                 # is left): it goes back to this one, as a root that heard it does.
                 self.send_back(record, member, next(iter(home)))

@@ -127,9 +127,10 @@ class Ask(NamedTuple):
 
 class Told(NamedTuple):
     """The answer to ``Ask``: members this router knows were chosen for the message, as
-    (key, group, router, had): ``had`` 1 when the member had it here (it was queued, it
-    answered, or it said so when it resumed), 2 when it released it here (the root passed
-    it on, or will), else 0: a root's choice a copy named.
+    (key, group, router, had): ``had`` 1 when the member had it here (it answered, or it
+    said so when it resumed), 2 when it released it here (the root passed it on, or will),
+    else 0: a root's choice a copy named, or a member it is queued or sent to here with
+    no answer yet.
     ``unsure``: this router may not know yet (asked again later). ``taken``: a root that
     asked later chooses (its publisher resumed there since): not the one asking; ``stamp``
     is that root's question's (a root whose publisher is attached asks again past it)."""

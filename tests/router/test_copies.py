@@ -914,3 +914,26 @@ def test_a_pre_settled_copy_of_a_stream_a_newer_one_overtook_is_dropped_and_only
         d.arrive("X", c)
     d.arrive("X", a_copy(M5P, "A", b"A/1", "D", ["s"], 3, presettled=True))
     assert sp.gids() == ([M1, M2P, M3, M4] if old_first else [M1, M3, M4])
+
+
+
+def test_a_group_members_release_is_answered_as_soon_as_its_copy_is_final_here():
+    """Root R sent D a copy for plain subscriber s and, later, one for group member g (passed
+    on to it). g releases it while s has not accepted yet: the root hears ``released`` for
+    g's copy at once, not once s accepts too. (Held back, a root that was paused never
+    heard it, and sent g the message again where g moved, while the root the publisher
+    resumed at chose another member: fresh churn seed 969800362670, two members processed
+    it.) s's copy is answered when s accepts."""
+    from once.records.outcomes import RELEASED
+    d = One("D")
+    s, sp = d.subscribe("s")
+    g, gp = d.subscribe("g|g", group=G)
+    d.arrive("R", a_copy(GID, "R", b"R/1", "D", ["s"], 1))
+    d.arrive("R", a_copy(GID, "R", b"R/1", "D", ["g|g"], 2, redelivery=True))
+    record = gp.sent[0][0]
+    d.core.subscriber_update(g, record, ("handle", 1), RELEASED, False)
+    d.core.after_batch()
+    assert [(a.position, a.said) for _, a in d.routes.items(Answer, "R")] == [
+        (2, ((key("g|g"), Said.RELEASED, None),))]
+    d.accept(s, sp, sp.sent[0][0])
+    assert {a.position for _, a in d.routes.items(Answer, "R")} == {1, 2}

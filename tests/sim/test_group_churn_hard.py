@@ -62,12 +62,18 @@ FRESH_RELEASES_HARD = [610878216103, 610878216604, 610878216742, 610878217048]
 # member had moved, had no answer; the member came back there and was handed it. A release
 # is not passed on while such a copy is unanswered (back to the member instead).
 FRESH_RELEASES_HARD += [969800362002]
-# (Open: 610878216207, 610878216743 and 346 of 0:1000: a root passed a message on to a
-# member that had ended elsewhere while a restarted router's journal still placed it
-# there; that router answers ``moved`` for ever and the group never gets the message.
-# Taking ``moved`` from the router the table names as the member's end passed messages
-# on from members that had moved with them: --groups --leaves seeds 91512003450,
-# 91512003343, 91512004641 duplicated.)
+# 346 of 0:1000 and fresh 610878216207, 610878216743, 969800362724: every member had
+# released the message or left, and the root, choosing after asking, took the one at the
+# root (which had released it there: no state of its own, the root's record of it
+# ``HERE``) for one waiting for it: nobody was sent it, and the publisher was told
+# ``accepted``. It goes back to that member (``Inquiry._choose``).
+ALL_RELEASED_ONE_AT_THE_ROOT = [346, 610878216207, 610878216743, 969800362724]
+# Fresh 969800362670: an old root, paused, sent a member that had moved to it what that
+# member had released elsewhere (it never heard the release: the member's router waited
+# to answer until the message's other subscribers there had accepted), while the new root,
+# told of the release, chose a member that had joined: both processed it. A release is
+# answered as soon as every key of its copy is final (``Destination.released``).
+QUEUED_AFTER_RELEASING = [969800362670]
 LEAVES_ONLY, RELEASES_ONLY = [275465942646235], [397144604947047]
 
 REPLAY = """
@@ -89,6 +95,7 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, False, "leaves") for s in ROOT_TELLS_ITSELF]
     cases += [(s, True, "leaves") for s in LEAVES_ONLY] + [(s, True, "releases") for s in RELEASES_ONLY]
     cases += [(s, True, ALL) for s in LEFT_UNCONFIRMED + RELEASES_HARD + FRESH_RELEASES_HARD] + [(s, False, ALL) for s in UNBOUNDED_STALLED]
+    cases += [(s, True, ALL) for s in ALL_RELEASED_ONE_AT_THE_ROOT + QUEUED_AFTER_RELEASING]
     return replay(REPLAY, cases)
 
 
@@ -129,4 +136,14 @@ def test_fresh_churn_seed_a_leaving_member_waits_for_its_acceptances_only_so_lon
 
 @pytest.mark.parametrize("seed", RELEASES_HARD + FRESH_RELEASES_HARD)
 def test_churn_seed_a_released_message_goes_to_one_other_member(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
+
+
+@pytest.mark.parametrize("seed", ALL_RELEASED_ONE_AT_THE_ROOT)
+def test_churn_seed_what_every_member_released_goes_back_to_the_one_at_the_root(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
+
+
+@pytest.mark.parametrize("seed", QUEUED_AFTER_RELEASING)
+def test_fresh_churn_seed_a_release_is_answered_as_soon_as_its_copy_is_final(verdicts, seed):
     assert verdicts[f"{seed}/True"] == []

@@ -155,8 +155,8 @@ def test_five_hundred_group_schedules_with_pre_settled_publishes_fail_none(tmp_p
 
 def test_two_hundred_hard_schedules_with_group_churn_fail_none(tmp_path: Path):
     """``--hard --groups --releases --leaves --joins``: members release, leave and join while
-    routers are killed, paused and cut off (issue 48, class 4; outside the suite 0:1000 fails
-    one, seed 346, open). Two hundred: the suite's ten minutes."""
+    routers are killed, paused and cut off (issue 48, class 4; outside the suite 0:1500 is
+    clean). Two hundred: the suite's ten minutes."""
     failed = _sweep(tmp_path, 200, "--hard", "--groups", "--releases", "--leaves", "--joins")
     assert not failed, dict(list(failed.items())[:10])
 

@@ -190,14 +190,16 @@ def test_fresh_groups_seed_what_waited_for_a_subscription_suspended_while_cut_of
 # (plain 794), held behind a gap the publisher's new stream had filled (plain 921), or of
 # an old root's stream that came after the new root's (hard 279), or before them, but after
 # the new root's copies of what the old one had brought (fresh 812531465385) or at the new
-# root itself (fresh 812531466332). A pre-settled copy is never sent again, so one that
-# comes late is dropped (at most once): ``Destination.arrive``.
+# root itself (fresh 812531466332); or queued for a subscriber suspended at a router it
+# came back to after newer ones elsewhere (fresh 681861948778: ``Failover.take_over``). A
+# pre-settled copy is never sent again, so one that comes late is dropped (at most once).
 PRESETTLED_LATE = [(794, {"presettled": True}), (921, {"presettled": True}), (1486, {"presettled": True}),
                    (1773, {"presettled": True}), (2413, {"presettled": True}), (3703, {"presettled": True}),
                    (752, {"groups": True, "presettled": True}), (893, {"groups": True, "presettled": True}),
                    (239, {"hard": True, "presettled": True}), (279, {"hard": True, "presettled": True}),
                    (334, {"hard": True, "presettled": True}), (644, {"hard": True, "presettled": True}),
-                   (812531465385, {"presettled": True}), (812531466332, {"presettled": True})]
+                   (812531465385, {"presettled": True}), (812531466332, {"presettled": True}),
+                   (681861948778, {"presettled": True})]
 
 
 @pytest.fixture(scope="module")

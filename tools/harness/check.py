@@ -283,6 +283,11 @@ def read_records(out: Path, subscribers: dict[str, str]) -> tuple[dict[str, list
                 for line in path.read_text().splitlines():
                     if line.endswith("}"):
                         d = json.loads(line)
-                        arrivals.append(Arrival(d["id"], d["count"] > 0 or not d["first"], d["t"]))
+                        # Marked: delivery-count raised, the router's mark of a possible
+                        # repeat. (Not first-acquirer false alone: that is AMQP's default for
+                        # a message published without a header, as MQTT's and most clients'
+                        # are, and judged so every arrival was a marked repeat: a duplicate
+                        # could never show.)
+                        arrivals.append(Arrival(d["id"], d["count"] > 0, d["t"]))
         subs[name] = (client, arrivals)
     return pubs, subs

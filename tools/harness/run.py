@@ -45,6 +45,7 @@ class Clients:
                 "rate": self.scenario.rate, "group": c.group, "exclusive": c.exclusive, **self.extra}
         n = self.starts.get(name, 0) + 1
         self.starts[name] = n
+        spec["life"] = n  # (1: its first process; more: the harness restarted it)
         with open(self.out / f"{name}.{n}.out", "wb") as stdout, open(self.out / f"{name}.{n}.err", "wb") as stderr:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-m", "once.tools.harness.clients", kind, json.dumps(spec)], cwd=ROOT,
