@@ -283,6 +283,8 @@ def read_records(out: Path, subscribers: dict[str, str]) -> tuple[dict[str, list
                 for line in path.read_text().splitlines():
                     if line.endswith("}"):
                         d = json.loads(line)
+                        if "id" not in d:
+                            continue  # (an MQTT subscriber's PUBREL line)
                         # Marked: delivery-count raised, the router's mark of a possible
                         # repeat. (Not first-acquirer false alone: that is AMQP's default for
                         # a message published without a header, as MQTT's and most clients'

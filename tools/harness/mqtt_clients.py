@@ -5,10 +5,11 @@ the bookkeeping.
 
 * publisher: ``pub-NAME.jsonl`` like the other publishers ("sent" before the PUBLISH,
   "accepted" at its PUBCOMP, which follows the PUBREC that every subscriber accepted).
-* subscriber: ``sub-NAME.jsonl``: ``{"id", "count", "first", "t"}`` per message the
+* subscriber: ``sub-NAME.jsonl``: ``{"id", "count", "first", "t", "pid"}`` per message the
   application got, recorded as its PUBLISH arrives, before the PUBREC that takes it over
   (paho itself hands a QoS 2 message over only at its PUBREL, from memory); ``count`` is
-  1 when it came with DUP.
+  1 when it came with DUP; ``{"rel": pid}`` at that packet id's PUBREL (a PUBLISH under a
+  packet id taken over and not yet released is the same message again, not recorded).
 
 Each also writes its delivery journal for ``once audit``. A message's gid is the router's
 to compute, so the clients ask for it (CONNECT user property ``once-gid``): the router names
@@ -61,8 +62,14 @@ def _gid_client() -> Any:
         # to the application only at the PUBREL, from memory: a process killed between
         # the two lost it (36 and 87 messages in two soak runs, the router rightly counting
         # them delivered). A durable subscriber records the message before its PUBREC goes,
-        # so ``arrived`` (when set) is called first, and the PUBREC sent after it.
+        # so ``arrived`` (when set) is called first, and the PUBREC sent after it. It also
+        # keeps the packet ids it took over until their PUBREL (``pending``, kept across
+        # the process's lives): a PUBLISH under one of them again (DUP, from the router the
+        # session resumed at, which did not hear the PUBREC) is acknowledged, not taken a
+        # second time, as 4.3.3 requires of a receiver.
         arrived: Any = None
+        released: Any = None  # called with a packet id at its PUBREL
+        pending: set[int] = set()
         _holding: list[int] | None = None
 
         def _send_pubrec(self, mid: int) -> Any:
@@ -81,9 +88,20 @@ def _gid_client() -> Any:
                 self._holding = None
             for mid in held:
                 message = self._in_messages.get(mid)
-                if message is not None:
+                if message is not None and mid not in self.pending:
+                    self.pending.add(mid)
                     self.arrived(message)
                 super()._send_pubrec(mid)
+            return rc
+
+        def _handle_pubrel(self) -> Any:
+            packet = self._in_packet["packet"]
+            mid = int.from_bytes(packet[:2], "big") if len(packet) >= 2 else None
+            rc = super()._handle_pubrel()
+            if mid is not None and mid in self.pending:
+                self.pending.discard(mid)
+                if self.released is not None:
+                    self.released(mid)
             return rc
 
     return GidClient
@@ -187,6 +205,20 @@ def run_mqtt_publisher(spec: dict[str, Any]) -> None:
     f.client.disconnect()
 
 
+def _pending(path: Path) -> set[int]:
+    """The packet ids a subscriber's lives before took over and saw no PUBREL for."""
+    pending: set[int] = set()
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.endswith("}"):
+                d = json.loads(line)
+                if "rel" in d:
+                    pending.discard(d["rel"])
+                elif "pid" in d:
+                    pending.add(d["pid"])
+    return pending
+
+
 def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
     out, name, topic = Path(spec["out"]), spec["name"], spec["topic"]
     records = open(out / f"sub-{name}.jsonl", "a")
@@ -196,7 +228,7 @@ def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
     def message(m: Any) -> None:
         mid = m.payload.decode().removeprefix("body of ")
         t = time.time()  # one reading for the record and the journal (as the Proton subscriber)
-        _line(records, id=mid, count=int(m.dup), first=True, t=t)
+        _line(records, id=mid, count=int(m.dup), first=True, t=t, pid=m.mid)
         gid = _gid(m.properties)
         if gid:
             journal.add_at(int(t * 1e6), Event.RECEIVED, gid, topic, "redelivery" if m.dup else "", mid=mid)
@@ -209,6 +241,8 @@ def run_mqtt_subscriber(spec: dict[str, Any]) -> None:
             f.client.subscribe(name_, qos=2)
 
     f.client.arrived = message  # (recorded as it arrives, before its PUBREC: see GidClient)
+    f.client.released = lambda pid: _line(records, rel=pid)
+    f.client.pending = _pending(out / f"sub-{name}.jsonl")  # (a process's life before: its own)
     f.client.on_connect = connected
     f.client.on_subscribe = lambda c, u, mid, codes, props: print("attached", flush=True)
     # A clean start only for the process's first life: one the harness restarted (its

@@ -105,7 +105,8 @@ def _received_ids(out: Path, c: ClientSpec) -> set[str]:
     path = out / f"sub-{c.name}.jsonl"
     if not path.exists():
         return set()
-    return {json.loads(line)["id"] for line in path.read_bytes().splitlines() if line.endswith(b"}")}
+    lines = (json.loads(line) for line in path.read_bytes().splitlines() if line.endswith(b"}"))
+    return {d["id"] for d in lines if "id" in d}  # (not an MQTT subscriber's PUBREL lines)
 
 
 def _received(out: Path, scenario: Scenario) -> list[tuple[str, int, str]]:
