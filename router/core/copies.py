@@ -69,7 +69,7 @@ class Copies:
         self.send_to = send_to  # control items to a router, relayed by the network
         self.positions: dict[tuple[bytes, str], Positions] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
-        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe, self.send_back)
+        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe, self.send_back, self.unanswered_at)
         self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
@@ -381,19 +381,23 @@ class Copies:
         """Whether a copy of ours for ``key`` to another router than ``router`` has no
         answer yet: that router may still hand it the message (it may not know the key
         moved: fresh churn seed 969800362002), so a release is not passed on."""
+        return self.unanswered_at(record, key, router) is not None
+
+    def unanswered_at(self, record: CoreRecord, key: Key, but: str | None = None) -> str | None:
+        """A router (not ``but``) a copy of ours for ``key`` went to with no answer yet."""
         far = record.far
         if far is None or not far.sends:
-            return False
+            return None
         for there, sends in far.sends.items():
-            if there == router:
+            if there == but:
                 continue
             box = self.positions.get((far.stream, there))
             if box is None or not box.unanswered:
                 continue
             for position, keys, _ in sends:
                 if key in keys and position in box.unanswered:
-                    return True
-        return False
+                    return str(there)
+        return None
 
     def _replace(self, record: CoreRecord, owed: Owed, key: Key, by: Key) -> bool:
         """``key``'s share of ``record`` went to ``by`` (``Groups.pass_on``: a new member, or
@@ -457,8 +461,18 @@ class Copies:
             assert owed is not None
             subs = self.topics.get(record.topic) or {}
             delivery, effects = self.delivery, self.effects
+            chosen = record.chosen
+            fenced = chosen is not None and self.inquiry.fenced_out(record.gid)
             for key in here:
                 sub = subs.get(key)
+                if fenced and key in chosen:  # type: ignore[operator]
+                    # A group member that came here, while another root chooses for this
+                    # message (its publisher resumed there, and it asked us): that root's to
+                    # give it to, not ours (fresh churn seed 483033179889: an old root, cut
+                    # off, gave its member here a message the member had released elsewhere,
+                    # which the new root had passed on: two members processed it)
+                    self.unowe(record, {key})
+                    continue
                 if sub is not None and sub not in record.states:
                     if delivery.enqueue(record, sub, 1):  # (in our records' order: as they came to us)
                         effects.pump(sub)

@@ -265,10 +265,15 @@ class Destination:
             self.records.add(record)
             if self.journal is not None:
                 self.journal.add(Event.RECEIVED, copy.gid, copy.topic, copy.root)
-        elif chosen and record.chosen is not None and len(record.chosen) < len(chosen):
-            # a group's choice this record did not have yet (its root asked before choosing)
+        elif chosen and record.chosen is not None:
+            # A group's choice this record did not have yet (its root asked before choosing),
+            # or a member chosen since and sent it here (a release passed on to it): a root
+            # this record becomes, its publisher resuming here, must know it chose that one,
+            # or its own choice leaves it owed for ever (fresh churn seed 610878216742: the
+            # member moved on and left; its new router answered ``moved`` every retry)
             have = {g for g, _ in record.chosen.values()}
-            new = {k: (g, r) for k, g, r in chosen if g not in have}
+            new = {k: (g, r) for k, g, r in chosen
+                   if k not in record.chosen and (g not in have or k in t.keys)}
             if new:
                 record.chosen = {**record.chosen, **new}
         elif chosen and record.chosen is None:

@@ -56,11 +56,12 @@ class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
                  "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups", "tables",
-                 "send_back")
+                 "send_back", "unanswered_at")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None],
-                 send_back: Callable[[CoreRecord, Key, str], None]) -> None:
+                 send_back: Callable[[CoreRecord, Key, str], None],
+                 unanswered_at: Callable[[CoreRecord, Key], str | None]) -> None:
         self.tables = tables  # (the stamp clock)
         self.router_id = tables.router_id
         self.settings = tables.settings
@@ -72,6 +73,7 @@ class Inquiry:
         self.dest = dest
         self.unowe = unowe  # the root stops waiting for these keys (``Copies.unowe``)
         self.send_back = send_back  # a member that released it gets it again (``Copies.send_back``)
+        self.unanswered_at = unanswered_at  # where a copy of ours to a key has no answer yet
         self.asking: dict[bytes, Asking] = {}  # gid -> the question, at its new root
         # per publisher, its records whose members are not chosen yet, in its order; what
         # the answers said for those asked about (group -> member, router, still a member)
@@ -494,6 +496,19 @@ class Inquiry:
             given = {g: (k, r) for g, (k, r, _) in known.items()}
         else:  # held behind: a fresh one is chosen for now, an adopted one keeps its choice
             given = {g: (k, r) for k, (g, r) in stashed.items()}
+        released = self.groups.releasers_of(record.gid)
+        for member, (group, _) in stashed.items():
+            # A member our own copy went to and has no answer from (it moved away from here
+            # while we asked) keeps the choice: its router hands it the message unless told
+            # otherwise, and nobody answers for it yet (fresh ``--groups`` churn seed
+            # 660318468439: the copy waited behind a gap there, the choice took a member
+            # that had joined, and both processed it). One that released it too: what it
+            # was owed followed it where it moved while we asked (fresh hard churn seed
+            # 483033179646); it gets it back, as when every member released it.
+            if group not in given:
+                where = self.unanswered_at(record, member)
+                if where is not None:
+                    given[group] = (member, where)
         routers = self.groups.choose_members(record, given)
         had: set[Key] = set()
         if known:
@@ -518,7 +533,6 @@ class Inquiry:
         here = self.topics.get(record.topic) or {}
         far = record.far
         owed = far.owed if far is not None else None
-        released = self.groups.releasers_of(record.gid)
         for member, (group, _) in list((record.chosen or {}).items()):
             home = {self.router_id: {member}} if member in here else self.routes.homes((member,))
             said = owed.states.get(member) if owed is not None else None
@@ -594,6 +608,29 @@ class Inquiry:
     def asked(self, frm: str, ask: Ask) -> None:
         self.queue(frm, self.told_for(ask.gid, frm, ask.topic, ask.stamp))
 
+    def _withdraw(self, record: CoreRecord, asker: str) -> None:
+        """``asker`` chooses ``record``'s members now: a member of ours it waits for, queued
+        and not sent yet, by another root's choice (ours too), is not given it; that root
+        hears ``taken`` for it, and the asker, told nothing of it, chooses. (Fresh churn
+        seed 483033182059: an old root, cut off from the member's router, never heard the
+        member release it there and queued it again for the member, moved to it; the new
+        root chose another, and both processed it.) One already sent may have been processed:
+        it stays, and says so when it answers."""
+        far = record.far
+        for waiter, state in list(record.states.items()):
+            if type(waiter) is not Subscriber or waiter.group is None or state is not IN_DOUBT:
+                continue
+            if not any(r is record for r, _ in waiter.queue):
+                continue  # (sent)
+            roots = {take[0] for take in far.takes if waiter.key in take[3]} if far is not None else set()
+            if not record.local and (not roots or asker in roots):
+                continue  # (the asker's own choice, or not known to be another's)
+            waiter.queue = deque((r, n) for r, n in waiter.queue if r is not record)
+            refused = self.dest.refused
+            for root in roots:
+                refused[(record.gid, root)] = refused.get((record.gid, root), frozenset()) | {waiter.key}
+            self.delivery.answered(record, record.drop_waiter(waiter))
+
     def told_for(self, gid: bytes, asker: str, topic: str, stamp: int) -> Told:
         """What we know of ``gid``'s group members; from now on, copies of it from another
         root than ``asker`` are not delivered to our members (``Destination.fenced``).
@@ -605,12 +642,17 @@ class Inquiry:
         if not self.dest.fence(gid, asker, stamp):
             return Told(gid, (), False, True, self.dest.fenced[gid][2])
         subs = self.topics.get(topic) or {}
-        if any(s.group is not None and s.suspended_until is not None for s in subs.values()):
-            return Told(gid, (), True)
+        # (unsure, what we know is told all the same: the asker keeps it across its rounds,
+        # and a member that said it had the message when it resumed here may be forgotten by
+        # the time the suspended one's grace ends; fresh hard churn seed 483033181179: a
+        # member that accepted at its root, which died, resumed at the root the publisher
+        # resumed at, unsure for 30 s, which then gave the message to another member)
+        unsure = any(s.group is not None and s.suspended_until is not None for s in subs.values())
         groups = self.member_groups
         members: list[Member] = []
         record = self.records.get(gid)
         if record is not None:
+            self._withdraw(record, asker)
             for key, (group, router) in (record.chosen or {}).items():
                 members.append((key, group, router, False))
             for waiter, state in record.states.items():
@@ -635,4 +677,4 @@ class Inquiry:
         for key, (group, gids, _) in self.dest.left_had.items():
             if gid in gids:
                 members.append((key, group, me, True))
-        return Told(gid, tuple(members))
+        return Told(gid, tuple(members), unsure)

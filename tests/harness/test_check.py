@@ -48,8 +48,9 @@ def test_a_standard_publishers_resend_is_a_retry_not_a_duplicate():
     """A Proton publisher sends again, as a new delivery, what its dead router never
     answered: a subscriber may get that message id twice. Ours never may."""
     q = [{**e, "id": e["id"].replace("p:", "q:")} for e in _pub(2)]
+    p = _pub(3) + [{"e": "sent", "id": "p:1", "t": 2.5}]
     arrivals = _arr([0, 1, 1, 2]) + _arr([0, 1, 1], prefix="q")
-    r = check("x", {"p": _pub(3), "q": q}, {"s": ("once", arrivals)}, retrying={"p"})
+    r = check("x", {"p": p, "q": q}, {"s": ("once", arrivals)}, retrying={"p"})
     s = r.subscribers[0]
     assert (s.publisher_retries, s.duplicated, s.lost, s.phantom) == (1, 1, 0, 0)
     assert s.examples["duplicated"] == ["q:1"]
@@ -97,6 +98,25 @@ def test_a_consumer_group_is_one_subscriber():
     # p:3 again at w1 after w2 (standard) had it, marked: allowed; p:2 again after w1 (ours) had it: twice
     assert (g.distinct, g.lost, g.duplicated, g.marked_repeats, g.reordered) == (5, 1, 1, 1, 0)
     assert g.examples["duplicated"] == ["p:2@w2"] and g.examples["lost"] == ["p:5"]
+
+
+def test_a_standard_publishers_resend_is_not_judged_for_order():
+    """A resend is a new message to the network, published after newer ones: in a group it
+    may go to the other member, after newer ones there, or come alone, its first copy lost
+    (seeds 486011, 486094 of a mixed soak). The same arrivals of a message sent once are a
+    reorder (and in the group a repeat)."""
+    once = _pub(4)
+    twice = once + [{"e": "sent", "id": "p:1", "t": 3.5}]  # (p:1 sent again after p:3)
+    w1 = [Arrival("p:0", False, 0.0), Arrival("p:1", False, 1.0)]
+    w2 = [Arrival("p:2", False, 2.0), Arrival("p:3", False, 3.0), Arrival("p:1", False, 4.0)]
+    members = {"w1": ("once", w1), "w2": ("proton", w2)}
+    alone = {"s": ("proton", _arr([0, 2, 3, 1]))}  # (p:1's first copy never got through)
+    r = check("x", {"p": twice}, {**members, **alone}, groups={"g": ["w1", "w2"]}, retrying={"p"})
+    g, s = r.subscribers
+    assert (g.publisher_retries, g.reordered, g.duplicated, s.reordered) == (1, 0, 0, 0) and r.ok, r.text()
+    r = check("x", {"p": once}, {**members, **alone}, groups={"g": ["w1", "w2"]}, retrying={"p"})
+    g, s = r.subscribers
+    assert (g.reordered, g.duplicated, s.reordered) == (1, 1, 1) and g.examples["reordered"] == ["p:1@w2"]
 
 
 def test_a_subscriber_is_owed_what_its_topic_or_pattern_matches():

@@ -113,12 +113,15 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
     the messages of the publishers its topic matches (without it: of every publisher)."""
     report = Report(scenario)
     sent: set[str] = set()
+    resent: set[str] = set()  # a standard publisher's message ids it sent more than once
     accepted: set[str] = set()
     progress: dict[str, list[float]] = {}
     for name, events in publishers.items():
         times = []
         for e in events:
             if e["e"] == "sent":
+                if e["id"] in sent and name in retrying:
+                    resent.add(e["id"])
                 sent.add(e["id"])
             elif e["e"] == "accepted":
                 accepted.add(e["id"])
@@ -140,7 +143,8 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
 
     for group, names in (groups or {}).items():
         report.subscribers.append(_unit_report(f"group {group}", {n: subscribers[n] for n in names if n in subscribers},
-                                               owed(names[0], sent), owed(names[0], accepted), retrying, grouped=True))
+                                               owed(names[0], sent), owed(names[0], accepted), retrying, resent,
+                                               grouped=True))
         for n in names:
             if n in subscribers:
                 progress[n] = sorted(a.t for a in subscribers[n][1])
@@ -148,7 +152,7 @@ def check(scenario: str, publishers: dict[str, list[dict[str, Any]]], subscriber
         if name in members:
             continue
         report.subscribers.append(_unit_report(name, {name: (client, arrivals)}, owed(name, sent), owed(name, accepted),
-                                               retrying))
+                                               retrying, resent))
         progress[name] = sorted(a.t for a in arrivals)
     homes = homes or {}
     faults = faults or []
@@ -185,7 +189,8 @@ MARGIN = 0.25
 
 
 def _unit_report(label: str, members: dict[str, tuple[str, list[Arrival]]], sent: set[str], accepted: set[str],
-                 retrying: set[str] | frozenset[str], grouped: bool = False) -> SubscriberReport:
+                 retrying: set[str] | frozenset[str], resent: set[str] | frozenset[str] = frozenset(),
+                 grouped: bool = False) -> SubscriberReport:
     """One subscriber, or a consumer group's members together (``grouped``): each message
     once across them (a repeat after one of our clients had it is a duplicate; after a
     standard client it must be marked); first arrivals in publish order at each member,
@@ -205,7 +210,7 @@ def _unit_report(label: str, members: dict[str, tuple[str, list[Arrival]]], sent
             s.phantom += 1
             examples["phantom"].append(a.id)
         if a.id in seen:
-            if _seq(a.id)[0] in retrying:
+            if a.id in resent:  # (only a message its publisher sent again: else the network's repeat)
                 s.publisher_retries += 1
             elif a.id in by_once or not a.redelivered:
                 s.duplicated += 1
@@ -220,7 +225,11 @@ def _unit_report(label: str, members: dict[str, tuple[str, list[Arrival]]], sent
         last: dict[str, int] = {}
         firsts: set[str] = set()
         for a in arrivals:
-            if a.id in firsts or (grouped and a.redelivered):
+            # (a standard publisher's resend is a new message to the network, published
+            # after newer ones: it may come after them, alone if the first copy never got
+            # through, and in a group at another member than the first copy; counted as a
+            # publisher retry, not judged for order)
+            if a.id in firsts or (grouped and a.redelivered) or a.id in resent:
                 continue
             firsts.add(a.id)
             pub, seq = _seq(a.id)
