@@ -97,6 +97,7 @@ class Auth:
     allow_anonymous: bool = True
     router_secret: str | None = None  # inter-router links without TLS authenticate with it (SASL PLAIN)
     plain_without_tls: bool = False  # PLAIN (and MQTT passwords) on connections without TLS too
+    users_file: str | None = None  # where the users came from (its mode is checked: ``Router``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +257,10 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     if not isinstance(plain_anyway, bool):
         raise ctx.fail("auth.plain_without_tls", "true or false", plain_anyway)
     users: dict[str, User] = {}
+    users_file = None
     if "users_file" in auth_raw:
         users = _load_users(ctx, Path(path).parent, auth_raw["users_file"])
+        users_file = str(Path(path).parent / auth_raw["users_file"])
     # With TLS, routers prove who they are with their certificates (mutual TLS, SASL
     # EXTERNAL): no secret is shared, and one given is refused rather than left unused.
     if tls is not None and "router_secret" in auth_raw:
@@ -293,7 +296,8 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
             groups.append((pattern, GroupMode(mode)))
         except ValueError:
             raise ctx.fail(f"groups.{pattern}", "shared or exclusive", mode) from None
-    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret, plain_without_tls=plain_anyway), tuple(groups),
+    return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret, plain_without_tls=plain_anyway,
+                                                                 users_file=users_file), tuple(groups),
                     tls, _policy(ctx, top["policy"]) if top.get("policy") is not None else None)
 
 

@@ -196,6 +196,8 @@ class EngineProtocol(EngineShell):
         self._handshake: asyncio.TimerHandle | None = None
         self.admitted = False  # counted in the router's connection limits (released when lost)
         self.refused = False  # turned away at connect: it never had links
+        self._held: bytearray | None = None  # read while waiting for its host's turn (``held_for_turn``)
+        self._turn_taken = False  # it waited for its host's turn (once per attempt: a connection)
 
     # ------------------------------------------------------------- the kind's
 
@@ -213,6 +215,50 @@ class EngineProtocol(EngineShell):
     def on_bytes(self, data: bytes) -> None:
         """Bytes read: feed them (a kind may hold them back first)."""
         self.feed(data)
+
+    def held_for_turn(self, data: bytes) -> bool:
+        """Before it authenticates: a host that keeps failing to authenticate waits for its
+        turn before its next attempt is even read (``AuthFailures``), once per attempt (a
+        connection), not once per read of it. True when ``data`` is held until then (what
+        comes meanwhile joins it; fed at the turn)."""
+        if self._held is not None:
+            self._held += data
+            return True
+        if self._turn_taken:
+            return False
+        self._turn_taken = True
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        turn = self.router.auth_failures.turn(self.host, now)
+        if turn <= now:
+            return False
+        self._held = bytearray(data)
+        assert self.transport is not None
+        self.transport.pause_reading()
+        loop.call_at(turn, self._feed_held)
+        return True
+
+    def _feed_held(self) -> None:
+        data = bytes(self._held or b"")
+        self._held = None
+        if self._gone or self.transport is None:
+            return
+        self.transport.resume_reading()
+        self.on_bytes(data)
+
+    def auth_failed(self, how: str, mechanism: str, user: str) -> None:
+        """An authentication failed: counted against its host (its next attempts wait their
+        turn) and logged, at most once a while per host (a guesser writes no flood)."""
+        router = self.router
+        now = asyncio.get_running_loop().time()
+        failures = router.auth_failures.failed(self.host, now)
+        who = f" as {user!r}" if user else ""
+        router.guard_log.warning(("auth", self.host), now,
+                                 "router %s: %s authentication failed%s from %s (%d failures from that host "
+                                 "in %gs)", router.id, how, who, self.remote, failures,
+                                 router.auth_failures.window,
+                                 extra=fields("auth.failed", peer=self.remote, host=self.host, mechanism=mechanism,
+                                              user=user, failures=failures))
 
     # event type -> its handler (called with the connection and the event): a kind fills
     # it with its own methods, in its class body. A table, not a method that dispatches:

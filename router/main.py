@@ -21,8 +21,9 @@ GC_YOUNG = 20_000
 
 
 
-async def serve(topology: Topology, router_id: str, journal: str | None = None, state: str | None = None) -> None:
-    router = Router(topology, router_id, journal, state)
+async def serve(topology: Topology, router_id: str, journal: str | None = None, state: str | None = None,
+                allow_empty_users: bool = False) -> None:
+    router = Router(topology, router_id, journal, state, allow_empty_users)
     # A router restarted while a neighbour is still down must come up all the same: it
     # says ready (naming the neighbours it has) after waiting this long for the rest.
     ready = await router.start(neighbour_timeout=10.0)
@@ -84,7 +85,7 @@ def with_listen(topology: Topology, router_id: str, listen: str | None, http: st
 
 def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None,
          log_level: str = "info", log_format: str = "text", state: str | None = None, http: str | None = None,
-         mqtt: str | None = None) -> int:
+         mqtt: str | None = None, allow_empty_users: bool = False) -> int:
     """Run one router until SIGTERM/SIGINT. Raises ``TopologyError`` (bad file, unknown id,
     bad --listen) and ``ListenError`` (cannot bind), each a one-line message."""
     topology = load_topology(topology_path)
@@ -92,5 +93,5 @@ def main(topology_path: str, router_id: str, listen: str | None = None, journal:
         raise TopologyError(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
     topology = with_listen(topology, router_id, listen, http, mqtt)
     configure(router_id, log_level, log_format)
-    run(serve(topology, router_id, journal, state))
+    run(serve(topology, router_id, journal, state, allow_empty_users))
     return 0

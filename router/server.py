@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -66,11 +67,15 @@ class Ready:
 
 class Router:
     def __init__(self, topology: Topology, router_id: str, journal_dir: str | None = None,
-                 state_dir: str | None = None) -> None:
+                 state_dir: str | None = None, allow_empty_users: bool = False) -> None:
         if router_id not in topology.routers:
             raise KeyError(f"{topology.path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
         self.topology = topology
         self.id = router_id
+        # SIGHUP takes a users file that has no users any more (it had some) only when the
+        # router was started so (``--allow-empty-users``): a truncated file would otherwise
+        # turn password logins off at once, and with them the policy's users
+        self.allow_empty_users = allow_empty_users
         self.spec = topology.routers[router_id]
         self.settings = topology.settings
         self.container_id = f"once-router-{router_id}"
@@ -116,6 +121,7 @@ class Router:
         """Bind the listeners, dial the higher-id neighbours, wait until every neighbour is up."""
         loop = asyncio.get_running_loop()
         pin_mmap_threshold()
+        self.check_users_file()
         if self.journal is not None:
             self.journal.start()
         spec, tls = self.spec, self.tls
@@ -263,6 +269,12 @@ class Router:
         except TopologyError as e:
             log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
             return
+        had, has = len(self.topology.auth.users), len(fresh.auth.users)
+        if had and not has and not self.allow_empty_users:
+            log.warning("router %s: SIGHUP: kept the running configuration: the users file %s has no users now "
+                        "(%d before); a router started with --allow-empty-users takes that", self.id,
+                        fresh.auth.users_file or "(none)", had)
+            return
         if self.tls is not None:
             try:
                 self.tls.reload()
@@ -270,6 +282,7 @@ class Router:
                 log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
                 return
         self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups, policy=fresh.policy)
+        self.check_users_file()
         self.network.policy_changed()
         self.quotas.reloaded()
         # (a byte budget new to a user or host bounds its links already attached too)
@@ -281,6 +294,19 @@ class Router:
                  "listeners and links change with a restart (attaches already made are not checked again; a new "
                  "byte budget bounds the links attached)", self.id,
                  len(auth.users), certs, len(fresh.groups), self.topology.path)
+
+    def check_users_file(self) -> None:
+        """One warning when the users file may be read by others than its owner: its salted
+        hashes are what a guesser works from offline (as ssh refuses a readable key, a
+        users file wants mode 0600)."""
+        name = self.topology.auth.users_file
+        try:
+            mode = os.stat(name).st_mode if name else 0
+        except OSError:
+            return
+        if mode & 0o077:
+            log.warning("router %s: the users file %s may be read by others (mode %04o): chmod 600 %s", self.id,
+                        name, mode & 0o777, name, extra=fields("auth.users_file_readable", path=name))
 
     def _admit(self, user: str, topic: str) -> str | None:
         """A copy from another router: whether its publisher's user may publish to its topic

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
     r.add_argument("--state", metavar="DIR", help="keep this router's subscriptions under DIR, so a restart (of this "
                    "router or of every router) keeps the suspended ones waited for (off by default: memory only)")
+    r.add_argument("--allow-empty-users", action="store_true", help="let SIGHUP take a users file that has no "
+                   "users any more (by default the running users stay, with a warning: password logins would end)")
     r.add_argument("--log-level", default="info", metavar="SPEC",
                    help="debug, info, warning or error, for all or per module: info,edge=debug,network=warning")
     r.add_argument("--log-format", default="text", choices=("text", "json"), help="json: one object per line")
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             from once.router.main import main as router_main
 
             return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format,
-                               args.state, args.http, args.mqtt)
+                               args.state, args.http, args.mqtt, args.allow_empty_users)
         if args.command == "launch":
             from once.router.logs import parse_levels
 

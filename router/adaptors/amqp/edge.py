@@ -138,8 +138,6 @@ class EdgeConnection(EngineProtocol):
             Mode.SERVER, router.container_id, max_frame_size=s.max_frame_size, idle_timeout=s.idle_timeout,
             channel_max=255, offered_capabilities=OFFERED,  # (SASL: set once the socket is up)
         )
-        self._deferred: bytearray | None = None
-        self._turn_taken = False  # this connection waited for its host's turn (once per attempt)
         self.peer = "?"
         self.serial = 0  # this router's number for it (management API, logs), from 1
         self.mechanism = ""  # the SASL mechanism it authenticated with ("" without SASL)
@@ -169,23 +167,8 @@ class EdgeConnection(EngineProtocol):
         self.router.connections.add(self)
 
     def on_bytes(self, data: bytes) -> None:
-        if self._deferred is not None:
-            self._deferred += data
-            return
-        if self.engine.state in PRE_AUTH and not self._turn_taken:
-            # A host that keeps failing to authenticate waits for its turn before its
-            # next attempt is even read (see AuthFailures): once per attempt (a connection),
-            # not once per read of it (a SASL exchange takes two or three).
-            self._turn_taken = True
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            turn = self.router.auth_failures.turn(self.host, now)
-            if turn > now:
-                self._deferred = bytearray(data)
-                assert self.transport is not None
-                self.transport.pause_reading()
-                loop.call_at(turn, self._feed_deferred)
-                return
+        if self.engine.state in PRE_AUTH and self.held_for_turn(data):
+            return  # (a SASL exchange takes two or three reads: one turn for them all)
         self.feed(data)
         if self.engine.assembling:  # (only while a multi-frame message arrives)
             self._bound_arrivals()
@@ -234,14 +217,6 @@ class EdgeConnection(EngineProtocol):
                                                        link=link.name, limit="max_connection_bytes"))
         self.dirty()
 
-    def _feed_deferred(self) -> None:
-        data = bytes(self._deferred or b"")
-        self._deferred = None
-        if self._gone or self.transport is None:
-            return
-        self.transport.resume_reading()
-        self.feed(data)
-
     def on_batch_failed(self) -> None:
         self._drop_all_links(suspend=True)
 
@@ -284,16 +259,7 @@ class EdgeConnection(EngineProtocol):
         if event.ok:
             self.mechanism = event.mechanism
             return
-        router = self.router
-        now = asyncio.get_running_loop().time()
-        failures = router.auth_failures.failed(self.host, now)
-        who = f" as {event.requested!r}" if event.requested else ""
-        router.guard_log.warning(("auth", self.host), now,
-                                 "router %s: SASL %s authentication failed%s from %s (%d failures from that host "
-                                 "in %gs)", router.id, event.mechanism, who, self.peer, failures,
-                                 router.auth_failures.window,
-                                 extra=fields("auth.failed", peer=self.peer, host=self.host, mechanism=event.mechanism,
-                                              user=event.requested or "", failures=failures))
+        self.auth_failed(f"SASL {event.mechanism}", event.mechanism, event.requested or "")
 
     def _on_opened(self, event: ConnectionOpened) -> None:
         self._handshake_done()

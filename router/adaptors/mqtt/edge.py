@@ -102,6 +102,11 @@ class MqttEdgeConnection(EngineProtocol):
     def describe(self) -> str:
         return f"MQTT connection from {self.remote}"
 
+    def on_bytes(self, data: bytes) -> None:
+        if not self.ready and self.held_for_turn(data):
+            return  # (its CONNECT waits for its host's turn: ``EngineProtocol.held_for_turn``)
+        self.feed(data)
+
     def on_admitted(self) -> None:
         self.peer = self.remote
         self.router.serials += 1
@@ -131,9 +136,22 @@ class MqttEdgeConnection(EngineProtocol):
         if user is None:
             engine.refuse(Reason.BAD_USER_NAME_OR_PASSWORD if c.username else Reason.NOT_AUTHORIZED,
                           "authentication failed")
-            log.warning("router %s: refused MQTT client %r from %s: authentication failed", self.router.id,
-                        c.client_id, self.peer, extra=fields("auth.failed", peer=self.peer, host=self.host,
-                                                             mechanism="MQTT", user=c.username or ""))
+            # (counted against its host, whose next attempts wait their turn, and logged
+            # at most once a while per host, as SASL's: ``EngineProtocol.auth_failed``)
+            self.auth_failed(f"MQTT (client {c.client_id!r})", "MQTT", c.username or "")
+            return
+        self.user = user
+        if c.will is not None:
+            refusal = self.unauthorized("publish", c.will.topic)
+            if refusal is not None:  # (a will is published as its user, where it ends: checked now)
+                engine.refuse(Reason.NOT_AUTHORIZED, f"the will: {refusal}")
+                return
+        taken = self._owned_by_other(c.client_id, user)
+        if taken is not None:
+            engine.refuse(Reason.NOT_AUTHORIZED, taken)
+            log.warning("router %s: refused MQTT client %r of user %s from %s: %s", self.router.id, c.client_id,
+                        user, self.peer, taken, extra=fields("mqtt.session_refused", peer=self.peer, host=self.host,
+                                                             user=user, client=c.client_id))
             return
         # The policy's limits for its user and host (``quotas.py``): its connections count
         # with the user's AMQP ones; a message larger than its size is refused at the frame.
@@ -193,6 +211,34 @@ class MqttEdgeConnection(EngineProtocol):
                     extra=fields("access", user=user, host=self.host, peer=self.peer, mechanism=f"MQTT {int(c.version)}",
                                  connection=self.serial, container=client_id))
 
+    def _owner(self, user: str) -> str:
+        """Who this client's session and subscriptions belong to: its user when the router
+        authenticates clients (it has users), "" when it does not (as ``amqp/edge.py``)."""
+        return user if self.router.topology.auth.users else ""
+
+    def _owned_by_other(self, client_id: str, user: str) -> str | None:
+        """Why ``user`` may not connect as ``client_id``: another user's connection, session
+        or subscription has that client id (a takeover would disconnect it, resume its
+        session or end it with a clean start). None when it may."""
+        owner = self._owner(user)
+        if not client_id or not owner:
+            return None
+        why = f"client id {client_id!r} belongs to another user"
+        for conn in self.router.connections:
+            if isinstance(conn, MqttEdgeConnection) and conn.client_id == client_id and conn.owner != owner:
+                return why
+        session = self.sessions.get(client_id) if self.sessions is not None else None
+        if session is not None and session.owner and session.owner != owner:
+            return why
+        for f in session.subscriptions if session is not None else ():
+            if self.lifecycle.owned_by_other((client_id, f"mqtt:{f}"), owner):
+                return why  # (a replica from before owners were kept: its subscribers' owner says)
+        return None
+
+    @property
+    def owner(self) -> str:
+        return self._owner(self.user)
+
     def _open_session(self, client_id: str, clean: bool, expiry: int) -> bool:
         """Take the client's session over (it resumes: True) or start one."""
         store = self.sessions
@@ -214,7 +260,7 @@ class MqttEdgeConnection(EngineProtocol):
             self.inbound.resumed(session.epoch)
         else:
             session = Session(client_id, secrets.randbits(63) or 1, host=self.router.id, expiry=expiry,
-                              moves=store.next_move(client_id))
+                              moves=store.next_move(client_id), owner=self.owner)
         self.incarnation = session.incarnation
         store.on_taken[client_id] = self._taken
         if expiry > 0 or old is not None:
@@ -229,7 +275,18 @@ class MqttEdgeConnection(EngineProtocol):
         """A resumed session: its subscriptions attach again (what it received is their
         unsettled map: never sent again), the messages in flight keep their packet ids."""
         accepted = self.outbound.restore(session)
-        for f, qos in session.subscriptions.items():
+        if not session.owner:
+            session.owner = self.owner  # (kept from now on: ``_owned_by_other`` let this user in)
+        for f, qos in list(session.subscriptions.items()):
+            # The policy now, not the one it subscribed under (it may have changed since,
+            # SIGHUP): a filter its user may no longer have is not attached (logged), and
+            # leaves the session; what waited for it goes at its grace, as for an AMQP
+            # subscriber whose resume the policy refuses.
+            parsed = parse_filter(f)
+            if self.unauthorized("subscribe", parsed.pattern) or \
+                    (parsed.group and self.unauthorized("join", parsed.group)):
+                del session.subscriptions[f]
+                continue
             self._attach(f, qos, lambda *_: None, accepted.get(f, {}))
 
     def _after_connack(self) -> None:
@@ -256,7 +313,7 @@ class MqttEdgeConnection(EngineProtocol):
                     continue
                 self._end_when_effective(SubscriberAttach(
                     parsed.pattern, old.client_id, f"mqtt:{f}", False, GroupId(parsed.group) if parsed.group else None,
-                    resumable=True, owner=self.user))
+                    resumable=True, owner=self.owner))
         store.end(old)
 
     def _end_when_effective(self, request: SubscriberAttach) -> None:
@@ -276,10 +333,10 @@ class MqttEdgeConnection(EngineProtocol):
 
     def _authenticate(self, username: str | None, password: bytes | None) -> str | None:
         auth = self.router.topology.auth
-        if username is None:
+        if username is None or not auth.users:
+            # (with no users a claimed name is no user: it stays anonymous, under the
+            # policy's default, never the rules the policy gives that name)
             return "anonymous" if auth.allow_anonymous else None
-        if not auth.users:
-            return username if auth.allow_anonymous else None
         return password_user(auth, self.tls, username, password or b"")
 
     # ------------------------------------------------------------------ events
@@ -390,7 +447,7 @@ class MqttEdgeConnection(EngineProtocol):
         f = parse_filter(filter)
         request = SubscriberAttach(f.pattern, self.client_id, f"mqtt:{filter}", qos == 0,
                                    GroupId(f.group) if f.group else None, resumable=self.session is not None,
-                                   owner=self.user, unsettled=unsettled)
+                                   owner=self.owner, unsettled=unsettled)
         self.subscribers[filter] = self.lifecycle.attach_subscriber(MqttSubscriberPort(self, filter, qos), request,
                                                                     effective)
 
@@ -471,15 +528,16 @@ class MqttEdgeConnection(EngineProtocol):
         client_id, router = self.client_id, self.router
         delay = min(will_delay(will), session.expiry if session is not None else 0)
         if delay <= 0:
-            router.call_soon(publish_will, router, client_id, will)
+            router.call_soon(publish_will, router, client_id, will, self.user)
             return
         store, incarnation, moves = self.sessions, session.incarnation if session else 0, session.moves if session else 0
+        user = self.user
 
         def due() -> None:
             now = store.sessions.get(client_id) if store is not None else None
             if now is not None and now.incarnation == incarnation and now.moves != moves and not now.ended:
                 return  # (its client connected again, here or elsewhere, and the session went on)
-            publish_will(router, client_id, will)
+            publish_will(router, client_id, will, user)
         router.call_later(delay, due)
 
     def on_batch_failed(self) -> None:

@@ -66,6 +66,10 @@ class Session:
     # How often its client connected elsewhere (or started it anew): a change by the router
     # it left, made late, must lose to the newer host's whatever the clocks say.
     moves: int = 0
+    # The user it belongs to ("" when the router authenticates nobody): another user may not
+    # take it over, resume it or end it with a clean start (a session's subscriptions are
+    # its user's, as an AMQP subscriber's key is).
+    owner: str = ""
 
     @property
     def version(self) -> tuple[int, int]:
@@ -76,7 +80,8 @@ class Session:
                            "x": self.expiry, "sub": self.subscriptions, "e": self.epoch,
                            "o": [[pid, gid.hex(), rec, f] for pid, (gid, rec, f) in self.outbound.items()],
                            "d": [[gid.hex(), f] for gid, f in self.done.items()],
-                           "g": self.gone_at, "end": self.ended, "m": self.moves}, separators=(",", ":")).encode()
+                           "g": self.gone_at, "end": self.ended, "m": self.moves, "u": self.owner},
+                          separators=(",", ":")).encode()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Session:
@@ -84,7 +89,8 @@ class Session:
                    {str(k): int(v) for k, v in d["sub"].items()}, int(d["e"]),
                    {int(pid): (bytes.fromhex(gid), bool(rec), str(f)) for pid, gid, rec, f in d["o"]},
                    {bytes.fromhex(gid): str(f) for gid, f in d.get("d", ())},
-                   None if d["g"] is None else float(d["g"]), bool(d["end"]), int(d.get("m", 0)))
+                   None if d["g"] is None else float(d["g"]), bool(d["end"]), int(d.get("m", 0)),
+                   str(d.get("u") or ""))
 
     def expired(self, now: float) -> bool:
         return self.ended or self.gone_at is not None and now >= self.gone_at + self.expiry

@@ -46,11 +46,14 @@ def will_delay(will: Will) -> int:
     return delay if isinstance(delay, int) else 0
 
 
-def publish_will(router: RouterContext, client_id: str, will: Will) -> None:
-    """Publish ``will`` into the network now."""
+def publish_will(router: RouterContext, client_id: str, will: Will, user: str) -> None:
+    """Publish ``will`` into the network now, as its client's ``user`` (its router checked
+    the policy at the CONNECT; the user travels with the copies, so every router where a
+    subscriber is checks it by its own policy, as for any message)."""
     lifecycle = router.lifecycle
     pub, _ = lifecycle.attach_publisher(_WillPort(), will.topic, client_id, f"mqtt-will:{will.topic}", False, None,
                                         None)
+    pub.user = user or "anonymous"
     lifecycle.publisher_answered(pub)
     props = tuple((k, v) for k, v in will.props if k is not Prop.WILL_DELAY_INTERVAL)
     tag = _NONCE + next(_ids).to_bytes(8, "big")
