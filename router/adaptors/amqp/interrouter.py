@@ -14,6 +14,7 @@ links, ``docs/protocol.md``).
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 import ssl
 from collections import deque
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from once.linkstate.messages import from_dict, to_dict
 
 from ...amqp.codec import decode, dumps
-from ...amqp.connection import Connection, Mode
+from ...amqp.connection import Connection, Mode, State
 from ...amqp.endpoints import Delivery, Link
 from ...amqp.errors import DecodeError
 from ...amqp.events import (
@@ -33,11 +34,12 @@ from ...amqp.events import (
     LinkAttached,
     LinkDetached,
     LinkFlow,
+    SaslDone,
     SessionBegun,
     SessionEnded,
 )
 from ...amqp.performatives import Role, Source, Target
-from ...amqp.sasl import SaslClientConfig, SaslServerConfig
+from ...amqp.sasl import SaslClientConfig, SaslServerConfig, SaslStep
 from ...amqp.types import Described, symbol, ulong
 from ...core import Hop, Upstream
 from ...core.messages import Copy, Routed
@@ -58,13 +60,16 @@ CONTROL_CREDIT = 100_000
 
 
 def router_sasl_server(secret: str, neighbours: set[str]) -> SaslServerConfig:
-    def authenticate(mechanism: str, response: bytes) -> str | None:
+    expected = secret.encode()
+
+    def authenticate(mechanism: str, response: bytes) -> str | SaslStep | None:
         parts = response.split(b"\x00")
         if mechanism != "PLAIN" or len(parts) != 3:
             return None
-        user, password = parts[1].decode(errors="replace"), parts[2].decode(errors="replace")
-        if not user.startswith("router:") or user[7:] not in neighbours or password != secret:
-            return None
+        user = parts[1].decode(errors="replace")
+        # (compared in constant time: a guesser learns nothing from how long a refusal takes)
+        if not hmac.compare_digest(parts[2], expected) or not user.startswith("router:") or user[7:] not in neighbours:
+            return SaslStep(claimed=user)  # (refused, the name it claimed kept for the log line)
         return user
 
     return SaslServerConfig(("PLAIN",), authenticate, allow_bare=False)
@@ -176,6 +181,18 @@ class InterRouterConnection(EngineProtocol):
                     self.transport.abort()
                 return
             self.engine.open()
+
+    def on_bytes(self, data: bytes) -> None:
+        # An accepted connection that keeps failing to authenticate (a secret guesser)
+        # waits for its host's turn, as a client does (``EngineProtocol.held_for_turn``)
+        if self.engine.mode is Mode.SERVER and self.engine.state in (State.START, State.SASL) \
+                and self.held_for_turn(data):
+            return
+        self.feed(data)
+
+    def on_sasl(self, event: SaslDone) -> None:
+        if not event.ok and self.engine.mode is Mode.SERVER:
+            self.auth_failed("inter-router SASL PLAIN", event.mechanism, event.requested or "")
 
     def on_lost(self, exc: Exception | None) -> None:
         self.router.inter_connections.discard(self)
@@ -297,9 +314,10 @@ class InterRouterConnection(EngineProtocol):
 
 
 # (set after the class: compiled, a class body's dict cannot name its methods)
-InterRouterConnection.HANDLERS = dict.fromkeys(
+InterRouterConnection.HANDLERS = {**dict.fromkeys(
     (DeliveriesReceived, LinkFlow, ConnectionOpened, SessionBegun, LinkAttached, LinkDetached,
-     SessionEnded, ConnectionClosed, ConnectionFailed), InterRouterConnection.on_event)
+     SessionEnded, ConnectionClosed, ConnectionFailed), InterRouterConnection.on_event),
+    SaslDone: InterRouterConnection.on_sasl}
 
 
 def _amqp_map(value: Any) -> Any:
