@@ -22,7 +22,7 @@ from .core import Core
 from .core.lifecycle import LinkLifecycle
 from .heap import pin_mmap_threshold, trim
 from .http.endpoint import routes
-from .http.server import HttpConnection
+from .http.server import HttpConnection, HttpLimits
 from .http.views import general, memory, waiting_on_suspended
 from .journal import router_journal
 from .listeners import Kind, bind
@@ -139,7 +139,9 @@ class Router:
         web = None
         if spec.http is not None:
             table = routes(self)
-            web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections), spec.http)
+            limits, head = HttpLimits(), self.settings.handshake_timeout
+            web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections, limits, head),
+                                   spec.http)
         # Every router keeps its replicas of the network's MQTT sessions, listener or not:
         # a session's changes wait for every router in reach (``adaptors/mqtt/sessions.py``).
         self.mqtt_sessions = SessionStore(self)

@@ -25,6 +25,51 @@ log = logging.getLogger("once.http")
 
 MAX_REQUEST = 16 * 1024  # a request's head: enough for any browser or scraper, small for a hostile one
 IDLE_TIMEOUT = 60.0  # a keep-alive connection with no request for this long is closed
+# Connections the endpoint serves at once, in all and per source host: a scraper, a few
+# consoles and operators' tools need a handful; a flood of sockets past these is closed
+# at once (one log line a while), and AMQP and MQTT clients never feel it.
+MAX_CONNECTIONS = 256
+MAX_PER_HOST = 32
+# What an event stream may have waiting unwritten for a client that does not read: a few
+# summaries; past it the client is gone as far as we are concerned (closed, logged).
+STREAM_BUFFER = 64 * 1024
+
+
+class HttpLimits:
+    """The endpoint's open connections, in all and per host (``MAX_CONNECTIONS``,
+    ``MAX_PER_HOST``). One per router; each connection enters at accept, leaves when lost."""
+
+    def __init__(self, most: int = MAX_CONNECTIONS, per_host: int = MAX_PER_HOST) -> None:
+        self.most, self.per_host = most, per_host
+        self.open = 0
+        self.hosts: dict[str, int] = {}
+        self.refused_logged: dict[str, float] = {}  # host -> when last said (once a minute)
+
+    def enter(self, host: str) -> str | None:
+        """Count a connection from ``host`` in, or say which limit it passes."""
+        if self.open >= self.most:
+            return f"max {self.most} HTTP connections reached"
+        if self.hosts.get(host, 0) >= self.per_host:
+            return f"max {self.per_host} HTTP connections from one host reached"
+        self.open += 1
+        self.hosts[host] = self.hosts.get(host, 0) + 1
+        return None
+
+    def leave(self, host: str) -> None:
+        self.open -= 1
+        n = self.hosts.get(host, 0) - 1
+        if n > 0:
+            self.hosts[host] = n
+        else:
+            self.hosts.pop(host, None)
+
+    def say(self, host: str, why: str) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self.refused_logged.get(host, -120.0) >= 60.0:
+            self.refused_logged[host] = now
+            if len(self.refused_logged) > 10_000:
+                self.refused_logged.clear()
+            log.warning("http: refused connections from %s: %s", host, why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +99,31 @@ Handler = Callable[[dict[str, list[str]]], "Reply | Stream"]
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection]) -> None:
+    def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection], limits: HttpLimits | None = None,
+                 head_timeout: float = 10.0) -> None:
         self.routes = routes
         self.streams = streams  # connections serving an event stream (closed at stop)
+        self.limits = limits
+        self.host: str | None = None  # counted in ``limits`` under this host
+        self.head_timeout = head_timeout
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
+        self.head_timer: asyncio.TimerHandle | None = None
         self.stream_task: asyncio.Task[None] | None = None
+        self.request: h11.Request | None = None  # its head came; answered at its end
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        if self.limits is not None:
+            peer = transport.get_extra_info("peername")
+            host = str(peer[0]) if peer else "?"
+            refusal = self.limits.enter(host)
+            if refusal is not None:
+                self.limits.say(host, refusal)
+                self.transport.abort()
+                return
+            self.host = host
         self._arm()
 
     def _arm(self) -> None:
@@ -71,7 +131,25 @@ class HttpConnection(asyncio.Protocol):
             self.timer.cancel()
         self.timer = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self.close)
 
+    def _head_begins(self) -> None:
+        """A request's first bytes came: its whole head must follow within ``head_timeout``
+        (every byte re-arms the idle timer, so a client sending one a while, as slowloris
+        does, would otherwise hold the connection for ever)."""
+        if self.head_timer is None and self.head_timeout > 0:
+            self.head_timer = asyncio.get_running_loop().call_later(self.head_timeout, self._head_expired)
+
+    def _head_done(self) -> None:
+        if self.head_timer is not None:
+            self.head_timer.cancel()
+            self.head_timer = None
+
+    def _head_expired(self) -> None:
+        self.head_timer = None
+        self._send_error(408, f"the request head did not come whole within {self.head_timeout:g}s")
+
     def data_received(self, data: bytes) -> None:
+        if self.h11.their_state is h11.IDLE:
+            self._head_begins()
         self.h11.receive_data(data)
         self._arm()
         while self.transport is not None and not self.transport.is_closing():
@@ -83,11 +161,18 @@ class HttpConnection(asyncio.Protocol):
             if event is h11.NEED_DATA or event is h11.PAUSED:
                 return
             if isinstance(event, h11.Request):
+                self._head_done()
                 # (h11 bounds a head that comes in pieces; one that came whole is bounded here)
                 if len(event.target) + sum(len(k) + len(v) for k, v in event.headers) > MAX_REQUEST:
                     self._send_error(431, "request head too large")
                     return
-                self._answer(event)
+                self.request = event
+            elif isinstance(event, h11.EndOfMessage) and self.request is not None:
+                # Answered once the request is whole (a body, if any, read and dropped): the
+                # connection then serves the next one (answered at its head, the next cycle
+                # could not start and every response closed the connection)
+                request, self.request = self.request, None
+                self._answer(request)
             elif isinstance(event, h11.ConnectionClosed):
                 self.close()
                 return
@@ -107,7 +192,10 @@ class HttpConnection(asyncio.Protocol):
         except Exception as e:  # noqa: BLE001 - a view's bug must not take the router down: say it, keep serving
             log.exception("http: %s %s failed", method, url.path)
             reply = Reply.json({"error": f"{type(e).__name__}: {e}"}, 500)
-        if isinstance(reply, Stream):
+        if isinstance(reply, Stream) and method == "HEAD":
+            # (its head alone: a stream's events are a body, which a HEAD has none of)
+            self._send(Reply(200, b"", "text/event-stream"), method)
+        elif isinstance(reply, Stream):
             self._start_stream(reply)
         else:
             self._send(reply, method)
@@ -161,12 +249,23 @@ class HttpConnection(asyncio.Protocol):
                 log.exception("http: event stream failed")
                 self.close()
                 return
+            if self.transport.get_write_buffer_size() > STREAM_BUFFER:
+                # A client that does not read: what it left unread stays bounded (each
+                # event would otherwise wait in our buffer for ever)
+                log.warning("http: closed the event stream of %s: it read nothing of the last %d bytes",
+                            self.host or "?", self.transport.get_write_buffer_size())
+                self.transport.abort()
+                return
             self._write(h11.Data(data=f"data: {payload}\n\n".encode()))
             await asyncio.sleep(stream.every)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.streams.discard(self)
+        if self.limits is not None and self.host is not None:
+            self.limits.leave(self.host)
+            self.host = None
+        self._head_done()
         if self.timer is not None:
             self.timer.cancel()
         if self.stream_task is not None:

@@ -152,3 +152,65 @@ def test_bad_requests_get_a_clear_status_and_the_endpoint_keeps_serving(tmp_path
         assert get(base + "/")[2].startswith("text/html")
     finally:
         r.stop()
+
+
+@pytest.fixture
+def endpoint(tmp_path):
+    from support.routers import write_topology
+
+    port = _free_port()
+    r = RouterProcess(write_topology(tmp_path, settings={"handshake_timeout": "1s"}),
+                      args=("--http", f"127.0.0.1:{port}"))
+    yield r, port
+    r.stop()
+
+
+def test_a_request_head_sent_a_byte_at_a_time_is_cut_off_at_the_handshake_timeout(endpoint):
+    """Slowloris: every byte re-armed the idle timer, and 1,500 unfinished heads held 1,500
+    connections past 90 s. Now the whole head must come within ``handshake_timeout``."""
+    import select
+
+    r, port = endpoint
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        reply = b""
+        for i in range(150):  # (30 s of headers at most, one each 0.2 s: the attack, not a wait)
+            s.sendall(f"X-{i}: y\r\n".encode())
+            if select.select([s], [], [], 0.2)[0]:
+                reply = s.recv(4096)
+                break
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:80]
+    assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+
+
+def test_head_of_the_event_stream_is_answered_and_the_connection_serves_on(endpoint):
+    r, port = endpoint
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"HEAD /api/events HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while got.count(b"HTTP/1.1 200") < 2:
+            chunk = s.recv(4096)
+            assert chunk, got  # (before, the HEAD killed the stream's task and the connection hung)
+            got += chunk
+        assert b"text/event-stream" in got.split(b"\r\n\r\n")[0]
+
+
+def test_connections_past_the_per_host_limit_are_closed_and_the_endpoint_serves_on(endpoint):
+    r, port = endpoint
+    held = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(40)]
+    try:
+        closed = 0
+        for s in held:  # (a refused one is closed at once: it reads its end, or a reset)
+            s.settimeout(0.5)
+            try:
+                closed += s.recv(1) == b""
+            except ConnectionResetError:
+                closed += 1
+            except TimeoutError:
+                pass
+        assert closed == 40 - 32
+    finally:
+        for s in held:
+            s.close()
+    assert get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+    assert "max 32 HTTP connections from one host reached" in "".join(r.stderr_lines())
