@@ -93,6 +93,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.inbound = Inbound(self)
         self.outbound = Outbound(self)
         self.reading_paused = False
+        self.pausing: set[str] = set()  # why reading is paused (``pause``)
         self.ready = False  # its CONNACK went: deliveries may go (a resumed session's attach before it)
         self.serial = 0
         self.peer = "?"
@@ -112,12 +113,16 @@ class MqttEdgeConnection(EngineProtocol):
         self.router.serials += 1
         self.serial = self.router.serials
 
-    def resume(self) -> None:
-        if self.reading_paused and self.transport is not None:
+    def resume(self, why: str = "credit") -> None:
+        """Reading goes on once no reason to pause is left (the core's credit, publishes
+        held in the adaptor: ``Inbound``)."""
+        self.pausing.discard(why)
+        if self.reading_paused and not self.pausing and self.transport is not None:
             self.reading_paused = False
             self.transport.resume_reading()
 
-    def pause(self) -> None:
+    def pause(self, why: str = "credit") -> None:
+        self.pausing.add(why)
         if not self.reading_paused and self.transport is not None:
             self.reading_paused = True
             self.transport.pause_reading()

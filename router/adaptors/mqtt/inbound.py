@@ -51,6 +51,7 @@ class Inbound:
         self.open: set[int] = set()  # packet ids of QoS 2 messages published and not answered yet
         self.releasing: dict[int, tuple[str, bytes]] = {}  # PUBREC sent, awaiting PUBREL: packet id -> (topic, tag)
         self.held: list[MessagePublished] = []  # publishes waiting for a new epoch, in order
+        self.held_bytes = 0  # their payloads' bytes: past the connection's share, reading pauses
         self.bumping = False  # a new epoch is on its way to the routers we reach
         self.publishers: dict[str, Publisher] = {}
         self.unsettled: dict[bytes, Record] = {}  # its QoS 1/2 messages in the network, by our tag
@@ -60,9 +61,31 @@ class Inbound:
         self.epoch = self.resumed_epoch = epoch
         self.epoch_fresh = False  # (which packet ids the router before us used in it, we do not know)
 
+    def _hold(self, event: MessagePublished, first: bool = False) -> None:
+        """``event`` waits for a new epoch (in order). What waits counts against the
+        connection's share of the router's bytes (``max_connection_bytes``): past it the
+        client is read no more until they go (a client that reuses a packet id and then
+        floods QoS 0 took 2 GB in 10 s: nothing bounded this queue)."""
+        if first:
+            self.held.insert(0, event)
+        else:
+            self.held.append(event)
+        self.held_bytes += len(event.publish.payload)
+        s = self.conn.router.settings
+        if self.held_bytes > (s.max_connection_bytes or max(s.max_message_size, s.max_in_flight_bytes // 4)):
+            self.conn.pause("held")
+
+    def _unhold(self) -> MessagePublished:
+        event = self.held.pop(0)
+        self.held_bytes -= len(event.publish.payload)
+        if not self.held:
+            self.held_bytes = 0
+            self.conn.resume("held")
+        return event
+
     def publish(self, event: MessagePublished, held: bool = False) -> None:
         if self.held and not held:  # (an earlier one waits for a new epoch: this one keeps its place)
-            self.held.append(event)
+            self._hold(event)
             return
         conn = self.conn
         p = event.publish
@@ -93,7 +116,7 @@ class Inbound:
                 # A new epoch first. (Held here, reading on: a paused socket would not read
                 # its PINGREQs, and the client would give the connection up. What it may send
                 # meanwhile is bounded by the receive maximum we advertise.)
-                self.held.insert(0, event)
+                self._hold(event, first=True)
                 if not self._blocked(pid):
                     self._next_epoch()
                 return
@@ -154,9 +177,10 @@ class Inbound:
         conn = self.conn
         if conn.engine.closed:
             self.held.clear()
+            self.held_bytes = 0
             return
         while self.held:
-            event = self.held.pop(0)
+            event = self._unhold()
             self.publish(event, held=True)
             if self.held and self.held[0] is event:  # (it waits again: the rest stay behind it)
                 break
@@ -200,4 +224,5 @@ class Inbound:
         self.publishers.clear()
         self.unsettled.clear()
         self.held.clear()
+        self.held_bytes = 0
         self.releasing.clear()
