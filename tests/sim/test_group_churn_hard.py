@@ -79,7 +79,8 @@ QUEUED_AFTER_RELEASING = [969800362670]
 # heard the release), after (483033179889: ``Copies._retarget`` gives a member nothing
 # while another root chooses) or before (483033182059: queued, not sent; the asker's
 # question withdraws it, ``Inquiry._withdraw``) the root the publisher resumed at asked,
-# and that root chose another member: both processed it.
+# and that root chose another member: both processed it. (Open: with the first, fresh
+# ``--groups`` seed 634034028942 loses 2; docs/protocol.md section 9.)
 OLD_ROOT_FENCED = [483033179889, 483033182059]
 # Fresh hard churn 483033179646: a root asking whom to give a released message sent it to
 # the releaser where it moved, then chose another member: both processed it. The releaser,
