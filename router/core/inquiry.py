@@ -545,12 +545,11 @@ class Inquiry:
                 # Every member released it (the choice leaves releasers out while any other
                 # is left): it goes back to this one, as a root that heard it does.
                 self.send_back(record, member, next(iter(home)))
-            elif member in had and said in (None, KeyState.PENDING):
-                # It answered it, here or where it was: nothing more. (Sent, a copy is
-                # answered from the record or tombstone of the router it had it at; but it
-                # may be attached elsewhere now, or here, the root, whose own members are
-                # enqueued, no tombstone asked: a soak's MQTT member at the router its
-                # publisher resumed at got 218 messages again, under new packet ids.)
+            elif member in had and member in here and said in (None, KeyState.PENDING):
+                # It answered it, and it is here, at the root: nothing more. (Elsewhere a copy
+                # goes, answered from the record or tombstone of its router; here the root's
+                # own members are enqueued, no tombstone asked: a soak's MQTT member at the
+                # router its publisher resumed at got 218 messages again, new packet ids.)
                 continue
             elif home and said in (None, KeyState.PENDING):
                 self.failover.send_owed(record, home)  # (one that had it answers from its record)

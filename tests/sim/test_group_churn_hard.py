@@ -90,7 +90,7 @@ IN_FLIGHT_KEEPS_THE_CHOICE_HARD = [483033179646]
 # Fresh hard churn 421388617455 (and a real-process soak, seed 488006, 218 messages to an
 # MQTT member under new packet ids): a member that had the message was sent it again by
 # the root that chose after asking, its own member enqueued with no tombstone asked. A
-# member that answered it is sent nothing more, here or elsewhere.
+# member at the root that answered it is sent nothing more.
 HAD_IT_GETS_NOTHING_MORE = [421388617455]
 # Fresh hard churn 483033181179: a member accepted a message at its root, which died, and
 # resumed at the root the publisher resumed at, saying so; that root was unsure (another
