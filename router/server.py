@@ -22,7 +22,7 @@ from .core import Core
 from .core.lifecycle import LinkLifecycle
 from .heap import pin_mmap_threshold, trim
 from .http.endpoint import routes
-from .http.server import HttpConnection, HttpLimits
+from .http.server import HttpConnection, HttpGuard
 from .http.views import general, memory, waiting_on_suspended
 from .journal import router_journal
 from .listeners import Kind, bind
@@ -139,7 +139,7 @@ class Router:
         web = None
         if spec.http is not None:
             table = routes(self)
-            limits, head = HttpLimits(), self.settings.handshake_timeout
+            limits, head = HttpGuard(), self.settings.handshake_timeout
             web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections, limits, head),
                                    spec.http)
         # Every router keeps its replicas of the network's MQTT sessions, listener or not:

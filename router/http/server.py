@@ -21,6 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import h11
 
+from ..security.limits import ConnectionLimits, RateLimitedLog
+
 log = logging.getLogger("once.http")
 
 MAX_REQUEST = 16 * 1024  # a request's head: enough for any browser or scraper, small for a hostile one
@@ -35,41 +37,28 @@ MAX_PER_HOST = 32
 STREAM_BUFFER = 64 * 1024
 
 
-class HttpLimits:
-    """The endpoint's open connections, in all and per host (``MAX_CONNECTIONS``,
-    ``MAX_PER_HOST``). One per router; each connection enters at accept, leaves when lost."""
+class HttpGuard:
+    """The endpoint's connection limits (the router's ``ConnectionLimits`` bookkeeping, its
+    own counts: ``MAX_CONNECTIONS``, ``MAX_PER_HOST``) and its refusals' log line, one per
+    host a minute."""
 
     def __init__(self, most: int = MAX_CONNECTIONS, per_host: int = MAX_PER_HOST) -> None:
-        self.most, self.per_host = most, per_host
-        self.open = 0
-        self.hosts: dict[str, int] = {}
-        self.refused_logged: dict[str, float] = {}  # host -> when last said (once a minute)
+        self.counts = ConnectionLimits(most, per_host)
+        self.refusals = RateLimitedLog(log, interval=60.0)
 
-    def enter(self, host: str) -> str | None:
-        """Count a connection from ``host`` in, or say which limit it passes."""
-        if self.open >= self.most:
-            return f"max {self.most} HTTP connections reached"
-        if self.hosts.get(host, 0) >= self.per_host:
-            return f"max {self.per_host} HTTP connections from one host reached"
-        self.open += 1
-        self.hosts[host] = self.hosts.get(host, 0) + 1
-        return None
+    def enter(self, host: str) -> bool:
+        """Count a connection from ``host`` in; False (and logged) past a limit."""
+        refusal = self.counts.admit(host)
+        if refusal is None:
+            return True
+        which = "from one host " if refusal.limit == "max_connections_per_host" else ""
+        self.refusals.warning(("refused", host), asyncio.get_running_loop().time(),
+                              "http: refused connections from %s: max %d HTTP connections %sreached", host,
+                              refusal.value, which)
+        return False
 
     def leave(self, host: str) -> None:
-        self.open -= 1
-        n = self.hosts.get(host, 0) - 1
-        if n > 0:
-            self.hosts[host] = n
-        else:
-            self.hosts.pop(host, None)
-
-    def say(self, host: str, why: str) -> None:
-        now = asyncio.get_running_loop().time()
-        if now - self.refused_logged.get(host, -120.0) >= 60.0:
-            self.refused_logged[host] = now
-            if len(self.refused_logged) > 10_000:
-                self.refused_logged.clear()
-            log.warning("http: refused connections from %s: %s", host, why)
+        self.counts.release(host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +88,7 @@ Handler = Callable[[dict[str, list[str]]], "Reply | Stream"]
 
 
 class HttpConnection(asyncio.Protocol):
-    def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection], limits: HttpLimits | None = None,
+    def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection], limits: HttpGuard | None = None,
                  head_timeout: float = 10.0) -> None:
         self.routes = routes
         self.streams = streams  # connections serving an event stream (closed at stop)
@@ -118,9 +107,7 @@ class HttpConnection(asyncio.Protocol):
         if self.limits is not None:
             peer = transport.get_extra_info("peername")
             host = str(peer[0]) if peer else "?"
-            refusal = self.limits.enter(host)
-            if refusal is not None:
-                self.limits.say(host, refusal)
+            if not self.limits.enter(host):
                 self.transport.abort()
                 return
             self.host = host

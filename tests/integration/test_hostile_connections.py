@@ -101,17 +101,23 @@ def test_connection_limits_per_host_and_per_router(make_router, peers):
     assert any("refused connection from 127.0.0.4" in line and "max_connections 6 reached" in line for line in lines)
 
 
-def _try_password(r, password: str, source: str) -> int:
-    """One PLAIN attempt as alice over a raw socket; the SASL outcome code (0 ok, 1 auth)."""
-    peer = RawPeer(r.host, r.port, source=source, timeout=30)
+def _try_plain(where: tuple[str, int], user: str, password: str, source: str | None = None) -> int:
+    """One SASL PLAIN attempt over a raw socket; the outcome code (0 ok, 1 auth)."""
+    peer = RawPeer(where[0], where[1], source=source, timeout=30)
     try:
         peer.send(SASL_HEADER)
         assert peer.read_header() == SASL_HEADER
         peer.read_frames(until=SaslMechanisms)
-        peer.send_frame(SaslInit(mechanism="PLAIN", initial_response=b"\x00alice\x00" + password.encode()), sasl=True)
+        peer.send_frame(SaslInit(mechanism="PLAIN", initial_response=b"\x00" + user.encode() + b"\x00" + password.encode()),
+                        sasl=True)
         return peer.read_frames(until=SaslOutcome)[-1].body.code
     finally:
         peer.close()
+
+
+def _try_password(r, password: str, source: str) -> int:
+    """One PLAIN attempt as alice at the router's client port."""
+    return _try_plain((r.host, r.port), "alice", password, source)
 
 
 def test_password_guessing_is_slowed_and_logged_per_host(make_router):
@@ -181,19 +187,6 @@ def test_a_subscription_belongs_to_the_user_that_made_it(make_router):
     pub.close()
 
 
-def _try_secret(where: tuple[str, int], secret: str) -> int:
-    """One inter-router SASL PLAIN attempt as router:A over a raw socket: the outcome code."""
-    peer = RawPeer(where[0], where[1], timeout=30)
-    try:
-        peer.send(SASL_HEADER)
-        assert peer.read_header() == SASL_HEADER
-        peer.read_frames(until=SaslMechanisms)
-        peer.send_frame(SaslInit(mechanism="PLAIN", initial_response=b"\x00router:A\x00" + secret.encode()), sasl=True)
-        return peer.read_frames(until=SaslOutcome)[-1].body.code
-    finally:
-        peer.close()
-
-
 def test_router_secret_guessing_is_slowed_and_logged_per_host(tmp_path):
     import yaml
     from support.routers import Network
@@ -204,7 +197,7 @@ def test_router_secret_guessing_is_slowed_and_logged_per_host(tmp_path):
         host, port = doc["routers"]["B"]["inter_router"].rsplit(":", 1)
         start = time.monotonic()
         for i in range(10):
-            assert _try_secret((host, int(port)), f"guess{i}") == 1
+            assert _try_plain((host, int(port)), "router:A", f"guess{i}") == 1
         # (before, 928 wrong secrets a second went unslowed and unlogged; the floor is the
         # turns booked 0.25 s, 0.5 s and 1 s apart, which a busy machine only raises)
         assert time.monotonic() - start >= 0.25 + 0.5 + 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from once.router.http.server import STREAM_BUFFER, HttpConnection, HttpLimits, Stream
+from once.router.http.server import STREAM_BUFFER, HttpConnection, HttpGuard, Stream
 
 
 async def test_an_event_stream_whose_client_reads_nothing_is_closed_past_its_buffer():
@@ -22,7 +22,7 @@ async def test_an_event_stream_whose_client_reads_nothing_is_closed_past_its_buf
 
     routes = {"/api/events": lambda query: Stream(event, every=0.005)}
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: HttpConnection(routes, streams, HttpLimits()), "127.0.0.1", 0)
+    server = await loop.create_server(lambda: HttpConnection(routes, streams, HttpGuard()), "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     client = socket.socket()
     client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
