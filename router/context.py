@@ -67,6 +67,7 @@ class RouterContext(Protocol):
     serials: int  # the last client connection number given
     inter_connections: set[Any]
     dirty: set[Any]  # connections with something to write at the end of this batch
+    waiting_for_room: set[Any]  # connections not read until the bytes bound leaves room (``room_changed``)
     stopping: bool
 
     def flush(self) -> None:

@@ -106,6 +106,7 @@ class Router:
         self.connections: set[EdgeConnection] = set()
         self.inter_connections: set[InterRouterConnection] = set()
         self.dirty: set = set()
+        self.waiting_for_room: set = set()
         self._servers: list[asyncio.AbstractServer | TlsListener] = []
         self._tasks: list[asyncio.Task] = []
         self.stopping = False
@@ -343,6 +344,9 @@ class Router:
         """The end of a batch: the core's effects reach their ports (``core/effects.py``),
         then every touched connection writes what it has to send."""
         self.core.after_batch()
+        if self.waiting_for_room:  # (records let go, or arrivals ended: some may read on)
+            for conn in list(self.waiting_for_room):
+                conn.room_changed()
         while self.dirty:
             conns = self.dirty
             self.dirty = set()

@@ -75,7 +75,7 @@ class Copies:
         self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
         # the data links (``relay.py``); transit credit counts what we hold for other roots
         self.relay = relay = Relay(tables, credit, plans, lambda: (
-            len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes), effects)
+            len(self.records) - self.delivery.root_records() + self.dest.held, self.records.bytes + tables.reserve.bytes), effects)
         self.hops, self.upstreams = relay.hops, relay.upstreams
         self._dispatch = relay.dispatch
         self.only_me = frozenset({self.router_id})

@@ -37,7 +37,7 @@ _PRESETTLED = 1 << 63  # the generations of pre-settled deliveries' gids (``publ
 
 
 class LocalDelivery:
-    __slots__ = ("tables", "router_id", "settings", "wall", "records", "topics", "stats", "observe_latency",
+    __slots__ = ("tables", "router_id", "settings", "wall", "records", "reserve", "topics", "stats", "observe_latency",
                  "observe_held", "clock", "journal", "credit", "placeholders", "treatment", "remote_routers",
                  "group_members", "local_count", "stamp", "unsynced", "copies", "failover", "groups", "effects", "dest",
                  "router_bytes")
@@ -50,6 +50,7 @@ class LocalDelivery:
         self.settings = tables.settings
         self.wall = tables.wall
         self.records: CoreRecords = tables.records
+        self.reserve = tables.reserve  # (held on the way to the records: bounded with them)
         self.topics = tables.topics
         self.stats = tables.stats
         # (bound once: each is called once per message published here)
@@ -145,7 +146,7 @@ class LocalDelivery:
         # The guess of its message size (``credit.py``) follows a larger one at once, a smaller one slowly.
         guess = pub.size
         pub.size = size if size >= guess else guess - ((guess - size) >> 4)
-        over = pub.bytes > self.settings.link_in_flight_bytes or records.bytes > self.settings.max_in_flight_bytes
+        over = pub.bytes > self.settings.link_in_flight_bytes or records.bytes + self.reserve.bytes > self.settings.max_in_flight_bytes
         purses = pub.purses
         if purses:  # (its user's or host's ``max_in_flight_bytes``: most publishers have none)
             for purse in purses:
@@ -472,7 +473,7 @@ class LocalDelivery:
     def replenish(self) -> None:
         """Top up publisher credit within the room the window has left (``credit.py``)."""
         if not self.unsynced:
-            self.credit.grant(self.local_count, self.records.bytes, self.tables.clock())
+            self.credit.grant(self.local_count, self.records.bytes + self.reserve.bytes, self.tables.clock())
 
     def synced(self) -> None:
         """The network told us who subscribes where: publishers may have credit now."""

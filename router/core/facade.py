@@ -60,6 +60,7 @@ from .pace import Pace
 from .peers import SUSPENDED, CoreRecords, Hop, Publisher, Subscriber, Upstream
 from .ports import ALONE, PublisherPort, RoutesPort, SubscriberPort
 from .purse import Purse
+from .reserve import Reserve
 from .tables import CoreTables, Key
 from .topics import TopicIndex
 from .treatments import FAN_OUT, TopicTreatment, Treatment
@@ -137,6 +138,11 @@ class Core:
     @property
     def records(self) -> CoreRecords:
         return self.tables.records
+
+    @property
+    def reserve(self) -> Reserve:
+        """Bytes adaptors hold on their way to the records (``reserve.py``)."""
+        return self.tables.reserve
 
     @property
     def topics(self) -> TopicIndex:

@@ -16,6 +16,7 @@ from once.records.table import RecordTable
 from .effects import Effects
 from .measures import Measures
 from .ports import Conditions, Outcome, OutcomeKind, rejected
+from .reserve import Reserve
 from .topics import TopicIndex
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def rejection(state: Outcome) -> Outcome:
 
 class CoreTables:
     __slots__ = ("router_id", "settings", "clock", "wall", "records", "topics", "stats", "measures", "journal",
-                 "admit", "born", "effects")
+                 "admit", "born", "effects", "reserve")
 
     def __init__(self, router_id: str, settings: Settings, clock: Callable[[], float], wall: Callable[[], int],
                  journal: Journal | None, admit: Callable[[str, str], str | None] | None = None) -> None:
@@ -50,6 +51,8 @@ class CoreTables:
         self.clock = clock
         self.wall = wall  # microseconds: the stamps of the records we are root for
         self.records: CoreRecords = RecordTable()
+        # bytes adaptors hold on their way to the records, bounded with them (``reserve.py``)
+        self.reserve = Reserve()
         # the local subscribers (attached or suspended) by name, and those a topic reaches
         self.topics = TopicIndex()
         # The router's counters (what ``/metrics`` shows: ``router/http/metrics.py``), plain

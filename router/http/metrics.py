@@ -134,6 +134,9 @@ class RouterCollector(Collector):
         yield GaugeMetricFamily("once_records_oldest_age_seconds", "Age of the oldest record of a message published "
                                 "here.", value=oldest)
         yield GaugeMetricFamily("once_records_bytes", "Message bytes held.", value=core.records.bytes)
+        yield GaugeMetricFamily("once_reserved_bytes", "Message bytes held on their way to the records (arriving, "
+                                "MQTT publishes and wills waiting), bounded with them by max_in_flight_bytes.",
+                                value=core.reserve.bytes)
         yield GaugeMetricFamily("once_window_records_limit", "max_in_flight.", value=s.max_in_flight)
         yield GaugeMetricFamily("once_window_bytes_limit", "max_in_flight_bytes.", value=s.max_in_flight_bytes)
         yield GaugeMetricFamily("once_publisher_credit_outstanding", "Credit granted to publishers and not used yet.",

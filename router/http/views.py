@@ -65,7 +65,7 @@ def general(router: Router) -> dict[str, Any]:
         "publishers_suspended": len(core.suspended_publishers), "subscribers": len(subs) - suspended,
         "subscribers_suspended": suspended, "topics": len(set(core.tables.topics) | {p.topic for p in core.publishers}),
         "records": len(core.records), "records_own": core.local_count, "records_bytes": core.records.bytes,
-        "rss_bytes": rss_bytes(), "totals": dict(core.tables.stats),
+        "reserved_bytes": core.reserve.bytes, "rss_bytes": rss_bytes(), "totals": dict(core.tables.stats),
     }
 
 
@@ -74,7 +74,8 @@ def memory(router: Router) -> dict[str, Any]:
     s = router.settings
     return {
         "router": router.id, "rss_bytes": rss_bytes(), "records": len(core.records), "records_own": core.local_count,
-        "records_bytes": core.records.bytes, "max_in_flight": s.max_in_flight, "max_in_flight_bytes": s.max_in_flight_bytes,
+        "records_bytes": core.records.bytes, "reserved_bytes": core.reserve.bytes, "max_in_flight": s.max_in_flight,
+        "max_in_flight_bytes": s.max_in_flight_bytes,
         "link_in_flight_bytes": s.link_in_flight_bytes, "publisher_credit_outstanding": core.credit.outstanding,
         "placeholders": len(core.placeholders),
         "held": sum(len(q) for q in core.held.values()),

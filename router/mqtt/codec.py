@@ -124,7 +124,7 @@ def utf8(raw: bytes) -> str:
     """An MQTT UTF-8 string: well-formed (no surrogates: Python's codec refuses them) and no
     U+0000 (MQTT-1.5.4-1, -2)."""
     try:
-        text = raw.decode("utf-8")
+        text = str(raw, "utf-8")  # (bytes, or a view of a large packet's buffer)
     except UnicodeDecodeError:
         raise malformed("a string is not well-formed UTF-8") from None
     if "\x00" in text:
@@ -327,6 +327,9 @@ def decode_publish(flags: int, body: bytes, v5: bool) -> Publish:
         else:
             r = Reader(body)
             r.pos = pos
+            if not isinstance(body, bytes):  # (a large one's view of its buffer: ``framing.py``)
+                r = Reader(bytes(body[:r.varint() + r.pos]))  # (its properties read from bytes)
+                r.pos = pos
             props = read_props(r, PacketType.PUBLISH)
             pos = r.pos
     return Publish(topic, body[pos:], qos, bool(flags & 0x01), dup, packet_id, props)

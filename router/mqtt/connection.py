@@ -108,6 +108,9 @@ class MqttConnection:
         self.keep_alive = 0.0
         self.last_heard: float | None = None  # (set by tick: the engine reads no clock)
         self.heard = True
+        # The router reads the client's bytes (False while it pauses reading: back-pressure;
+        # a client it does not read is not silent, and keep-alive does not count the time).
+        self.reading = True
 
     # ------------------------------------------------------------------ bytes
 
@@ -156,7 +159,7 @@ class MqttConnection:
         Returns when to tick again (None: never)."""
         if self.state is not State.CONNECTED or not self.keep_alive:
             return None
-        if self.heard or self.last_heard is None:
+        if self.heard or self.last_heard is None or not self.reading:
             self.heard = False
             self.last_heard = now
         deadline = self.last_heard + 1.5 * self.keep_alive

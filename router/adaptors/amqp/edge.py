@@ -144,6 +144,7 @@ class EdgeConnection(EngineProtocol):
         self.opened_at: float | None = None  # (monotonic) when its open came
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
         self._holdings_stale = False  # its sessions or links may have changed since it told the quotas
+        self.holding = 0  # bytes of messages arriving it holds on the router's account (``_bound_arrivals``)
 
     def dirty(self) -> None:
         """``EngineProtocol.dirty``, here again: its links call it per message, and compiled
@@ -170,20 +171,24 @@ class EdgeConnection(EngineProtocol):
         if self.engine.state in PRE_AUTH and self.held_for_turn(data):
             return  # (a SASL exchange takes two or three reads: one turn for them all)
         self.feed(data)
-        if self.engine.assembling:  # (only while a multi-frame message arrives)
+        if self.engine.assembling or self.holding:  # (only while a multi-frame message arrives)
             self._bound_arrivals()
 
     def _bound_arrivals(self) -> None:
         """The bytes of messages still arriving count, with those this connection's records
-        hold, against its share (``max_connection_bytes``) and the router's bound
-        (``max_in_flight_bytes``). A link's first message has credit before its size is
-        known: one connection's links could otherwise each bring a message as large as
-        ``max_message_size`` at once. Past either, the newest arrivals are refused
+        hold, against its share (``max_connection_bytes``), and at twice their size (their
+        frames and the message joined from them) with everything the router holds against
+        its bound (``max_in_flight_bytes``: the records and what every connection holds on
+        their account, ``core/reserve.py``). A link's first message has credit before its
+        size is known: one connection's links could otherwise each bring a message as large
+        as ``max_message_size`` at once, and six connections each one (641 MiB under a
+        256 MiB bound). Past either, the newest arrivals are refused
         (``amqp:resource-limit-exceeded`` on their links, their bytes let go): the
         connection's other links, and every other client, go on."""
         engine = self.engine
         links = engine.arriving()
         if not links:
+            self._hold(0)
             return
         s = self.router.settings
         share = s.max_connection_bytes or max(s.max_message_size, s.max_in_flight_bytes // 4)
@@ -194,28 +199,44 @@ class EdgeConnection(EngineProtocol):
                 pub = link.context
                 if not link.is_sender and pub is not None:
                     held += pub.bytes
-        room = s.max_in_flight_bytes - self.core.records.bytes
+        limit = s.max_in_flight_bytes
+        room = self.core.reserve.room(limit, self.core.records.bytes, self)
         quotas = self.router.quotas
         user = self._user()
-        while links and (held + arriving > share or arriving > room
+        while links and (held + arriving > share or (2 * arriving > room and room < limit)
                          or quotas.arrivals_over(user, self.host, arriving, len(links) == 1) is not None):
             purse = quotas.arrivals_over(user, self.host, arriving, len(links) == 1)
             link = links.pop()  # (the newest arrival first: the earlier ones were let in)
             arriving -= link.partial_size
-            why = (f"this connection's messages would hold more than max_connection_bytes ({share}): "
-                   f"{held} held, {arriving + link.partial_size} arriving" if arriving + link.partial_size + held > share
-                   else f"the router holds max_in_flight_bytes ({s.max_in_flight_bytes}) of messages" if purse is None
-                   else f"more than max_in_flight_bytes ({purse.limit}) of messages would be held ({purse.where})")
+            if arriving + link.partial_size + held > share:
+                name, why = "max_connection_bytes", (f"this connection's messages would hold more than "
+                                                     f"max_connection_bytes ({share}): {held} held, "
+                                                     f"{arriving + link.partial_size} arriving")
+            elif purse is None:
+                name, why = "max_in_flight_bytes", (f"the router would hold more than max_in_flight_bytes ({limit}): "
+                                                    f"{limit - room} held, {arriving + link.partial_size} arriving here")
+            else:
+                name, why = purse.where, (f"more than max_in_flight_bytes ({purse.limit}) of messages would be "
+                                          f"held ({purse.where})")
+                quotas.refused_bytes(user, self.host, purse)  # (the policy's budget: what refused it)
             engine.drop_arriving(link, Condition.RESOURCE_LIMIT_EXCEEDED, why)
             self._drop_link(link)
-            if purse is not None and why.endswith(f"({purse.where})"):  # (the policy's budget: what refused it)
-                quotas.refused_bytes(user, self.host, purse)
             self.router.guard_log.warning(("bytes", self.host), asyncio.get_running_loop().time(),
                                           "router %s: refused a message arriving on %s from %s: %s", self.router.id,
                                           link.name, self.peer, why,
                                           extra=fields("link.refused", connection=self.serial, peer=self.peer,
-                                                       link=link.name, limit="max_connection_bytes"))
+                                                       link=link.name, limit=name))
+        self._hold(2 * arriving)
         self.dirty()
+
+    def _hold(self, n: int) -> None:
+        """What its messages still arriving hold on the router's account (``core/reserve.py``)."""
+        if n != self.holding:
+            less = n < self.holding
+            self.holding = n
+            self.core.reserve.hold(self, n)
+            if less:
+                self.core.replenish()  # (publishers may have credit in the room it left)
 
     def on_batch_failed(self) -> None:
         self._drop_all_links(suspend=True)
@@ -224,6 +245,7 @@ class EdgeConnection(EngineProtocol):
         self.router.connections.discard(self)
         if self.principal is not None:
             self.router.quotas.leave(self, *self.principal)
+        self._hold(0)
         clean = self.engine.state is State.CLOSED
         log.info("router %s: connection from %s (container %s) %s", self.router.id, self.peer, self._container(),
                  "closed" if clean else f"lost without a close ({exc or 'the peer went away'}): its links are "

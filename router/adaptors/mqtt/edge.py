@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import secrets
@@ -58,7 +59,7 @@ from .inbound import Inbound
 from .outbound import Outbound
 from .ports import MqttSubscriberPort
 from .sessions import Session, SessionStore
-from .will import publish_will, will_delay
+from .will import publish_will, will_delay, will_size
 
 if TYPE_CHECKING:
     from ...context import RouterContext
@@ -69,6 +70,9 @@ log = logging.getLogger("once.mqtt")
 access = logging.getLogger("once.access")
 _ids = itertools.count(1)
 GID = "once-gid"
+# bytes: a packet arriving longer than this is weighed against the bytes bound (``_bound_bytes``;
+# shorter ones are bounded by what one read brings)
+WEIGHED = 64 * 1024
 MAX_SESSION_EXPIRY = 86400  # seconds: a longer one asked for is cut to this (and the client told)
 
 class MqttEdgeConnection(EngineProtocol):
@@ -99,6 +103,8 @@ class MqttEdgeConnection(EngineProtocol):
         self.peer = "?"
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
         self.max_message_size = 0  # its user's or host's, when smaller than the router's (0: the router's)
+        self.will_bytes = 0  # what its will holds (``_bound_bytes``)
+        self.holding = 0  # the bytes it holds on the router's account (``core/reserve.py``)
 
     def describe(self) -> str:
         return f"MQTT connection from {self.remote}"
@@ -107,6 +113,68 @@ class MqttEdgeConnection(EngineProtocol):
         if not self.ready and self.held_for_turn(data):
             return  # (its CONNECT waits for its host's turn: ``EngineProtocol.held_for_turn``)
         self.feed(data)
+        mqtt = self.mqtt
+        if mqtt.reader.incoming > WEIGHED or self.holding or self.inbound.held_bytes or self.will_bytes:
+            self._bound_bytes()
+
+    def _bound_bytes(self) -> None:
+        """What this connection holds on the router's account (``core/reserve.py``): a packet
+        arriving, from its header on, at twice its length (its buffer and the message made of
+        it), publishes held for a new epoch and its will. A packet that would pass the
+        router's ``max_in_flight_bytes``, the connection's share (``max_connection_bytes``)
+        or its user's or host's budget is not read on until there is room: reading pauses
+        with its header, before its body is held (six clients' 80 MB publishes took 547 MiB
+        under a 256 MiB bound, nothing refused). One alone, with nothing else held, goes."""
+        reader = self.mqtt.reader
+        incoming = reader.incoming if reader.incoming > WEIGHED else 0
+        rest = self.inbound.held_bytes + self.will_bytes
+        why = None
+        if incoming:
+            s = self.router.settings
+            limit = s.max_in_flight_bytes
+            room = self.core.reserve.room(limit, self.core.records.bytes, self)
+            share = s.max_connection_bytes or max(s.max_message_size, limit // 4)
+            held = sum(pub.bytes for pub in self.inbound.publishers.values())
+            if 2 * incoming + rest > room and room < limit:
+                why = (f"max_in_flight_bytes ({limit}): the router holds {limit - room} bytes, this packet is "
+                       f"{incoming}")
+            elif held and held + incoming + rest > share:
+                why = f"max_connection_bytes ({share}): its messages hold {held} bytes, this packet is {incoming}"
+            elif self.principal is not None:
+                purse = self.router.quotas.arrivals_over(*self.principal, incoming, True)
+                if purse is not None:
+                    why = f"max_in_flight_bytes ({purse.where}: {purse.limit})"
+        if why is None:
+            self._hold(2 * incoming + rest)
+            if self in self.router.waiting_for_room:
+                self.router.waiting_for_room.discard(self)
+                self.resume("bytes")
+            return
+        self._hold(len(reader.buffer) + rest)
+        if self not in self.router.waiting_for_room:
+            self.router.waiting_for_room.add(self)
+            self.pause("bytes")
+            self.router.guard_log.warning(
+                ("bytes", self.host), asyncio.get_running_loop().time(),
+                "router %s: MQTT client %s from %s: not read until there is room: its next packet would pass %s",
+                self.router.id, self.client_id or "?", self.peer, why,
+                extra=fields("mqtt.paused", connection=self.serial, peer=self.peer, container=self.client_id,
+                             limit=why.split(" ", 1)[0], incoming=incoming))
+
+    def room_changed(self) -> None:
+        """Records were let go, or another connection's arrivals ended: read on if it fits."""
+        if self.transport is None or self.mqtt.closed:
+            self.router.waiting_for_room.discard(self)
+            return
+        self._bound_bytes()
+
+    def _hold(self, n: int) -> None:
+        if n != self.holding:
+            less = n < self.holding
+            self.holding = n
+            self.core.reserve.hold(self, n)
+            if less:
+                self.core.replenish()  # (publishers may have credit in the room it left)
 
     def on_admitted(self) -> None:
         self.peer = self.remote
@@ -119,12 +187,14 @@ class MqttEdgeConnection(EngineProtocol):
         self.pausing.discard(why)
         if self.reading_paused and not self.pausing and self.transport is not None:
             self.reading_paused = False
+            self.mqtt.reading = self.mqtt.heard = True
             self.transport.resume_reading()
 
     def pause(self, why: str = "credit") -> None:
         self.pausing.add(why)
         if not self.reading_paused and self.transport is not None:
             self.reading_paused = True
+            self.mqtt.reading = False  # (its silence meanwhile is ours: keep-alive does not count it)
             self.transport.pause_reading()
 
     @property
@@ -202,6 +272,7 @@ class MqttEdgeConnection(EngineProtocol):
         self.tell_gid = c.version is Version.V5 and (Prop.USER_PROPERTY, (GID, "1")) in c.props
         present = self._open_session(client_id, c.clean_start, expiry)
         self.will = c.will
+        self.will_bytes = will_size(c.will) if c.will is not None else 0
         self.router.connections.add(self)
         events = engine.accept(present, props)
         self.ready = True
@@ -484,6 +555,7 @@ class MqttEdgeConnection(EngineProtocol):
     def _on_disconnect(self, event: ClientDisconnected) -> None:
         if not event.will:
             self.will = None  # (a normal DISCONNECT discards it)
+            self.will_bytes = 0
         self.drop_all()
 
     def _on_failed(self, event: ConnectionFailed) -> None:
@@ -506,6 +578,7 @@ class MqttEdgeConnection(EngineProtocol):
         session = self.session
         keep = session is not None and session.host == self.router.id
         will, self.will = self.will, None
+        self.will_bytes = 0
         if will is not None:
             self._will(will, session)
         self.inbound.drop(keep)
@@ -532,18 +605,21 @@ class MqttEdgeConnection(EngineProtocol):
         """Its will goes now, or after its will delay unless the session resumed by then."""
         client_id, router = self.client_id, self.router
         delay = min(will_delay(will), session.expiry if session is not None else 0)
-        if delay <= 0:
-            router.call_soon(publish_will, router, client_id, will, self.user)
-            return
         store, incarnation, moves = self.sessions, session.incarnation if session else 0, session.moves if session else 0
         user = self.user
+        reserve = self.core.reserve
+        reserve.hold(will, will_size(will))  # (until it goes into the records, or not at all)
 
         def due() -> None:
-            now = store.sessions.get(client_id) if store is not None else None
+            reserve.hold(will, 0)
+            now = store.sessions.get(client_id) if store is not None and delay > 0 else None
             if now is not None and now.incarnation == incarnation and now.moves != moves and not now.ended:
                 return  # (its client connected again, here or elsewhere, and the session went on)
             publish_will(router, client_id, will, user)
-        router.call_later(delay, due)
+        if delay <= 0:
+            router.call_soon(due)
+        else:
+            router.call_later(delay, due)
 
     def on_batch_failed(self) -> None:
         self.drop_all()
@@ -553,6 +629,8 @@ class MqttEdgeConnection(EngineProtocol):
         if self.principal is not None:
             self.router.quotas.leave(self, *self.principal)
         self.drop_all()
+        self.router.waiting_for_room.discard(self)
+        self._hold(0)
 
     def on_writable(self) -> None:
         for sub in list(self.subscribers.values()):

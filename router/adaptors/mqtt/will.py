@@ -46,6 +46,13 @@ def will_delay(will: Will) -> int:
     return delay if isinstance(delay, int) else 0
 
 
+def will_size(will: Will) -> int:
+    """The bytes a will holds until it is published (its payload, topic and properties)."""
+    return len(will.payload) + len(will.topic) + sum(len(v) if isinstance(v, (str, bytes)) else
+                                                     sum(map(len, v)) if isinstance(v, tuple) else 4
+                                                     for _, v in will.props)
+
+
 def publish_will(router: RouterContext, client_id: str, will: Will, user: str) -> None:
     """Publish ``will`` into the network now, as its client's ``user`` (its router checked
     the policy at the CONNECT; the user travels with the copies, so every router where a
