@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from once.records.names import is_pattern, matches
+from once.records.names import PatternSet, is_pattern
 
 from .messages import OriginState, SubAck, SubEvent, Subscription
 
@@ -36,6 +36,8 @@ class _Origin:
     watermark: int = 0  # every seq <= watermark applied
     above: set[int] = field(default_factory=set)  # applied seqs beyond the watermark
     keys: dict[tuple[str, str], tuple[int, Subscription | None]] = field(default_factory=dict)
+    # name -> the keys attached under it (``_subs_of``: a topic's subscribers without a walk over all)
+    names: dict[str, dict[tuple[str, str], None]] = field(default_factory=dict)
     # keys it gave up as gaps (a detach with ``gap``), until it clears them or they attach there again
     gaps: dict[tuple[str, str], Subscription] = field(default_factory=dict)
 
@@ -61,7 +63,7 @@ class SubscriberTable:
         self.origins[me].watermark = base
         # name (a topic or a pattern) -> origin -> its subscribers under that name
         self.by_topic: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self.patterns: set[str] = set()  # the names in ``by_topic`` that are patterns (``records/names.py``)
+        self.patterns = PatternSet()  # the names in ``by_topic`` that are patterns (``records/names.py``)
         self.echoes: dict[tuple[str, int], _Echo] = {}
         self.messages_sent = 0
         self.by_key: dict[tuple[str, str], set[str]] = defaultdict(set)  # subscriber key -> origins holding it
@@ -76,8 +78,8 @@ class SubscriberTable:
         a pattern matching it."""
         counts = self.by_topic.get(topic)
         out = {r for r, n in counts.items() if n > 0} if counts else set()
-        for name in self.patterns:
-            if name != topic and matches(name, topic):
+        for name in self.patterns.matching(topic):
+            if name != topic:
                 out.update(r for r, n in self.by_topic[name].items() if n > 0)
         return out
 
@@ -148,11 +150,16 @@ class SubscriberTable:
     def _subs_of(self, origin: str, topic: str) -> list[Subscription]:
         """``origin``'s subscribers that a message to ``topic`` reaches (by name or pattern)."""
         o = self.origins.get(origin)
-        if o is None:
+        if o is None or not o.names:
             return []
-        patterns = self.patterns
-        return [s for _, s in o.keys.values() if s is not None and (
-            s.topic == topic or (s.topic in patterns and matches(s.topic, topic)))]
+        names = o.names
+        out: list[Subscription] = []
+        for name in (topic, *(p for p in self.patterns.matching(topic) if p != topic)):
+            for key in names.get(name, ()):
+                sub = o.keys[key][1]
+                if sub is not None:
+                    out.append(sub)
+        return out
 
     def subscriptions(self, origin: str) -> list[Subscription]:
         o = self.origins.get(origin)
@@ -247,11 +254,17 @@ class SubscriberTable:
         if old is not None:
             self._uncount(old.topic, origin_id)
             self.by_key[key].discard(origin_id)
+            if sub is None or sub.topic != old.topic:
+                under = origin.names[old.topic]
+                del under[key]
+                if not under:
+                    del origin.names[old.topic]
         if sub is not None:
             self.by_topic[sub.topic][origin_id] += 1
             self.by_key[key].add(origin_id)
             if is_pattern(sub.topic):
                 self.patterns.add(sub.topic)
+            origin.names.setdefault(sub.topic, {})[key] = None
         origin.keys[key] = (seq, sub)
         return True
 

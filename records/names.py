@@ -16,6 +16,7 @@ subscribers by name and asks ``matches`` which patterns a topic reaches
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 WILDCARDS = ("+", "#")
@@ -57,6 +58,102 @@ def matches(pattern: str, topic: str) -> bool:
         if i >= len(parts) or (level != "+" and level != parts[i]):
             return False
     return len(levels) == len(parts)
+
+
+class _Node:
+    __slots__ = ("children", "name", "rest")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}  # the next level (a literal, or "+")
+        self.name: str | None = None  # the pattern that ends here
+        self.rest: str | None = None  # the pattern that ends here with "#" (it matches what follows, or nothing)
+
+
+class PatternSet:
+    """A set of patterns that answers, for a topic, the patterns matching it by walking the
+    topic's levels (a trie of pattern levels), not by trying every pattern: with 10,000
+    patterns a message to a new topic cost 19 ms of a router's time. Iterates, counts and
+    tests membership as a set does."""
+
+    __slots__ = ("_root", "_names")
+
+    def __init__(self) -> None:
+        self._root = _Node()
+        self._names: dict[str, None] = {}  # (insertion order: iteration is the same on every run)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __bool__(self) -> bool:
+        return bool(self._names)
+
+    def add(self, pattern: str) -> None:
+        if pattern in self._names:
+            return
+        self._names[pattern] = None
+        node = self._root
+        levels = pattern.split("/")
+        last = len(levels) - 1
+        for i, level in enumerate(levels):
+            if level == "#" and i == last:
+                node.rest = pattern
+                return
+            child = node.children.get(level)
+            if child is None:
+                child = node.children[level] = _Node()
+            node = child
+        node.name = pattern
+
+    def discard(self, pattern: str) -> None:
+        if pattern not in self._names:
+            return
+        del self._names[pattern]
+        levels = pattern.split("/")
+        rest = levels[-1] == "#"
+        if rest:
+            levels.pop()
+        path = [self._root]
+        for level in levels:
+            path.append(path[-1].children[level])
+        if rest:
+            path[-1].rest = None
+        else:
+            path[-1].name = None
+        for i in range(len(levels), 0, -1):  # (levels no pattern goes through any more go)
+            node = path[i]
+            if node.children or node.name is not None or node.rest is not None:
+                break
+            del path[i - 1].children[levels[i - 1]]
+
+    def matching(self, topic: str) -> list[str]:
+        """The patterns here that match ``topic`` (as ``matches`` says), each once."""
+        out: list[str] = []
+        parts = topic.split("/")
+        n = len(parts)
+        dollar = topic.startswith("$")  # (not matched by a pattern starting with a wildcard)
+        stack = [(self._root, 0)]
+        while stack:
+            node, i = stack.pop()
+            if node.rest is not None and (i or not dollar):
+                out.append(node.rest)
+            if i == n:
+                if node.name is not None:
+                    out.append(node.name)
+                continue
+            child = node.children.get(parts[i])
+            if child is not None:
+                stack.append((child, i + 1))
+            if i or not dollar:
+                plus = node.children.get("+")
+                if plus is not None and plus is not child:
+                    stack.append((plus, i + 1))
+        return out
 
 
 def publisher_name_error(name: str) -> str | None:

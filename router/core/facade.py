@@ -96,7 +96,7 @@ class Core:
         self.draining = False
         self.credit = credit = CreditWindow(settings, effects)
         self.placeholders = placeholders = Placeholders()
-        self.publishers: list[Publisher] = []
+        self.publishers: dict[Publisher, None] = {}  # (attached; a dict: 10,000 MQTT topics leave in O(1) each)
         self.suspended_publishers: dict[Key, Publisher] = {}
         self.groups = groups = Groups(tables, routes, message_key, effects)
         self.delivery = delivery = LocalDelivery(tables, credit, placeholders, routes,
@@ -245,8 +245,11 @@ class Core:
 
     def add_publisher(self, port: PublisherPort, topic: str, container_id: str, link_name: str,
                       settle_second: bool, incarnation: int | None = None, grant: bool = True,
-                      group: object = None) -> Publisher:
+                      group: object = None, credited: bool = True) -> Publisher:
         """Attach a publisher. ``incarnation``: the one a resuming link carries; None starts anew.
+        ``credited``: it sends on credit (AMQP); an MQTT client's publisher has none (its
+        adaptor stops reading the client past the byte bounds: ``adaptors/mqtt/edge.py``),
+        and credit passes never look at it.
 
         A fresh attach starts a new incarnation, because its tags may restart at 0 (Proton
         does). It is random (63 bits), not a per-router counter: after a failover two
@@ -275,8 +278,9 @@ class Core:
             # resend is released when the old link's grace runs out.)
             del self.suspended_publishers[pub.key]
             self._release_publisher(old)
-        self.publishers.append(pub)
-        self.credit.attached(pub)
+        self.publishers[pub] = None
+        if credited:
+            self.credit.attached(pub)
         if grant:  # (an adaptor that must answer the attach first grants afterwards)
             self.replenish()
         return pub
@@ -310,7 +314,7 @@ class Core:
 
     def _detach_publisher(self, pub: Publisher) -> None:
         pub.attached = False
-        self.publishers.remove(pub)
+        del self.publishers[pub]
         self.credit.detached(pub)
         for record in pub.live.values():
             record.publisher_handle = None
@@ -368,12 +372,9 @@ class Core:
         """
         key = (container_id, link_name)
         group = _of_name(group, topic)
-        old = None
-        for other_topic, other in list(self.tables.topics.items()):
-            if key in other:
-                old = other[key]
-                if other_topic != topic:
-                    self.remove_subscriber(old)  # a different subscription under the same name
+        old = self.tables.topics.find(key)  # (a key is under one name at a time)
+        if old is not None and old.topic != topic:
+            self.remove_subscriber(old)  # a different subscription under the same name
         sub = Subscriber(port, topic, container_id, link_name, presettled, self.tables.measures.topic(topic))
         sub.group = group
         sub.resumable = resumable
@@ -403,6 +404,7 @@ class Core:
         sub.exclusive = exclusive
         sub.resumable = True  # it was suspended in our earlier life, so it could resume
         self.tables.topics.add(sub)
+        self.tables.topics.suspended[sub] = None
         if group is not None:
             self.groups.join(sub, since)
 
@@ -412,12 +414,13 @@ class Core:
         return sub.owner if sub is not None else None
 
     def suspended(self) -> list[Subscriber]:
-        return [s for subs in self.tables.topics.values() for s in subs.values() if s.suspended_until is not None]
+        return [s for s in self.tables.topics.suspended if s.suspended_until is not None]
 
     def suspend_subscriber(self, sub: Subscriber, until: float) -> None:
         """Its connection vanished without a closing detach: keep the subscription, stop sending."""
         sub.port = SUSPENDED  # type: ignore[assignment]
         sub.suspended_until = until
+        self.tables.topics.suspended[sub] = None
         sub.calm = self.routes.calm()
 
     def expire_suspended(self, now: float) -> list[Subscriber]:

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
-from once.records.names import matches
+from once.records.names import PatternSet
 from once.records.owed import KeyState
 from once.records.table import SubState
 
@@ -49,7 +49,7 @@ class Groups:
         # our members per topic and group; the root's load per member; the key a message
         # is sharded by (the adaptor reads it)
         self.local_groups: dict[str, dict[GroupId, dict[Key, Member]]] = {}
-        self.patterns: set[str] = set()  # the names in ``local_groups`` that are patterns
+        self.patterns = PatternSet()  # the names in ``local_groups`` that are patterns
         self.chooser = Chooser()
         self.message_key = message_key
         self._group_views: dict[str, tuple[object, int, dict[GroupId, Table]]] = {}
@@ -149,8 +149,8 @@ class Groups:
         local = self.local_groups.get(topic, {})
         if self.patterns:  # (and the groups of the patterns that match it: each its own GroupId)
             local = dict(local)
-            for name in self.patterns:
-                if name != topic and matches(name, topic):
+            for name in self.patterns.matching(topic):
+                if name != topic:
                     local.update(self.local_groups[name])
         view = merged(local, remote)
         if len(self._group_views) > 4096:

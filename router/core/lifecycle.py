@@ -92,14 +92,14 @@ class LinkLifecycle:
 
     def attach_publisher(self, port: PublisherPort, topic: str, container_id: str, link_name: str,
                          settle_second: bool, incarnation: int | None, unsettled: dict[bytes, Any] | None,
-                         group: object = None) -> tuple[Publisher, dict[bytes, Any] | None]:
+                         group: object = None, credited: bool = True) -> tuple[Publisher, dict[bytes, Any] | None]:
         """A publisher attaches; returns it and our unsettled map for the answer (None for a
         fresh link). ``incarnation``: the one it carried back (it resumes), else None;
         ``group``: its connection (the credit one connection holds is capped)."""
         resuming = unsettled is not None or incarnation is not None
         core = self.core
         pub = core.add_publisher(port, topic, container_id, link_name, settle_second,
-                                 incarnation if resuming else None, grant=False, group=group)
+                                 incarnation if resuming else None, grant=False, group=group, credited=credited)
         ours = core.publisher_resume_map(pub, unsettled or {}) if resuming else None
         if resuming:
             core.tables.stats["resumed_publishers"] += 1
@@ -108,8 +108,9 @@ class LinkLifecycle:
         return pub, ours
 
     def publisher_answered(self, pub: Publisher) -> None:
-        """Its attach was answered: now it may get credit."""
-        self.core.replenish()
+        """Its attach was answered: now it may get credit (in the pass as the batch ends:
+        one pass for every publisher that attached in it, not one each)."""
+        self.core.credit.want_pass()
 
     def publisher_gone(self, pub: Publisher, suspend: bool) -> None:
         """Its link went: closed (it ends) or interrupted (suspended: it may resume anywhere)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from once.records.membership import Key
-from once.records.names import matches
+from once.records.names import PatternSet
 
 if TYPE_CHECKING:
     from once.records.membership import GroupId, Member
@@ -63,7 +63,7 @@ class TopicTreatment:
     __slots__ = ("default", "local_groups", "patterns", "fan_out")
 
     def __init__(self, default: Treatment, local_groups: dict[str, dict[GroupId, dict[Key, Member]]],
-                 patterns: set[str]) -> None:
+                 patterns: PatternSet) -> None:
         self.default = default
         self.local_groups = local_groups
         self.patterns = patterns  # the names in ``local_groups`` that are patterns
@@ -71,7 +71,7 @@ class TopicTreatment:
 
     def grouped(self, topic: str) -> bool:
         """Whether a group here has members that a message to ``topic`` reaches."""
-        return topic in self.local_groups or any(matches(p, topic) for p in self.patterns)
+        return topic in self.local_groups or bool(self.patterns and self.patterns.matching(topic))
 
     def targets(self, record: CoreRecord, subscribers: dict[tuple[str, str], Subscriber],
                 keys: frozenset[Key] | None) -> list[Subscriber]:

@@ -4,7 +4,9 @@ and the MQTT adaptor match by."""
 from __future__ import annotations
 
 import pytest
-from once.records.names import is_pattern, matches, publisher_name_error, subscriber_name_error
+from hypothesis import given
+from hypothesis import strategies as st
+from once.records.names import PatternSet, is_pattern, matches, publisher_name_error, subscriber_name_error
 
 
 @pytest.mark.parametrize(("name", "pattern"), [
@@ -31,3 +33,40 @@ def test_publishers_send_to_topics_and_patterns_are_checked():
     assert "is a pattern" in (publisher_name_error("a/+") or "")
     assert subscriber_name_error("a/+") is None and subscriber_name_error("a/b") is None
     assert "last level" in (subscriber_name_error("a/#/b") or "")
+
+
+_LEVELS = st.sampled_from(["a", "b", "c", "", "$s", "+", "#"])
+
+
+@st.composite
+def _patterns(draw: st.DrawFn) -> str:
+    levels = draw(st.lists(_LEVELS, min_size=1, max_size=4))
+    levels = [lv for i, lv in enumerate(levels) if lv != "#" or i == len(levels) - 1] or ["+"]
+    return "/".join(levels)
+
+
+@given(st.lists(st.tuples(st.booleans(), _patterns()), max_size=40),
+       st.lists(st.lists(st.sampled_from(["a", "b", "c", "", "$s", "x"]), min_size=1, max_size=5), max_size=30))
+def test_a_pattern_set_answers_what_matches_says_as_patterns_come_and_go(ops: list[tuple[bool, str]],
+                                                                        topics: list[list[str]]) -> None:
+    """The trie a router asks which patterns a topic reaches (10,000 patterns cost 19 ms a
+    message when each was tried) answers exactly what ``matches`` does, each pattern once,
+    and keeps no level that no pattern goes through once they are gone."""
+    ps, live = PatternSet(), set()
+    for add, pattern in ops:
+        if not is_pattern(pattern):
+            continue
+        if add:
+            ps.add(pattern)
+            live.add(pattern)
+        else:
+            ps.discard(pattern)
+            live.discard(pattern)
+        assert set(ps) == live and len(ps) == len(live) and bool(ps) == bool(live)
+    for levels in topics:
+        topic = "/".join(levels)
+        got = ps.matching(topic)
+        assert len(got) == len(set(got)) and set(got) == {p for p in live if matches(p, topic)}, topic
+    for pattern in list(live):
+        ps.discard(pattern)
+    assert not ps and ps.matching("a") == [] and not ps._root.children

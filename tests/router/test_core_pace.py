@@ -187,7 +187,7 @@ def test_records_a_subscriber_holds_do_not_stop_what_moves():
     clock = Clock()
     core = _core(clock, max_in_flight=10_000, link_credit=2000, queue_target=TARGET)
     held, sent = _run(core, clock, 6000, lambda n, t, now: n % 4 != 0 and t <= now - 0.001)
-    pub = core.publishers[0]
+    pub = next(iter(core.publishers))
     assert pub.in_flight >= 2000 * 0.9  # it sent until the held ones filled its window
 
 

@@ -144,22 +144,39 @@ class MqttEdgeConnection(EngineProtocol):
                 purse = self.router.quotas.arrivals_over(*self.principal, incoming, True)
                 if purse is not None:
                     why = f"max_in_flight_bytes ({purse.where}: {purse.limit})"
+        waiting = self in self.router.waiting_for_room
+        if why is None and waiting and any(self.past_bounds(pub) for pub in self.inbound.publishers.values()):
+            why = ""  # (its records are past a bound: it waits, with no line, as a link waits for credit)
         if why is None:
             self._hold(2 * incoming + rest)
-            if self in self.router.waiting_for_room:
+            if waiting:
                 self.router.waiting_for_room.discard(self)
                 self.resume("bytes")
             return
         self._hold(len(reader.buffer) + rest)
-        if self not in self.router.waiting_for_room:
-            self.router.waiting_for_room.add(self)
-            self.pause("bytes")
+        if not waiting:
+            self.wait_for_room()
+        if why and not waiting:
             self.router.guard_log.warning(
                 ("bytes", self.host), asyncio.get_running_loop().time(),
                 "router %s: MQTT client %s from %s: not read until there is room: its next packet would pass %s",
                 self.router.id, self.client_id or "?", self.peer, why,
                 extra=fields("mqtt.paused", connection=self.serial, peer=self.peer, container=self.client_id,
                              limit=why.split(" ", 1)[0], incoming=incoming))
+
+    def past_bounds(self, pub: Publisher) -> bool:
+        """Whether ``pub``'s records, or the router's, are past their byte bound (its
+        user's or host's budget included): the client is not read until they are not."""
+        s = self.router.settings
+        core = self.core
+        if pub.bytes > s.link_in_flight_bytes or core.records.bytes + core.reserve.bytes > s.max_in_flight_bytes:
+            return True
+        return any(purse.bytes > purse.limit for purse in pub.purses)
+
+    def wait_for_room(self) -> None:
+        """Read no more until there is room (``room_changed``, as batches end)."""
+        self.router.waiting_for_room.add(self)
+        self.pause("bytes")
 
     def room_changed(self) -> None:
         """Records were let go, or another connection's arrivals ended: read on if it fits."""
@@ -462,7 +479,7 @@ class MqttEdgeConnection(EngineProtocol):
             if self.unauthorized("subscribe", f.pattern) or (f.group and self.unauthorized("join", f.group)):
                 reasons.append(Reason.NOT_AUTHORIZED)
                 continue
-            if sub.filter not in self.subscribers and self._over_links():
+            if sub.filter not in self.subscribers and self.too_many_links() and not self.inbound.retire_idle():
                 reasons.append(Reason.QUOTA_EXCEEDED)
                 continue
             reasons.append(sub.qos)
@@ -489,19 +506,25 @@ class MqttEdgeConnection(EngineProtocol):
         return [(pub, quotas.purses(pub.user, self.host)) for pub in self.inbound.publishers.values()]
 
     def holds(self, what: str) -> int:
-        """Its subscriptions count as links (``quotas.Holder``); it holds no AMQP sessions."""
-        return len(self.subscribers) if what == "links" else 0
+        """Its subscriptions and the topics it publishes to count as links
+        (``quotas.Holder``); it holds no AMQP sessions."""
+        return len(self.subscribers) + len(self.inbound.publishers) if what == "links" else 0
+
+    def too_many_links(self) -> str:
+        """Why one more link (a subscription, or a topic it publishes to) is refused: past
+        the router's ``max_links_per_connection`` or its user's or host's ``max_links``
+        (the refusal logged by the quotas); "" when it may have one."""
+        mine = len(self.subscribers) + len(self.inbound.publishers) + 1
+        cap = self.router.settings.max_links_per_connection
+        if mine > cap:
+            return f"more than max_links_per_connection {cap} subscriptions and topics published on this connection"
+        quotas = self.router.quotas
+        user, host = self.principal or (self.user or "anonymous", self.host)
+        return quotas.over(user, host, "max_links", quotas.holding("links", mine, self), self.serial, self.peer) or ""
 
     def write_out(self) -> None:
         self.router.quotas.report(self)  # (what it holds may have changed: a count, cheap to compare)
         super().write_out()
-
-    def _over_links(self) -> bool:
-        """One more subscription would pass its user's or host's ``max_links`` (logged)."""
-        quotas = self.router.quotas
-        user, host = self.principal or (self.user or "anonymous", self.host)
-        return quotas.over(user, host, "max_links", quotas.holding("links", len(self.subscribers) + 1, self),
-                           self.serial, self.peer) is not None
 
     def unauthorized(self, action: str, name: str) -> str | None:
         """The topology's policy refuses this client's user ``action`` on ``name``: why (logged)."""

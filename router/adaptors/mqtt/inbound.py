@@ -96,16 +96,11 @@ class Inbound:
             return
         refusal = conn.unauthorized("publish", p.topic)
         if refusal is not None:
-            # MQTT 5.0 answers a QoS 1 or 2 message "not authorized"; a QoS 0 one has no
-            # answer and is dropped; 3.1.1 has no refusal but closing (its 4.8 allows it).
-            if engine.version is not Version.V5:
-                engine.disconnect(Reason.NOT_AUTHORIZED, refusal)
-                conn.drop_all()
-            elif p.qos == 1 and p.packet_id is not None:
-                engine.puback(p.packet_id, Reason.NOT_AUTHORIZED, ((Prop.REASON_STRING, refusal[:200]),))
-            elif p.qos == 2 and p.packet_id is not None:
-                engine.pubrec(p.packet_id, Reason.NOT_AUTHORIZED, ((Prop.REASON_STRING, refusal[:200]),))
-            conn.dirty()
+            self._refuse(event, Reason.NOT_AUTHORIZED, refusal)
+            return
+        pub = self._publisher(p.topic)
+        if pub is None:
+            self._refuse(event, Reason.QUOTA_EXCEEDED, conn.too_many_links())
             return
         if p.qos == 2:
             assert p.packet_id is not None
@@ -126,7 +121,6 @@ class Inbound:
             self.open.add(pid)
         else:
             tag = bytes([p.qos]) + self.nonce + next(_ids).to_bytes(8, "big")
-        pub = self._publisher(p.topic)
         if p.dup and tag not in pub.live:
             pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
         record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0,
@@ -135,13 +129,12 @@ class Inbound:
             # (by our tag: a record taken over from a copy is under the copy's tag in the core;
             # its outcome comes as the batch ends, never within ``publish``)
             self.unsettled[tag] = record
-        if pub.taken_back:
-            # Its credit was taken back (bytes past their bound): read no more from the client
-            # until the core grants some (MQTT has no credit of its own for QoS 0; TCP's is
-            # the only one). Not for credit merely used up: the core is told the credit it
-            # grants as its batch ends, and a QoS 2 message is freed only by a PUBREL this
-            # connection must go on reading (a pause there waited for the client to give up).
-            conn.pause()
+        if conn.past_bounds(pub):
+            # Its records passed a byte bound (the link's, the router's, its user's or host's):
+            # read no more from the client until there is room (MQTT has no credit; TCP's is
+            # the only one). Its publishers take no credit from the core: a credit pass over
+            # a client's 10,000 topics, a publisher each, cost what the messages did.
+            conn.wait_for_room()
 
     def _blocked(self, pid: int) -> bool:
         """Whether a QoS 2 message other than ``pid`` is in the network, unanswered."""
@@ -203,19 +196,48 @@ class Inbound:
         if entry is not None:
             self.settled(*entry)
 
-    def _publisher(self, topic: str) -> Publisher:
+    def _refuse(self, event: MessagePublished, reason: Reason, why: str) -> None:
+        """MQTT 5.0 answers a QoS 1 or 2 message with ``reason``; a QoS 0 one has no answer
+        and is dropped; 3.1.1 has no refusal but closing (its 4.8 allows it)."""
+        p, engine = event.publish, self.conn.mqtt
+        if engine.version is not Version.V5:
+            engine.disconnect(reason, why)
+            self.conn.drop_all()
+        elif p.qos == 1 and p.packet_id is not None:
+            engine.puback(p.packet_id, reason, ((Prop.REASON_STRING, why[:200]),))
+        elif p.qos == 2 and p.packet_id is not None:
+            engine.pubrec(p.packet_id, reason, ((Prop.REASON_STRING, why[:200]),))
+        self.conn.dirty()
+
+    def _publisher(self, topic: str) -> Publisher | None:
+        """The core's publisher of ``topic`` for this client, made at its first message
+        there. Each is a link of the connection: past ``max_links_per_connection`` (its
+        subscriptions counted) or its user's or host's ``max_links``, the publisher made
+        longest ago that holds nothing unanswered ends first (per-topic order is kept: it
+        has no message in the network); None when none is idle."""
         pub = self.publishers.get(topic)
         if pub is None:
             conn = self.conn
+            if conn.too_many_links() and not self.retire_idle():
+                return None
             persistent = conn.session is not None
             pub, _ = conn.lifecycle.attach_publisher(MqttPublisherPort(conn, topic), topic, conn.client_id,
                                                      f"mqtt:{topic}", True, conn.incarnation if persistent else None,
-                                                     None, group=conn)
+                                                     None, group=conn, credited=False)
             pub.user = conn.user or "anonymous"  # (it travels with the copies: ``core/peers.py``)
             pub.purses = conn.router.quotas.purses(pub.user, conn.host)  # (its user's and host's byte budgets)
             self.publishers[topic] = pub
             conn.lifecycle.publisher_answered(pub)
         return pub
+
+    def retire_idle(self) -> bool:
+        """End the idle publisher made longest ago (False: none is idle)."""
+        for topic, pub in self.publishers.items():
+            if not pub.live and not pub.in_flight and not pub.bytes:
+                del self.publishers[topic]
+                self.conn.lifecycle.publisher_gone(pub, False)
+                return True
+        return False
 
     def drop(self, suspend: bool) -> None:
         """The connection ends: its publishers are suspended (a persistent session) or end."""

@@ -27,11 +27,9 @@ class MqttPublisherPort:
         self.credit = 0
 
     def grant(self, credit: int) -> None:
-        """Its credit now (told as the core's batch ends): some starts reading from the
-        client again (``Inbound.publish`` stops it)."""
+        """An MQTT client's publishers take no credit (``Core.add_publisher``: its adaptor
+        stops reading the client past the byte bounds, ``MqttEdgeConnection.past_bounds``)."""
         self.credit = credit
-        if credit > 0:
-            self.conn.resume()
 
     def outcome(self, handle: tuple[int, int, bytes], outcome: Outcome, settle: bool) -> None:
         """Every subscriber answered: PUBACK (QoS 1) or PUBREC (QoS 2); MQTT 3.1.1 cannot say

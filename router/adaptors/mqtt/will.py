@@ -59,7 +59,7 @@ def publish_will(router: RouterContext, client_id: str, will: Will, user: str) -
     subscriber is checks it by its own policy, as for any message)."""
     lifecycle = router.lifecycle
     pub, _ = lifecycle.attach_publisher(_WillPort(), will.topic, client_id, f"mqtt-will:{will.topic}", False, None,
-                                        None)
+                                        None, credited=False)
     pub.user = user or "anonymous"
     lifecycle.publisher_answered(pub)
     props = tuple((k, v) for k, v in will.props if k is not Prop.WILL_DELAY_INTERVAL)
