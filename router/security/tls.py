@@ -9,10 +9,11 @@ Three contexts per router, from one certificate, key and CA:
 - ``routers``: the inter-router listener: mutual TLS, a neighbour's certificate is required;
 - ``dialling``: the inter-router dials: ours is presented, the neighbour's verified.
 
-A router's certificate names its router id (as its common name or a DNS name among its
-subject's alternative names): a neighbour proves which router it is with it
-(``names``). Host names are not checked on inter-router links: routers dial addresses
-from the topology, and the id is what is authenticated.
+A router's certificate names its router id in a subject alternative name of its own,
+the URI ``urn:once:router:ID``: a neighbour proves which router it is with it
+(``router_ids``). A common name or DNS name is not enough: a client certificate the same
+CA made out to ``B`` was taken for router B. Host names are not checked on inter-router
+links: routers dial addresses from the topology, and the id is what is authenticated.
 
 Reloading without dropping connections: the contexts the listeners were opened with stay
 theirs, and each hands every new handshake the newest context (``sni_callback`` runs on
@@ -124,13 +125,22 @@ class RouterTls:
         self.loaded += 1
 
 
-def names(peercert: dict[str, Any] | None) -> set[str]:
-    """The names a verified certificate gives its subject: its common name and DNS names."""
+ROUTER_URI = "urn:once:router:"  # a router's certificate: URI:urn:once:router:ID among its alternative names
+
+
+def router_ids(peercert: dict[str, Any] | None) -> set[str]:
+    """The routers a verified certificate is for (its ``urn:once:router:ID`` names)."""
     if not peercert:
         return set()
-    out = {v for rdn in peercert.get("subject", ()) for k, v in rdn if k == "commonName"}
-    out |= {v for k, v in peercert.get("subjectAltName", ()) if k == "DNS"}
-    return out
+    return {v[len(ROUTER_URI):] for k, v in peercert.get("subjectAltName", ()) if k == "URI" and v.startswith(ROUTER_URI)}
+
+
+def describe_router_ids(peercert: dict[str, Any] | None) -> str:
+    """What a log line says a certificate is for, as a router."""
+    ids = router_ids(peercert)
+    return (f"names router {', '.join(sorted(ids))}" if ids else
+            f"names no router (a router's certificate carries the alternative name URI:{ROUTER_URI}ID; "
+            f"one with only a common or DNS name is a client's)")
 
 
 def common_name(peercert: dict[str, Any] | None) -> str | None:

@@ -134,7 +134,7 @@ def test_proton_plain_over_tls_and_external_with_a_client_certificate(router, tm
     assert pub.send_wait("by password") == ACCEPTED and sub.get().body == "by password"
     pub.close()
     sub.close()
-    cert = r.ca.issue("carol")
+    cert = r.ca.issue("carol", router=False)
     pub = ProtonPublisher(r.amqps, "t2", ssl_domain=_proton_tls(tmp_path, cert), allowed_mechs="EXTERNAL")
     assert pub.send_wait("by certificate") == ACCEPTED  # (no subscriber: accepted at once)
     pub.close()

@@ -154,9 +154,9 @@ def _served(url: str, ca: Path) -> bool:
 
 def test_a_required_client_certificate_must_come_from_the_ca_and_be_valid(tmp_path, certs, started):
     certs.issue("A")
-    good = certs.issue("alice")
-    expired = certs.issue("old-bob", expired=True)
-    stranger = CA(tmp_path / "other", name="someone else's CA").issue("mallory")
+    good = certs.issue("alice", router=False)
+    expired = certs.issue("old-bob", expired=True, router=False)
+    stranger = CA(tmp_path / "other", name="someone else's CA").issue("mallory", router=False)
     started.append(r := _start(_topology(tmp_path, require_client_certificate=True)))
     for who in (None, expired, stranger):
         with pytest.raises(ConnectionException):
@@ -184,9 +184,15 @@ def test_routers_link_over_mutual_tls_and_carry_a_message_across(tmp_path, certs
         sub.close()
 
 
-def test_a_router_whose_certificate_names_another_router_is_refused(tmp_path, certs):
+@pytest.mark.parametrize(("made_out", "said"), [
+    (("C", True), "names router C, not B: closed"),  # the CA signed it, for another router
+    # A client's certificate from the same CA made out to B (its common and DNS name) is no
+    # router's: it was taken for router B (issue 49, item 14)
+    (("B", False), "names no router (a router's certificate carries the alternative name URI:urn:once:router:ID"),
+])
+def test_a_router_whose_certificate_names_another_router_or_none_is_refused(tmp_path, certs, made_out, said):
     certs.issue("A")
-    certs.issue("C", file="B")  # B's files, made out to router C: the CA signed it, for another router
+    certs.issue(made_out[0], file="B", router=made_out[1])  # B's files
     topo = _topology(tmp_path, ("A", "B"))
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     # (read as they run: neither says ready before its neighbour wait of 10 s is out, and the
@@ -198,8 +204,8 @@ def test_a_router_whose_certificate_names_another_router_is_refused(tmp_path, ce
         a_log = procs["A"].stderr
         assert a_log is not None
         for line in a_log:
-            if "the inter-router link to B reached a router whose certificate names" in line:
-                assert "certificate names 127.0.0.1, C, localhost, not B: closed" in line
+            if "the inter-router link to B reached a peer whose certificate" in line:
+                assert said in line, line
                 break
             assert "link to B up" not in line
         else:

@@ -50,8 +50,9 @@ class CA:
         self.pem.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, cn: str, file: str | None = None, dns: tuple[str, ...] = ("localhost",),
-              ips: tuple[str, ...] = ("127.0.0.1",), expired: bool = False) -> Issued:
-        """A certificate for ``cn`` (server and client use), valid now unless ``expired``."""
+              ips: tuple[str, ...] = ("127.0.0.1",), expired: bool = False, router: bool = True) -> Issued:
+        """A certificate for ``cn`` (server and client use), valid now unless ``expired``;
+        a ``router``'s names router ``cn`` (URI:urn:once:router:CN), a client's does not."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         start, end = (now - dt.timedelta(days=3), now - dt.timedelta(days=1)) if expired else \
@@ -59,6 +60,8 @@ class CA:
         # (the IP addresses as DNS names too: Proton's host name check reads DNS names only)
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in (cn, *dns, *ips)]
         sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        if router:
+            sans.append(x509.UniformResourceIdentifier(f"urn:once:router:{cn}"))
         cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(self.cert.subject)
                 .public_key(key.public_key()).serial_number(x509.random_serial_number())
                 .not_valid_before(start).not_valid_after(end)

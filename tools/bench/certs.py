@@ -19,7 +19,8 @@ def make(directory: Path, router_ids: list[str]) -> tuple[Path, Path, Path]:
     ca, ca_key = directory / "ca.pem", directory / "ca-key.pem"
     cert, key, csr = directory / "router.pem", directory / "router-key.pem", directory / "router.csr"
     ext = directory / "san.cnf"
-    names = ",".join([*(f"DNS:{r}" for r in router_ids), "DNS:127.0.0.1", "IP:127.0.0.1", "DNS:localhost"])
+    names = ",".join([*(f"DNS:{r}" for r in router_ids), *(f"URI:urn:once:router:{r}" for r in router_ids),
+                      "DNS:127.0.0.1", "IP:127.0.0.1", "DNS:localhost"])
     ext.write_text(f"subjectAltName={names}\n")
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
     for cmd in (["openssl", "req", "-x509", *ec, "-days", "2", "-subj", "/CN=once bench CA", "-keyout", str(ca_key),

@@ -47,7 +47,7 @@ from ...engineio import EngineProtocol
 from ...listeners import Kind
 from ...listeners import dial as connect
 from ...logs import fields
-from ...security.tls import names
+from ...security.tls import describe_router_ids, router_ids
 from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 
 if TYPE_CHECKING:
@@ -84,9 +84,9 @@ def router_external_server(conn: InterRouterConnection, neighbours: set[str]) ->
         if mechanism != "EXTERNAL" or not claimed.startswith("router:"):
             return None
         rid = claimed[7:]
-        if rid not in neighbours or rid not in names(conn.peercert):
-            log.warning("router %s: refused an inter-router link claiming to be router %s: its certificate names %s",
-                        conn.router.id, rid, ", ".join(sorted(names(conn.peercert))) or "nothing",
+        if rid not in neighbours or rid not in router_ids(conn.peercert):
+            log.warning("router %s: refused an inter-router link claiming to be router %s: its certificate %s",
+                        conn.router.id, rid, describe_router_ids(conn.peercert),
                         extra=fields("neighbour.refused", neighbour=rid))
             return None
         return claimed
@@ -173,11 +173,11 @@ class InterRouterConnection(EngineProtocol):
 
     def on_admitted(self) -> None:
         if self.engine.mode is Mode.CLIENT:
-            if self.router.tls is not None and self.peer not in names(self.peercert):
-                # (the CA signed it, but for another router: we reached the wrong one)
-                log.warning("router %s: the inter-router link to %s reached a router whose certificate names %s, "
-                            "not %s: closed", self.router.id, self.peer, ", ".join(sorted(names(self.peercert)))
-                            or "nothing", self.peer, extra=fields("neighbour.refused", neighbour=self.peer or "?"))
+            if self.router.tls is not None and self.peer not in router_ids(self.peercert):
+                # (the CA signed it, but for another router, or for a client: we reached the wrong one)
+                log.warning("router %s: the inter-router link to %s reached a peer whose certificate %s, not %s: "
+                            "closed", self.router.id, self.peer, describe_router_ids(self.peercert), self.peer,
+                            extra=fields("neighbour.refused", neighbour=self.peer or "?"))
                 if self.transport is not None:
                     self.transport.abort()
                 return
