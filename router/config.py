@@ -53,6 +53,10 @@ class Settings:
     max_in_flight: int = 10000
     link_credit: int = 2000
     subscriber_grace: float = 30.0
+    # An attached subscriber that answers nothing for this long while it holds deliveries is
+    # treated as gone: suspended, then its grace (``core/stalls.py``; 0: never). The
+    # policy's ``subscriber_stall`` for its user or host, in seconds, takes its place.
+    subscriber_stall: float = 300.0
     # A suspended subscriber is given up at its grace only when every router is reachable
     # (it cannot be attached behind a partition); with one out of reach, this much longer,
     # and then as a gap its live attach is told of (``docs/protocol.md`` section 7).
@@ -237,7 +241,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     s: dict[str, Any] = {}
     for k, v in settings_raw.items():
         key = f"settings.{k}"
-        if k in ("subscriber_grace", "partition_grace", "publisher_grace", "idle_timeout", "router_dead_after", "handshake_timeout",
+        if k in ("subscriber_grace", "subscriber_stall", "partition_grace", "publisher_grace", "idle_timeout", "router_dead_after", "handshake_timeout",
                  "credit_idle", "queue_target"):
             s[k] = ctx.duration(v, key)
         elif k in ("max_connections", "max_connections_per_host", "max_connection_credit", "max_connection_bytes"):

@@ -18,8 +18,9 @@ from .adaptors.amqp.shared_subscriptions import group_id
 from .adaptors.mqtt.edge import MqttEdgeConnection, end_suspended
 from .adaptors.mqtt.sessions import SessionStore
 from .config import Address, Topology, TopologyError, load_topology
-from .core import Core
+from .core import Core, Subscriber
 from .core.lifecycle import LinkLifecycle
+from .core.stalls import Stalls
 from .heap import pin_mmap_threshold, trim
 from .http.endpoint import routes
 from .http.server import HttpConnection, HttpGuard
@@ -107,6 +108,7 @@ class Router:
         self.inter_connections: set[InterRouterConnection] = set()
         self.dirty: set = set()
         self.waiting_for_room: set = set()
+        self.stalls = Stalls()  # subscribers that hold deliveries and answer none (``core/stalls.py``)
         self._servers: list[asyncio.AbstractServer | TlsListener] = []
         self._tasks: list[asyncio.Task] = []
         self.stopping = False
@@ -185,6 +187,7 @@ class Router:
             now = self.core.clock()
             self.core.expire(now)
             self.core.reclaim_idle(now)
+            self._stalls(now)
             for sub in self.core.ended_elsewhere():
                 self.network.end(sub)
                 log.info("router %s: consumer group %s: member %s/%s from before the restart closed at another "
@@ -215,6 +218,26 @@ class Router:
                             extra=fields("sync.waiting", neighbours_up=up, neighbours_down=down))
             self.flush()  # (reclaiming credit or expiring may have left effects even when nothing changed)
             self._give_back_memory()
+
+    def _stalls(self, now: float) -> None:
+        """Subscribers that answered nothing for their ``subscriber_stall`` while they held
+        deliveries are treated as gone (``core/stalls.py``): their links are detached, and
+        suspended for their grace."""
+        attached = [s for subs in self.core.tables.topics.values() for s in subs.values() if s.attached]
+        for sub, limit, held in self.stalls.check(attached, now, self._stall_limit):
+            self.core.tables.stats["stalled_subscribers"] += 1
+            why = (f"subscriber_stall: it answered nothing for {limit:g} s while it held {held} deliveries "
+                   "(treated as gone: suspended for its grace)")
+            log.warning("router %s: subscriber %s/%s on %r: %s", self.id, sub.container_id, sub.link_name, sub.topic,
+                        why, extra=fields("subscriber.stalled", container=sub.container_id, link=sub.link_name,
+                                          topic=sub.topic, held=held, limit=limit))
+            sub.port.stalled(why)
+        if self.stalls.marks:
+            self.flush()
+
+    def _stall_limit(self, sub: Subscriber) -> float:
+        conn = getattr(sub.port, "conn", None)  # (its client's connection: its host's policy)
+        return self.quotas.subscriber_stall(sub.owner or "anonymous", getattr(conn, "host", ""))
 
     def _note_waits(self, now: float) -> None:
         """Say once per suspension that publishes wait for a suspended subscriber, and until when:

@@ -186,6 +186,9 @@ class EdgeLink:
         self.gone = True  # the core ended it: this link is detached, saying why
         self.conn.to_client.send(Ended(Conditions.SUBSCRIPTION_GAP.value, router))
 
+    def stalled(self, why: str) -> None:
+        pass  # (the simulator's routers run no stall checks: its clients answer or go)
+
     def activated(self) -> None:
         draining(self.router)
         pass

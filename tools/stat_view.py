@@ -143,8 +143,9 @@ def network(d: dict[str, Any]) -> str:
 
 def subscribers(d: dict[str, Any]) -> str:
     local = table([(s["topic"], f"{s['container']}/{s['name']}", s["state"], s["deadline_s"], s["credit"], s["queued"],
-                    s["unsettled"], s["group"], s["active"]) for s in d["local"]],
-                  ("topic", "subscriber", "state", "deadline (s)", "credit", "queued", "unsettled", "group", "active"))
+                    s["unsettled"], s.get("quiet_s"), s["group"], s["active"]) for s in d["local"]],
+                  ("topic", "subscriber", "state", "deadline (s)", "credit", "queued", "unsettled", "quiet (s)", "group",
+                   "active"))
     remote = table([(s["router"], s["topic"], f"{s['container']}/{s['name']}", s["group"],
                      "suspended" if s["suspended"] else "attached") for s in d["remote"]],
                    ("router", "topic", "subscriber", "group", "state"))

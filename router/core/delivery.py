@@ -277,6 +277,7 @@ class LocalDelivery:
                           settled: bool) -> None:
         """The subscriber's disposition for our delivery of ``record``."""
         sub.sent.pop(record, None)  # (sent again, it goes back in)
+        sub.answered += 1
         if settled:
             record.unsettled.pop(sub, None)
         kind = state.kind if state is not None else None

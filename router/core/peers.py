@@ -107,13 +107,17 @@ class Suspended:
     def gap(self, router: str) -> None:
         pass
 
+    def stalled(self, why: str) -> None:
+        pass
+
 
 SUSPENDED = Suspended()
 
 
 class Subscriber:
     __slots__ = ("port", "topic", "container_id", "link_name", "presettled", "queue", "attempts", "attached",
-                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "gap", "untold", "calm", "sent", "sent_limit", "counts")
+                 "suspended_until", "owner", "group", "resumable", "exclusive", "owed", "gap", "untold", "calm", "sent", "sent_limit", "counts",
+                 "answered")
 
     def __init__(self, port: SubscriberPort, topic: str, container_id: str, link_name: str, presettled: bool,
                  counts: TopicCounts | None = None) -> None:
@@ -143,6 +147,7 @@ class Subscriber:
         # takes this one over gets those again first, in that order (``Failover.take_over``)
         self.sent: dict[CoreRecord, None] = {}
         self.sent_limit = 128  # pruned past this; then twice what stayed (amortised: a full window stays)
+        self.answered = 0  # its answers so far (``stalls.py``: one holding deliveries that answers none is stuck)
 
     @property
     def key(self) -> tuple[str, str]:

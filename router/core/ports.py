@@ -33,6 +33,8 @@ class Conditions(StrEnum):
     UNAUTHORIZED = "amqp:unauthorized-access"  # a destination's policy refused the publisher's user
     # (on a subscriber's link, not an outcome: another router gave it up while out of reach)
     SUBSCRIPTION_GAP = "once:subscription-gap"
+    # (on a subscriber's link: it answered nothing for ``subscriber_stall`` while it held deliveries)
+    SUBSCRIBER_STALLED = "once:subscriber-stalled"
 
 
 def rejected(condition: str | Conditions, description: str = "") -> Outcome:
@@ -77,6 +79,9 @@ class SubscriberPort(Protocol):
     # ``router`` gave this subscription up while out of reach (its roots accepted messages
     # without it): the link ends with ``Conditions.SUBSCRIPTION_GAP`` (``docs/protocol.md`` 7)
     def gap(self, router: str) -> None: ...
+    # it answered nothing for ``subscriber_stall`` while it held deliveries (``stalls.py``): the
+    # link is detached without closing, with ``Conditions.SUBSCRIBER_STALLED``, and suspended
+    def stalled(self, why: str) -> None: ...
 
 
 class RoutesPort(Protocol):

@@ -67,12 +67,13 @@ class CoreTables:
         # ``gaps_told``: subscriptions here ended because another router gave them up so;
         # ``passed_on``: messages a group member of ours released, for another member;
         # ``presettled_late``: pre-settled copies dropped here, come after newer messages of
-        # their publisher (at most once, and never out of its order: ``Destination.arrive``).
+        # their publisher (at most once, and never out of its order: ``Destination.arrive``);
+        # ``stalled_subscribers``: those treated as gone past ``subscriber_stall`` (``stalls.py``).
         self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "released": 0, "redelivered": 0,
                       "passed_on": 0,
                       "forwarded": 0, "duplicates": 0, "placeholder_hits": 0, "marked": 0, "resumed_publishers": 0,
                       "resumed_subscribers": 0, "expired_subscribers": 0, "expired_with_owed": 0, "expired_owed": 0,
-                      "gaps": 0, "gaps_told": 0, "presettled_late": 0}
+                      "gaps": 0, "gaps_told": 0, "presettled_late": 0, "stalled_subscribers": 0}
         self.measures = Measures()
         self.journal = journal  # delivery events, when the operator asked for them
         # (user, topic) -> why that user may not publish there by this router's policy, or

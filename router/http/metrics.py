@@ -62,6 +62,8 @@ COUNTERS = (
      "where they are attached, their links end with once:subscription-gap."),
     ("gaps_told", "subscription_gaps_told", "Subscriptions here ended because another router gave them up while out "
      "of reach (once:subscription-gap)."),
+    ("stalled_subscribers", "subscribers_stalled", "Subscribers that answered nothing for subscriber_stall while they "
+     "held deliveries: treated as gone (once:subscriber-stalled; suspended for their grace)."),
 )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from ..config import Settings, Topology
     from ..core import Core
+    from ..core.stalls import Stalls
     from ..network import Network
     from ..security.quotas import Quotas
 
@@ -23,4 +24,5 @@ class Observed(Protocol):
     connections: set[Any]  # client connections (``adaptors/amqp/edge.py``)
     neighbour_ids: set[str]
     quotas: Quotas  # what each user and source host holds, and the policy's refusals
+    stalls: Stalls  # when each subscriber holding deliveries last answered (``core/stalls.py``)
     ready: Any  # None until the router is listening

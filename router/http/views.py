@@ -17,6 +17,7 @@ from once.records.table import IN_DOUBT
 from ..core import Publisher, Subscriber
 from ..core.measures import TopicCounts
 from ..core.messages import PROTOCOL_VERSION
+from ..core.stalls import holding
 
 if TYPE_CHECKING:
     from .observed import Observed as Router
@@ -143,7 +144,17 @@ def _subscriber(router: Router, s: Subscriber, now: float, conn: int | None) -> 
             "connection": conn, "state": "suspended" if s.suspended_until is not None else "attached",
             "deadline_s": _left(s.suspended_until, now), "credit": s.port.credit(), "queued": len(s.queue),
             "unsettled": len(s.sent), "group": str(s.group.name) if s.group is not None else None,
-            "exclusive": s.exclusive, "active": active, "owner": s.owner, "presettled": s.presettled}
+            "exclusive": s.exclusive, "active": active, "owner": s.owner, "presettled": s.presettled,
+            "quiet_s": _quiet(router, s, now)}
+
+
+def _quiet(router: Router, s: Subscriber, now: float) -> float | None:
+    """How long it has held deliveries and answered none (``core/stalls.py``), None when it
+    is not doing so: past ``subscriber_stall`` it is treated as gone."""
+    mark = router.stalls.marks.get(s)
+    if mark is None or mark[0] != s.answered or not holding(s):
+        return None
+    return round(now - mark[1], 3)
 
 
 def policy(router: Router) -> dict[str, Any]:

@@ -51,7 +51,7 @@ class Rule:
     limits: tuple[tuple[str, int], ...] = ()
 
 
-LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size", "max_in_flight_bytes")
+LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size", "max_in_flight_bytes", "subscriber_stall")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -42,7 +42,7 @@ Principal = tuple[str, str]  # ("user", name) or ("host", address)
 NOUNS = {"max_connections": "connections", "max_sessions": "sessions", "max_links": "links"}
 
 # What a refusal is counted under: a limit, or what the policy refused a user.
-LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size", "max_in_flight_bytes")
+LIMITS = ("max_connections", "max_sessions", "max_links", "max_message_size", "max_in_flight_bytes", "subscriber_stall")
 REFUSED = (*LIMITS, "publish", "subscribe", "join")
 REFUSALS_KEPT = 1000
 
@@ -231,6 +231,12 @@ class Quotas:
             if limit is not None:
                 size = min(size, limit[0])
         return size
+
+    def subscriber_stall(self, user: str, host: str) -> float:
+        """How long a subscriber of ``user`` from ``host`` may hold deliveries and answer none
+        (``core/stalls.py``): the smallest its user's and host's policy set, else the router's."""
+        found = [limit[0] for who in self.principals(user, host) if (limit := self._limit(who, "subscriber_stall"))]
+        return float(min(found)) if found else self.router.settings.subscriber_stall
 
     def refused_size(self, user: str, host: str) -> None:
         """A message too large was refused: counted for the user and the host whose policy limit

@@ -52,6 +52,7 @@ class Port:
     def activated(self): pass
     def stolen(self): pass
     def gap(self, router): pass
+    def stalled(self, why): pass
     def marker(self, msg): pass
 
     def copy(self, c): self.last = c

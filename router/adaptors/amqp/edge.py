@@ -111,6 +111,18 @@ class SubscriberLink:
         self.conn._holdings_stale = True  # (no event comes for it: the peer's answering detach is plain)
         self.conn.dirty()
 
+    def stalled(self, why: str) -> None:
+        """It answered nothing for ``subscriber_stall`` while it held deliveries: its link
+        ends, saying so (``once:subscriber-stalled``: closed, so that every client notices;
+        a detach that does not close leaves a blocking Proton receiver waiting for good), and
+        the subscription is suspended for its grace, as if its client had gone: attached
+        again under its name within the grace, it resumes."""
+        conn = self.conn
+        conn.engine.detach(self.link, closed=True, error=Error(condition=Conditions.SUBSCRIBER_STALLED.value,
+                                                               description=why))
+        conn._drop_link(self.link, suspend=True)
+        conn.dirty()
+
     def gap(self, router: str) -> None:
         """Router ``router`` gave this subscription up while out of reach: messages were
         accepted without it. The link ends, saying so; the client attaches anew, knowing."""

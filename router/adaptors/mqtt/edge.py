@@ -703,5 +703,8 @@ class _Ending:
     def gap(self, router: str) -> None:
         pass
 
+    def stalled(self, why: str) -> None:
+        pass
+
     def activated(self) -> None:
         pass

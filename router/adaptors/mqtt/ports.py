@@ -102,6 +102,15 @@ class MqttSubscriberPort:
         self.conn.mqtt.disconnect(Reason.SESSION_TAKEN_OVER, "the same client connected again")
         self.conn.dirty()
 
+    def stalled(self, why: str) -> None:
+        """It answered nothing for ``subscriber_stall`` while it held deliveries: MQTT has no end
+        for one subscription, so the connection ends (0x97, quota exceeded, saying why); a
+        persistent session's subscriptions are suspended for its expiry, as at any drop."""
+        conn = self.conn
+        conn.mqtt.disconnect(Reason.QUOTA_EXCEEDED, why)
+        conn.drop_all()
+        conn.dirty()
+
     def gap(self, router: str) -> None:
         """Router ``router`` gave this subscription up while out of reach (messages were
         accepted without it). MQTT has no end for one subscription: the session ends, and
