@@ -102,6 +102,10 @@ class Auth:
     router_secret: str | None = None  # inter-router links without TLS authenticate with it (SASL PLAIN)
     plain_without_tls: bool = False  # PLAIN (and MQTT passwords) on connections without TLS too
     users_file: str | None = None  # where the users came from (its mode is checked: ``Router``)
+    # The HTTP endpoint's views, metrics and console need a user of the users file (HTTP
+    # Basic); health probes stay open. Without it, anonymous clients' container ids are
+    # shown as digests (``router/http/views.py``: they are all an anonymous key's proof).
+    http: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +257,10 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         else:
             s[k] = ctx.positive_int(v, key)
     auth_raw = ctx.mapping(top.get("auth") or {}, "auth")
-    ctx.keys(auth_raw, "auth", {"users_file", "allow_anonymous", "router_secret", "plain_without_tls"})
+    ctx.keys(auth_raw, "auth", {"users_file", "allow_anonymous", "router_secret", "plain_without_tls", "http"})
+    http_auth = auth_raw.get("http", False)
+    if not isinstance(http_auth, bool):
+        raise ctx.fail("auth.http", "true or false", http_auth)
     allow_anon = auth_raw.get("allow_anonymous", True)
     if not isinstance(allow_anon, bool):
         raise ctx.fail("auth.allow_anonymous", "true or false", allow_anon)
@@ -273,6 +280,8 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     secret = None if tls is not None else os.environ.get("ONCE_ROUTER_SECRET") or auth_raw.get("router_secret")
     if secret is not None and (not isinstance(secret, str) or len(secret) < 8):
         raise ctx.fail("auth.router_secret", "a string of at least 8 characters", secret)
+    if http_auth and not users:
+        raise ctx.fail("auth.http", "a users file (auth.users_file) whose users may read the HTTP endpoint", True)
     if links and secret is None and tls is None:
         raise ctx.fail("auth.router_secret", "a shared secret for the inter-router links (or ONCE_ROUTER_SECRET), "
                        "or a tls section (routers then authenticate with certificates)", None)
@@ -301,7 +310,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         except ValueError:
             raise ctx.fail(f"groups.{pattern}", "shared or exclusive", mode) from None
     return Topology(path, routers, tuple(links), settings, Auth(users, allow_anon, router_secret=secret, plain_without_tls=plain_anyway,
-                                                                 users_file=users_file), tuple(groups),
+                                                                 users_file=users_file, http=http_auth), tuple(groups),
                     tls, _policy(ctx, top["policy"]) if top.get("policy") is not None else None)
 
 

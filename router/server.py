@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import logging
 import os
@@ -31,7 +32,7 @@ from .listeners import listen as listen_on
 from .logs import fields
 from .network import Network
 from .observe import line, snapshot
-from .security.authn import user_groups
+from .security.authn import password_user, user_groups
 from .security.limits import AuthFailures, ConnectionLimits, RateLimitedLog, default_max_connections, raise_fd_limit
 from .security.quotas import Quotas
 from .security.tls import RouterTls, TlsError
@@ -143,8 +144,10 @@ class Router:
         if spec.http is not None:
             table = routes(self)
             limits, head = HttpGuard(), self.settings.handshake_timeout
-            web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections, limits, head),
-                                   spec.http)
+            who = self._http_user if self.topology.auth.http else None
+            realm = f"once router {self.id}"
+            web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections, limits, head, who,
+                                                                     realm), spec.http)
         # Every router keeps its replicas of the network's MQTT sessions, listener or not:
         # a session's changes wait for every router in reach (``adaptors/mqtt/sessions.py``).
         self.mqtt_sessions = SessionStore(self)
@@ -218,6 +221,31 @@ class Router:
                             extra=fields("sync.waiting", neighbours_up=up, neighbours_down=down))
             self.flush()  # (reclaiming credit or expiring may have left effects even when nothing changed)
             self._give_back_memory()
+
+    def _http_user(self, header: str | None, host: str) -> str | None:
+        """An HTTP request's Basic credentials (``auth.http``): its user, or None. Failures
+        count against the host as a client's logins do: past a few a minute its next
+        requests are refused unread until its turn, and they are logged at most once a while."""
+        if header is None:
+            return None
+        now = asyncio.get_running_loop().time()
+        if self.auth_failures.turn(host, now) > now:
+            return None  # (its turn has not come: not even checked)
+        user, password = "", ""
+        if header[:6].lower() == "basic ":
+            try:
+                user, _, password = base64.b64decode(header[6:], validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                user = ""
+        found = password_user(self.topology.auth, True, user, password.encode()) if user else None
+        if found is None:
+            failures = self.auth_failures.failed(host, now)
+            self.guard_log.warning(("auth", host), now, "router %s: HTTP authentication failed%s from %s (%d failures "
+                                   "from that host in %gs)", self.id, f" as {user!r}" if user else "", host, failures,
+                                   self.auth_failures.window,
+                                   extra=fields("auth.failed", host=host, mechanism="HTTP Basic", user=user,
+                                                failures=failures))
+        return found
 
     def _stalls(self, now: float) -> None:
         """Subscribers that answered nothing for their ``subscriber_stall`` while they held

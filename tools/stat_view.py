@@ -7,13 +7,14 @@ window, ``-p`` what each user and host holds against the policy and what it refu
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .exits import CommandError, Exit
 
@@ -27,17 +28,28 @@ VIEWS = {"g": ("/api/router", "general"), "c": ("/api/connections", "connections
 
 def fetch(base: str, path: str, timeout: float) -> Any:
     """The API's answer, or a one-line ``CommandError``."""
-    url = base.rstrip("/") + path
+    parts = urlsplit(base)
+    # (credentials in the URL, http://USER:PASSWORD@HOST:PORT, go as HTTP Basic: auth.http)
+    netloc = parts.netloc.rpartition("@")[2]
+    url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + path, "", ""))
+    request = urllib.request.Request(url)
+    if parts.username is not None:
+        creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        request.add_header("Authorization", "Basic " + base64.b64encode(creds).decode())
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
             return json.loads(r.read())
     except urllib.error.HTTPError as e:
+        if e.code == 401:
+            raise CommandError(Exit.FAILED, f"{url}: the router's HTTP endpoint needs a user of its users file "
+                                            "(auth.http): --router http://USER:PASSWORD@HOST:PORT") from None
         raise CommandError(Exit.FAILED, f"{url}: HTTP {e.code}: {e.read()[:200].decode(errors='replace')}") from None
     except TimeoutError:
         raise CommandError(Exit.TIMEOUT, f"{url} did not answer within {timeout:g} s") from None
     except urllib.error.URLError as e:
         reason = e.reason.strerror if isinstance(e.reason, OSError) and e.reason.strerror else e.reason
-        raise CommandError(Exit.UNREACHABLE, f"cannot reach {base}: {reason} (is the router's http endpoint on? "
+        raise CommandError(Exit.UNREACHABLE, f"cannot reach {parts.scheme}://{netloc}: {reason} (is the router's "
+                                             "http endpoint on? "
                                              "topology key routers.ID.http, or once router --http)") from None
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise CommandError(Exit.FAILED, f"{url}: not the once management API (no JSON came back)") from None

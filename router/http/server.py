@@ -85,12 +85,18 @@ class Stream:
 
 
 Handler = Callable[[dict[str, list[str]]], "Reply | Stream"]
+# Who a request's ``Authorization`` header says it is (the value, or None without one): the
+# user, or None to refuse it (``auth.http``)
+Authenticator = Callable[[str | None, str], "str | None"]
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # (liveness and readiness probes say nothing of clients)
 
 
 class HttpConnection(asyncio.Protocol):
     def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection], limits: HttpGuard | None = None,
-                 head_timeout: float = 10.0) -> None:
+                 head_timeout: float = 10.0, authenticate: Authenticator | None = None, realm: str = "once") -> None:
         self.routes = routes
+        self.authenticate = authenticate  # (None: every reader may read)
+        self.realm = realm
         self.streams = streams  # connections serving an event stream (closed at stop)
         self.limits = limits
         self.host: str | None = None  # counted in ``limits`` under this host
@@ -174,6 +180,14 @@ class HttpConnection(asyncio.Protocol):
         if method not in ("GET", "HEAD"):
             self._send(Reply.json({"error": "read-only: only GET and HEAD"}, 405), method, [(b"allow", b"GET, HEAD")])
             return
+        if self.authenticate is not None and url.path not in OPEN_PATHS:
+            given = next((v.decode("latin-1") for k, v in request.headers if k == b"authorization"), None)
+            if self.authenticate(given, self.host or "?") is None:
+                # (a browser asks for a user and password: the console's login)
+                self._send(Reply.json({"error": "this router's HTTP endpoint needs a user of its users file "
+                                                "(HTTP Basic: auth.http)"}, 401), method,
+                           [(b"www-authenticate", f'Basic realm="{self.realm}", charset="UTF-8"'.encode())])
+                return
         try:
             reply = handler(parse_qs(url.query))
         except Exception as e:  # noqa: BLE001 - a view's bug must not take the router down: say it, keep serving

@@ -8,6 +8,7 @@ field names are documented in ``docs/operating.md``.
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -96,7 +97,8 @@ def connections(router: Router) -> list[dict[str, Any]]:
         mqtt = _is_mqtt(conn)
         out.append({
             "id": conn.serial, "protocol": "mqtt" if mqtt else "amqp", "peer": conn.peer,
-            "container": conn.client_id if mqtt else conn.container(),
+            "container": shown(router, conn.client_id if mqtt else conn.container(),
+                               conn.user if mqtt else conn.engine.user or ""),
             "user": conn.user if mqtt else conn.engine.user or "",
             "mechanism": "MQTT" if mqtt else conn.mechanism, "open_s": None if mqtt else _ago(conn.opened_at, now),
             "sessions": None if mqtt else len(conn.engine.sessions), "links": len(links),
@@ -113,11 +115,11 @@ def links(router: Router) -> list[dict[str, Any]]:
     for conn in sorted(router.connections, key=lambda c: c.serial):
         for ctx in conn.links_here():
             if isinstance(ctx, Publisher):
-                out.append(_publisher(ctx, now, conn.serial))
+                out.append(_publisher(router, ctx, now, conn.serial))
             elif isinstance(ctx, Subscriber):
                 out.append(_subscriber(router, ctx, now, conn.serial))
     core = router.core
-    out += [_publisher(p, now, None) for p in core.suspended_publishers.values()]
+    out += [_publisher(router, p, now, None) for p in core.suspended_publishers.values()]
     out += [_subscriber(router, s, now, None) for by_key in core.tables.topics.values() for s in by_key.values()
             if s.suspended_until is not None]
     for peer in sorted(router.network.links):
@@ -130,8 +132,20 @@ def links(router: Router) -> list[dict[str, Any]]:
     return out
 
 
-def _publisher(p: Publisher, now: float, conn: int | None) -> dict[str, Any]:
-    return {"role": "publisher", "topic": p.topic, "container": p.container_id, "name": p.link_name,
+def shown(router: Router, container: str, user: str) -> str:
+    """A container id (an MQTT client id) as the endpoint shows it. An anonymous client's
+    subscriber or session is resumed by whoever presents its container id and link name
+    (the container id is all the proof it has: ``docs/security.md``), so an endpoint that
+    asks nobody who they are (``auth.http`` off) shows it as a digest: the same on every
+    router, and no use for attaching. An authenticated client's keys belong to its user:
+    shown as they are."""
+    if router.topology.auth.http or user not in ("", "anonymous"):
+        return container
+    return "~" + hashlib.sha256(container.encode()).hexdigest()[:12]
+
+
+def _publisher(router: Router, p: Publisher, now: float, conn: int | None) -> dict[str, Any]:
+    return {"role": "publisher", "topic": p.topic, "container": shown(router, p.container_id, p.user), "name": p.link_name,
             "connection": conn, "state": "suspended" if p.suspended_until is not None else "attached",
             "deadline_s": _left(p.suspended_until, now), "credit": p.credit, "in_flight": p.in_flight,
             "window": min(p.window, p.pace.value), "unsettled": len(p.live), "sent": p.sent, "settle": "second" if p.settle_second else "first",
@@ -140,7 +154,8 @@ def _publisher(p: Publisher, now: float, conn: int | None) -> dict[str, Any]:
 
 def _subscriber(router: Router, s: Subscriber, now: float, conn: int | None) -> dict[str, Any]:
     active = router.core.is_active(s) if s.group is not None else None
-    return {"role": "subscriber", "topic": s.topic, "container": s.container_id, "name": s.link_name,
+    return {"role": "subscriber", "topic": s.topic, "container": shown(router, s.container_id, s.owner),
+            "name": s.link_name,
             "connection": conn, "state": "suspended" if s.suspended_until is not None else "attached",
             "deadline_s": _left(s.suspended_until, now), "credit": s.port.credit(), "queued": len(s.queue),
             "unsettled": len(s.sent), "group": str(s.group.name) if s.group is not None else None,
@@ -239,9 +254,10 @@ def subscribers(router: Router) -> dict[str, Any]:
     core = router.core
     now = core.clock()
     local = [_subscriber(router, s, now, None) for by_key in core.tables.topics.values() for s in by_key.values()]
-    remote = [{"router": s.router, "topic": s.topic, "container": s.container_id, "name": s.link_name,
-               "group": s.group or None, "exclusive": s.exclusive, "suspended": s.suspended}
-              for s in router.network.plane.table.all_subscriptions() if s.router != router.id]
+    far = [s for s in router.network.plane.table.all_subscriptions() if s.router != router.id]
+    remote = [{"router": s.router, "topic": s.topic, "container": shown(router, s.container_id, s.owner),
+               "name": s.link_name, "group": s.group or None, "exclusive": s.exclusive, "suspended": s.suspended}
+              for s in far]
     # The active member of each exclusive group, as the rule every router applies picks it
     leaders = {(topic, gid.name): table.leader.key for topic in {s["topic"] for s in local + remote}
                for gid, table in core.groups.group_view(topic).items() if table.leader is not None}
@@ -251,12 +267,12 @@ def subscribers(router: Router) -> dict[str, Any]:
             g = groups.setdefault((s["topic"], s["group"]), {"topic": s["topic"], "group": s["group"], "members": []})
             g["members"].append({"router": router.id, "container": s["container"], "name": s["name"],
                                  "active": s["active"], "suspended": s["state"] == "suspended"})
-    for s in remote:
+    for sub, s in zip(far, remote):
         if s["group"] is not None:
             g = groups.setdefault((s["topic"], s["group"]), {"topic": s["topic"], "group": s["group"], "members": []})
             leader = leaders.get((s["topic"], s["group"]))
             g["members"].append({"router": s["router"], "container": s["container"], "name": s["name"],
-                                 "active": None if leader is None else leader == (s["container"], s["name"]),
+                                 "active": None if leader is None else leader == sub.key,
                                  "suspended": s["suspended"]})
     return {"router": router.id, "local": local, "remote": remote, "groups": [groups[k] for k in sorted(groups)]}
 
