@@ -146,8 +146,9 @@ class Router:
             limits, head = HttpGuard(), self.settings.handshake_timeout
             who = self._http_user if self.topology.auth.http else None
             realm = f"once router {self.id}"
+            hold = self.core.reserve.hold  # (an event stream's unread bytes count in the byte bound)
             web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections, limits, head, who,
-                                                                     realm), spec.http)
+                                                                     realm, hold), spec.http)
         # Every router keeps its replicas of the network's MQTT sessions, listener or not:
         # a session's changes wait for every router in reach (``adaptors/mqtt/sessions.py``).
         self.mqtt_sessions = SessionStore(self)

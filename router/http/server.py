@@ -93,8 +93,11 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # (liveness and readiness probe
 
 class HttpConnection(asyncio.Protocol):
     def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection], limits: HttpGuard | None = None,
-                 head_timeout: float = 10.0, authenticate: Authenticator | None = None, realm: str = "once") -> None:
+                 head_timeout: float = 10.0, authenticate: Authenticator | None = None, realm: str = "once",
+                 hold: Callable[[object, int], None] | None = None) -> None:
         self.routes = routes
+        # what an event stream's unread bytes hold, told to the router's byte bound (``core/reserve.py``)
+        self.hold = hold
         self.authenticate = authenticate  # (None: every reader may read)
         self.realm = realm
         self.streams = streams  # connections serving an event stream (closed at stop)
@@ -258,11 +261,15 @@ class HttpConnection(asyncio.Protocol):
                 self.transport.abort()
                 return
             self._write(h11.Data(data=f"data: {payload}\n\n".encode()))
+            if self.hold is not None:
+                self.hold(self, self.transport.get_write_buffer_size())
             await asyncio.sleep(stream.every)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         self.streams.discard(self)
+        if self.hold is not None:
+            self.hold(self, 0)
         if self.limits is not None and self.host is not None:
             self.limits.leave(self.host)
             self.host = None
