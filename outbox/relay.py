@@ -40,7 +40,7 @@ from typing import Any
 
 from once.client.message import encode
 from once.client.outbox.claims import LEASE, RENEW, ClaimLost, Claims, new_owner
-from once.client.outbox.dialect import Dialect, connect, dialect_of
+from once.client.outbox.dialect import DatabaseUnreachable, Dialect, connect, dialect_of
 from once.client.outbox.identity import incarnation, link_identity, message_id, row_gid
 from once.client.outbox.schema import Layout, read_layout, table
 from once.client.publisher import Publisher, StoreUnavailable
@@ -50,6 +50,7 @@ from once.router.journal import Event, Journal
 from .wakeup import Listener
 from .watch import EVERY, STRANDED_AFTER, Watch, count
 
+UNREACHABLE_LOG_EVERY = 10.0  # seconds between the lines of a relay waiting for its database
 STUCK = 30.0  # seconds a row may wait for its outcome before its table's links start again
 
 log = logging.getLogger("once.outbox")
@@ -169,8 +170,30 @@ class OutboxRelay:
 
     # ----------------------------------------------------------- running
 
+    async def _first_connect(self, stop: asyncio.Event) -> None:
+        """Connect, waiting for a database that is down or not up yet (a relay started with
+        it, or while it restarts, took the first refusal as final and ended: nothing was
+        sent). A refusal the server sends (a wrong password or database) ends the relay."""
+        delay, said = 0.25, -UNREACHABLE_LOG_EVERY
+        while True:
+            try:
+                self._connect()
+                return
+            except DatabaseUnreachable as e:
+                if stop.is_set():
+                    raise
+                now = time.monotonic()
+                if now - said >= UNREACHABLE_LOG_EVERY:
+                    said = now
+                    log.warning("outbox relay: database unreachable (%s): trying again", e)
+            try:
+                await asyncio.wait_for(stop.wait(), delay)
+            except TimeoutError:
+                pass
+            delay = min(delay * 2, 5.0)
+
     async def run(self, stop: asyncio.Event) -> None:
-        self._connect()
+        await self._first_connect(stop)
         self.layout = read_layout(self.conn)  # type: ignore[assignment]
         self.conn.commit()
         self.parts = [Part(s, p, table(s, p)) for s, p in self.layout.tables()]

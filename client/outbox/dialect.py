@@ -56,6 +56,14 @@ def dialect_of(conn: Any) -> Dialect:
     raise OutboxError(f"not an sqlite3 or psycopg connection: {type(conn).__name__}")
 
 
+UNREACHABLE = ("Connection refused", "timeout expired", "No such file or directory", "the database system is",
+               "server closed the connection", "Network is unreachable", "No route to host")
+
+
+class DatabaseUnreachable(OutboxError):
+    """No database server answered at the URL (it is down, or not up yet)."""
+
+
 def connect(url: str) -> Any:
     """A connection for ``url``: ``sqlite:///path`` or ``postgresql://user@host:port/db``.
     Autocommit off: the caller commits (``send`` puts rows in the caller's transaction)."""
@@ -78,5 +86,10 @@ def connect(url: str) -> Any:
         try:
             return psycopg.connect(url)
         except psycopg.Error as e:
-            raise OutboxError(f"{url}: {str(e).strip().splitlines()[0]}") from None
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            # (libpq says why in words only: no server there, or one starting or stopping, is
+            # worth waiting for; a refusal it sent, a wrong password or database, is not)
+            if isinstance(e, psycopg.OperationalError) and any(w in str(e) for w in UNREACHABLE):
+                raise DatabaseUnreachable(f"{url}: {first}") from None
+            raise OutboxError(f"{url}: {first}") from None
     raise OutboxError(f"{url}: expected sqlite:///PATH or postgresql://...")

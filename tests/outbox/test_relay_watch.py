@@ -10,8 +10,9 @@ import logging
 import urllib.request
 from pathlib import Path
 
+import pytest
 from once.client import Subscriber
-from once.client.outbox.dialect import connect
+from once.client.outbox.dialect import OutboxError, connect
 from once.client.outbox.schema import init, rows_left
 from once.client.outbox.send import send, send_many
 from once.outbox.metrics import serve
@@ -157,5 +158,43 @@ async def test_the_relay_rides_out_a_postgresql_restart_under_load(router: Route
             conn.close()
         assert got == [f"m{i}" for i in range(written)]  # (once each, in order)
         assert relay.db_losses >= 1 and relay.listener.lost >= 1
+    finally:
+        pg.close()
+
+
+async def test_a_relay_started_while_its_database_is_down_waits_for_it(router: RouterProcess, tmp_path: Path):
+    """A relay whose first connection found PostgreSQL down took the refusal as final and
+    ended, sending nothing (CI: the harness's outbox-database-restarts stops the database a
+    second in, and a relay process slow to start on a loaded machine met it stopped). It
+    now tries again until the database answers; a wrong database still ends it."""
+    pg = Postgres()
+    try:
+        db_url = pg.new_database()
+        conn = connect(db_url)
+        layout = init(conn, shards=1, partitions=1)
+        send_many(conn, "orders", [b"m0", b"m1"], layout=layout)
+        conn.commit()
+        conn.close()
+        sub = await _subscriber(router, tmp_path)
+        await asyncio.to_thread(pg.stop, "fast")
+        relay = OutboxRelay(db_url, [router.url], renew=0.2)
+        stop = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(relay.run(stop))
+        try:
+            await until(lambda: relay.conn is None and not task.done(), 10, "the relay waiting for its database")
+            await asyncio.to_thread(pg.start)
+            got = []
+            for _ in range(2):
+                msg = await sub.receive(60)
+                got.append(bytes(msg.body).decode())
+                await msg.accept()
+            assert got == ["m0", "m1"]
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 20)
+            await sub.close()
+        wrong = OutboxRelay(db_url.rsplit("/", 1)[0] + "/no_such_database", [router.url])
+        with pytest.raises(OutboxError, match="no_such_database"):
+            await wrong.run(asyncio.Event())
     finally:
         pg.close()
