@@ -198,6 +198,19 @@ class EngineProtocol(EngineShell):
         self.refused = False  # turned away at connect: it never had links
         self._held: bytearray | None = None  # read while waiting for its host's turn (``held_for_turn``)
         self._turn_taken = False  # it waited for its host's turn (once per attempt: a connection)
+        self.holding = 0  # message bytes it holds on the router's account (``hold_bytes``)
+
+    def hold_bytes(self, n: int) -> None:
+        """It holds ``n`` message bytes on their way to the records (arriving, or waiting in
+        its adaptor), bounded with them by ``max_in_flight_bytes`` (``core/reserve.py``).
+        What it lets go may be room for publishers' credit."""
+        if n != self.holding:
+            less = n < self.holding
+            self.holding = n
+            core = self.router.core
+            core.reserve.hold(self, n)
+            if less:
+                core.replenish()
 
     # ------------------------------------------------------------- the kind's
 

@@ -97,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                        ("p", "what each user and source host holds against the policy, and what it refused")):
         st.add_argument(f"-{flag}", dest="views", action="append_const", const=flag, help=what)
     st.add_argument("--router", default="http://127.0.0.1:8672",
-                    help="the router's http endpoint (default: router A of the shipped topologies)")
+                    help="the router's http endpoint (default: router A of the shipped topologies; "
+                         "http://USER:PASSWORD@HOST:PORT where the topology has auth.http)")
     st.add_argument("--json", action="store_true", help="the API's JSON instead of tables (for scripts)")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
 

@@ -35,6 +35,3 @@ class Reserve:
         """What ``holder`` may hold within ``limit`` beside the records' bytes and what the
         others hold (its own counted as room: it asks what it may hold in all)."""
         return limit - records - (self.bytes - self._by.get(holder, 0))
-
-    def holders(self) -> int:
-        return len(self._by)

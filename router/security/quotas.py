@@ -157,9 +157,10 @@ class Quotas:
     # ------------------------------------------------------- sessions, links
 
     def over(self, user: str, host: str, name: str, count: Callable[[Principal], int], serial: int,
-             peer: str) -> str | None:
+             peer: str, refuse: bool = True) -> str | None:
         """Whether a principal's ``count`` (of what its connections hold, the one being
-        opened included) passes the limit ``name``: the refusal (logged), or None."""
+        opened included) passes the limit ``name``: the refusal (logged and counted, unless
+        ``refuse`` is False: the caller may yet make room), or None."""
         if self.router.topology.policy is None:
             return None
         for who in self.principals(user, host):
@@ -168,7 +169,7 @@ class Quotas:
                 continue
             n = count(who)
             if n > limit[0]:
-                return self._refused(who, name, limit, serial, peer)
+                return self._refused(who, name, limit, serial, peer) if refuse else f"{limit[1]} ({limit[0]})"
         return None
 
     def holding(self, what: str, mine: int, me: Holder) -> Callable[[Principal], int]:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 from once.tools.topology_ports import free_port
-from proton import Delivery
 from proton.utils import BlockingConnection
-from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.monitor import Monitor, rss
+from support.mqtt_raw import connect, publish, read_packet
 from support.proton_flood import ProtonFlood
 from support.routers import RouterProcess, wait_for
 
@@ -43,13 +43,6 @@ def bounded(tmp_path: Path) -> Iterator[RouterProcess]:
     r.stop()
 
 
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def _memory(r: RouterProcess) -> dict[str, Any]:
     assert r.http is not None
     with urllib.request.urlopen(f"{r.http}/api/memory", timeout=30) as resp:
@@ -58,43 +51,11 @@ def _memory(r: RouterProcess) -> dict[str, Any]:
     return mem
 
 
-class Monitor:
-    """A well-behaved Proton publisher and subscriber on their own topic, one message at a
-    time; ``answered`` counts the outcomes, each of which must be accepted."""
-
-    def __init__(self, url: str) -> None:
-        self.sub = ProtonSubscriber(url, "steady", name="steady-sub")
-        self.pub = ProtonPublisher(url, "steady")
-        self.answered = 0
-        self.wrong: list[object] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            outcome = self.pub.send_wait("tick")
-            if outcome != Delivery.ACCEPTED:
-                self.wrong.append(outcome)
-            self.answered += 1
-
-    def progresses(self, by: int = 100) -> None:
-        start = self.answered
-        wait_for(lambda: self.answered >= start + by, timeout=120, what=f"{by} monitor messages answered")
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        assert not self.wrong, self.wrong
-        self.pub.close()
-        self.sub.close()
-
-
 class Peak:
     """The router's largest RSS seen, sampled in a thread while an attack runs."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.before = pid, _rss(pid)
+        self.pid, self.before = pid, rss(pid)
         self.peak = self.before
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -103,7 +64,7 @@ class Peak:
     def _run(self) -> None:
         while not self._stop.wait(0.01):
             try:
-                self.peak = max(self.peak, _rss(self.pid))
+                self.peak = max(self.peak, rss(self.pid))
             except (FileNotFoundError, AssertionError):
                 return  # (the router stopped)
 
@@ -143,60 +104,6 @@ def test_six_connections_large_first_messages_stay_within_the_byte_bound(bounded
     stingy.close()
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n % 128, n // 128
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _packet(first: int, body: bytes) -> bytes:
-    return bytes([first]) + _varint(len(body)) + body
-
-
-def _s(v: str) -> bytes:
-    return len(v.encode()).to_bytes(2, "big") + v.encode()
-
-
-def _connect(client_id: str, will: int = 0) -> bytes:
-    """An MQTT 5.0 CONNECT, clean start; with a will to ``hoard`` at QoS 1 whose properties
-    hold ``will`` bytes (a will's payload is at most 65,535 bytes: the bulk goes in user
-    properties, as the report's attack did)."""
-    tail, flags = b"", 0x02
-    if will:
-        flags |= 0x04 | 0x08
-        pad = b"\x26" + _s("pad") + _s("p" * 65000)
-        props = pad * (will // len(pad))
-        tail = _varint(len(props)) + props + _s("hoard") + (4).to_bytes(2, "big") + b"bye!"
-    return _packet(0x10, _s("MQTT") + bytes([5, flags]) + (60).to_bytes(2, "big") + b"\x00" + _s(client_id) + tail)
-
-
-def _publish(topic: str, payload: bytes, packet_id: int) -> bytes:
-    return _packet(0x32, _s(topic) + packet_id.to_bytes(2, "big") + b"\x00" + payload)
-
-
-def _read_packet(sock: socket.socket) -> tuple[int, bytes]:
-    def exactly(n: int) -> bytes:
-        got = b""
-        while len(got) < n:
-            chunk = sock.recv(n - len(got))
-            if not chunk:
-                raise ConnectionError("closed")
-            got += chunk
-        return got
-    first = exactly(1)[0]
-    length = shift = 0
-    while True:
-        b = exactly(1)[0]
-        length |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            break
-    return first, exactly(length)
-
-
 class RawMqtt:
     """A raw MQTT 5.0 client whose large sends run in a thread (the router may stop reading
     it: back-pressure), so that the test sees what the router does meanwhile."""
@@ -206,7 +113,7 @@ class RawMqtt:
         self.client_id = client_id
         self.sent = threading.Event()
         self.error: list[BaseException] = []
-        self._data = _connect(client_id, will)
+        self._data = connect(client_id, will)
         self._thread = threading.Thread(target=self._send, daemon=True)
         self._thread.start()
 
@@ -245,10 +152,10 @@ def test_six_mqtt_clients_large_publishes_are_read_only_as_far_as_the_byte_bound
     clients = [RawMqtt(r.mqtt, f"big-{i}") for i in range(6)]
     for c in clients:
         c._thread.join(30)
-        assert _read_packet(c.sock)[0] >> 4 == 2  # CONNACK
+        assert read_packet(c.sock)[0] >> 4 == 2  # CONNACK
     peak = Peak(r.proc.pid)
     for c in clients:
-        c.then(_publish("hoard", b"x" * (24 * MB), 1))
+        c.then(publish("hoard", b"x" * (24 * MB), 1, 1))
     # One is read whole (its record waits for the stingy subscriber); the others are held
     # at their headers: the router's bytes stay within the bound and the monitor goes on.
     wait_for(lambda: _memory(r)["records_bytes"] >= 24 * MB, timeout=120, what="one 24 MB publish in the records")
@@ -261,7 +168,7 @@ def test_six_mqtt_clients_large_publishes_are_read_only_as_far_as_the_byte_bound
     assert grown < BOUND + SLACK, grown
     stingy.close()  # the subscriber leaves: the records go, and every client is read and answered
     for c in clients:
-        first, body = _read_packet(c.sock)
+        first, body = read_packet(c.sock)
         assert first >> 4 == 4 and body[:2] == (1).to_bytes(2, "big"), (first, body[:4])  # PUBACK of packet 1
     monitor.progresses()
     monitor.close()
@@ -291,7 +198,7 @@ def test_mqtt_wills_count_against_the_byte_bound_while_connected_and_when_publis
     def connacks() -> int:
         ready, _, _ = select.select([c.sock for c in clients if c not in connected], [], [], 0.05)
         for c in clients:
-            if c.sock in ready and _read_packet(c.sock)[0] >> 4 == 2:
+            if c.sock in ready and read_packet(c.sock)[0] >> 4 == 2:
                 connected.append(c)
         return len(connected)
     wait_for(lambda: connacks() == 4, timeout=120, what="four of the eight let in")

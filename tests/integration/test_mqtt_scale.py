@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 from once.tools.topology_ports import free_port
+from support.monitor import Monitor
+from support.mqtt_raw import connect, packet, publish, read_packet, string
 from support.routers import RouterProcess
-from test_byte_bound import Monitor, _connect, _packet, _read_packet, _s
 
 N = 10_000
 BATCH = 200  # filters per SUBSCRIBE
@@ -38,25 +39,25 @@ def many(tmp_path: Path) -> Iterator[RouterProcess]:
 def _client(r: RouterProcess, client_id: str) -> socket.socket:
     assert r.mqtt is not None
     sock = socket.create_connection(r.mqtt, timeout=120)
-    sock.sendall(_connect(client_id))
-    assert _read_packet(sock)[0] >> 4 == 2  # CONNACK
+    sock.sendall(connect(client_id))
+    assert read_packet(sock)[0] >> 4 == 2  # CONNACK
     return sock
 
 
 def _subscribe(sock: socket.socket, filters: list[str], packet_id: int) -> list[int]:
     """SUBSCRIBE ``filters`` (QoS 1) in one packet: the SUBACK's reason codes."""
-    body = packet_id.to_bytes(2, "big") + b"\x00" + b"".join(_s(f) + b"\x01" for f in filters)
-    sock.sendall(_packet(0x82, body))
-    first, ack = _read_packet(sock)
+    body = packet_id.to_bytes(2, "big") + b"\x00" + b"".join(string(f) + b"\x01" for f in filters)
+    sock.sendall(packet(0x82, body))
+    first, ack = read_packet(sock)
     assert first >> 4 == 9 and ack[:2] == packet_id.to_bytes(2, "big"), (first, ack[:4])
     return list(ack[3:])  # (packet id, properties length 0, one reason code per filter)
 
 
 def _publish(sock: socket.socket, topic: str, payload: bytes, packet_id: int) -> int:
     """A QoS 1 PUBLISH: its PUBACK's reason code (PUBLISH packets to the client are skipped)."""
-    sock.sendall(_packet(0x32, _s(topic) + packet_id.to_bytes(2, "big") + b"\x00" + payload))
+    sock.sendall(publish(topic, payload, 1, packet_id))
     while True:
-        first, body = _read_packet(sock)
+        first, body = read_packet(sock)
         if first >> 4 == 4 and body[:2] == packet_id.to_bytes(2, "big"):
             return body[2] if len(body) > 2 else 0
 
@@ -73,13 +74,13 @@ def test_ten_thousand_subscriptions_patterns_and_topics_from_one_client_beside_a
         assert _subscribe(sock, [f"p/{j}/+" for j in range(i, i + BATCH)], 1 + i // BATCH) == [1] * BATCH
     monitor.progresses()
     pub = _client(r, "publisher")
-    pub.sendall(b"".join(_packet(0x30, _s(f"q/{i}") + b"\x00" + b"x") for i in range(N)))  # QoS 0, a topic each
+    pub.sendall(b"".join(publish(f"q/{i}", b"x", 0) for i in range(N)))  # QoS 0, a topic each
     for n, (topic, text) in enumerate([("p/17/z", b"to a pattern"), ("t/9999/x", b"to a topic")], 1):
-        pub.sendall(_packet(0x32, _s(topic) + n.to_bytes(2, "big") + b"\x00" + text))
-        first, body = _read_packet(sock)  # the subscriber has it (QoS 1): it answers
+        pub.sendall(publish(topic, text, 1, n))
+        first, body = read_packet(sock)  # the subscriber has it (QoS 1): it answers
         assert first >> 4 == 3 and body[2:2 + len(topic)] == topic.encode() and body.endswith(text), body[:40]
-        sock.sendall(_packet(0x40, body[2 + len(topic):4 + len(topic)]))  # PUBACK of its packet id
-        first, ack = _read_packet(pub)
+        sock.sendall(packet(0x40, body[2 + len(topic):4 + len(topic)]))  # PUBACK of its packet id
+        first, ack = read_packet(pub)
         assert first >> 4 == 4 and ack[:2] == n.to_bytes(2, "big") and (len(ack) < 3 or ack[2] == 0), ack
     monitor.progresses()
     monitor.close()

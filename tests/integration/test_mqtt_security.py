@@ -20,6 +20,8 @@ from once.router.security.users import add_user
 from once.tools.topology_ports import free_port
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from support.monitor import rss
+from support.mqtt_raw import connect, packet, publish
 from support.routers import RouterProcess, wait_for
 
 POLICY = {
@@ -211,36 +213,6 @@ def test_a_users_file_others_may_read_is_warned_of(tmp_path):
         assert bool(lines) == warned and (not warned or "mode 0644" in lines[0] and "chmod 600" in lines[0])
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n % 128, n // 128
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _packet(first: int, body: bytes) -> bytes:
-    return bytes([first]) + _varint(len(body)) + body
-
-
-def _mqtt5_connect(client_id: str) -> bytes:
-    s = lambda v: len(v.encode()).to_bytes(2, "big") + v.encode()  # noqa: E731
-    return _packet(0x10, s("MQTT") + bytes([5, 0x02]) + (60).to_bytes(2, "big") + b"\x00" + s(client_id))
-
-
-def _mqtt5_publish(topic: str, payload: bytes, qos: int, packet_id: int = 0) -> bytes:
-    head = len(topic.encode()).to_bytes(2, "big") + topic.encode() + (packet_id.to_bytes(2, "big") if qos else b"")
-    return _packet(0x30 | qos << 1, head + b"\x00" + payload)
-
-
-def _rss(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
 def test_publishes_held_behind_a_reused_packet_id_are_bounded(tmp_path):
     """A QoS 2 packet id used again while two of the client's QoS 2 messages are unanswered
     holds its publishes in the adaptor until a new epoch can begin; a QoS 0 flood behind it
@@ -255,17 +227,17 @@ def test_publishes_held_behind_a_reused_packet_id_are_bounded(tmp_path):
     try:
         assert r.mqtt is not None
         sock = socket.create_connection(r.mqtt, timeout=30)
-        sock.sendall(_mqtt5_connect("reuser"))
+        sock.sendall(connect("reuser"))
         assert sock.recv(64)[:1] == b"\x20"  # CONNACK
         # 1 to a topic nobody has (answered at once, and released); 2 to the subscriber that
         # never accepts (unanswered); 1 again: a new epoch, which waits for 2's answer
-        sock.sendall(_mqtt5_publish("nobody/t", b"q2", 2, 1))
+        sock.sendall(publish("nobody/t", b"q2", 2, 1))
         assert sock.recv(64)[:1] == b"\x50"  # PUBREC
-        sock.sendall(_packet(0x62, (1).to_bytes(2, "big")))  # PUBREL
+        sock.sendall(packet(0x62, (1).to_bytes(2, "big")))  # PUBREL
         assert sock.recv(64)[:1] == b"\x70"  # PUBCOMP
-        sock.sendall(_mqtt5_publish("held/t", b"q2", 2, 2) + _mqtt5_publish("held/t", b"q2 again", 2, 1))
-        before = _rss(r.proc.pid)
-        flood = _mqtt5_publish("held/t", b"x" * 65536, 0)
+        sock.sendall(publish("held/t", b"q2", 2, 2) + publish("held/t", b"q2 again", 2, 1))
+        before = rss(r.proc.pid)
+        flood = publish("held/t", b"x" * 65536, 0)
         sock.setblocking(False)
         sent, stuck_since = 0, None
         for _ in range(400_000):  # (the attack: 256 MB, or until the router stops reading for good)
@@ -279,7 +251,7 @@ def test_publishes_held_behind_a_reused_packet_id_are_bounded(tmp_path):
                 time.sleep(0.01)
             if sent > 256 * 1024 * 1024:
                 break
-        grew = _rss(r.proc.pid) - before
+        grew = rss(r.proc.pid) - before
         assert sent < 256 * 1024 * 1024, "the router read the whole flood"
         assert grew < 16 * 1024 * 1024 + 64 * 1024 * 1024, grew
         sock.close()

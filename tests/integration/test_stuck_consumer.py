@@ -17,9 +17,9 @@ import yaml
 from once.tools.topology_ports import free_port
 from proton import Delivery
 from proton.utils import BlockingConnection, LinkDetached
+from support.monitor import Monitor
 from support.proton_clients import ProtonPublisher
 from support.routers import RouterProcess
-from test_byte_bound import Monitor
 
 
 def test_a_subscriber_that_answers_nothing_while_it_holds_deliveries_is_treated_as_gone(tmp_path: Path):

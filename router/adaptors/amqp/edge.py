@@ -156,7 +156,6 @@ class EdgeConnection(EngineProtocol):
         self.opened_at: float | None = None  # (monotonic) when its open came
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
         self._holdings_stale = False  # its sessions or links may have changed since it told the quotas
-        self.holding = 0  # bytes of messages arriving it holds on the router's account (``_bound_arrivals``)
 
     def dirty(self) -> None:
         """``EngineProtocol.dirty``, here again: its links call it per message, and compiled
@@ -200,7 +199,7 @@ class EdgeConnection(EngineProtocol):
         engine = self.engine
         links = engine.arriving()
         if not links:
-            self._hold(0)
+            self.hold_bytes(0)
             return
         s = self.router.settings
         share = s.max_connection_bytes or max(s.max_message_size, s.max_in_flight_bytes // 4)
@@ -238,17 +237,8 @@ class EdgeConnection(EngineProtocol):
                                           link.name, self.peer, why,
                                           extra=fields("link.refused", connection=self.serial, peer=self.peer,
                                                        link=link.name, limit=name))
-        self._hold(2 * arriving)
+        self.hold_bytes(2 * arriving)
         self.dirty()
-
-    def _hold(self, n: int) -> None:
-        """What its messages still arriving hold on the router's account (``core/reserve.py``)."""
-        if n != self.holding:
-            less = n < self.holding
-            self.holding = n
-            self.core.reserve.hold(self, n)
-            if less:
-                self.core.replenish()  # (publishers may have credit in the room it left)
 
     def on_batch_failed(self) -> None:
         self._drop_all_links(suspend=True)
@@ -257,7 +247,7 @@ class EdgeConnection(EngineProtocol):
         self.router.connections.discard(self)
         if self.principal is not None:
             self.router.quotas.leave(self, *self.principal)
-        self._hold(0)
+        self.hold_bytes(0)
         clean = self.engine.state is State.CLOSED
         log.info("router %s: connection from %s (container %s) %s", self.router.id, self.peer, self._container(),
                  "closed" if clean else f"lost without a close ({exc or 'the peer went away'}): its links are "

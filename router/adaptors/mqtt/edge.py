@@ -104,7 +104,6 @@ class MqttEdgeConnection(EngineProtocol):
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
         self.max_message_size = 0  # its user's or host's, when smaller than the router's (0: the router's)
         self.will_bytes = 0  # what its will holds (``_bound_bytes``)
-        self.holding = 0  # the bytes it holds on the router's account (``core/reserve.py``)
 
     def describe(self) -> str:
         return f"MQTT connection from {self.remote}"
@@ -148,12 +147,12 @@ class MqttEdgeConnection(EngineProtocol):
         if why is None and waiting and any(self.past_bounds(pub) for pub in self.inbound.publishers.values()):
             why = ""  # (its records are past a bound: it waits, with no line, as a link waits for credit)
         if why is None:
-            self._hold(2 * incoming + rest)
+            self.hold_bytes(2 * incoming + rest)
             if waiting:
                 self.router.waiting_for_room.discard(self)
                 self.resume("bytes")
             return
-        self._hold(len(reader.buffer) + rest)
+        self.hold_bytes(len(reader.buffer) + rest)
         if not waiting:
             self.wait_for_room()
         if why and not waiting:
@@ -185,29 +184,21 @@ class MqttEdgeConnection(EngineProtocol):
             return
         self._bound_bytes()
 
-    def _hold(self, n: int) -> None:
-        if n != self.holding:
-            less = n < self.holding
-            self.holding = n
-            self.core.reserve.hold(self, n)
-            if less:
-                self.core.replenish()  # (publishers may have credit in the room it left)
-
     def on_admitted(self) -> None:
         self.peer = self.remote
         self.router.serials += 1
         self.serial = self.router.serials
 
-    def resume(self, why: str = "credit") -> None:
-        """Reading goes on once no reason to pause is left (the core's credit, publishes
-        held in the adaptor: ``Inbound``)."""
+    def resume(self, why: str) -> None:
+        """Reading goes on once no reason to pause is left (``bytes``: the byte bounds,
+        ``_bound_bytes``; ``held``: publishes held in the adaptor, ``Inbound``)."""
         self.pausing.discard(why)
         if self.reading_paused and not self.pausing and self.transport is not None:
             self.reading_paused = False
             self.mqtt.reading = self.mqtt.heard = True
             self.transport.resume_reading()
 
-    def pause(self, why: str = "credit") -> None:
+    def pause(self, why: str) -> None:
         self.pausing.add(why)
         if not self.reading_paused and self.transport is not None:
             self.reading_paused = True
@@ -479,7 +470,9 @@ class MqttEdgeConnection(EngineProtocol):
             if self.unauthorized("subscribe", f.pattern) or (f.group and self.unauthorized("join", f.group)):
                 reasons.append(Reason.NOT_AUTHORIZED)
                 continue
-            if sub.filter not in self.subscribers and self.too_many_links() and not self.inbound.retire_idle():
+            # (an idle topic it published to gives its place up before the refusal is counted)
+            if sub.filter not in self.subscribers and self.too_many_links(refuse=False) \
+                    and not self.inbound.retire_idle() and self.too_many_links():
                 reasons.append(Reason.QUOTA_EXCEEDED)
                 continue
             reasons.append(sub.qos)
@@ -510,17 +503,19 @@ class MqttEdgeConnection(EngineProtocol):
         (``quotas.Holder``); it holds no AMQP sessions."""
         return len(self.subscribers) + len(self.inbound.publishers) if what == "links" else 0
 
-    def too_many_links(self) -> str:
+    def too_many_links(self, refuse: bool = True) -> str:
         """Why one more link (a subscription, or a topic it publishes to) is refused: past
         the router's ``max_links_per_connection`` or its user's or host's ``max_links``
-        (the refusal logged by the quotas); "" when it may have one."""
+        (the refusal logged and counted by the quotas when ``refuse``); "" when it may
+        have one."""
         mine = len(self.subscribers) + len(self.inbound.publishers) + 1
         cap = self.router.settings.max_links_per_connection
         if mine > cap:
             return f"more than max_links_per_connection {cap} subscriptions and topics published on this connection"
         quotas = self.router.quotas
         user, host = self.principal or (self.user or "anonymous", self.host)
-        return quotas.over(user, host, "max_links", quotas.holding("links", mine, self), self.serial, self.peer) or ""
+        return quotas.over(user, host, "max_links", quotas.holding("links", mine, self), self.serial, self.peer,
+                           refuse) or ""
 
     def write_out(self) -> None:
         self.router.quotas.report(self)  # (what it holds may have changed: a count, cheap to compare)
@@ -653,7 +648,7 @@ class MqttEdgeConnection(EngineProtocol):
             self.router.quotas.leave(self, *self.principal)
         self.drop_all()
         self.router.waiting_for_room.discard(self)
-        self._hold(0)
+        self.hold_bytes(0)
 
     def on_writable(self) -> None:
         for sub in list(self.subscribers.values()):

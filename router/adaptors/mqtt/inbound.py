@@ -99,8 +99,8 @@ class Inbound:
             self._refuse(event, Reason.NOT_AUTHORIZED, refusal)
             return
         pub = self._publisher(p.topic)
-        if pub is None:
-            self._refuse(event, Reason.QUOTA_EXCEEDED, conn.too_many_links())
+        if isinstance(pub, str):
+            self._refuse(event, Reason.QUOTA_EXCEEDED, pub)
             return
         if p.qos == 2:
             assert p.packet_id is not None
@@ -209,17 +209,19 @@ class Inbound:
             engine.pubrec(p.packet_id, reason, ((Prop.REASON_STRING, why[:200]),))
         self.conn.dirty()
 
-    def _publisher(self, topic: str) -> Publisher | None:
+    def _publisher(self, topic: str) -> Publisher | str:
         """The core's publisher of ``topic`` for this client, made at its first message
         there. Each is a link of the connection: past ``max_links_per_connection`` (its
         subscriptions counted) or its user's or host's ``max_links``, the publisher made
         longest ago that holds nothing unanswered ends first (per-topic order is kept: it
-        has no message in the network); None when none is idle."""
+        has no message in the network); why not, when none is idle."""
         pub = self.publishers.get(topic)
         if pub is None:
             conn = self.conn
-            if conn.too_many_links() and not self.retire_idle():
-                return None
+            if conn.too_many_links(refuse=False) and not self.retire_idle():
+                why = conn.too_many_links()  # (counted and logged once)
+                if why:
+                    return why
             persistent = conn.session is not None
             pub, _ = conn.lifecycle.attach_publisher(MqttPublisherPort(conn, topic), topic, conn.client_id,
                                                      f"mqtt:{topic}", True, conn.incarnation if persistent else None,

@@ -19,17 +19,15 @@ QOS0_WINDOW = 1000  # pre-settled deliveries a QoS 0 subscriber is given at once
 
 
 class MqttPublisherPort:
-    __slots__ = ("conn", "topic", "credit")
+    __slots__ = ("conn", "topic")
 
     def __init__(self, conn: ConnectionView, topic: str) -> None:
         self.conn = conn
         self.topic = topic
-        self.credit = 0
 
     def grant(self, credit: int) -> None:
         """An MQTT client's publishers take no credit (``Core.add_publisher``: its adaptor
         stops reading the client past the byte bounds, ``MqttEdgeConnection.past_bounds``)."""
-        self.credit = credit
 
     def outcome(self, handle: tuple[int, int, bytes], outcome: Outcome, settle: bool) -> None:
         """Every subscriber answered: PUBACK (QoS 1) or PUBREC (QoS 2); MQTT 3.1.1 cannot say
