@@ -128,6 +128,13 @@ class Owed:
             self.states[key] = KeyState.PENDING
             self.pending += 1
 
+    def back_here(self, key: Key) -> None:
+        """``key`` (replaced, or given up) gets the message again at the root itself: waited
+        for there as a local subscriber, and owed again where it goes if it moves away
+        (``add``)."""
+        if self.states.get(key) in (KeyState.REPLACED, KeyState.CLOSED):
+            self.states[key] = KeyState.HERE
+
     def here(self, key: Key) -> bool:
         """``key`` attached at the root: the root waits for it as a local subscriber now; True
         when this completed the message (for the remote keys)."""

@@ -281,6 +281,8 @@ class Copies:
                     far.sends[frm] = [(p, ks, r or key in ks) for p, ks, r in far.sends.get(frm, ())]
                     continue
                 self.inquiry.taken(answer.gid)
+                if chosen and key in chosen:
+                    self.inquiry.defer(record.gid, key)
             if said is Said.RELEASED:
                 # (only for our latest copy to it there: one it released before we sent it
                 # back, answered again late, must not pass on what it has now; ``--hard``
@@ -352,6 +354,7 @@ class Copies:
         assert chosen is not None
         self.groups.released(record.gid, key)  # (a question's choice leaves it out)
         if self.inquiry.fenced_out(record.gid):
+            self.inquiry.defer(record.gid, key)
             return owed.answer(key, frm, Said.CLOSED)  # (another root chooses now)
         if record.states.get(ASKING) is IN_DOUBT:
             return False  # (we ask: the answers choose, and leave it out)
@@ -417,6 +420,11 @@ class Copies:
         (``Destination.released_at``); at the root, queued for it again."""
         self.groups.unreleased(record.gid, key)
         if router == self.router_id:
+            far = record.far
+            if far is not None and far.owed is not None:
+                # (waited for here, and owed where it moves to: fresh hard churn seed
+                # 421388614793, a member given it back here moved on, its copy not waited for)
+                far.owed.back_here(key)
             self.failover.enqueue_owed(record, frozenset({key}))
             return
         far = self._root_far(record)
@@ -472,6 +480,7 @@ class Copies:
                     # off, gave its member here a message the member had released elsewhere,
                     # which the new root had passed on: two members processed it)
                     self.unowe(record, {key})
+                    self.inquiry.defer(record.gid, key)
                     continue
                 if sub is not None and sub not in record.states:
                     if delivery.enqueue(record, sub, 1):  # (in our records' order: as they came to us)

@@ -135,6 +135,10 @@ class Failover:
             if record is None or record.presettled:
                 gap = True
                 continue
+            if record.local:
+                # (members it gave up to another root's question: we ask again, the newest
+                # root; in doubt until we chose)
+                self.groups.reopen(record)
             if gap and not (record.pending == 0 and record.local):
                 continue
             # A copy forwarded to us is complete when our part of the network accepted it;
@@ -164,6 +168,8 @@ class Failover:
                 else:
                     done = record.resolve(sub, SubState.REJECTED, rejection(state))
                 self.delivery.answered(record, done)
+        if out and sub.group is not None:
+            self.groups.member_resumed(sub, out)
         return out
 
     def owed_elsewhere(self, record: CoreRecord, gone: Iterable[str]) -> dict[str, set[Key]]:

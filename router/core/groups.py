@@ -17,7 +17,7 @@ the other parts through ``parts.py``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from once.records.membership import Chooser, GroupId, Key, Member, Table, merged
 from once.records.names import PatternSet
@@ -210,6 +210,16 @@ class Groups:
             return False
         self.inquiry.ask(record)
         return True
+
+    def reopen(self, record: CoreRecord) -> bool:
+        """Our publisher resumed naming ``record``, complete here without members given up to
+        another root's question: asked about again (``Inquiry.reopen``)."""
+        return self.inquiry.reopen(record)
+
+    def member_resumed(self, sub: Subscriber, gids: Iterable[bytes]) -> None:
+        """A member resumed naming what it had: roots asking about those hear it
+        (``Inquiry.member_resumed``)."""
+        self.inquiry.member_resumed(sub, gids)
 
     @staticmethod
     def _shard(record: CoreRecord, key: bytes | None) -> bytes | None:

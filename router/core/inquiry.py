@@ -46,7 +46,7 @@ from .messages import Answer, Ask, Control, Ended, Told
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import RoutesPort
-from .questions import RELEASED, Asking, Early, Member
+from .questions import HOLDS, RANK, RELEASED, Asking, Early, Member
 from .tables import CoreTables, Key
 
 _HAD = (Said.ACCEPTED, Said.REJECTED)  # (``closed``, ``moved``: it never had it here)
@@ -56,7 +56,7 @@ class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
                  "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups", "tables",
-                 "send_back", "unanswered_at")
+                 "send_back", "unanswered_at", "deferred")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None],
@@ -89,6 +89,8 @@ class Inquiry:
         self.gone: dict[Key, tuple[int, float]] = {}  # members that closed here -> (since, told until)
         self.moved_on: dict[Key, str] = {}  # restored members that closed elsewhere since -> there
         self.early: dict[bytes, Early] = {}  # asked when their publisher resumed, before they came
+        # gid -> members our record gave up to another root's question (``defer``)
+        self.deferred: dict[bytes, set[Key]] = {}
         self.placeholders = Placeholders()  # (the core's, given in ``connect``)
         self.delivery: DeliveryPart
         self.failover: FailoverPart
@@ -297,6 +299,40 @@ class Inquiry:
         elif record.states.get(ASKING) is IN_DOUBT:
             self._start(record)  # (held behind another: its turn comes with the answers)
 
+    def defer(self, gid: bytes, key: Key) -> None:
+        """Our record stops waiting for member ``key``: another root asked about the message
+        (its publisher resumed there) and chooses its members now. Noted: that root may die
+        before it chooses, its publisher coming back here, and our record, complete without
+        the member, would tell it ``accepted`` (fresh ``--groups`` seed 788175831603)."""
+        self.deferred.setdefault(gid, set()).add(key)
+
+    def reopen(self, record: CoreRecord) -> bool:
+        """Our publisher resumed here naming ``record``, which gave members up to another
+        root's question (``defer``): we are the newest root, and ask again, every router,
+        before we choose (the other root may have chosen and had a member process it, or
+        died first). True if the record waits for that (its outcome is in doubt again)."""
+        if record.gid not in self.deferred or not record.local or record.gid in self.asking:
+            return False
+        self.taken_over.pop(record.gid, None)
+        record.reopen(ASKING)
+        record.outcome_sent = False  # (it may have completed without them: it is told once chosen)
+        self._start(record)
+        return True
+
+    def member_resumed(self, sub: Subscriber, gids: Iterable[bytes]) -> None:
+        """Group member ``sub`` resumed here naming ``gids`` as had (its map). A root we
+        answered about one of them before it came was told nothing of it: told now, or it
+        chooses another member (fresh hard churn seed 421388616848: the member accepted at
+        a root that died, and resumed at a router that had already answered the new root)."""
+        fenced = self.dest.fenced
+        if not fenced or sub.group is None:
+            return
+        me = self.router_id
+        for gid in gids:
+            fence = fenced.get(gid)
+            if fence is not None:
+                self.queue(fence[0], Told(gid, ((sub.key, sub.group, me, True),), False, False, fence[2]))
+
     def _ask_all(self, gid: bytes, topic: str, stamp: int, routers: set[str]) -> None:
         item = Ask(gid, topic, stamp)
         for router in sorted(routers, key=lambda r: r != self.router_id):  # (ourselves first)
@@ -348,6 +384,9 @@ class Inquiry:
         asking = self.asking.get(told.gid)
         if asking is None:
             early = self.early.get(told.gid) if self.early else None
+            if early is not None and frm not in early.waiting and told.members and not told.taken:
+                early.heard.extend(told.members)  # (a member resumed there since it answered)
+                return
             if early is not None and frm in early.waiting:
                 if told.taken and told.stamp >= early.stamp and early.publisher.attached:
                     self._outbid(told.gid, early, early.topic, told.stamp)
@@ -361,6 +400,8 @@ class Inquiry:
                     self.taken(told.gid)
             return
         if frm not in asking.waiting:
+            if told.members and not told.taken:
+                asking.heard.extend(told.members)  # (a member resumed there since it answered: ``member_resumed``)
             return
         if told.taken:
             if told.stamp < asking.stamp:
@@ -409,9 +450,13 @@ class Inquiry:
         members = {m.key for ms in view.values() for m in ms} - released
         known: dict[GroupId, tuple[Key, str, bool]] = {}
         heard = [m for m in asking.heard if m[3] != RELEASED and not (not m[3] and m[0] in released)]
-        for key, group, router, had in sorted(heard, key=lambda m: not m[3]):
-            if had or key in members:
-                known.setdefault(group, (key, router, bool(had)))
+        # (one that holds it first, before a choice a copy named: fresh hard churn seed
+        # 421388628116, a member released it at a root that restarted since; the member it
+        # was passed on to got it there, the old root's copy, and the question took the one
+        # that released it, named chosen by another copy: both processed it)
+        for key, group, router, had in sorted(heard, key=lambda m: RANK.get(m[3], 2)):
+            if had == 1 or key in members:
+                known.setdefault(group, (key, router, had == 1))
         self.decided[record.gid] = known
         if record.gid in self.stashed or self._queued(record):
             self._release(record)
@@ -530,6 +575,7 @@ class Inquiry:
         # closed, is replaced: it may have left while the record waited its turn (seed 262
         # of ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``).
         record.drop_waiter(ASKING)
+        deferred = self.deferred.pop(record.gid, None) if self.deferred else None
         here = self.topics.get(record.topic) or {}
         far = record.far
         owed = far.owed if far is not None else None
@@ -551,6 +597,11 @@ class Inquiry:
                 # own members are enqueued, no tombstone asked: a soak's MQTT member at the
                 # router its publisher resumed at got 218 messages again, new packet ids.)
                 continue
+            elif (deferred and member in deferred and home and member not in had
+                  and said not in (KeyState.ACCEPTED, KeyState.REJECTED)):
+                # Given up to another root's question (``defer``), chosen again by ours: owed
+                # it again, where it lives now (its old copy was answered for it).
+                self.send_back(record, member, next(iter(home)))
             elif home and said in (None, KeyState.PENDING):
                 self.failover.send_owed(record, home)  # (one that had it answers from its record)
             elif said is KeyState.HERE and member in here:
@@ -605,6 +656,8 @@ class Inquiry:
             self.early.pop(record.gid, None)
         self.decided.pop(record.gid, None)
         self.stashed.pop(record.gid, None)
+        if self.deferred:
+            self.deferred.pop(record.gid, None)
         pub = record.publisher
         if pub is not None and (pub.container_id, pub.link_name) in self.held:
             self._release(record)
@@ -632,6 +685,8 @@ class Inquiry:
             if not record.local and (not roots or asker in roots):
                 continue  # (the asker's own choice, or not known to be another's)
             waiter.queue = deque((r, n) for r, n in waiter.queue if r is not record)
+            if record.local:
+                self.defer(record.gid, waiter.key)  # (ours: our publisher may come back to us)
             refused = self.dest.refused
             for root in roots:
                 refused[(record.gid, root)] = refused.get((record.gid, root), frozenset()) | {waiter.key}
@@ -663,7 +718,7 @@ class Inquiry:
                 members.append((key, group, router, False))
             for waiter, state in record.states.items():
                 if type(waiter) is Subscriber and waiter.group is not None:  # (had: it answered)
-                    members.append((waiter.key, waiter.group, me, state is not IN_DOUBT))
+                    members.append((waiter.key, waiter.group, me, HOLDS if state is IN_DOUBT else 1))
             earlier = record.far.earlier if record.far is not None else None
             for key, (said, _) in (earlier or {}).items():
                 if key in groups and said in _HAD:

@@ -10,9 +10,14 @@ from .peers import CoreRecord, Publisher
 from .tables import Key
 
 # (key, group, router, had): had 1 (True) when the member had it there, 0 (False) when a
-# root chose it, ``RELEASED`` when it released it there (``Told``)
+# root chose it, ``RELEASED`` when it released it there, ``HOLDS`` when it is queued or sent
+# to it there with no answer yet: it may process it (``Told``)
 Member = tuple[Key, GroupId, str, int]
 RELEASED = 2
+HOLDS = 3
+# the order a question's answers are taken in: what a member had, then what one holds
+# (it will process it unless withdrawn), then a root's choice a copy named
+RANK = {1: 0, HOLDS: 1, 0: 2}
 
 
 class Asking:
