@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("topic")
     rc.add_argument("--url", default="amqp://127.0.0.1:5672", help="the router to talk to (default: the one `once launch` starts)")
     rc.add_argument("--count", type=int, default=0, help="stop after COUNT messages (0: run until Ctrl-C)")
-    rc.add_argument("--name", default=None, help="link name (the subscriber key is container-id + name)")
+    rc.add_argument("--name", default=None, help="link name (the subscriber key is container-id + name); with "
+                    "--group, the member's name within the group")
     rc.add_argument("--timeout", type=float, default=None, help="stop after this many idle seconds")
     rc.add_argument("--group", default=None,
                     help="join the topic's consumer group NAME: each message goes to one member")

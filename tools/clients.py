@@ -232,7 +232,9 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
                exclusive: bool, container: str, tls: ClientTls | None = None) -> int:
     conn = _connect(url, 30.0, container, tls)
     options = SharedSubscription(exclusive=exclusive) if group else None
-    link_name = name or (f"{group}|{os.getpid()}" if group else f"recv-{topic}")
+    # In a group the link's name before its '|' is the group's (a JMS shared subscription's
+    # name): ``--name`` names the member within it, never the group.
+    link_name = f"{group}|{name or os.getpid()}" if group else (name or f"recv-{topic}")
     receiver = conn.create_receiver(topic, name=link_name, options=options)
     # The attach has completed: from now on every message published to the topic arrives.
     joined = f" in group {group}" if group else ""
