@@ -123,7 +123,7 @@ class Inbound:
             tag = bytes([p.qos]) + self.nonce + next(_ids).to_bytes(8, "big")
         if p.dup and tag not in pub.live:
             pub.resent.add(tag)  # (its deliveries are marked: a router before us may have made some)
-        record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props), p.qos == 0,
+        record = conn.core.publish(pub, tag, to_amqp(p.topic, p.payload, p.props, p.qos), p.qos == 0,
                                    (p.qos, p.packet_id or 0, tag))
         if p.qos and record is not None:
             # (by our tag: a record taken over from a copy is under the copy's tag in the core;

@@ -13,6 +13,10 @@ publisher becomes a PUBLISH for an MQTT subscriber. The table (also in ``docs/mq
 | message expiry interval (s) | ``header.ttl`` (ms) |
 | payload format indicator | message annotation ``x-opt-mqtt-payload-format`` (ubyte) |
 | user properties | ``application-properties`` (string to string); when a name repeats, the whole list in order as message annotation ``x-opt-mqtt-user-properties`` (a list of name, value, name, value, ...), which wins on the way back |
+| QoS 1 | message annotation ``x-opt-mqtt-qos`` (ubyte 1); QoS 0 is a pre-settled delivery, QoS 2 (and any unsettled AMQP delivery) carries nothing |
+
+A subscriber gets a message at the lower of its subscription's QoS and the QoS it was
+published with (MQTT 5.0 section 4.5): ``publish_qos`` reads the latter.
 
 From AMQP to MQTT: the body sections' payload is the ``data`` sections' bytes joined; an
 ``amqp-value`` that is a string is its UTF-8 (payload format indicator 1), one that is
@@ -36,6 +40,7 @@ from ...mqtt.packets import Props, PropValue, prop
 HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES, DATA, SEQUENCE, VALUE = (
     0x70, 0x72, 0x73, 0x74, 0x75, 0x76, 0x77)
 PAYLOAD_FORMAT = symbol("x-opt-mqtt-payload-format")
+QOS = symbol("x-opt-mqtt-qos")
 USER_PROPERTIES = symbol("x-opt-mqtt-user-properties")
 AMQP_SECTIONS = "application/x-amqp-sections"  # the content type of a body MQTT has no form for
 # properties list: message-id, user-id, to, subject, reply-to, correlation-id, content-type, ...
@@ -59,8 +64,35 @@ def _to_only(topic: str) -> bytes:
     return section
 
 
+# A QoS 1 PUBLISH without properties: this section, then the usual shape
+_QOS1 = dumps(Described(ulong(MESSAGE_ANNOTATIONS), {QOS: ubyte(1)}))
+
+
+def publish_qos(message: bytes) -> int:
+    """The QoS an MQTT publisher sent ``message`` at: 1 where it says so, else 2 (an
+    unsettled AMQP delivery is exactly once too; a pre-settled one is delivered at 0)."""
+    if message.startswith(_QOS1):
+        return 1
+    if message[:3] not in (b"\x00\x53\x70", b"\x00\x53\x72"):
+        return 2  # (no header, no annotations: nothing says otherwise)
+    pos = 0
+    try:
+        while pos < len(message) and message[pos] == 0x00:
+            described, pos = decode(message, pos)
+            code = described.descriptor if isinstance(described, Described) else None
+            if code == MESSAGE_ANNOTATIONS and isinstance(described.value, dict):
+                return 1 if described.value.get(QOS) == 1 else 2
+            if code != HEADER:
+                break
+    except DecodeError:
+        pass
+    return 2
+
+
 def _plain(message: bytes) -> bytes | None:
     """The payload of a message of the usual shape (``to`` only, one data section), else None."""
+    if message.startswith(_QOS1):
+        message = message[len(_QOS1):]
     if message[:4] != b"\x00\x53\x73\xc0" or len(message) < 9 or message[5:9] != b"\x03\x40\x40\xa1":
         return None
     end = 5 + message[4]
@@ -78,12 +110,12 @@ def _plain(message: bytes) -> bytes | None:
     return message[start:] if start + size == len(message) else None
 
 
-def to_amqp(topic: str, payload: bytes, props: Props = ()) -> bytes:
-    """The AMQP message for an MQTT PUBLISH (its topic alias already resolved)."""
+def to_amqp(topic: str, payload: bytes, props: Props = (), qos: int = 2) -> bytes:
+    """The AMQP message for an MQTT PUBLISH (its topic alias already resolved) at ``qos``."""
     if not props:
         n = len(payload)
-        return b"".join((_to_only(topic), _DATA, b"\xa0" + bytes((n,)) if n < 256 else b"\xb0" + n.to_bytes(4, "big"),
-                         payload))
+        return b"".join((_QOS1 if qos == 1 else b"", _to_only(topic), _DATA,
+                         b"\xa0" + bytes((n,)) if n < 256 else b"\xb0" + n.to_bytes(4, "big"), payload))
     out = bytearray()
     expiry = prop(props, Prop.MESSAGE_EXPIRY_INTERVAL)
     if isinstance(expiry, int):
@@ -96,6 +128,8 @@ def to_amqp(topic: str, payload: bytes, props: Props = ()) -> bytes:
     names = [k for k, _ in users]
     if len(set(names)) < len(names):
         annotations[USER_PROPERTIES] = [s for pair in users for s in pair]
+    if qos == 1:
+        annotations[QOS] = ubyte(1)
     if annotations:
         out += dumps(Described(ulong(MESSAGE_ANNOTATIONS), annotations))
     fields: list[Any] = [None] * 7

@@ -20,7 +20,7 @@ from ...mqtt.codes import Prop
 from ...mqtt.connection import PacketTooLarge
 from ...mqtt.events import DeliveryAcked, DeliveryReceived
 from ...mqtt.packets import Publish
-from .message import from_amqp
+from .message import from_amqp, publish_qos
 from .ports import MqttSubscriberPort, Sent
 from .sessions import Session
 
@@ -70,7 +70,8 @@ class Outbound:
             payload, props = record.payload, ()
         if conn.tell_gid:
             props = (*props, (Prop.USER_PROPERTY, ("once-gid", record.gid.hex())))
-        qos = 0 if settled else port.qos
+        # (the lower of the subscription's and the publisher's, MQTT 5.0 section 4.5)
+        qos = 0 if settled else min(port.qos, publish_qos(record.payload))
         sub = conn.subscribers[port.filter]
         session = conn.session
         if qos == 2 and session is not None:

@@ -64,7 +64,7 @@ def publish_will(router: RouterContext, client_id: str, will: Will, user: str) -
     lifecycle.publisher_answered(pub)
     props = tuple((k, v) for k, v in will.props if k is not Prop.WILL_DELAY_INTERVAL)
     tag = _NONCE + next(_ids).to_bytes(8, "big")
-    router.core.publish(pub, tag, to_amqp(will.topic, will.payload, props), will.qos == 0, None)
+    router.core.publish(pub, tag, to_amqp(will.topic, will.payload, props, will.qos), will.qos == 0, None)
     lifecycle.publisher_gone(pub, False)  # (its message lives on until every subscriber has it)
     router.flush()
     log.info("router %s: published the will of MQTT client %s to %r", router.id, client_id, will.topic,
