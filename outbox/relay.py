@@ -153,7 +153,7 @@ class OutboxRelay:
     # ----------------------------------------------------------- database
 
     def _connect(self) -> None:
-        self.conn = connect(self.db_url)
+        self.conn = connect(self.db_url, create=False)  # (a database the relay is pointed at is made by init)
         self.dialect = dialect_of(self.conn)
         if self.claims is not None:
             self.claims.conn = self.conn

@@ -8,7 +8,7 @@ import logging
 import signal
 import sys
 
-from once.client.outbox.dialect import OutboxError, connect
+from once.client.outbox.dialect import DatabaseUnreachable, OutboxError, connect
 from once.client.outbox.schema import init, read_layout
 from once.client.outbox.send import send
 
@@ -20,9 +20,11 @@ def outbox(a: argparse.Namespace) -> int:
     if action == "run":
         return _run(a)
     try:
-        conn = connect(db)
-    except OutboxError as e:
+        conn = connect(db, create=action == "init")
+    except DatabaseUnreachable as e:
         raise CommandError(Exit.UNREACHABLE, str(e)) from None
+    except OutboxError as e:  # (a URL it cannot use, a driver not installed, no such file)
+        raise CommandError(Exit.USAGE, str(e)) from None
     try:
         if action == "init":
             if args:

@@ -10,6 +10,7 @@ type, so the same statements serve both.
 
 from __future__ import annotations
 
+import pathlib
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
@@ -64,17 +65,33 @@ class DatabaseUnreachable(OutboxError):
     """No database server answered at the URL (it is down, or not up yet)."""
 
 
-def connect(url: str) -> Any:
+def sqlite_path(url: str) -> str:
+    """The file of ``sqlite:///PATH``: relative to the working directory with three
+    slashes (``sqlite:///outbox.db``), absolute with four (``sqlite:////var/lib/o.db``), as
+    SQLAlchemy and most tools read these URLs."""
+    parsed = urlparse(url)
+    path = parsed.path[1:] if not parsed.netloc else f"{parsed.netloc}{parsed.path}"
+    if not path or path == "/":
+        raise OutboxError(f"{url}: expected sqlite:///PATH (relative) or sqlite:////PATH (absolute)")
+    return path
+
+
+def connect(url: str, create: bool = True) -> Any:
     """A connection for ``url``: ``sqlite:///path`` or ``postgresql://user@host:port/db``.
-    Autocommit off: the caller commits (``send`` puts rows in the caller's transaction)."""
+    Autocommit off: the caller commits (``send`` puts rows in the caller's transaction).
+    ``create``: an SQLite file that is not there is made (else that is an error: a send to
+    a mistyped path must not leave an empty database behind)."""
     parsed = urlparse(url)
     if parsed.scheme == "sqlite":
-        path = parsed.path if not parsed.netloc else f"{parsed.netloc}{parsed.path}"
-        if not path or path == "/":
-            raise OutboxError(f"{url}: expected sqlite:///PATH")
+        path = sqlite_path(url)
         try:
-            conn = sqlite3.connect(path, timeout=30)
+            if create:
+                conn = sqlite3.connect(path, timeout=30)
+            else:
+                conn = sqlite3.connect(f"{pathlib.Path(path).absolute().as_uri()}?mode=rw", timeout=30, uri=True)
         except sqlite3.Error as e:
+            if not create and not pathlib.Path(path).exists():
+                raise OutboxError(f"{url}: no database at {path} (once outbox init --db {url} makes one)") from None
             raise OutboxError(f"{url}: {e}") from None
         conn.execute("PRAGMA journal_mode=WAL")  # (readers do not wait for the relay's deletes)
         return conn

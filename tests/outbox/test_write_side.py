@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 
 import pytest
@@ -117,3 +119,30 @@ def test_the_command_line_makes_the_tables_and_commits_rows_in_one_transaction(d
     rows = _rows(conn, 0, layout.partition_of("k", 0))
     conn.close()
     assert [(r[1], r[2], r[3], r[4]) for r in rows] == [("orders", "k", '{"x": "1"}', b"a"), ("orders", "k", '{"x": "1"}', b"b")]
+
+
+def test_a_relative_sqlite_url_is_relative_and_a_send_makes_no_database(tmp_path: Path, monkeypatch, capsys):
+    """``sqlite:///outbox.db`` is a file in the working directory (it was one at the file
+    system's root), ``sqlite:////abs`` an absolute one; a send to a file that is not there
+    says so and leaves none behind (issue 50, item 3)."""
+    from once.tools.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["outbox", "init", "--db", "sqlite:///outbox.db"]) == 0
+    assert (tmp_path / "outbox.db").exists() and not Path("/outbox.db").exists()
+    assert main(["outbox", "send", "t", "x", "--db", f"sqlite:///{tmp_path / 'outbox.db'}"]) == 0
+    capsys.readouterr()
+    assert main(["outbox", "send", "t", "x", "--db", "sqlite:///nope.db"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no database at nope.db" in err and "once outbox init" in err
+    assert not (tmp_path / "nope.db").exists() and not Path("/nope.db").exists()
+
+
+@pytest.mark.parametrize("url", ["mysql://x", "sqlite://"])
+def test_a_url_the_outbox_cannot_use_is_a_usage_error(url: str, capsys):
+    """(exit 2 with the line that names it; it was 4, "no router answers": issue 50, item 11)"""
+    from once.tools.cli import main
+
+    assert main(["outbox", "init", "--db", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and url in err

@@ -101,7 +101,7 @@ def _wait(condition, timeout: float, what: str) -> None:  # type: ignore[no-unty
 
 
 def run(layout: Layout, rows: int, pg: Postgres | None, bins: Path, tmp: Path, root: Path = ROOT) -> Sample:
-    url = pg.new_database() if layout.db == "postgresql" and pg else f"sqlite:///{tmp / 'outbox.db'}"
+    url = pg.new_database() if layout.db == "postgresql" and pg else f"sqlite:///{(tmp / 'outbox.db').absolute()}"
     conn = connect(url)
     shape = init(conn, shards=1, partitions=layout.partitions)
     topo = tmp / "single.yaml"

@@ -43,7 +43,7 @@ class Outbox:
             self.pg = Postgres("once harness")
             self.url = self.pg.new_database()
         else:
-            self.url = f"sqlite:///{self.out / 'outbox.db'}"
+            self.url = f"sqlite:///{(self.out / 'outbox.db').absolute()}"
         conn = connect(self.url)
         try:
             init(conn, shards=1, partitions=self.spec.partitions)
