@@ -3,7 +3,8 @@
 It supervises them: a router that dies is logged and started again after a back-off
 (0.5 s, doubling to 15 s while it keeps dying; back to 0.5 s once it stayed up a minute),
 and the others keep running. ``--no-restart``: the first death stops them all, as before.
-SIGINT/SIGTERM stop them all.
+SIGINT/SIGTERM stop them all, and so does SIGHUP (its terminal closed: a supervisor that
+died of it left its routers running, orphaned, holding their ports).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
         got.append(signum)
         stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     routers = {rid: _Router(rid, [sys.executable, "-m", "once.tools.cli", "router", topology_path, "--id", rid,
                                   *(["--journal", journal] if journal else []),
                                   *(["--state", str(Path(state) / rid)] if state else []), *(logs or [])])
@@ -99,6 +100,9 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
         return Exit.INTERRUPTED if signal.SIGINT in got else Exit.OK
     finally:
         stop_all(r.proc for r in routers.values() if r.proc is not None)
-        print("all routers stopped", flush=True)
+        try:
+            print("all routers stopped", flush=True)
+        except OSError:
+            pass  # (its terminal is gone: SIGHUP)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -48,6 +48,23 @@ def test_launch_prints_ready_per_router_and_stops_on_sigterm(tmp_path):
     assert proc.returncode == 0 and "all routers stopped" in out
 
 
+def test_launch_stops_its_routers_when_its_terminal_hangs_up(tmp_path):
+    """SIGHUP (the terminal closed) killed the supervisor and left its routers running,
+    holding their ports (issue 50, item 4)."""
+    import socket
+
+    proc = _launch(tmp_path)
+    urls = [proc.stdout.readline().split()[-1] for _ in range(2)]
+    assert proc.stdout.readline().startswith("2 router(s) ready")
+    proc.send_signal(signal.SIGHUP)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "all routers stopped" in out
+    for url in urls:  # (stopped: nothing listens there any more)
+        host, port = url.removeprefix("amqp://").rsplit(":", 1)
+        with socket.socket() as s:
+            assert s.connect_ex((host, int(port))) != 0
+
+
 def test_send_and_recv_commands(router: RouterProcess):
     recv = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "recv", "cli-topic", "--url", router.url, "--count", "3",
                              "--timeout", "20"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
