@@ -287,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
 
             return harness(args)
         if args.command == "audit":
+            try:
+                import pyspark  # noqa: F401  (the audit's modules import it as they load)
+            except ImportError:
+                raise CommandError(Exit.USAGE, "needs PySpark: python3 -m pip install 'once[audit]' (or -e "
+                                   "'.[audit]' in a clone)") from None
             from .audit.main import main as audit_main
 
             return audit_main(args.run_dirs, args.master)
@@ -343,6 +348,11 @@ def main(argv: list[str] | None = None) -> int:
         return e.code
     except KeyboardInterrupt:
         return Exit.INTERRUPTED
+    except BrokenPipeError:
+        # Its reader stopped reading (``once stat --json | head``): what it wanted it has.
+        # (stdout points at nothing from here on: Python's flush at exit would fail again.)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
     except Exception as e:  # noqa: BLE001 - one line, never a traceback (ONCE_DEBUG=1 shows it)
         if os.environ.get("ONCE_DEBUG"):
             raise

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from proton import ConnectionException, Data, Delivery, LinkException, Message, SSLDomain, Timeout
 from proton.reactor import ReceiverOption
-from proton.utils import BlockingConnection
+from proton.utils import BlockingConnection, LinkDetached
 
 from .exits import CommandError, Exit
 
@@ -85,6 +85,19 @@ def _connect(url: str, timeout: float | None, container: str | None = None,
                                              "`once launch` starts one)") from None
     except Timeout:
         raise CommandError(Exit.TIMEOUT, f"{url} did not answer within {timeout:g} s") from None
+
+
+def refused(e: Exception, url: str, what: str) -> CommandError | None:
+    """The router closed the link with an error (a pattern to publish to, a topic it does
+    not take, a policy's refusal): a one-line usage error naming its reason, not a router
+    that went away."""
+    link = getattr(e, "link", None) if isinstance(e, LinkDetached) else None
+    cond = link.remote_condition if link is not None else None
+    if cond is None:
+        return None
+    why = cond.description or cond.name
+    code = Exit.REFUSED if cond.name in ("amqp:unauthorized-access", "amqp:resource-limit-exceeded") else Exit.USAGE
+    return CommandError(code, f"{url} refused {what}: {why} ({cond.name})")
 
 
 VERBOSE_EVERY = 2.0  # seconds between --verbose's notes on outcomes still to come
@@ -171,7 +184,8 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
                            f"{answered} answered (a subscriber that does not accept holds them: --timeout waits "
                            "longer)") from None
     except (ConnectionException, LinkException) as e:
-        raise CommandError(Exit.LOST, f"{url}: the router went away after {sent} message(s): {e}") from None
+        raise refused(e, url, f"publishing to {topic!r}") or CommandError(
+            Exit.LOST, f"{url}: the router went away after {sent} message(s): {e}") from None
     finally:
         try:
             conn.close()
@@ -235,7 +249,13 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
     # In a group the link's name before its '|' is the group's (a JMS shared subscription's
     # name): ``--name`` names the member within it, never the group.
     link_name = f"{group}|{name or os.getpid()}" if group else (name or f"recv-{topic}")
-    receiver = conn.create_receiver(topic, name=link_name, options=options)
+    try:
+        receiver = conn.create_receiver(topic, name=link_name, options=options)
+    except LinkDetached as e:
+        err = refused(e, url, f"a subscription to {topic!r}") or CommandError(
+            Exit.LOST, f"{url}: the router went away: {e}")
+        conn.close()
+        raise err from None
     # The attach has completed: from now on every message published to the topic arrives.
     joined = f" in group {group}" if group else ""
     if group and exclusive:

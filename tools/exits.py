@@ -18,6 +18,7 @@ class Exit(IntEnum):
     UNREACHABLE = 4  # no router answers where the command was pointed
     TIMEOUT = 5  # the router did not answer in time
     LOST = 6  # the router went away while the command was using it
+    REFUSED = 7  # the router refused it: not authorized, or over a limit of its policy
     SOFTWARE = 70  # a bug of ours (sysexits' EX_SOFTWARE): the line says what, ONCE_DEBUG=1 shows where
     INTERRUPTED = 130  # Ctrl-C
 

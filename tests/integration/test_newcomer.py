@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from support.routers import ROOT, RouterProcess
+from support.routers import ROOT, RouterProcess, write_topology
 
 
 def _once(*args: str, **kw) -> subprocess.CompletedProcess[str]:
@@ -55,3 +55,49 @@ def test_two_named_members_of_a_group_share_its_messages(router: RouterProcess):
                     f.close()
     assert not set(got["m1"]) & set(got["m2"]), got
     assert len(got["m1"]) + len(got["m2"]) == 10 and len(set(got["m1"]) | set(got["m2"])) == 10, got
+
+
+def _one_line(r: subprocess.CompletedProcess[str], code: int, *parts: str) -> None:
+    """Exit ``code`` and one line on stderr, no traceback, naming each of ``parts``."""
+    assert r.returncode == code, (r.returncode, r.stderr)
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    for part in parts:
+        assert part in r.stderr, (part, r.stderr)
+
+
+def test_a_topic_the_router_refuses_is_named_with_its_reason(router: RouterProcess):
+    """The router refused the address: not "the router went away", exit 6, nor a traceback
+    (issue 50, items 5 and 6)."""
+    _one_line(_once("recv", "a/#/b", "--url", router.url), 2, "refused a subscription to 'a/#/b'",
+              "'#' may only be the last level")
+    _one_line(_once("send", "a/+", "x", "--url", router.url), 2, "refused publishing to 'a/+'", "is a pattern")
+    _one_line(_once("send", "", "x", "--url", router.url), 2, "refused publishing to ''", "topic")
+
+
+def test_stat_into_a_reader_that_stops_early_is_quiet(tmp_path):
+    """``once stat --json | head``: the reader closed the pipe; that is not a bug of ours."""
+    router = RouterProcess(write_topology(tmp_path), args=("--http", "127.0.0.1:0"))
+    try:
+        _stat_closed_early(router)
+    finally:
+        router.stop()
+
+
+def _stat_closed_early(router: RouterProcess) -> None:
+    p = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "stat", "--json", "--router", router.http],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    p.stdout.close()  # (before it writes: it has not even started)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and err == "", err
+
+
+def test_audit_without_pyspark_says_how_to_get_it(tmp_path):
+    shadow = tmp_path / "shadow" / "pyspark"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no PySpark in this environment')\n")
+    (tmp_path / "run" / "journal").mkdir(parents=True)
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "shadow"))
+    _one_line(_once("audit", str(tmp_path / "run"), env=env), 2, "pip install 'once[audit]'")

@@ -105,12 +105,7 @@ def main(run_dirs: str | list[str], master: str | None = None) -> int:
             print(f"{run_dir}: no journal/ directory (a run of `once harness`, or routers started with --journal)",
                   file=sys.stderr)
             return 2
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        print("once audit needs PySpark: python3 -m pip install -e '.[audit]'", file=sys.stderr)
-        return 2
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # (``once audit`` checked it is there: ``cli.py``)
 
     from .session import java_problem, spark_session
 
