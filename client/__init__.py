@@ -4,7 +4,8 @@
 their links (with AMQP unsettled maps) on whichever router of their list is alive.
 """
 
+from .connection import RouterRefused
 from .publisher import Publisher
 from .subscriber import Message, Subscriber
 
-__all__ = ["Message", "Publisher", "Subscriber"]
+__all__ = ["Message", "Publisher", "RouterRefused", "Subscriber"]

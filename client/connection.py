@@ -25,6 +25,16 @@ from once.router.listeners import Kind, dial
 
 log = logging.getLogger("once.client")
 
+# Conditions a router closes a connection with that no other router of the list would
+# answer otherwise: the network's credentials are one users file (and one policy)
+_FINAL = frozenset({"amqp:unauthorized-access"})
+
+
+class RouterRefused(ConnectionError):
+    """A router refused the connection for good (its credentials: SASL authentication
+    failed, or the policy does not let it in): the client stops trying, and every call
+    that waits on the network raises this."""
+
 
 def parse_router(url: str) -> tuple[str, int]:
     """``amqp://host:port``, ``amqps://host:port`` (TLS, port 5671), ``host:port`` or ``host`` (port 5672)."""
@@ -55,9 +65,12 @@ class FailoverConnection:
                  on_events: Callable[[Connection, list[Any]], None],
                  on_down: Callable[[], None],
                  sasl: SaslClientConfig | None = None, idle_timeout: float = 10.0,
-                 connect_timeout: float = 2.0, ssl: SSLContext | None = None) -> None:
+                 connect_timeout: float = 2.0, ssl: SSLContext | None = None,
+                 on_refused: Callable[[RouterRefused], None] | None = None) -> None:
         """``ssl``: the TLS context for ``amqps://`` routers (None: the system's CAs, host
-        names checked)."""
+        names checked). ``on_refused``: a router refused the connection for good (wrong
+        credentials): nothing more is tried (a client with a wrong password kept trying,
+        and its application was never told)."""
         if not routers:
             raise ValueError("give at least one router address")
         self.routers = [parse_router(u) for u in routers]
@@ -67,6 +80,8 @@ class FailoverConnection:
         self.on_session = on_session
         self.on_events = on_events
         self.on_down = on_down
+        self.on_refused = on_refused
+        self.refused: RouterRefused | None = None
         self.sasl = sasl
         self.idle_timeout = idle_timeout
         self.connect_timeout = connect_timeout
@@ -181,6 +196,14 @@ class FailoverConnection:
             elif t is ConnectionFailed or t is ConnectionClosed:
                 log.info("connection to %s:%s ended: %s", *(self.current or ("?", 0)), getattr(ev, "description", "")
                          or getattr(ev, "error", ""))
+                condition = getattr(ev, "condition", None) or getattr(getattr(ev, "error", None), "condition", None)
+                if condition in _FINAL and self.refused is None:
+                    host, port = self.current or ("?", 0)
+                    why = getattr(ev, "description", "") or getattr(getattr(ev, "error", None), "description", "")
+                    self.refused = RouterRefused(f"{host}:{port} refused the connection: {why} ({condition})")
+                    self._closing = True  # (no other router of the network answers these otherwise)
+                    if self.on_refused is not None:
+                        self.on_refused(self.refused)
             else:
                 mine.append(ev)
         if mine:

@@ -36,7 +36,7 @@ from once.router.amqp.performatives import Accepted, ReceiverSettleMode, Rejecte
 from once.router.amqp.sasl import SaslClientConfig
 from once.router.amqp.types import symbol, ulong
 
-from .connection import FailoverConnection
+from .connection import FailoverConnection, RouterRefused
 from .message import encode
 from .store import Store
 
@@ -92,7 +92,7 @@ class Publisher:
         self._next = self.store.next_tag()
         self.conn = FailoverConnection(routers, self.container_id, on_session=self._on_session,
                                        on_events=self._on_events, on_down=self._on_down, sasl=sasl,
-                                       idle_timeout=idle_timeout, ssl=ssl)
+                                       idle_timeout=idle_timeout, ssl=ssl, on_refused=self._on_refused)
         self.link: Link | None = None
         self.attached = asyncio.Event()
         # tag -> payload, for everything not settled (mirrors the outbox table)
@@ -132,6 +132,8 @@ class Publisher:
     def send_nowait(self, body: bytes, message_id: str | None = None) -> asyncio.Future[Any]:
         if self.closed:
             raise RuntimeError("publisher closed")
+        if self.conn.refused is not None:
+            raise self.conn.refused
         tag = self._next
         self._next += 1
         payload = encode(body, message_id)
@@ -214,6 +216,12 @@ class Publisher:
     def _on_down(self) -> None:
         self.link = None
         self.attached.clear()
+
+    def _on_refused(self, error: RouterRefused) -> None:
+        """The network refused us for good: every message waiting for its outcome is told."""
+        for fut in self._futures.values():
+            if not fut.done():
+                fut.set_exception(error)
 
     def _on_events(self, engine: Connection, events: list[Any]) -> None:
         outcomes: list[tuple[Delivery, Any]] = []

@@ -29,7 +29,7 @@ from once.router.amqp.events import DeliveriesReceived, DeliveryUpdated, LinkAtt
 from once.router.amqp.performatives import Accepted, ReceiverSettleMode, Role, SenderSettleMode, Source, Target
 from once.router.amqp.sasl import SaslClientConfig
 
-from .connection import FailoverConnection
+from .connection import FailoverConnection, RouterRefused
 from .message import decode_message
 from .store import Store
 
@@ -77,10 +77,10 @@ class Subscriber:
         self._accepted = self.store.accepted_gids(retention)
         self.conn = FailoverConnection(routers, self.container_id, on_session=self._on_session,
                                        on_events=self._on_events, on_down=self._on_down, sasl=sasl,
-                                       idle_timeout=idle_timeout, ssl=ssl)
+                                       idle_timeout=idle_timeout, ssl=ssl, on_refused=self._on_refused)
         self.link: Link | None = None
         self.attached = asyncio.Event()
-        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        self._queue: asyncio.Queue[Message | RouterRefused] = asyncio.Queue()
         self._held: dict[bytes, Message] = {}  # handed to the application, not accepted yet
         self._ever_attached = self.store.get("attached") == "1"
         self._accepts: list[tuple[Message, Any, asyncio.Future[None]]] = []
@@ -105,7 +105,7 @@ class Subscriber:
         return self
 
     async def __anext__(self) -> Message:
-        return await self._queue.get()
+        return self._taken(await self._queue.get())
 
     @property
     def queued(self) -> int:
@@ -113,7 +113,17 @@ class Subscriber:
         return self._queue.qsize()
 
     async def receive(self, timeout: float | None = None) -> Message:
-        return await asyncio.wait_for(self._queue.get(), timeout)
+        return self._taken(await asyncio.wait_for(self._queue.get(), timeout))
+
+    def _taken(self, item: Message | RouterRefused) -> Message:
+        if isinstance(item, RouterRefused):
+            self._queue.put_nowait(item)  # (and to every later call)
+            raise item
+        return item
+
+    def _on_refused(self, error: RouterRefused) -> None:
+        """The network refused us for good: the application waiting for messages is told."""
+        self._queue.put_nowait(error)
 
     async def close(self, unsubscribe: bool = False, timeout: float = 2.0) -> None:
         """Stop. ``unsubscribe``: end the subscription (a closing detach), once the router

@@ -47,23 +47,32 @@ class ClientTls:
         return d
 
 
+def shown(url: str) -> str:
+    """``url`` as a message may show it: a password in it (``amqp://USER:PASSWORD@HOST``)
+    as ``***``."""
+    parts = urlsplit(url if "://" in url else f"amqp://{url}")
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
 def check_url(url: str) -> tuple[str, int]:
     """``amqp://HOST:PORT``, ``amqps://HOST:PORT`` (TLS) or ``HOST:PORT``: its host and port, or a
     one-line ``CommandError`` (exit 2 for a URL that is not one, 4 for a host that does not resolve)."""
     parts = urlsplit(url if "://" in url else f"amqp://{url}")
     if parts.scheme not in ("amqp", "amqps"):
-        raise CommandError(Exit.USAGE, f"--url {url}: expected amqp://HOST:PORT or amqps://HOST:PORT, not a "
+        raise CommandError(Exit.USAGE, f"--url {shown(url)}: expected amqp://HOST:PORT or amqps://HOST:PORT, not a "
                                        f"{parts.scheme}:// URL")
     try:
         port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
     except ValueError:
-        raise CommandError(Exit.USAGE, f"--url {url}: the port is not a number from 0 to 65535") from None
+        raise CommandError(Exit.USAGE, f"--url {shown(url)}: the port is not a number from 0 to 65535") from None
     if not parts.hostname:
-        raise CommandError(Exit.USAGE, f"--url {url}: no host (expected amqp://HOST:PORT)")
+        raise CommandError(Exit.USAGE, f"--url {shown(url)}: no host (expected amqp://HOST:PORT)")
     try:
         socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:
-        raise CommandError(Exit.UNREACHABLE, f"cannot connect to {url}: no such host {parts.hostname!r} "
+        raise CommandError(Exit.UNREACHABLE, f"cannot connect to {shown(url)}: no such host {parts.hostname!r} "
                                              f"({e.strerror})") from None
     return parts.hostname, port
 
@@ -76,15 +85,15 @@ def _connect(url: str, timeout: float | None, container: str | None = None,
     if url.startswith("amqps://"):
         kw["ssl_domain"] = (tls or ClientTls()).domain()
     elif tls is not None and tls != ClientTls():
-        raise CommandError(Exit.USAGE, f"--ca, --cert and --key are for amqps:// URLs, not {url}")
+        raise CommandError(Exit.USAGE, f"--ca, --cert and --key are for amqps:// URLs, not {shown(url)}")
     try:
         return BlockingConnection(url, timeout=timeout, **kw)
     except ConnectionException as e:
         why = str(e).split("Condition(", 1)[-1].split("'")[3] if "Condition(" in str(e) else str(e)
-        raise CommandError(Exit.UNREACHABLE, f"cannot connect to {url}: {why} (is a router running there? "
+        raise CommandError(Exit.UNREACHABLE, f"cannot connect to {shown(url)}: {why} (is a router running there? "
                                              "`once launch` starts one)") from None
     except Timeout:
-        raise CommandError(Exit.TIMEOUT, f"{url} did not answer within {timeout:g} s") from None
+        raise CommandError(Exit.TIMEOUT, f"{shown(url)} did not answer within {timeout:g} s") from None
 
 
 def refused(e: Exception, url: str, what: str) -> CommandError | None:
@@ -97,7 +106,7 @@ def refused(e: Exception, url: str, what: str) -> CommandError | None:
         return None
     why = cond.description or cond.name
     code = Exit.REFUSED if cond.name in ("amqp:unauthorized-access", "amqp:resource-limit-exceeded") else Exit.USAGE
-    return CommandError(code, f"{url} refused {what}: {why} ({cond.name})")
+    return CommandError(code, f"{shown(url)} refused {what}: {why} ({cond.name})")
 
 
 VERBOSE_EVERY = 2.0  # seconds between --verbose's notes on outcomes still to come
@@ -180,12 +189,12 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
                 print(f"once send: {len(pending)} outcome(s) still to come after {waited:g} s: "
                       f"{waiting_for(http, topic)}", file=sys.stderr, flush=True)
     except Timeout:
-        raise CommandError(Exit.TIMEOUT, f"{url}: no outcome within {timeout:g} s after {sent} message(s) sent, "
+        raise CommandError(Exit.TIMEOUT, f"{shown(url)}: no outcome within {timeout:g} s after {sent} message(s) sent, "
                            f"{answered} answered (a subscriber that does not accept holds them: --timeout waits "
                            "longer)") from None
     except (ConnectionException, LinkException) as e:
         raise refused(e, url, f"publishing to {topic!r}") or CommandError(
-            Exit.LOST, f"{url}: the router went away after {sent} message(s): {e}") from None
+            Exit.LOST, f"{shown(url)}: the router went away after {sent} message(s): {e}") from None
     finally:
         try:
             conn.close()
@@ -253,7 +262,7 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
         receiver = conn.create_receiver(topic, name=link_name, options=options)
     except LinkDetached as e:
         err = refused(e, url, f"a subscription to {topic!r}") or CommandError(
-            Exit.LOST, f"{url}: the router went away: {e}")
+            Exit.LOST, f"{shown(url)}: the router went away: {e}")
         conn.close()
         raise err from None
     # The attach has completed: from now on every message published to the topic arrives.
@@ -265,7 +274,7 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
     try:
         # (said inside the ``try``: a SIGTERM right after the line is read, as a supervisor
         # may send it, ends the command as one a moment later does, with 0, not 130)
-        print(f"subscribed to {topic} on {url}{joined}", file=sys.stderr, flush=True)
+        print(f"subscribed to {topic} on {shown(url)}{joined}", file=sys.stderr, flush=True)
         while count == 0 or got < count:
             try:
                 msg = receiver.receive(timeout=timeout)
@@ -277,7 +286,7 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
     except KeyboardInterrupt:
         pass
     except (ConnectionException, LinkException) as e:
-        err = CommandError(Exit.LOST, f"{url}: the router went away after {got} message(s): {e}")
+        err = CommandError(Exit.LOST, f"{shown(url)}: the router went away after {got} message(s): {e}")
         err.got = got  # type: ignore[attr-defined]
         raise err from None
     finally:

@@ -101,3 +101,19 @@ def test_audit_without_pyspark_says_how_to_get_it(tmp_path):
 
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "shadow"))
     _one_line(_once("audit", str(tmp_path / "run"), env=env), 2, "pip install 'once[audit]'")
+
+
+def test_a_password_in_a_url_is_never_echoed(tmp_path):
+    """``once send --url amqp://alice:nope@...`` printed the password in its error (issue 50,
+    item 7): no router there, and one that refuses the credentials."""
+    from once.tools.topology_ports import free_port
+
+    r = _once("send", "t", "x", "--url", f"amqp://alice:nope@127.0.0.1:{free_port()}", "--timeout", "5")
+    _one_line(r, 4, "amqp://alice:***@127.0.0.1:")
+    assert "nope" not in r.stderr + r.stdout
+    router = RouterProcess(write_topology(tmp_path, users={"alice": "s3cret"}, auth={"allow_anonymous": False}))
+    try:
+        r = _once("send", "t", "x", "--url", router.url.replace("amqp://", "amqp://alice:nope@"), "--timeout", "10")
+        assert r.returncode != 0 and "nope" not in r.stderr + r.stdout and "alice:***@" in r.stderr, r.stderr
+    finally:
+        router.stop()

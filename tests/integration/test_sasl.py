@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from once.client import Publisher, Subscriber
+from once.client import Publisher, RouterRefused, Subscriber
 from once.client.scram import scram
 from once.router.amqp.performatives import Accepted
 from once.router.security.users import add_user
@@ -111,17 +111,28 @@ def test_proton_with_cyrus_sasl_authenticates_with_scram_over_tls(router, tmp_pa
     assert "SASL SCRAM-SHA-256 authentication failed as 'alice'" in log and "guess" not in log
 
 
-async def test_a_wrong_scram_password_is_refused_and_logged_without_it(router, tmp_path):
+async def test_a_wrong_scram_password_is_refused_told_to_the_application_and_logged_without_it(router, tmp_path):
+    """The application is told (the client library kept trying, and a send waited for ever:
+    issue 50, item 7), and neither the router's log nor the error shows the password."""
     r = router({"alice": "s3cret"})
     pub = Publisher([r.amqps], "orders", tmp_path / "pub.db", sasl=scram("SCRAM-SHA-256", "alice", "guess"),
                     ssl=_client_ssl(tmp_path))
+    sub = Subscriber([r.amqps], "orders", tmp_path / "sub.db", sasl=scram("SCRAM-SHA-256", "alice", "guess"),
+                     ssl=_client_ssl(tmp_path))
     await pub.start()
-    deadline = asyncio.get_running_loop().time() + 10
-    while "authentication failed" not in "".join(r._log):
-        assert asyncio.get_running_loop().time() < deadline, "no refusal logged"
-        await asyncio.sleep(0.02)
+    await sub.start()
+    # (bounds against a hang, not a pace: each is told as its connection is refused)
+    with pytest.raises(RouterRefused) as sent:
+        await asyncio.wait_for(pub.send(b"x"), 60)
+    with pytest.raises(RouterRefused) as received:
+        await sub.receive(60)
+    for e in (sent.value, received.value):
+        assert "amqp:unauthorized-access" in str(e) and "guess" not in str(e)
+    with pytest.raises(RouterRefused):
+        pub.send_nowait(b"y")  # (and every call after)
     assert not pub.attached.is_set()
     await pub.close()
+    await sub.close()
     log = "".join(r.stderr_lines())
     assert "SASL SCRAM-SHA-256 authentication failed as 'alice'" in log and "guess" not in log
 
