@@ -90,6 +90,12 @@ def _connect(url: str, timeout: float | None, container: str | None = None,
         return BlockingConnection(url, timeout=timeout, **kw)
     except ConnectionException as e:
         why = str(e).split("Condition(", 1)[-1].split("'")[3] if "Condition(" in str(e) else str(e)
+        if "certificate verify failed" in why.lower():
+            # (a router answered: its certificate is the problem, not its absence)
+            raise CommandError(Exit.USAGE, f"cannot connect to {shown(url)}: the router's certificate does not verify "
+                                           f"({why}): --ca must name the CA that signed it, and the certificate must "
+                                           "name the URL's host as a DNS name (Proton never matches IP addresses: "
+                                           "amqps://localhost:PORT with DNS:localhost)") from None
         raise CommandError(Exit.UNREACHABLE, f"cannot connect to {shown(url)}: {why} (is a router running there? "
                                              "`once launch` starts one)") from None
     except Timeout:

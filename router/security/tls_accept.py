@@ -39,6 +39,11 @@ log = logging.getLogger("once.router")
 HINTS = {
     "TLSV1_ALERT_UNKNOWN_CA": "the client does not trust the router's certificate (give it the CA of tls.ca)",
     "SSLV3_ALERT_BAD_CERTIFICATE": "the client refused the router's certificate (its names or dates?)",
+    # (Proton-C's answer when the certificate does not name the host it dialled: it matches
+    # DNS names only, so amqps://127.0.0.1 fails against a certificate with IP:127.0.0.1)
+    "SSLV3_ALERT_HANDSHAKE_FAILURE": "the client gave the handshake up: most often the router's certificate does "
+                                     "not name the host it dialled (Proton clients match DNS names, never IP "
+                                     "addresses: dial a name the certificate has)",
     "CERTIFICATE_VERIFY_FAILED": "the client's certificate does not verify against tls.ca",
     "PEER_DID_NOT_RETURN_A_CERTIFICATE": "no client certificate, and tls.require_client_certificate is set",
     "WRONG_VERSION_NUMBER": "not TLS (plain AMQP or MQTT on a TLS port?)",

@@ -117,3 +117,32 @@ def test_a_password_in_a_url_is_never_echoed(tmp_path):
         assert r.returncode != 0 and "nope" not in r.stderr + r.stdout and "alice:***@" in r.stderr, r.stderr
     finally:
         router.stop()
+
+
+def test_a_certificate_naming_an_ip_address_only_is_explained_at_both_ends(tmp_path):
+    """An operator's certificate with ``IP:127.0.0.1`` (the recipe's shape) and ``amqps://
+    127.0.0.1``: Proton matches DNS names only. The command said "is a router running
+    there?", the router logged a bare SSLV3_ALERT_HANDSHAKE_FAILURE (issue 50, item 8)."""
+    import yaml
+    from once.tools.topology_ports import free_port
+    from support.certs import CA
+
+    ca = CA(tmp_path / "certs")
+    ca.issue("A", dns=("localhost",), ips=("127.0.0.1",), ips_as_dns=False)
+    topo = tmp_path / "topology.yaml"
+    topo.write_text(yaml.safe_dump({
+        "routers": {"A": {"listen": f"127.0.0.1:{free_port()}", "amqps": "127.0.0.1:0"}}, "links": [],
+        "tls": {"certificate": "certs/{id}.pem", "private_key": "certs/{id}-key.pem", "ca": "certs/ca.pem"}}))
+    router = RouterProcess(topo)
+    try:
+        assert router.amqps is not None
+        ca_file = str(tmp_path / "certs" / "ca.pem")
+        _one_line(_once("send", "t", "x", "--url", router.amqps, "--ca", ca_file, "--timeout", "10"), 2,
+                  "certificate does not verify", "DNS name")
+        port = router.amqps.rsplit(":", 1)[1]
+        ok = _once("send", "t", "x", "--url", f"amqps://localhost:{port}", "--ca", ca_file, "--timeout", "10")
+        assert ok.returncode == 0 and "accepted 1" in ok.stdout, ok.stderr
+        log = "".join(router.stderr_lines())
+        assert "SSLV3_ALERT_HANDSHAKE_FAILURE: the client gave the handshake up" in log, log[-2000:]
+    finally:
+        router.stop()

@@ -50,7 +50,8 @@ class CA:
         self.pem.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(self, cn: str, file: str | None = None, dns: tuple[str, ...] = ("localhost",),
-              ips: tuple[str, ...] = ("127.0.0.1",), expired: bool = False, router: bool = True) -> Issued:
+              ips: tuple[str, ...] = ("127.0.0.1",), expired: bool = False, router: bool = True,
+              ips_as_dns: bool = True) -> Issued:
         """A certificate for ``cn`` (server and client use), valid now unless ``expired``;
         a ``router``'s names router ``cn`` (URI:urn:once:router:CN), a client's does not."""
         key = ec.generate_private_key(ec.SECP256R1())
@@ -58,7 +59,8 @@ class CA:
         start, end = (now - dt.timedelta(days=3), now - dt.timedelta(days=1)) if expired else \
             (now - dt.timedelta(hours=1), now + dt.timedelta(days=1))
         # (the IP addresses as DNS names too: Proton's host name check reads DNS names only)
-        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in (cn, *dns, *ips)]
+        # (``ips_as_dns=False``: as an operator's openssl recipe makes them)
+        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in (cn, *dns, *(ips if ips_as_dns else ()))]
         sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
         if router:
             sans.append(x509.UniformResourceIdentifier(f"urn:once:router:{cn}"))
