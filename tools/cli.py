@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     u.add_argument("action", choices=("add", "remove"))
     u.add_argument("name")
     u.add_argument("--file", required=True, help="the users file (auth.users_file of the topology)")
-    u.add_argument("--group", action="append", default=[], help="with add: a user group of the policies (repeatable)")
+    u.add_argument("--group", action="append", default=[], help="with add: a user group of the policies (repeatable; without it, a user "
+                   "added again keeps its groups)")
 
     a = sub.add_parser("audit", help="check a run's delivery journals on Apache Spark (PySpark)")
     a.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",

@@ -33,7 +33,8 @@ def user(action: str, name: str, file: str, groups: list[str]) -> int:
         raise CommandError(Exit.USAGE, f"user name {name!r}: no spaces or ':'")
     try:
         if action == "add":
-            replaced = add_user(path, name, _password(name), tuple(groups))
+            # (no --group: a replaced entry keeps its groups)
+            replaced = add_user(path, name, _password(name), tuple(groups) if groups else None)
             print(f"{'replaced' if replaced else 'added'} {name} in {path} (SCRAM-SHA-256 and -512 hashes; "
                   "`kill -HUP` a running router to take it up)", file=sys.stderr)
         elif not remove_user(path, name):

@@ -141,15 +141,21 @@ def load_users(path: Path) -> dict[str, User]:
     return users
 
 
-def add_user(path: Path, name: str, password: str, groups: tuple[str, ...] = ()) -> bool:
+def add_user(path: Path, name: str, password: str, groups: tuple[str, ...] | None = None) -> bool:
     """Write ``name``'s hashes to ``path`` (made if missing), the other entries kept;
-    True when it replaced an entry. The file is replaced whole (written aside, then renamed)."""
+    True when it replaced an entry. ``groups`` None keeps a replaced entry's groups (a
+    password change must not drop them). The file is replaced whole (written aside, then
+    renamed)."""
     existing: dict[str, Any] = {}
     if path.exists():
         # (other entries are kept as they are: a file being moved from plain passwords to
         # hashes is done a user at a time, and the router refuses it until it is)
         existing = _mapping(path)
     replaced = name in existing
+    if groups is None:
+        old = existing.get(name)
+        kept = old.get("groups") if isinstance(old, dict) else None
+        groups = tuple(str(g) for g in kept) if isinstance(kept, list) else ()
     existing[name] = entry(password, groups)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     tmp.write_text(yaml.safe_dump(existing, sort_keys=True))

@@ -31,12 +31,12 @@ POLICY = {
 }
 
 
-def _topology(tmp: Path, users: bool = True) -> Path:
+def _topology(tmp: Path, users: bool = True, plain: bool = True) -> Path:
     if users:
         add_user(tmp / "users.yaml", "alice", "apw")
         add_user(tmp / "users.yaml", "mallory", "mpw")
         add_user(tmp / "users.yaml", "admin", "root-pw")
-    auth: dict[str, Any] = {"plain_without_tls": True, **({"users_file": "users.yaml"} if users else {})}
+    auth: dict[str, Any] = {"plain_without_tls": plain, **({"users_file": "users.yaml"} if users else {})}
     doc = {"routers": {"A": {"listen": f"127.0.0.1:{free_port()}", "mqtt": f"127.0.0.1:{free_port()}"}},
            "links": [], "auth": auth, "policy": POLICY}
     path = tmp / "topology.yaml"
@@ -172,6 +172,21 @@ def test_mqtt_password_guessing_is_slowed_and_logged_once_a_while(router):
     assert time.monotonic() - start >= 0.25 + 0.5 + 1
     lines = [line for line in router.stderr_lines() if "authentication failed" in line]
     assert len(lines) == 1 and "MQTT" in lines[0] and "'alice'" in lines[0] and "guess" not in lines[0]
+
+
+def test_a_password_without_tls_is_refused_saying_so(tmp_path):
+    """The right password on a plain port heard "bad user name or password", and the log
+    never said passwords need TLS or ``auth.plain_without_tls`` (issue 50, item 9)."""
+    r = RouterProcess(_topology(tmp_path, plain=False))
+    try:
+        c = Client(r, "plain-port", "alice", "apw")
+        assert c.code == 0x87  # not authorized (not 0x86, bad user name or password)
+        c.close()
+        log = "".join(r.stderr_lines())
+        assert "sent a password without TLS: passwords are taken over TLS only" in log, log[-2000:]
+        assert "plain_without_tls" in log and "apw" not in log and "authentication failed" not in log
+    finally:
+        r.stop()
 
 
 def test_with_no_users_a_claimed_name_is_anonymous_not_that_user(tmp_path):

@@ -146,3 +146,16 @@ def test_a_certificate_naming_an_ip_address_only_is_explained_at_both_ends(tmp_p
         assert "SSLV3_ALERT_HANDSHAKE_FAILURE: the client gave the handshake up" in log, log[-2000:]
     finally:
         router.stop()
+
+
+def test_a_password_change_keeps_the_users_groups(tmp_path):
+    """``echo pw | once user add zed --file u.yaml`` after ``--group ops``: zed stays in ops
+    (the policy's groups were dropped on a password change: issue 50, item 9)."""
+    import yaml
+
+    users = tmp_path / "u.yaml"
+    assert _once("user", "add", "zed", "--file", str(users), "--group", "ops", input="first\n").returncode == 0
+    assert _once("user", "add", "zed", "--file", str(users), input="second\n").returncode == 0
+    assert yaml.safe_load(users.read_text())["zed"]["groups"] == ["ops"]
+    assert _once("user", "add", "zed", "--file", str(users), "--group", "dev", input="third\n").returncode == 0
+    assert yaml.safe_load(users.read_text())["zed"]["groups"] == ["dev"]

@@ -215,6 +215,19 @@ class MqttEdgeConnection(EngineProtocol):
         c = event.connect
         engine = self.mqtt
         self._handshake_done()
+        auth = self.router.topology.auth
+        if c.username is not None and auth.users and not (self.tls or auth.plain_without_tls):
+            # A password on a connection without TLS is not even read: said so, to the
+            # client (5.0) and in the log (it heard "bad user name or password", with the
+            # right one, and nothing said why). Not a failure to count: nothing was guessed.
+            why = "passwords are taken over TLS only (the router's mqtts listener), or with auth.plain_without_tls"
+            engine.refuse(Reason.NOT_AUTHORIZED, why)
+            now = asyncio.get_running_loop().time()
+            self.router.guard_log.warning(("plain", self.host), now, "router %s: MQTT client %r from %s sent a "
+                                          "password without TLS: %s", self.router.id, c.client_id, self.remote, why,
+                                          extra=fields("auth.cleartext", peer=self.remote, host=self.host,
+                                                       user=c.username))
+            return
         user = self._authenticate(c.username, c.password)
         if user is None:
             engine.refuse(Reason.BAD_USER_NAME_OR_PASSWORD if c.username else Reason.NOT_AUTHORIZED,
