@@ -75,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--http", default=None, help="with --verbose: the router's http endpoint (default: "
                    "http://HOST:8672 when --url is the default)")
     _tls_options(s)
+    _credentials(s)
 
     rc = sub.add_parser("recv", help="subscribe to a topic and print what arrives")
     rc.add_argument("topic")
@@ -90,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--exclusive", action="store_true",
                     help="with --group: one active member gets everything, the others stand by")
     _tls_options(rc)
+    _credentials(rc)
 
     st = sub.add_parser("stat", help="a running router's state, from its http endpoint (like qdstat)")
     for flag, what in (("g", "general (the default)"), ("c", "connections"), ("l", "links"), ("a", "topics"),
@@ -208,6 +210,36 @@ def _tls_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", default=None, metavar="FILE", help="amqps://: the --cert's private key (PEM)")
 
 
+def _credentials(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--user", default=None, help="authenticate as USER (SASL PLAIN over amqps://, or where the "
+                   "router allows it in the clear); the password from ONCE_PASSWORD, else asked for on a terminal")
+    p.add_argument("--password", default=None, help="USER's password (shown to every process of the machine: "
+                   "prefer ONCE_PASSWORD)")
+
+
+def _with_credentials(args: argparse.Namespace) -> str:
+    """``--url`` with ``--user`` and its password in it (``amqp://USER:PASSWORD@HOST:PORT``,
+    as Proton takes them; messages show the password as ``***``)."""
+    if args.user is None:
+        if args.password is not None:
+            raise CommandError(Exit.USAGE, "--password needs --user")
+        return str(args.url)
+    import getpass
+    from urllib.parse import quote
+
+    password = args.password if args.password is not None else os.environ.get("ONCE_PASSWORD")
+    if password is None:
+        if not sys.stdin.isatty():
+            raise CommandError(Exit.USAGE, f"--user {args.user}: no password (set ONCE_PASSWORD, or run it on a "
+                               "terminal to be asked)")
+        password = getpass.getpass(f"password for {args.user}: ")
+    scheme, sep, rest = str(args.url).partition("://")
+    if not sep:
+        scheme, rest = "amqp", scheme
+    host = rest.rpartition("@")[2]  # (a user in the URL too: --user wins)
+    return f"{scheme}://{quote(args.user, safe='')}:{quote(password, safe='')}@{host}"
+
+
 def _client_tls(args: argparse.Namespace) -> ClientTls:
     from .clients import ClientTls
 
@@ -270,15 +302,15 @@ def main(argv: list[str] | None = None) -> int:
             from .clients import send
 
             http = args.http or ("http://127.0.0.1:8672" if args.url == "amqp://127.0.0.1:5672" else None)
-            return send(args.url, args.topic, args.messages, args.count, args.timeout, args.verbose, http,
-                        _client_tls(args))
+            return send(_with_credentials(args), args.topic, args.messages, args.count, args.timeout, args.verbose,
+                        http, _client_tls(args))
         if args.command == "recv":
             from .clients import recv
 
             if args.exclusive and not args.group:
                 parser.error("--exclusive needs --group")
-            return recv(args.url, args.topic, args.count, args.name, args.timeout, args.group, args.exclusive,
-                        args.reconnect, _client_tls(args))
+            return recv(_with_credentials(args), args.topic, args.count, args.name, args.timeout, args.group,
+                        args.exclusive, args.reconnect, _client_tls(args))
         if args.command == "stat":
             from .stat_view import stat
 

@@ -159,3 +159,28 @@ def test_a_password_change_keeps_the_users_groups(tmp_path):
     assert yaml.safe_load(users.read_text())["zed"]["groups"] == ["ops"]
     assert _once("user", "add", "zed", "--file", str(users), "--group", "dev", input="third\n").returncode == 0
     assert yaml.safe_load(users.read_text())["zed"]["groups"] == ["dev"]
+
+
+def test_send_and_recv_take_a_user_and_its_password(tmp_path):
+    """``--user`` with ``ONCE_PASSWORD`` (or ``--password``): no credentials in the URL
+    (issue 50, item 9); a wrong one is refused without echoing it."""
+    import os
+
+    router = RouterProcess(write_topology(tmp_path, users={"alice": "s3cret"},
+                                          auth={"allow_anonymous": False, "plain_without_tls": True}))
+    try:
+        env = dict(os.environ, ONCE_PASSWORD="s3cret")
+        recv = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "recv", "creds", "--url", router.url,
+                                 "--user", "alice", "--count", "1", "--timeout", "60"], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert recv.stderr is not None and recv.stderr.readline().startswith("subscribed to creds")
+        sent = _once("send", "creds", "hello", "--url", router.url, "--user", "alice", "--password", "s3cret")
+        assert sent.returncode == 0 and "accepted 1" in sent.stdout, sent.stderr
+        out, _ = recv.communicate(timeout=60)
+        assert out.split() == ["hello"]
+        bad = _once("send", "creds", "x", "--url", router.url, "--user", "alice", "--timeout", "10",
+                    env=dict(os.environ, ONCE_PASSWORD="wrong-one"))
+        assert bad.returncode != 0 and "wrong-one" not in bad.stderr + bad.stdout, bad.stderr
+        _one_line(_once("send", "creds", "x", "--url", router.url, "--password", "p"), 2, "--password needs --user")
+    finally:
+        router.stop()
