@@ -63,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--no-restart", action="store_true",
                     help="a router that dies stops them all (default: it is started again, with back-off)")
 
+    rl = sub.add_parser("reload", help="the routers of a topology on this host take up their users file, policy, "
+                        "consumer groups and certificates again (SIGHUP)")
+    rl.add_argument("topology", nargs="?", default=None,
+                    help=f"a topology file, or the name of a shipped one; default: {DEFAULT_TOPOLOGY}")
+    rl.add_argument("--id", action="append", default=[], help="only this router (repeatable)")
+
     s = sub.add_parser("send", help="publish messages to a topic", usage="once send TOPIC [BODY ...] [options]")
     s.add_argument("topic")
     s.add_argument("messages", nargs="*", metavar="BODY", help="message bodies (default: read lines from stdin)")
@@ -294,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
             return launch(resolve(args.topology) if args.topology else _default_topology(), journal=args.journal,
                           state=args.state, restart=not args.no_restart,
                           logs=["--log-level", args.log_level, "--log-format", args.log_format])
+        if args.command == "reload":
+            from .reload import reload
+
+            return reload(resolve(args.topology) if args.topology else _default_topology(), args.id)
         if args.command == "user":
             from .user import user
 

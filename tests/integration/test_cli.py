@@ -65,6 +65,29 @@ def test_launch_stops_its_routers_when_its_terminal_hangs_up(tmp_path):
             assert s.connect_ex((host, int(port))) != 0
 
 
+def test_reload_reaches_the_routers_of_its_topology_and_no_other(tmp_path):
+    """``once reload TOPOLOGY``: SIGHUP to the routers ``once launch`` started (README's
+    ``kill -HUP $(pgrep -f "once router")`` missed them and hit every other router of the
+    machine: issue 50, item 10)."""
+    proc = _launch(tmp_path)
+    try:
+        for _ in range(3):
+            proc.stdout.readline()
+        topo = str(tmp_path / "two.yaml")
+        both = _once("reload", topo)
+        assert both.returncode == 0 and [line.split()[1] for line in both.stdout.splitlines()] == ["A", "B"], both
+        one = _once("reload", topo, "--id", "B")
+        assert one.returncode == 0 and [line.split()[1] for line in one.stdout.splitlines()] == ["B"], one
+        other = tmp_path / "other.yaml"
+        other.write_text((tmp_path / "two.yaml").read_text())
+        _one_line(_once("reload", str(other)), 4, "no router of", "runs on this host")
+        _one_line(_once("reload", topo, "--id", "Z"), 4, "no router Z of")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    assert err.count("router A: SIGHUP: reloaded") == 1 and err.count("router B: SIGHUP: reloaded") == 2, err
+
+
 def test_send_and_recv_commands(router: RouterProcess):
     recv = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "recv", "cli-topic", "--url", router.url, "--count", "3",
                              "--timeout", "20"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
