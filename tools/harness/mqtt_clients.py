@@ -47,6 +47,20 @@ def _gid_client() -> Any:
 
         gids: dict[int, bytes] = {}
 
+        def _messages_reconnect_reset_out(self) -> None:
+            """paho 2.2 turns a QoS 2 message whose PUBREL it sent (no PUBCOMP yet) into a
+            PUBLISH without DUP at a second reconnect before a CONNACK (the first reset made
+            it RESEND_PUBREL, the second takes that for unsent): it sends the message again
+            as new, which MQTT 5.0 4.3.3 forbids once the PUBREL went, and the router it
+            resumes at rightly takes it for a new message (soak seed 487061: 27 messages
+            processed twice after a refused reconnect to a dead router). Kept as
+            RESEND_PUBREL: the PUBREL goes again, as the specification says."""
+            with self._out_message_mutex:
+                pubrel = [m for m in self._out_messages.values() if m.state == mqtt.mqtt_ms_resend_pubrel]
+                super()._messages_reconnect_reset_out()
+                for m in pubrel:
+                    m.state = mqtt.mqtt_ms_resend_pubrel
+
         def _handle_pubrec(self) -> Any:
             try:
                 r = mqtt._packet.decode_pubrec(self._in_packet["command"], self._in_packet["packet"], self._protocol)
