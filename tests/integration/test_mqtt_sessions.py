@@ -44,6 +44,9 @@ def test_a_persistent_session_resumes_at_another_router_and_gets_what_it_was_owe
     pub.wait(lambda p: p.acked >= set(mids), what="every PUBCOMP")
     assert back.present == [True]  # (the router it resumed at knew the session)
     assert back.received == bodies
+    # (never sent to it before, under any packet id: DUP 0, as MQTT 3.3.1.1 says of a
+    # first attempt; they came marked, issue 50, item 12)
+    assert [m.dup for m in back.messages] == [False] * 20
     for c in (pub, back):
         c.close()
 

@@ -80,7 +80,11 @@ class Outbound:
             pid = engine.reserve(2) if known is None else known
             handle = Sent(pid, record.gid)
             self.in_flight[pid] = (sub, record, qos, handle)
-            packet = Publish(record.topic, payload, 2, False, known is not None or bool(redelivery), pid, props)
+            # DUP only for a packet id sent before: every packet id the session's client was
+            # ever sent is in its replicas before the PUBLISH goes, so a message not there
+            # never reached it (MQTT 3.3.1.1: a first attempt is DUP 0), whatever marks the
+            # network put on it; and a QoS 2 client processes a new packet id, DUP or not.
+            packet = Publish(record.topic, payload, 2, False, known is not None, pid, props)
             if known is not None:  # (the network knows its packet id already)
                 why = self._send(packet)
                 return handle if why is None else Refused(why)
