@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "http://HOST:8672 when --url is the default)")
     _tls_options(s)
     _credentials(s)
+    _journal_option(s)
 
     rc = sub.add_parser("recv", help="subscribe to a topic and print what arrives")
     rc.add_argument("topic")
@@ -98,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --group: one active member gets everything, the others stand by")
     _tls_options(rc)
     _credentials(rc)
+    _journal_option(rc)
 
     st = sub.add_parser("stat", help="a running router's state, from its http endpoint (like qdstat)")
     for flag, what in (("g", "general (the default)"), ("c", "connections"), ("l", "links"), ("a", "topics"),
@@ -216,6 +218,11 @@ def _tls_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--key", default=None, metavar="FILE", help="amqps://: the --cert's private key (PEM)")
 
 
+def _journal_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--journal", metavar="DIR", help="write this client's delivery journal under DIR, for `once audit` "
+                   "(beside the routers' of `once launch --journal DIR`)")
+
+
 def _credentials(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", default=None, help="authenticate as USER (SASL PLAIN over amqps://, or where the "
                    "router allows it in the clear); the password from ONCE_PASSWORD, else asked for on a terminal")
@@ -313,14 +320,14 @@ def main(argv: list[str] | None = None) -> int:
 
             http = args.http or ("http://127.0.0.1:8672" if args.url == "amqp://127.0.0.1:5672" else None)
             return send(_with_credentials(args), args.topic, args.messages, args.count, args.timeout, args.verbose,
-                        http, _client_tls(args))
+                        http, _client_tls(args), args.journal)
         if args.command == "recv":
             from .clients import recv
 
             if args.exclusive and not args.group:
                 parser.error("--exclusive needs --group")
             return recv(_with_credentials(args), args.topic, args.count, args.name, args.timeout, args.group,
-                        args.exclusive, args.reconnect, _client_tls(args))
+                        args.exclusive, args.reconnect, _client_tls(args), args.journal)
         if args.command == "stat":
             from .stat_view import stat
 

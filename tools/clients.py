@@ -12,9 +12,12 @@ import time
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from once.records.gid import compute_gid
+from once.router.journal import Event
 from proton import ConnectionException, Data, Delivery, LinkException, Message, SSLDomain, Timeout
 from proton.reactor import ReceiverOption
 from proton.utils import BlockingConnection, LinkDetached
@@ -115,6 +118,29 @@ def refused(e: Exception, url: str, what: str) -> CommandError | None:
     return CommandError(code, f"{shown(url)} refused {what}: {why} ({cond.name})")
 
 
+class ClientJournal:
+    """``--journal DIR``: this command's delivery journal for ``once audit`` (as the
+    harness's clients write theirs), ``DIR/ROLE-NAME.csv``, and what it is, for the audit's
+    rules, ``DIR/client-NAME.json`` (a standard client: at least once, repeats marked)."""
+
+    def __init__(self, directory: str, role: str, topic: str, group: str | None = None) -> None:
+        from once.router.journal import Journal, Source
+
+        self.name = f"{'send' if role == 'publisher' else 'recv'}-{os.getpid()}"
+        path = Path(directory)
+        source = Source.PUBLISHER if role == "publisher" else Source.SUBSCRIBER
+        self.journal = Journal(path / f"{source.value}-{self.name}.csv", source, self.name, sync_every_row=True)
+        self.topic = topic
+        (path / f"client-{self.name}.json").write_text(json.dumps({self.name: {
+            "role": role, "topic": topic, "guarantee": "at-least-once", "router": "", "group": group or ""}}))
+
+    def add(self, event: Any, gid: bytes, peer: str = "", mid: str = "") -> None:
+        self.journal.add(event, gid, self.topic, peer, mid)
+
+    def close(self) -> None:
+        self.journal.close()
+
+
 VERBOSE_EVERY = 2.0  # seconds between --verbose's notes on outcomes still to come
 
 
@@ -144,7 +170,7 @@ WINDOW = 1000  # messages `once send` has out at once
 
 
 def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: float, verbose: bool = False,
-         http: str | None = None, tls: ClientTls | None = None) -> int:
+         http: str | None = None, tls: ClientTls | None = None, journal: str | None = None) -> int:
     items: Iterable[str]
     if count is not None and bodies:
         items = itertools.islice(itertools.cycle(bodies), count)  # the bodies, over and over, COUNT in all
@@ -159,12 +185,17 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
     sent = 0
     answered = 0
     pending: dict[Any, str] = {}  # delivery -> body, sent and not answered yet
+    record = ClientJournal(journal, "publisher", topic) if journal else None
+    gids: dict[Any, tuple[bytes, str]] = {}  # delivery -> (its gid, its message id), with --journal
 
     def reap() -> bool:
         nonlocal failures, answered
         for d in [d for d in pending if d.remote_state]:
             body = pending.pop(d)
             answered += 1
+            if record is not None and d in gids:
+                gid, mid = gids.pop(d)
+                record.add(Event.ACCEPTED if d.remote_state == Delivery.ACCEPTED else Event.REJECTED, gid, mid=mid)
             if d.remote_state != Delivery.ACCEPTED:
                 failures += 1
                 cond = d.remote.condition
@@ -175,12 +206,22 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
 
     try:
         link = conn.create_sender(topic).link
+        # (the router's incarnation of this attach: with our tags, the gids it gives them)
+        props = link.remote_properties or {}
+        incarnation = int(next((v for k, v in props.items() if str(k) == "once:incarnation"), 0))
         for body in items:
             # Many in flight (the router's credit, at most WINDOW): each outcome comes once
             # every subscriber accepted, and waiting for each in turn made 5,000 take 10 s.
             conn.wait(lambda: reap() and link.credit > 0 and len(pending) < WINDOW, timeout=timeout,
                       msg="credit from the router")
-            pending[link.send(Message(body=body))] = body
+            if record is None:
+                pending[link.send(Message(body=body))] = body
+            else:
+                tag, mid = str(sent).encode(), f"{record.name}:{sent}"
+                gid = compute_gid(conn.container.container_id, link.name, incarnation, tag)
+                record.add(Event.SENT, gid, mid=mid)
+                d = link.send(Message(id=mid, body=body), tag=tag)
+                pending[d], gids[d] = body, (gid, mid)
             sent += 1
         waited = 0.0
         while True:  # (in steps, so that --verbose can say what the outcomes wait for)
@@ -202,6 +243,8 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
         raise refused(e, url, f"publishing to {topic!r}") or CommandError(
             Exit.LOST, f"{shown(url)}: the router went away after {sent} message(s): {e}") from None
     finally:
+        if record is not None:
+            record.close()
         try:
             conn.close()
         except Exception:  # noqa: BLE001 - it is gone already: nothing left to close
@@ -231,19 +274,30 @@ class SharedSubscription(ReceiverOption):
 
 def recv(url: str, topic: str, count: int, name: str | None, timeout: float | None,
          group: str | None = None, exclusive: bool = False, reconnect: bool = False,
-         tls: ClientTls | None = None) -> int:
+         tls: ClientTls | None = None, journal: str | None = None) -> int:
     """Print what arrives. ``reconnect``: when the router goes away (or is not there), try
     again every second instead of exiting (6 / 4); what it had not accepted comes again,
     marked, since this is a standard client."""
-    got = 0
     container = f"once-recv-{os.getpid()}"  # the same subscriber key on every reconnect
     # SIGTERM (systemd, docker, kill) stops it as Ctrl-C does: the link is closed, so no
     # publisher waits out a grace for a subscriber that is not coming back.
     signal.signal(signal.SIGTERM, _interrupt)
+    record = ClientJournal(journal, "subscriber", topic, group) if journal else None
+    try:
+        return _recv_loop(url, topic, count, name, timeout, group, exclusive, reconnect, tls, container, record)
+    finally:
+        if record is not None:
+            record.close()
+
+
+def _recv_loop(url: str, topic: str, count: int, name: str | None, timeout: float | None, group: str | None,
+               exclusive: bool, reconnect: bool, tls: ClientTls | None, container: str,
+               record: ClientJournal | None) -> int:
+    got = 0
     while True:
         try:
             got += _recv_once(url, topic, count - got if count else 0, name, timeout, group, exclusive, container,
-                              tls)
+                              tls, record)
             return Exit.OK
         except CommandError as e:
             if not reconnect or e.code not in (Exit.LOST, Exit.UNREACHABLE):
@@ -258,7 +312,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: float | None, group: str | None,
-               exclusive: bool, container: str, tls: ClientTls | None = None) -> int:
+               exclusive: bool, container: str, tls: ClientTls | None = None,
+               record: ClientJournal | None = None) -> int:
     conn = _connect(url, 30.0, container, tls)
     options = SharedSubscription(exclusive=exclusive) if group else None
     # In a group the link's name before its '|' is the group's (a JMS shared subscription's
@@ -287,7 +342,14 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
             except Timeout:  # idle for --timeout: done
                 break
             print(_text(msg.body), flush=True)
-            receiver.accept()
+            if record is not None:  # (the router's delivery tag is the message's gid)
+                gid = _delivery_tag(receiver.fetcher.unsettled[-1]) if receiver.fetcher.unsettled else b""
+                mid = str(msg.id) if msg.id is not None else ""
+                record.add(Event.RECEIVED, gid, "redelivery" if msg.delivery_count else "", mid)
+                receiver.accept()
+                record.add(Event.ACCEPTED, gid, mid=mid)
+            else:
+                receiver.accept()
             got += 1
     except KeyboardInterrupt:
         pass
@@ -301,6 +363,14 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
         except Exception:  # noqa: BLE001 - it is gone already
             pass
     return got
+
+
+def _delivery_tag(delivery: Any) -> bytes:
+    """A delivery's tag as bytes (Proton's ``Delivery.tag`` decodes it as UTF-8, which a gid
+    is not)."""
+    import cproton
+
+    return bytes(cproton.bytes2pybytes(cproton.lib.pn_delivery_tag(delivery._impl)))
 
 
 def _text(body: object) -> object:

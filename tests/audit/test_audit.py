@@ -156,6 +156,36 @@ def test_router_journals_alone_are_not_called_a_pass(spark, tmp_path):
     (tmp_path / "journal" / "clients.json").unlink()
     text = verdict(run_audit(spark, str(tmp_path)))
     assert "PASS" not in text and text.splitlines()[-1].startswith("NOT CHECKED: the journals have no client rows")
+    assert audit_main(str(tmp_path), "local[2]") == 2  # (nothing checked: not a pass; issue 50, item 13)
+
+
+def test_the_commands_journals_beside_a_routers_are_audited(spark, tmp_path):
+    """``once recv``/``once send --journal DIR`` beside a router's ``--journal DIR``: the
+    audit checks them (only harness runs could be audited: issue 50, item 13)."""
+    import subprocess
+    import sys
+
+    from support.routers import RouterProcess, write_topology
+
+    journal = tmp_path / "run" / "journal"
+    router = RouterProcess(write_topology(tmp_path), args=("--journal", str(journal)))
+    try:
+        recv = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "recv", "audited", "--url", router.url,
+                                 "--count", "20", "--journal", str(journal)], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert recv.stderr is not None and recv.stderr.readline().startswith("subscribed to audited")
+        sent = subprocess.run([sys.executable, "-m", "once.tools.cli", "send", "audited", "--count", "20", "--url",
+                               router.url, "--journal", str(journal)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=60)
+        assert sent.returncode == 0 and "accepted 20" in sent.stdout, sent.stderr
+        recv.communicate(timeout=60)
+        assert recv.returncode == 0
+    finally:
+        router.stop()
+    s = run_audit(spark, str(tmp_path / "run")).summary
+    assert (s["sent"], s["accepted"]) == (20, 20) and not any(s["violations"].values()), s["violations"]
+    [sub] = s["subscribers"]
+    assert sub["guarantee"] == "at-least-once" and (sub["received"], sub["distinct"]) == (20, 20)
 
 
 def test_an_outbox_row_is_owed_from_its_commit_and_its_relay_heard_accepted_only_after_the_subscriber(spark, tmp_path):
