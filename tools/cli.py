@@ -318,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "send":
             from .clients import send
 
+            if args.count is not None and args.count < 0:
+                raise CommandError(Exit.USAGE, f"--count {args.count}: expected a number of messages")
             http = args.http or ("http://127.0.0.1:8672" if args.url == "amqp://127.0.0.1:5672" else None)
             return send(_with_credentials(args), args.topic, args.messages, args.count, args.timeout, args.verbose,
                         http, _client_tls(args), args.journal)
@@ -325,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
             from .clients import recv
 
             if args.exclusive and not args.group:
-                parser.error("--exclusive needs --group")
+                raise CommandError(Exit.USAGE, "--exclusive needs --group NAME (one active member of a group)")
+            if args.count < 0:
+                raise CommandError(Exit.USAGE, f"--count {args.count}: expected a number of messages, or 0 for no end")
             return recv(_with_credentials(args), args.topic, args.count, args.name, args.timeout, args.group,
                         args.exclusive, args.reconnect, _client_tls(args), args.journal)
         if args.command == "stat":

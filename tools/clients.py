@@ -156,7 +156,8 @@ def waiting_for(http: str | None, topic: str) -> str:
     waits = [f"{s['container']}/{s['name']} at router {subs['router']}, suspended: its grace ends in "
              f"{s['deadline_s']:g} s unless it resumes" for s in subs["local"]
              if s["topic"] == topic and s["state"] == "suspended"]
-    waits += [f"{s['container']}/{s['name']} at router {s['router']}, suspended" for s in subs["remote"]
+    waits += [f"{s['container']}/{s['name']} at router {s['router']}, suspended (router {s['router']} keeps its "
+              f"grace: `once stat -s` there says what is left)" for s in subs["remote"]
               if s["topic"] == topic and s["suspended"]]
     slow = [f"{s['container']}/{s['name']} at router {subs['router']} ({s['unsettled']} unanswered)"
             for s in subs["local"] if s["topic"] == topic and s["state"] != "suspended" and s["unsettled"]]
@@ -339,7 +340,10 @@ def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: floa
         while count == 0 or got < count:
             try:
                 msg = receiver.receive(timeout=timeout)
-            except Timeout:  # idle for --timeout: done
+            except Timeout:  # idle for --timeout: done (short of --count: not a success)
+                if count:
+                    raise CommandError(Exit.TIMEOUT, f"{got} of {count} message(s), then none for {timeout:g} s "
+                                                     "(--timeout)") from None
                 break
             print(_text(msg.body), flush=True)
             if record is not None:  # (the router's delivery tag is the message's gid)

@@ -27,3 +27,9 @@ def resolve_scenario(name: str) -> str:
         return str(shipped)
     return name
 
+
+
+def shipped_scenarios() -> list[str]:
+    """The names of the shipped failover scenarios (``once harness NAME``)."""
+    return sorted(p.name.removesuffix(".yaml") for p in (files("once.topologies") / "scenarios").iterdir()
+                  if p.name.endswith(".yaml"))

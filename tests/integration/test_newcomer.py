@@ -184,3 +184,16 @@ def test_send_and_recv_take_a_user_and_its_password(tmp_path):
         _one_line(_once("send", "creds", "x", "--url", router.url, "--password", "p"), 2, "--password needs --user")
     finally:
         router.stop()
+
+
+def test_recv_counts_and_usage_are_checked(router: RouterProcess):
+    """``--count 1 --timeout 2`` with nothing sent exited 0; ``--count -1`` was taken;
+    ``--exclusive`` without ``--group`` printed ``once``'s usage, not a line; a scenario
+    name the harness does not ship did not list the ones it does (issue 50, item 14)."""
+    idle = _once("recv", "quiet", "--url", router.url, "--count", "1", "--timeout", "1")
+    assert idle.returncode == 5 and idle.stderr.splitlines()[-1] == ("once recv: 0 of 1 message(s), then none for 1 s "
+                                                                    "(--timeout)"), idle.stderr
+    _one_line(_once("recv", "quiet", "--url", router.url, "--count", "-1"), 2, "--count -1")
+    _one_line(_once("send", "quiet", "--url", router.url, "--count", "-1"), 2, "--count -1")
+    _one_line(_once("recv", "quiet", "--url", router.url, "--exclusive"), 2, "--exclusive needs --group")
+    _one_line(_once("harness", "no-such-scenario"), 2, "no scenario 'no-such-scenario'", "publisher-router-dies")

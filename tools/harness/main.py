@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from once.topologies import resolve_scenario
+from once.topologies import resolve_scenario, shipped_scenarios
 
 from .run import run
 from .scenario import ScenarioError, load, randomized
@@ -32,8 +32,13 @@ def harness(args: argparse.Namespace) -> int:
                   f"{int(scenarios[0].rate * 2)} messages", file=sys.stderr)
             return 2
     elif args.scenario:
+        path = resolve_scenario(args.scenario)
+        if not Path(path).exists():
+            print(f"once harness: no scenario {args.scenario!r}: a file, or one of {', '.join(shipped_scenarios())}",
+                  file=sys.stderr)
+            return 2
         try:
-            scenario = load(resolve_scenario(args.scenario))
+            scenario = load(path)
         except ScenarioError as e:
             print(str(e), file=sys.stderr)
             return 2
