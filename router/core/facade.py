@@ -279,6 +279,7 @@ class Core:
             del self.suspended_publishers[pub.key]
             self._release_publisher(old)
         self.publishers[pub] = None
+        pub.credited = credited
         if credited:
             self.credit.attached(pub)
         if grant:  # (an adaptor that must answer the attach first grants afterwards)

@@ -103,8 +103,12 @@ class LinkLifecycle:
         ours = core.publisher_resume_map(pub, unsettled or {}) if resuming else None
         if resuming:
             core.tables.stats["resumed_publishers"] += 1
-        log.debug("router %s: %s/%s publishes to %r%s", self.router_id, container_id, link_name, topic,
-                  ", resuming" if unsettled is not None else "")
+        # (a line an operator sees for an AMQP publisher's link, as for a subscriber's; an MQTT
+        # client's publisher per topic, made at its first message there, stays at debug)
+        log.log(logging.INFO if credited else logging.DEBUG, "router %s: %s/%s publishes to %r%s", self.router_id,
+                container_id, link_name, topic, ", resuming" if unsettled is not None else "",
+                extra=fields("publisher.attached", container=container_id, link=link_name, topic=topic,
+                             resuming=unsettled is not None))
         return pub, ours
 
     def publisher_answered(self, pub: Publisher) -> None:
@@ -124,7 +128,9 @@ class LinkLifecycle:
                                   unanswered=len(pub.live), grace=grace))
         else:
             core.remove_publisher(pub)
-            log.debug("router %s: publisher %s/%s detached", self.router_id, pub.container_id, pub.link_name)
+            log.log(logging.INFO if pub.credited else logging.DEBUG, "router %s: publisher %s/%s detached",
+                    self.router_id, pub.container_id, pub.link_name,
+                    extra=fields("publisher.detached", container=pub.container_id, link=pub.link_name, topic=pub.topic))
 
     # ----------------------------------------------------------- subscribers
 

@@ -27,7 +27,7 @@ class Publisher:
     __slots__ = ("port", "topic", "container_id", "link_name", "incarnation", "gids", "credit", "live", "retired",
                  "settle_second", "attached", "in_flight", "suspended_until", "group", "window", "sent", "grown_at",
                  "seen", "quiet_since", "bytes", "size", "resumable", "ceiling", "refill_at", "parked", "stream",
-                 "resent", "counts", "pace", "user", "purses", "taken_back")
+                 "resent", "counts", "pace", "user", "purses", "taken_back", "credited")
 
     def __init__(self, port: PublisherPort, topic: str, container_id: str, link_name: str, incarnation: int,
                  settle_second: bool, ceiling: Ceiling, pace: Pace, counts: TopicCounts | None = None) -> None:
@@ -43,6 +43,7 @@ class Publisher:
         self.retired: OrderedDict[bytes, int] = OrderedDict()  # settled tag -> generation
         self.settle_second = settle_second
         self.attached = True
+        self.credited = True  # it sends on credit (a link); an MQTT client's publisher per topic does not
         self.in_flight = 0  # its records still held
         self.suspended_until: float | None = None
         self.group: object = self  # its connection (or itself): the credit one connection holds is capped

@@ -291,6 +291,9 @@ def test_router_logs_what_an_operator_needs_and_survives_sighup(tmp_path):
     assert (attached["topic"], attached["container"], attached["link"]) == ("logged", "ops", "watcher")
     gone = events.get("subscriber.expired") or events["subscriber.detached"]
     assert gone["topic"] == "logged" and gone.get("owed", 1) == 1
+    # (a publisher's link at info too, as a subscriber's: it was at debug, issue 50, item 14)
+    assert events["publisher.attached"]["topic"] == "logged" and events["publisher.attached"]["level"] == "info"
+    assert events["publisher.detached"]["topic"] == "logged"
     snap = events["snapshot"]
     assert snap["totals"]["published"] == 1 and snap["records"] == 0 and snap["memory"]["rss_bytes"] > 0
     text = "\n".join(r["message"] for r in records)
