@@ -163,6 +163,8 @@ class FailoverConnection:
             failures = 0
             self.current = (host, port)
             self.connects += 1
+            if self.connects > 1:  # (an operator wants to see a failover: the first connect is the start)
+                log.info("%s: connected to %s:%d (connection %d)", self.container_id, host, port, self.connects)
             try:
                 await proto.lost
             finally:
@@ -170,6 +172,8 @@ class FailoverConnection:
                 self.current = None
                 self.up.clear()
                 if not self._closing:
+                    log.info("%s: lost the connection to %s:%d; trying the routers in turn", self.container_id,
+                             host, port)
                     self.on_down()
             index += 1  # the router we lost may be dead: try the next one first
 
@@ -194,8 +198,12 @@ class FailoverConnection:
                 self.up.set()
                 self.on_session(engine, ev.session)
             elif t is ConnectionFailed or t is ConnectionClosed:
-                log.info("connection to %s:%s ended: %s", *(self.current or ("?", 0)), getattr(ev, "description", "")
-                         or getattr(ev, "error", ""))
+                why = getattr(ev, "description", "") or getattr(ev, "error", None)
+                if why is None and self._closing:  # (our own close, answered: nothing to say)
+                    log.debug("connection to %s:%s closed", *(self.current or ("?", 0)))
+                else:
+                    log.info("connection to %s:%s ended: %s", *(self.current or ("?", 0)),
+                             why if why is not None else "the router closed it")
                 condition = getattr(ev, "condition", None) or getattr(getattr(ev, "error", None), "condition", None)
                 if condition in _FINAL and self.refused is None:
                     host, port = self.current or ("?", 0)

@@ -197,3 +197,34 @@ def test_recv_counts_and_usage_are_checked(router: RouterProcess):
     _one_line(_once("send", "quiet", "--url", router.url, "--count", "-1"), 2, "--count -1")
     _one_line(_once("recv", "quiet", "--url", router.url, "--exclusive"), 2, "--exclusive needs --group")
     _one_line(_once("harness", "no-such-scenario"), 2, "no scenario 'no-such-scenario'", "publisher-router-dies")
+
+
+async def test_a_client_library_failover_is_logged_and_a_clean_close_says_nothing_odd(tmp_path, caplog):
+    """The outbox relay (our client library) logged nothing when it failed over, and
+    "ended: None" when it stopped (issue 50, item 14)."""
+    import asyncio
+    import logging
+
+    from once.client import Publisher
+
+    caplog.set_level(logging.INFO, logger="once.client")
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+    first = RouterProcess(write_topology(tmp_path / "a"))
+    second = RouterProcess(write_topology(tmp_path / "b"))
+    pub = Publisher([first.url, second.url], "logged", tmp_path / "pub.db")
+    try:
+        await pub.start()
+        await asyncio.wait_for(pub.send(b"one"), 30)
+        first.proc.kill()
+        first.proc.wait()
+        await asyncio.wait_for(pub.send(b"two"), 60)  # (a bound against a hang: it fails over)
+    finally:
+        await pub.close()
+        first.stop()
+        second.stop()
+    said = [r.getMessage() for r in caplog.records if r.name == "once.client"]
+    port = second.url.rsplit(":", 1)[1]
+    assert any("lost the connection to" in m for m in said), said
+    assert any(f"connected to 127.0.0.1:{port}" in m for m in said), said
+    assert not any("None" in m for m in said), said
