@@ -385,6 +385,7 @@ class LocalDelivery:
             pace.waited += took  # (its window stops where answers queue: ``pace.py``)
             pace.answers += 1
             outcome = self.outcome(record)
+            self.stats["told_accepted" if record.rejection is None else "told_rejected"] += 1
             settle = not pub.settle_second
             self.effects.outcomes.append((pub.port, record.publisher_handle, outcome, settle))
             if settle:

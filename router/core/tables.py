@@ -68,8 +68,11 @@ class CoreTables:
         # ``passed_on``: messages a group member of ours released, for another member;
         # ``presettled_late``: pre-settled copies dropped here, come after newer messages of
         # their publisher (at most once, and never out of its order: ``Destination.arrive``);
-        # ``stalled_subscribers``: those treated as gone past ``subscriber_stall`` (``stalls.py``).
-        self.stats = {"published": 0, "delivered": 0, "accepted": 0, "rejected": 0, "released": 0, "redelivered": 0,
+        # ``stalled_subscribers``: those treated as gone past ``subscriber_stall`` (``stalls.py``);
+        # ``told_accepted``/``told_rejected``: outcomes our publishers heard (``accepted`` and
+        # ``rejected`` are subscribers' answers here).
+        self.stats = {"published": 0, "told_accepted": 0, "told_rejected": 0,
+                      "delivered": 0, "accepted": 0, "rejected": 0, "released": 0, "redelivered": 0,
                       "passed_on": 0,
                       "forwarded": 0, "duplicates": 0, "placeholder_hits": 0, "marked": 0, "resumed_publishers": 0,
                       "resumed_subscribers": 0, "expired_subscribers": 0, "expired_with_owed": 0, "expired_owed": 0,

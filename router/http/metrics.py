@@ -40,6 +40,9 @@ NEIGHBOUR_LIMIT = 64
 # (stats key, metric name without once_ and _total, help)
 COUNTERS = (
     ("published", "deliveries_received", "Deliveries received from publishers attached here."),
+    ("told_accepted", "publisher_outcomes_accepted", "Outcomes publishers attached here were told: accepted (every "
+     "subscriber in the network accepted)."),
+    ("told_rejected", "publisher_outcomes_rejected", "Outcomes publishers attached here were told: rejected."),
     ("forwarded", "deliveries_forwarded", "Copies of deliveries sent to neighbour routers."),
     ("delivered", "deliveries_delivered", "Deliveries sent to subscribers attached here (redeliveries included)."),
     ("accepted", "deliveries_accepted", "Deliveries subscribers attached here accepted."),

@@ -201,10 +201,12 @@ def in_flight_by_topic(router: Router) -> dict[str, int]:
 def topics(router: Router) -> list[dict[str, Any]]:
     core = router.core
     table = router.network.plane.table
-    names = (set(core.tables.topics) | {p.topic for p in core.publishers}
-             | {t for t, per in table.by_topic.items() if any(per.values())})
-    flying = in_flight_by_topic(router)
     measures = core.tables.measures
+    # (and every topic with counts here: one whose clients left keeps its figures; it went
+    # from the view and the console said "no topics yet" after traffic)
+    names = (set(core.tables.topics) | {p.topic for p in core.publishers}
+             | {t for t, per in table.by_topic.items() if any(per.values())} | set(measures.topics))
+    flying = in_flight_by_topic(router)
     out = []
     for name in sorted(names):
         local = list(core.tables.topics.get(name, {}).values())

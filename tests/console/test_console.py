@@ -64,6 +64,9 @@ def test_console_shows_the_network_a_rate_and_a_router_dying(line3, tmp_path):
                 sent += 20
                 assert sent < 100_000, "the console's rate never moved"
             assert [m.body for m in sub.take(sent)] == [f"p{i}" for i in range(sent)]
+            # (what A's publishers were told, not what subscribers here answered: the header
+            # said "accepted 0" with the subscriber at C; issue 50, item 14)
+            expect(page.locator("#totals")).to_contain_text(f"publishers told accepted {sent};", timeout=5_000)
             expect(page.locator('[data-edge="A-B"]')).to_have_attribute("data-state", "up")
             # the publisher's host and (anonymous) user hold its connection at A
             expect(page.locator('[data-principal="host 127.0.0.1"] [data-held="connections"]')).to_have_text("1")

@@ -228,3 +228,25 @@ async def test_a_client_library_failover_is_logged_and_a_clean_close_says_nothin
     assert any("lost the connection to" in m for m in said), said
     assert any(f"connected to 127.0.0.1:{port}" in m for m in said), said
     assert not any("None" in m for m in said), said
+
+
+def test_a_topic_whose_clients_left_keeps_its_figures_in_stat(tmp_path):
+    """``once stat -a`` dropped a topic once its clients left, its counters still kept
+    (and the console said "no topics yet" after traffic: issue 50, item 14)."""
+    import json
+
+    router = RouterProcess(write_topology(tmp_path), args=("--http", "127.0.0.1:0"))
+    try:
+        sent = _once("send", "left-behind", "a", "b", "c", "--url", router.url)
+        assert sent.returncode == 0 and "accepted 3" in sent.stdout
+        stat = _once("stat", "-a", "--json", "--router", router.http)
+        assert stat.returncode == 0, stat.stderr
+        doc = json.loads(stat.stdout)
+        topics = doc["topics"] if isinstance(doc, dict) and "topics" in doc else doc
+        [row] = [t for t in topics if t["topic"] == "left-behind"]
+        assert row["received"] == 3 and row["publishers"] == 0
+        general = json.loads(_once("stat", "--json", "--router", router.http).stdout)
+        totals = general["general"]["totals"] if "general" in general else general["totals"]
+        assert totals["told_accepted"] == 3 and totals["accepted"] == 0
+    finally:
+        router.stop()
