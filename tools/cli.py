@@ -189,7 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "single-ping, single-idle2000, single-group4, line3-group); 'memory': memory per in-flight delivery; "
                    "'core': the forwarding core alone, in-process (no sockets: the steadiest figure); 'mqtt' (or "
                    "'mqtt-1to1'): MQTT QoS 1 and 2 through once beside Mosquitto (C clients, libmosquitto) and beside "
-                   "AMQP through once (Proton-C clients), alternating --rounds")
+                   "AMQP through once (Proton-C clients), alternating --rounds; 'outbox': rows an application "
+                   "commits to rows a subscriber accepted, through the relay, on PostgreSQL and SQLite; 'attach': what a storm of "
+                   "connections attaching links costs a router, with and without a policy's limits")
     b.add_argument("--clients", choices=("python", "c"), default="python",
                    help="load clients: ours in Python, or Proton-C ones built at first use (the router, not the "
                         "clients, is then what limits)")
