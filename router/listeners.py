@@ -50,7 +50,7 @@ class ListenError(OSError):
 
 
 _WHY = {errno.EADDRINUSE: "the address is in use (another router, or a broker, AMQP or MQTT, on that port?): stop it, "
-                          "or choose another port in the topology or with --listen",
+                          "or choose another port in the topology{flag}",
         errno.EADDRNOTAVAIL: "this host has no such address: use one of its own (or 0.0.0.0)",
         errno.EACCES: "not allowed to listen there (ports below 1024 need privileges): choose a port above 1023"}
 
@@ -84,7 +84,10 @@ def bind(kind: Kind, host: str, port: int) -> socket.socket:
 
 
 def _listen_error(kind: Kind, host: str, port: int, e: OSError) -> ListenError:
-    why = _WHY.get(e.errno or 0, e.strerror or str(e))
+    # (the flag that moves this listener, on ``once router`` and, for a one-router
+    # topology, ``once launch``: a newcomer whose 5672 is taken is told what to type)
+    flag = {Kind.AMQP: "--listen", Kind.HTTP: "--http", Kind.MQTT: "--mqtt"}.get(kind)
+    why = _WHY.get(e.errno or 0, e.strerror or str(e)).format(flag=f" or with {flag} HOST:PORT" if flag else "")
     return ListenError(e.errno, f"cannot listen for {kind.value} on {host}:{port}: {why}")
 
 

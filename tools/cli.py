@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     la.add_argument("--log-format", default="text", choices=("text", "json"))
     la.add_argument("--no-restart", action="store_true",
                     help="a router that dies stops them all (default: it is started again, with back-off)")
+    la.add_argument("--listen", metavar="HOST:PORT", help="a topology of one router (the default one): its AMQP "
+                    "address instead of the file's (another process has 5672? --listen 127.0.0.1:5673, and give "
+                    "send and recv --url amqp://127.0.0.1:5673)")
+    la.add_argument("--http", metavar="HOST:PORT", help="a topology of one router: its http endpoint instead of "
+                    "the file's")
 
     rl = sub.add_parser("reload", help="the routers of a topology on this host take up their users file, policy, "
                         "consumer groups and certificates again (SIGHUP)")
@@ -306,9 +311,10 @@ def main(argv: list[str] | None = None) -> int:
             from .launch import launch
 
             parse_levels(args.log_level)  # (a bad one is refused here, not by every router)
+            override = [*(["--listen", args.listen] if args.listen else []), *(["--http", args.http] if args.http else [])]
             return launch(resolve(args.topology) if args.topology else _default_topology(), journal=args.journal,
                           state=args.state, restart=not args.no_restart,
-                          logs=["--log-level", args.log_level, "--log-format", args.log_format])
+                          logs=["--log-level", args.log_level, "--log-format", args.log_format], override=override)
         if args.command == "reload":
             from .reload import reload
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from once.router.config import load_topology
 from once.tools.procs import stop_all
 
-from .exits import Exit
+from .exits import CommandError, Exit
 
 BACKOFF_FIRST = 0.5
 BACKOFF_MAX = 15.0
@@ -49,8 +49,13 @@ class _Router:
 
 
 def launch(topology_path: str, stop: threading.Event | None = None, journal: str | None = None,
-           restart: bool = True, logs: list[str] | None = None, state: str | None = None) -> int:
+           restart: bool = True, logs: list[str] | None = None, state: str | None = None,
+           override: list[str] | None = None) -> int:
+    """``override``: ``--listen``/``--http`` for the one router of a one-router topology."""
     topology = load_topology(topology_path)  # validate before starting anything
+    if override and len(topology.routers) != 1:
+        raise CommandError(Exit.USAGE, f"--listen and --http are for a topology of one router; {topology_path} has "
+                                       f"{len(topology.routers)}: give each its addresses in the file")
     stop = stop or threading.Event()
     got: list[int] = []  # the signal that stopped it: Ctrl-C ends with 130 (docs/commands.md, exit codes), SIGTERM with 0
 
@@ -61,7 +66,8 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     routers = {rid: _Router(rid, [sys.executable, "-m", "once.tools.cli", "router", topology_path, "--id", rid,
                                   *(["--journal", journal] if journal else []),
-                                  *(["--state", str(Path(state) / rid)] if state else []), *(logs or [])])
+                                  *(["--state", str(Path(state) / rid)] if state else []), *(logs or []),
+                                  *(override or [])])
                for rid in topology.routers}
     try:
         for r in routers.values():

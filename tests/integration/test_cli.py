@@ -147,6 +147,40 @@ def test_a_port_in_use_is_one_line_with_its_own_exit_code(tmp_path):
     _one_line(r, 3, f"once router: cannot listen for amqp on 127.0.0.1:{port}", "in use", "--listen")
 
 
+def test_launch_on_a_machine_whose_port_is_taken_names_the_flag_and_the_flag_works(tmp_path):
+    """Another process holds the default router's port: ``once launch`` says which flag moves
+    it, and with that flag the router comes up there (issue 50: the README's commands on
+    such a machine)."""
+    import socket
+
+    from once.tools.topology_ports import free_port
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        topo = tmp_path / "one.yaml"
+        topo.write_text(yaml.safe_dump({"routers": {"A": {"listen": f"127.0.0.1:{port}"}}, "links": []}))
+        r = _once("launch", str(topo))
+        assert r.returncode == 3, r.stderr
+        assert f"cannot listen for amqp on 127.0.0.1:{port}" in r.stderr and "--listen HOST:PORT" in r.stderr
+        moved = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "once.tools.cli", "launch", str(topo), "--listen",
+                                 f"127.0.0.1:{moved}"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout.readline().startswith(f"router A ready amqp://127.0.0.1:{moved}")
+            sent = _once("send", "t", "x", "--url", f"amqp://127.0.0.1:{moved}")
+            assert sent.returncode == 0 and "accepted 1" in sent.stdout
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=20)
+    two = tmp_path / "two.yaml"
+    two.write_text(yaml.safe_dump({"routers": {"A": {"listen": "127.0.0.1:0"}, "B": {"listen": "127.0.0.1:0"}},
+                                   "links": []}))
+    _one_line(_once("launch", str(two), "--listen", "127.0.0.1:0"), 2, "--listen and --http are for a topology of one")
+
+
 def test_an_address_this_host_does_not_have(tmp_path):
     r = _once("router", str(write_topology(tmp_path)), "--id", "A", "--listen", "192.0.2.1:0")
     _one_line(r, 3, "cannot listen for amqp on 192.0.2.1:0", "no such address")
