@@ -35,7 +35,7 @@ from .credit import CreditWindow
 from .destination import Destination
 from .effects import Effects
 from .inquiry import Inquiry
-from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Settle
+from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Forgot, Settle
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, FAR, CoreRecord, CoreRecords, Subscriber, Upstream, keeps_own_tombstone
 from .plans import Plans
@@ -249,7 +249,7 @@ class Copies:
                 # router that restarted since, settling the teller's copy of its old life,
                 # had it drop a subscriber waiting there, whose message then came from the
                 # publisher's new root after newer ones: ``--hard`` churn seed 505583188490427)
-                self._queue(frm, Settle(answer.gid))
+                self._queue(frm, Forgot(answer.gid))
             return
         owed = far.owed
         done = False
@@ -628,6 +628,8 @@ class Copies:
                 self.answered_from(frm, item)  # type: ignore[arg-type]
             elif kind is Settle:
                 self.dest.settle_from(item.gid, frm)  # type: ignore[union-attr]
+            elif kind is Forgot:
+                self.dest.settle_from(item.gid, frm, forgotten=True)  # type: ignore[union-attr]
             elif kind is Ask:
                 self.inquiry.asked(frm, item)  # type: ignore[arg-type]
             elif kind is Ended:

@@ -426,7 +426,7 @@ class Destination:
         for take in far.takes:
             self._answer(record, far, take)
 
-    def settle_from(self, gid: bytes, root: str | None = None) -> None:
+    def settle_from(self, gid: bytes, root: str | None = None, forgotten: bool = False) -> None:
         """The root settled: settle our deliveries and forget the message (a tombstone stays).
 
         A message taken from two roots (its publisher resumed at the second) is settled by
@@ -440,6 +440,11 @@ class Destination:
                 self._root_settled(gid, root)
             return
         if record.local or record.publisher_settled:
+            return
+        if forgotten and any(st is IN_DOUBT for w, st in record.states.items() if type(w) is Subscriber):
+            # (its root's life that sent the copy is gone, not done: a delivery of it queued
+            # or out to a subscriber here goes on, in its place in the stream; asked again
+            # when our answer goes, once they are answered)
             return
         far = record.far
         if root is not None and far is not None and far.takes and far.takes[-1][0] != root:

@@ -115,6 +115,20 @@ class Settle:
         self.gid = gid
 
 
+@dataclass(slots=True, init=False)
+class Forgot:
+    """From a router that holds nothing of a message a destination answered it about (it
+    restarted since: the life of it that sent the copy is gone). The destination lets the
+    copy go once its own subscribers' deliveries of it are answered, not before: a
+    ``Settle`` dropped a delivery still queued for a subscriber, which then had it from the
+    publisher's new root after newer messages (fresh hard churn seed 446487839842)."""
+
+    gid: bytes
+
+    def __init__(self, gid: bytes) -> None:
+        self.gid = gid
+
+
 class Ask(NamedTuple):
     """From a root that took a message over and must choose its consumer groups' members
     (a publisher resent it there, and the first root's choice did not come with it):
@@ -162,7 +176,7 @@ class Note(NamedTuple):
     body: bytes
 
 
-Control = Answer | Settle | Ask | Told | Ended | Note
+Control = Answer | Settle | Forgot | Ask | Told | Ended | Note
 
 
 class Routed(NamedTuple):

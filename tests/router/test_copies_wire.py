@@ -13,7 +13,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 from once.router.adaptors.amqp.copies_wire import pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 from once.router.amqp.errors import DecodeError
-from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Ended, Routed, Settle, Told
+from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Ended, Forgot, Routed, Settle, Told
 
 names = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=12)
 keys = st.frozensets(st.tuples(names, names), max_size=3)
@@ -80,8 +80,8 @@ def test_runs_of_answers_and_settlements_read_back_in_order_and_every_truncation
     said = ((("c", "s"), Said.MOVED, None),)
     items = (Answer(b"g1", b"A/1", 7, ()), Answer(b"g2", b"A/1", 8, ()), Answer(b"g3", b"A/1", 9, ()),
              Answer(b"g4", b"A/1", 11, ()), Answer(b"g5", b"B/2", 12, ()), Answer(b"g6", b"B/2", 13, said),
-             Settle(b"s1"), Settle(b"s2"), Answer(b"g7", b"B/2", 14, ()), Answer(b"g8", b"B/2", 15, ()),
-             Settle(b"s3"))
+             Settle(b"s1"), Settle(b"s2"), Forgot(b"f1"), Answer(b"g7", b"B/2", 14, ()),
+             Answer(b"g8", b"B/2", 15, ()), Settle(b"s3"))
     wire = routed_to_bytes(Routed("A", "C", items, 5))
     assert routed_from_bytes(wire, "A").items == items
     for cut in range(1, len(wire)):  # (a cut between items reads as the items before it)

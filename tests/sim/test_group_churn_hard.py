@@ -127,6 +127,12 @@ RESUMED_AFTER_ANSWERING = [421388616848]
 # copy (the root restarted since); the question took the member that had released it,
 # named chosen by another copy: both processed it. A member that holds it comes first.
 HOLDER_FIRST = [421388628116]
+# Fresh hard churn 446487839842 (of 10,000 from 446487831348): the root restarted (its
+# record gone) and answered a destination's answer with ``Settle``; the destination dropped
+# a delivery still queued for a plain subscriber, which then had it from the publisher's
+# new root after newer messages. A router that holds nothing says ``Forgot``, and the
+# destination lets the copy go only once its deliveries of it are answered.
+FORGOT_NOT_SETTLED = [446487839842]
 # The other two fresh seeds of that sweep (421388625768, 421388630868) pass since.
 FRESH_HARD_PASS = [421388625768, 421388630868]
 
@@ -156,6 +162,7 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, True, ALL) for s in DEFERRED_REOPENED_HARD + SENT_BACK_MOVES_ON + RESUMED_AFTER_ANSWERING + HOLDER_FIRST
               + FRESH_HARD_PASS]
     cases += [(s, False, "") for s in DEFERRED_REOPENED]
+    cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED]
     return replay(REPLAY, cases)
 
 
@@ -263,4 +270,9 @@ def test_fresh_hard_churn_seed_a_member_holding_the_message_is_chosen_before_a_c
 
 @pytest.mark.parametrize("seed", FRESH_HARD_PASS)
 def test_fresh_hard_churn_seed_of_the_sweep_named_in_the_protocol_is_clean(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
+
+
+@pytest.mark.parametrize("seed", FORGOT_NOT_SETTLED)
+def test_fresh_hard_churn_seed_a_restarted_root_does_not_settle_a_delivery_still_queued(verdicts, seed):
     assert verdicts[f"{seed}/True"] == []

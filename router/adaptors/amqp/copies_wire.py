@@ -25,7 +25,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 
 from ...amqp.errors import DecodeError
-from ...core.messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Note, Routed, Settle, Told
+from ...core.messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Forgot, Note, Routed, Settle, Told
 
 T = TypeVar("T")
 COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
@@ -242,6 +242,9 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
         elif type(item) is Note:  # (an adaptor's: MQTT sessions)
             parts += [b"N", _short(item.channel), _I.pack(len(item.body)), item.body]
             i += 1
+        elif type(item) is Forgot:  # (rare: a router that restarted, about its old life's copy)
+            parts += [b"F", _short(item.gid)]
+            i += 1
         elif type(item) is Ended:  # (rare: a group member closed)
             c, nm = item.key
             parts += [b"E", _long(f"{c}\x00{nm}"), _Q.pack(item.since)]
@@ -285,6 +288,13 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
             (count,) = _H.unpack_from(blob, p)
             gids, p = _gids(blob, p + 2, count)
             out += [Settle(gid) for gid in gids]
+        elif kind == 0x46:  # F: a router that restarted holds nothing of it
+            n = blob[p]
+            gid = blob[p + 1:p + 1 + n]
+            if len(gid) != n:
+                raise IndexError
+            out.append(Forgot(gid))
+            p += 1 + n
         elif kind == 0x53:  # S: one settlement (a router from before runs sends these)
             n = blob[p]
             gid = blob[p + 1:p + 1 + n]
