@@ -148,6 +148,11 @@ class EngineShell(asyncio.Protocol):
         self.engine.close(error)
         self.dirty()
 
+    def closed_by_admin(self, why: str) -> None:
+        """An admin closes this client connection (``http/manage.py``): it ends as if the
+        network had dropped it, saying why in the protocol's words (each kind's own)."""
+        self.close()
+
     # ---------------------------------------------------------------- time
 
     def _note_peer(self, transport: asyncio.BaseTransport) -> None:

@@ -24,7 +24,8 @@ from .core.lifecycle import LinkLifecycle
 from .core.stalls import Stalls
 from .heap import pin_mmap_threshold, trim
 from .http.endpoint import routes
-from .http.server import HttpConnection, HttpGuard
+from .http.manage import is_admin, writes
+from .http.server import HttpConnection, HttpGuard, Writes
 from .http.views import general, memory, waiting_on_suspended
 from .journal import router_journal
 from .listeners import Kind, bind
@@ -147,8 +148,9 @@ class Router:
             who = self._http_user if self.topology.auth.http else None
             realm = f"once router {self.id}"
             hold = self.core.reserve.hold  # (an event stream's unread bytes count in the byte bound)
+            manage = Writes(writes(self), self._http_user, lambda user: is_admin(self, user), self._write_refused)
             web = await self._open(Kind.HTTP, lambda: HttpConnection(table, self.http_connections, limits, head, who,
-                                                                     realm, hold), spec.http)
+                                                                     realm, hold, manage), spec.http)
         # Every router keeps its replicas of the network's MQTT sessions, listener or not:
         # a session's changes wait for every router in reach (``adaptors/mqtt/sessions.py``).
         self.mqtt_sessions = SessionStore(self)
@@ -196,21 +198,7 @@ class Router:
                 self.network.end(sub)
                 log.info("router %s: consumer group %s: member %s/%s from before the restart closed at another "
                          "router", self.id, sub.group, sub.container_id, sub.link_name)
-            for sub in self.core.expire_suspended(now):
-                self.network.end(sub, expired=True)
-                expired = fields("subscriber.expired", container=sub.container_id, link=sub.link_name,
-                                 topic=sub.topic, group=sub.group.name if sub.group is not None else None, owed=sub.owed)
-                if sub.group is not None:
-                    log.info("router %s: consumer group %s: member %s/%s gave way%s", self.id, sub.group,
-                             sub.container_id, sub.link_name,
-                             f", its {sub.owed} deliveries go to the others" if sub.owed else "", extra=expired)
-                elif sub.owed:
-                    log.warning("router %s: subscription %s/%s on %r expired after its grace with %d deliveries "
-                                "it had not accepted: their publishers heard accepted without it", self.id,
-                                sub.container_id, sub.link_name, sub.topic, sub.owed, extra=expired)
-                else:
-                    log.info("router %s: subscription %s/%s on %r expired after its grace", self.id,
-                             sub.container_id, sub.link_name, sub.topic, extra=expired)
+            self.expire_subscribers(now)
             self.network.clear_gaps()
             self._note_waits(now)
             if self.core.unsynced and now >= self._sync_note:
@@ -222,6 +210,33 @@ class Router:
                             extra=fields("sync.waiting", neighbours_up=up, neighbours_down=down))
             self.flush()  # (reclaiming credit or expiring may have left effects even when nothing changed)
             self._give_back_memory()
+
+    def expire_subscribers(self, now: float) -> list[Subscriber]:
+        """Suspended subscribers past their grace (or dropped by an admin: ``http/manage.py``)
+        go, each logged; returns them."""
+        gone = self.core.expire_suspended(now)
+        for sub in gone:
+            self.network.end(sub, expired=True)
+            expired = fields("subscriber.expired", container=sub.container_id, link=sub.link_name,
+                             topic=sub.topic, group=sub.group.name if sub.group is not None else None, owed=sub.owed)
+            if sub.group is not None:
+                log.info("router %s: consumer group %s: member %s/%s gave way%s", self.id, sub.group,
+                         sub.container_id, sub.link_name,
+                         f", its {sub.owed} deliveries go to the others" if sub.owed else "", extra=expired)
+            elif sub.owed:
+                log.warning("router %s: subscription %s/%s on %r expired after its grace with %d deliveries "
+                            "it had not accepted: their publishers heard accepted without it", self.id,
+                            sub.container_id, sub.link_name, sub.topic, sub.owed, extra=expired)
+            else:
+                log.info("router %s: subscription %s/%s on %r expired after its grace", self.id,
+                         sub.container_id, sub.link_name, sub.topic, extra=expired)
+        if gone:
+            self.flush()  # (what their publishers now hear goes out)
+        return gone
+
+    def _write_refused(self, user: str, path: str, host: str) -> None:
+        log.warning("router %s: management write %s refused: %s is not in group admin (from %s)", self.id, path,
+                    user, host, extra=fields("manage.refused", user=user, path=path, host=host))
 
     def _http_user(self, header: str | None, host: str) -> str | None:
         """An HTTP request's Basic credentials (``auth.http``): its user, or None. Failures

@@ -118,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true", help="the API's JSON instead of tables (for scripts)")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
 
+    mg = sub.add_parser("manage", help="change a running router, as an admin of its users file (like qdmanage): "
+                        "close-connection ID, drop-subscriber CONTAINER LINK, reload",
+                        usage="once manage {close-connection ID,drop-subscriber CONTAINER LINK,reload} [--router URL]")
+    mg.add_argument("action", choices=("close-connection", "drop-subscriber", "reload"))
+    mg.add_argument("args", nargs="*")
+    mg.add_argument("--router", default="http://127.0.0.1:8672",
+                    help="the router's http endpoint with an admin's credentials: http://USER:PASSWORD@HOST:PORT")
+    mg.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
+
     h = sub.add_parser("harness", help="run a failover scenario and check that nothing was lost or duplicated")
     h.add_argument("scenario", nargs="?", help="a scenario file, or the name of a shipped one (publisher-router-dies, "
                    "subscriber-crash, ...: see topologies/scenarios/)")
@@ -340,6 +349,10 @@ def main(argv: list[str] | None = None) -> int:
                 raise CommandError(Exit.USAGE, f"--count {args.count}: expected a number of messages, or 0 for no end")
             return recv(_with_credentials(args), args.topic, args.count, args.name, args.timeout, args.group,
                         args.exclusive, args.reconnect, _client_tls(args), args.journal)
+        if args.command == "manage":
+            from .manage import manage
+
+            return manage(args.router, args.action, args.args, args.timeout)
         if args.command == "stat":
             from .stat_view import stat
 

@@ -2,8 +2,9 @@
 
 Served from the router's own event loop, like its AMQP listeners. HTTP/1.1 is parsed by
 ``h11`` (sans-IO, as our AMQP engine: bytes in, events out), so this module is only the
-asyncio glue and the routing. Read-only: every route is a GET (or HEAD); there are no
-management writes in this version (``docs/operating.md``).
+asyncio glue and the routing. Reads are GET (or HEAD); the management writes
+(``manage.py``) are POST, each by an admin of the users file, whatever ``auth.http`` says
+of reads.
 
 A request is answered whole, except ``/api/events``: a server-sent event stream that the
 console keeps open and that gets one summary a second (``Stream``).
@@ -89,13 +90,28 @@ Handler = Callable[[dict[str, list[str]]], "Reply | Stream"]
 # user, or None to refuse it (``auth.http``)
 Authenticator = Callable[[str | None, str], "str | None"]
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})  # (liveness and readiness probes say nothing of clients)
+# A management write: the request's query and the admin who asked (``manage.py``)
+Write = Callable[[dict[str, list[str]], str], "Reply"]
+
+
+@dataclass(frozen=True, slots=True)
+class Writes:
+    """The endpoint's management writes and who may make them: ``authenticate`` checks the
+    Basic credentials (always, for a write), ``admin`` says whether that user may write,
+    ``refused`` is told of a refusal (logged with who and what)."""
+
+    routes: dict[str, Write]
+    authenticate: Authenticator
+    admin: Callable[[str], bool]
+    refused: Callable[[str, str, str], None]  # (user or "", path, host)
 
 
 class HttpConnection(asyncio.Protocol):
     def __init__(self, routes: dict[str, Handler], streams: set[HttpConnection], limits: HttpGuard | None = None,
                  head_timeout: float = 10.0, authenticate: Authenticator | None = None, realm: str = "once",
-                 hold: Callable[[object, int], None] | None = None) -> None:
+                 hold: Callable[[object, int], None] | None = None, writes: Writes | None = None) -> None:
         self.routes = routes
+        self.writes = writes  # (None: read-only)
         # what an event stream's unread bytes hold, told to the router's byte bound (``core/reserve.py``)
         self.hold = hold
         self.authenticate = authenticate  # (None: every reader may read)
@@ -176,12 +192,17 @@ class HttpConnection(asyncio.Protocol):
     def _answer(self, request: h11.Request) -> None:
         method = request.method.decode("ascii", "replace")
         url = urlsplit(request.target.decode("ascii", "replace"))
+        if method == "POST" and self.writes is not None and url.path in self.writes.routes:
+            self._management_write(request, url.path, parse_qs(url.query))
+            return
         handler = self.routes.get(url.path)
         if handler is None:
             self._send(Reply.json({"error": f"no such path: {url.path}", "paths": sorted(self.routes)}, 404), method)
             return
         if method not in ("GET", "HEAD"):
-            self._send(Reply.json({"error": "read-only: only GET and HEAD"}, 405), method, [(b"allow", b"GET, HEAD")])
+            self._send(Reply.json({"error": f"{url.path} is read: GET or HEAD (writes are POST to "
+                                            f"{', '.join(sorted(self.writes.routes)) if self.writes else 'nothing'})"},
+                                  405), method, [(b"allow", b"GET, HEAD")])
             return
         if self.authenticate is not None and url.path not in OPEN_PATHS:
             given = next((v.decode("latin-1") for k, v in request.headers if k == b"authorization"), None)
@@ -203,6 +224,29 @@ class HttpConnection(asyncio.Protocol):
             self._start_stream(reply)
         else:
             self._send(reply, method)
+
+    def _management_write(self, request: h11.Request, path: str, query: dict[str, list[str]]) -> None:
+        """A management write: an admin's, authenticated every time, or refused (logged)."""
+        writes = self.writes
+        assert writes is not None
+        given = next((v.decode("latin-1") for k, v in request.headers if k == b"authorization"), None)
+        user = writes.authenticate(given, self.host or "?")
+        if user is None:
+            self._send(Reply.json({"error": "a management write needs an admin of the router's users file (HTTP "
+                                            "Basic; a user in group admin)"}, 401), "POST",
+                       [(b"www-authenticate", f'Basic realm="{self.realm}", charset="UTF-8"'.encode())])
+            return
+        if not writes.admin(user):
+            writes.refused(user, path, self.host or "?")
+            self._send(Reply.json({"error": f"{user} may not change the router: management writes are for users in "
+                                            "group admin"}, 403), "POST")
+            return
+        try:
+            reply = writes.routes[path](query, user)
+        except Exception as e:  # noqa: BLE001 - a write's bug must not take the router down: say it, keep serving
+            log.exception("http: POST %s failed", path)
+            reply = Reply.json({"error": f"{type(e).__name__}: {e}"}, 500)
+        self._send(reply, "POST")
 
     def _send(self, reply: Reply, method: str = "GET", extra: list[tuple[bytes, bytes]] | None = None) -> None:
         headers = [(b"content-type", reply.content_type.encode()), (b"content-length", str(len(reply.body)).encode()),

@@ -141,6 +141,16 @@ class SubscriberLink:
 
 
 class EdgeConnection(EngineProtocol):
+    def closed_by_admin(self, why: str) -> None:
+        """(``amqp:connection:forced``: a close that says the peer did not end it; its links
+        are suspended for their grace, as when a connection is lost)"""
+        self.engine.close(Error(condition=Condition.CONNECTION_FORCED.value, description=why))
+        self.write_out()  # (now: the admin's request is not this connection's batch)
+        if self.transport is not None and not self.transport.is_closing():
+            # (not waiting for the peer's close: a client that never answers it kept the
+            # connection, and its links attached, until an idle timeout)
+            self.transport.close()
+
     def __init__(self, router: RouterContext) -> None:
         super().__init__(router)
         self.core = router.core

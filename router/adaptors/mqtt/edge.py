@@ -711,6 +711,12 @@ class _Ending:
     def gap(self, router: str) -> None:
         pass
 
+    def closed_by_admin(self, why: str) -> None:
+        """(DISCONNECT 0x98, administrative action; its session stays, as when it is lost)"""
+        self.mqtt.disconnect(Reason.ADMINISTRATIVE_ACTION, why)
+        self.drop_all()
+        self.write_out()  # (now: the admin's request is not this connection's batch)
+
     def stalled(self, why: str) -> None:
         pass
 

@@ -1,0 +1,84 @@
+"""Management writes (issue 50, deliverable 1, first step): over the HTTP endpoint, by an
+admin of the users file only, each logged with who did it; ``once manage`` as the CLI. A
+real router process, real Proton clients."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import yaml
+from once.router.security.users import add_user
+from once.tools.topology_ports import free_port
+from support.proton_clients import ProtonPublisher, ProtonSubscriber
+from support.routers import ROOT, RouterProcess, wait_for
+
+ACCEPTED = 36
+
+
+def _router(tmp: Path) -> RouterProcess:
+    add_user(tmp / "users.yaml", "ops", "ops-pw", ("admin",))
+    add_user(tmp / "users.yaml", "viewer", "viewer-pw")
+    doc = {"routers": {"A": {"listen": f"127.0.0.1:{free_port()}", "http": f"127.0.0.1:{free_port()}"}},
+           "links": [], "auth": {"users_file": "users.yaml", "plain_without_tls": True},
+           "settings": {"subscriber_grace": "60s"}}
+    (tmp / "topology.yaml").write_text(yaml.safe_dump(doc))
+    return RouterProcess(tmp / "topology.yaml")
+
+
+def _manage(r: RouterProcess, who: str, *args: str) -> subprocess.CompletedProcess[str]:
+    base = r.http.replace("http://", f"http://{who}@") if who else r.http
+    return subprocess.run([sys.executable, "-m", "once.tools.cli", "manage", *args, "--router", base], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+
+
+def _api(r: RouterProcess, path: str) -> object:
+    with urllib.request.urlopen(r.http + path, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def test_only_an_admin_writes_and_every_write_is_logged(tmp_path):
+    r = _router(tmp_path)
+    try:
+        # no credentials: asked for them; a user not in group admin: refused, logged
+        try:
+            urllib.request.urlopen(urllib.request.Request(r.http + "/api/reload", data=b"", method="POST"), timeout=10)
+            raise AssertionError("a write without credentials was taken")
+        except urllib.error.HTTPError as e:
+            assert e.code == 401 and e.headers["www-authenticate"].startswith("Basic")
+        refused = _manage(r, "viewer:viewer-pw", "reload")
+        assert refused.returncode == 7 and "viewer may not change the router" in refused.stderr, refused.stderr
+        wrong = _manage(r, "ops:guess", "reload")
+        assert wrong.returncode == 7 and "guess" not in wrong.stderr
+        # the subscriber's connection closed by an admin: it is suspended, as when lost
+        sub = ProtonSubscriber(r.url, "managed", name="watcher", container_id="ops-watch")
+        [conn] = [c for c in _api(r, "/api/connections") if c["container"] != ""]  # type: ignore[union-attr]
+        closed = _manage(r, "ops:ops-pw", "close-connection", str(conn["id"]))
+        assert closed.returncode == 0 and json.loads(closed.stdout) == {"closed": conn["id"]}, closed.stderr
+        wait_for(lambda: [s["state"] for s in _api(r, "/api/subscribers")["local"]] == ["suspended"],  # type: ignore[index]
+                 what="the subscriber suspended")
+        sub.close()
+        # a message waits for it; dropped by an admin, its publisher hears accepted without it
+        pub = ProtonPublisher(r.url, "managed")
+        outcome = pub.send("for nobody now")
+        container = _api(r, "/api/subscribers")["local"][0]["container"]  # type: ignore[index]
+        assert _manage(r, "ops:ops-pw", "drop-subscriber", "nobody", "watcher").returncode == 2
+        dropped = _manage(r, "ops:ops-pw", "drop-subscriber", container, "watcher")
+        # (given up at once, or once the network's roll call says it is attached nowhere)
+        assert dropped.returncode == 0 and set(json.loads(dropped.stdout)) == {"dropped", "waiting"}, dropped.stderr
+        assert outcome.get(timeout=30) == ACCEPTED  # (its grace had 60 s left)
+        assert _api(r, "/api/subscribers")["local"] == []  # type: ignore[index]
+        pub.close()
+        assert _manage(r, "ops:ops-pw", "reload").returncode == 0
+    finally:
+        log = "".join(r.stderr_lines())
+    assert "management write /api/reload refused: viewer is not in group admin" in log
+    assert f"management: ops closed connection {conn['id']}" in log
+    assert "management: ops " in log and "drop suspended subscriber" in log or "dropped suspended subscriber" in log
+    assert "watcher on 'managed' expired after its grace with 1 deliveries" in log
+    assert "management: ops reloaded" in log and "SIGHUP: reloaded the users" in log
+    assert "ops-pw" not in log and "viewer-pw" not in log

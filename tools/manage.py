@@ -1,0 +1,66 @@
+"""``once manage ACTION ... [--router http://USER:PASSWORD@HOST:PORT]``: a management write
+to a running router (``router/http/manage.py``), as its admin (a user of its users file in
+group ``admin``), like ``qdmanage``:
+
+  once manage close-connection ID            # /api/connections' id: the client reconnects
+  once manage drop-subscriber CONTAINER LINK # a suspended subscriber, given up now
+  once manage reload                         # what SIGHUP takes up
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
+
+from .exits import CommandError, Exit
+from .stat_view import check_base
+
+ACTIONS = {"close-connection": ("/api/connections/close", ("id",)),
+           "drop-subscriber": ("/api/subscribers/drop", ("container", "name")),
+           "reload": ("/api/reload", ())}
+
+
+def post(base: str, path: str, query: dict[str, str], timeout: float) -> Any:
+    parts = urlsplit(base)
+    netloc = parts.netloc.rpartition("@")[2]
+    url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + path, urlencode(query), ""))
+    request = urllib.request.Request(url, data=b"", method="POST")
+    if parts.username is not None:
+        creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+        request.add_header("Authorization", "Basic " + base64.b64encode(creds).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        try:
+            said = json.loads(e.read()).get("error", "")
+        except (ValueError, AttributeError):
+            said = ""
+        if e.code == 401:
+            raise CommandError(Exit.REFUSED, f"{parts.scheme}://{netloc}: {said or 'needs an admin'}: --router "
+                                             "http://USER:PASSWORD@HOST:PORT") from None
+        code = Exit.REFUSED if e.code == 403 else Exit.USAGE if e.code in (400, 404, 409) else Exit.FAILED
+        raise CommandError(code, f"{parts.scheme}://{netloc}{path}: {said or f'HTTP {e.code}'}") from None
+    except TimeoutError:
+        raise CommandError(Exit.TIMEOUT, f"{url} did not answer within {timeout:g} s") from None
+    except urllib.error.URLError as e:
+        reason = e.reason.strerror if isinstance(e.reason, OSError) and e.reason.strerror else e.reason
+        raise CommandError(Exit.UNREACHABLE, f"cannot reach {parts.scheme}://{netloc}: {reason} (is the router's "
+                                             "http endpoint on?)") from None
+
+
+def manage(router: str, action: str, args: list[str], timeout: float) -> int:
+    if action not in ACTIONS:
+        raise CommandError(Exit.USAGE, f"unknown action {action!r} ({', '.join(ACTIONS)})")
+    path, names = ACTIONS[action]
+    if len(args) != len(names):
+        raise CommandError(Exit.USAGE, f"{action} takes {' '.join(n.upper() for n in names) or 'nothing'}"
+                                       f" (got {' '.join(args) or 'nothing'})")
+    base = check_base(router)  # (its credentials kept: the netloc)
+    said = post(base, path, dict(zip(names, args, strict=True)), timeout)
+    print(json.dumps(said))
+    return Exit.OK
