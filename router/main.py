@@ -33,6 +33,7 @@ async def serve(topology: Topology, router_id: str, journal: str | None = None, 
     # The ready line is the readiness protocol (stdout, one line, fixed format); logs go to stderr.
     print(ready.line(), flush=True)
     stop = asyncio.Event()
+    router.on_drained = stop.set  # (an admin drained it: ``once manage drain``)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)

@@ -68,6 +68,12 @@ class Ready:
         return f"router {self.router_id} ready amqp://{self.amqp}{web}{extra}"
 
 
+# After a drain's last client went, how long a router waits for what it holds as root or
+# destination to be answered before it stops (its clients' new routers have it all anyway:
+# a drained router stops as a dead one would, with nothing left for it to do)
+DRAIN_WAIT = 10.0
+
+
 class Router:
     def __init__(self, topology: Topology, router_id: str, journal_dir: str | None = None,
                  state_dir: str | None = None, allow_empty_users: bool = False) -> None:
@@ -112,6 +118,9 @@ class Router:
         self.waiting_for_room: set = set()
         self.stalls = Stalls()  # subscribers that hold deliveries and answer none (``core/stalls.py``)
         self._servers: list[asyncio.AbstractServer | TlsListener] = []
+        self._client_servers: list[asyncio.AbstractServer | TlsListener] = []  # (what a drain closes)
+        self.draining: str | None = None  # who asked this router to drain (``drain``)
+        self.on_drained: Callable[[], None] | None = None  # (main's: the process stops)
         self._tasks: list[asyncio.Task] = []
         self.stopping = False
         self.ready: Ready | None = None
@@ -320,14 +329,54 @@ class Router:
         topology's ``tls`` checked that): where it listens."""
         if where is None or (kind in (Kind.AMQPS, Kind.MQTTS) and ssl is None):
             return None
+        clients = kind in (Kind.AMQP, Kind.AMQPS, Kind.MQTT, Kind.MQTTS)
         if ssl is not None:  # (admitted, then the handshake, then the connection: ``tls_accept.py``)
             sock = bind(kind, where.host, where.port)
-            self._servers.append(TlsListener(self, sock, factory, ssl, self.settings.handshake_timeout))
+            listener = TlsListener(self, sock, factory, ssl, self.settings.handshake_timeout)
+            self._servers.append(listener)
+            if clients:
+                self._client_servers.append(listener)
             host, port = sock.getsockname()[:2]
             return Address(host, port)
         server, host, port = await listen_on(kind, factory, where.host, where.port)
         self._servers.append(server)
+        if clients:
+            self._client_servers.append(server)
         return Address(host, port)
+
+    def drain(self, user: str) -> int:
+        """An admin drains this router (``http/manage.py``): it takes no new client, closes
+        every client connection (their links suspended, as when a router dies: the clients
+        resume at another router of the network, which has what they are owed), and the
+        process stops once no client connection is left and what it holds is answered, or
+        ``DRAIN_WAIT`` after the last one went. Returns the connections it closed."""
+        if self.draining is not None:
+            return 0
+        self.draining = user
+        for server in self._client_servers:
+            server.close()
+        closing = list(self.connections)
+        for conn in closing:
+            conn.closed_by_admin(f"router {self.id} is draining (asked by {user}): connect to another router")
+        self._tasks.append(asyncio.get_running_loop().create_task(self._drained()))
+        return len(closing)
+
+    async def _drained(self) -> None:
+        left_at: float | None = None
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            if self.connections:
+                left_at = None
+            elif left_at is None:
+                left_at = now
+            elif not self.core.records.records or now - left_at >= DRAIN_WAIT:
+                break
+            await asyncio.sleep(0.1)
+        log.info("router %s: drained (asked by %s): no client left; stopping", self.id, self.draining,
+                 extra=fields("router.drained", user=self.draining, records=len(self.core.records.records)))
+        if self.on_drained is not None:
+            self.on_drained()
 
     def reload(self) -> None:
         """SIGHUP: take up the users file (and the policy and consumer groups of the

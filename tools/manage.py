@@ -5,6 +5,7 @@ group ``admin``), like ``qdmanage``:
   once manage close-connection ID            # /api/connections' id: the client reconnects
   once manage drop-subscriber CONTAINER LINK # a suspended subscriber, given up now
   once manage reload                         # what SIGHUP takes up
+  once manage drain                          # no new clients, the rest moved away; it stops
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .stat_view import check_base
 
 ACTIONS = {"close-connection": ("/api/connections/close", ("id",)),
            "drop-subscriber": ("/api/subscribers/drop", ("container", "name")),
-           "reload": ("/api/reload", ())}
+           "reload": ("/api/reload", ()), "drain": ("/api/drain", ())}
 
 
 def post(base: str, path: str, query: dict[str, str], timeout: float) -> Any:

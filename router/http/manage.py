@@ -12,6 +12,8 @@ file in group ``admin``, HTTP Basic), each logged with who did it (``manage.writ
   once the network says so).
 * ``POST /api/reload``: what SIGHUP takes up (the users file, the policy, the consumer
   groups, the TLS certificates).
+* ``POST /api/drain``: the router takes no new client, closes every client connection (they
+  resume at other routers, as when it dies) and stops once none is left.
 """
 
 from __future__ import annotations
@@ -83,10 +85,16 @@ def writes(router: Router) -> dict[str, Write]:
               "hold it attached)", container=container, link=name, dropped=dropped)
         return Reply.json({"dropped": dropped, "waiting": not dropped})
 
+    def drain(q: Query, user: str) -> Reply:
+        closed = router.drain(user)
+        _done(router, user, f"drains the router: {closed} client connection(s) closed, no new ones taken; it stops "
+              "once none is left", closed=closed)
+        return Reply.json({"draining": True, "closed": closed})
+
     def reload(q: Query, user: str) -> Reply:
         _done(router, user, "reloaded the users file, policy, consumer groups and certificates")
         router.reload()
         return Reply.json({"reloaded": True})
 
     return {"/api/connections/close": close_connection, "/api/subscribers/drop": drop_subscriber,
-            "/api/reload": reload}
+            "/api/reload": reload, "/api/drain": drain}

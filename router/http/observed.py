@@ -26,6 +26,8 @@ class Observed(Protocol):
     quotas: Quotas  # what each user and source host holds, and the policy's refusals
     stalls: Stalls  # when each subscriber holding deliveries last answered (``core/stalls.py``)
     ready: Any  # None until the router is listening
+    draining: str | None  # who drains it (``drain``), or None
 
     def reload(self) -> None: ...  # what SIGHUP takes up (``server.Router.reload``)
+    def drain(self, user: str) -> int: ...  # no new clients, the others closed; it stops once empty
     def expire_subscribers(self, now: float) -> list[Any]: ...  # suspended ones past their grace go (logged)

@@ -50,7 +50,9 @@ def ready(router: Router) -> dict[str, Any]:
     up = sorted(network.links)
     waiting = sorted(router.neighbour_ids - set(up))
     synced = not router.core.unsynced
-    return {"ready": router.ready is not None and synced, "listening": router.ready is not None, "synced": synced,
+    # (a draining router is not ready: a load balancer sends it nobody new)
+    return {"ready": router.ready is not None and synced and router.draining is None,
+            "listening": router.ready is not None, "synced": synced, "draining": router.draining is not None,
             "neighbours_up": up, "neighbours_down": waiting}
 
 

@@ -82,3 +82,64 @@ def test_only_an_admin_writes_and_every_write_is_logged(tmp_path):
     assert "watcher on 'managed' expired after its grace with 1 deliveries" in log
     assert "management: ops reloaded" in log and "SIGHUP: reloaded the users" in log
     assert "ops-pw" not in log and "viewer-pw" not in log
+
+
+async def test_an_admin_drains_a_router_under_traffic_and_nothing_is_lost(tmp_path):
+    """``once manage drain``: the router takes no new client, closes its clients' connections
+    (they resume at the other router, as when it dies), and stops once none is left; the
+    publisher's messages all reach the subscriber, once each, in order (issue 50)."""
+    import asyncio
+    import os
+
+    from once.client import Publisher, Subscriber
+
+    add_user(tmp_path / "users.yaml", "ops", "ops-pw", ("admin",))
+    routers = {rid: {"listen": f"127.0.0.1:{free_port()}", "inter_router": f"127.0.0.1:{free_port()}"}
+               for rid in ("A", "B")}
+    routers["A"]["http"] = f"127.0.0.1:{free_port()}"
+    doc = {"routers": routers, "links": [["A", "B"]],
+           "auth": {"users_file": "users.yaml", "plain_without_tls": True, "router_secret": "drain-test-secret"},
+           "settings": {"router_dead_after": "2s"}}
+    topo = tmp_path / "topology.yaml"
+    topo.write_text(yaml.safe_dump(doc))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    procs = {rid: (subprocess.Popen([sys.executable, "-m", "once.tools.cli", "router", str(topo), "--id", rid],
+                                    cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env), topo)
+             for rid in ("A", "B")}
+    started = RouterProcess.adopt_all(procs)
+    a, b = started["A"], started["B"]
+    urls = [a.url, b.url]
+    n = 300
+    sub = Subscriber(urls, "drained", tmp_path / "sub.db")
+    pub = Publisher(urls, "drained", tmp_path / "pub.db")
+    got: list[bytes] = []
+    try:
+        await sub.start()
+        await asyncio.wait_for(sub.attached.wait(), 30)
+        await pub.start()
+
+        async def receive() -> None:
+            while len(got) < n:
+                msg = await sub.receive(60)  # (a bound against a hang: the drain moves it to B)
+                got.append(msg.body)
+                await msg.accept(lambda db: None)
+
+        receiving = asyncio.create_task(receive())
+        outcomes = []
+        for i in range(n):
+            outcomes.append(pub.send_nowait(f"m{i}".encode()))
+            if i == n // 3:
+                drained = await asyncio.to_thread(_manage, a, "ops:ops-pw", "drain")
+                assert drained.returncode == 0 and json.loads(drained.stdout)["draining"] is True, drained.stderr
+            await asyncio.sleep(0.002)  # (a publisher's pace, not a synchronisation)
+        await asyncio.wait_for(asyncio.gather(*outcomes), 120)
+        await asyncio.wait_for(receiving, 120)
+        assert await asyncio.to_thread(a.proc.wait, 60) == 0  # (it stopped by itself, once drained)
+    finally:
+        await pub.close()
+        await sub.close()
+        for r in (a, b):
+            r.stop()
+    assert got == [f"m{i}".encode() for i in range(n)]
+    log = a.logged
+    assert "management: ops drains the router" in log and "drained (asked by ops)" in log, log[-2000:]
