@@ -17,7 +17,7 @@ def test_the_issue_scenarios_are_shipped():
                      "two-routers-die", "subscriber-crash", "link-flap", "proton-publisher-router-dies",
                      "mqtt-publisher-router-dies", "mqtt-subscriber-router-dies", "mqtt-group-router-dies",
                      "group-member-killed", "exclusive-active-dies", "group-router-dies", "links-slow-and-quiet",
-                     "outbox-relay-killed", "outbox-relay-takeover", "outbox-database-restarts"}
+                     "outbox-relay-killed", "outbox-relay-takeover", "outbox-database-restarts", "router-drained"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

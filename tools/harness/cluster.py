@@ -26,11 +26,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class Cluster:
     def __init__(self, topology: Path, out: Path, settings: dict[str, Any], proxied: set[tuple[str, str]],
-                 mqtt: bool = False) -> None:
+                 mqtt: bool = False, manage: bool = False) -> None:
         self.out = out
-        # (``mqtt``: MQTT clients come, and every router listens for them)
-        base = with_free_ports(topology, out / "topology.yaml", settings, ("mqtt",) if mqtt else ())
+        # (``mqtt``: MQTT clients come, and every router listens for them; ``manage``: an
+        # admin drains routers, through every router's http endpoint, as a users-file admin)
+        add = (*(("mqtt",) if mqtt else ()), *(("http",) if manage else ()))
+        base = with_free_ports(topology, out / "topology.yaml", settings, add)
         doc = yaml.safe_load(base.read_text())
+        self.admin = ""
+        if manage:
+            import secrets
+
+            from once.router.security.users import add_user
+
+            password = secrets.token_urlsafe(12)
+            add_user(out / "users.yaml", "harness-admin", password, ("admin",))
+            auth = doc.setdefault("auth", {})
+            auth["users_file"] = str(out / "users.yaml")
+            auth.setdefault("plain_without_tls", True)
+            base.write_text(yaml.safe_dump(doc))
+            self.admin = f"harness-admin:{password}"
+        self.http = {i: "http://" + doc["routers"][i]["http"] for i in sorted(doc["routers"])
+                     if doc["routers"][i].get("http")}
         self.ids = sorted(doc["routers"])
         self.urls = {i: "amqp://" + doc["routers"][i]["listen"] for i in self.ids}
         # MQTT clients' addresses (routers with a listener): mqtt://HOST:PORT
@@ -86,6 +103,14 @@ class Cluster:
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
+
+    def drain(self, i: str) -> None:
+        """An admin drains router ``i`` (``once manage drain``): its clients move to other
+        routers, and it stops by itself (a later ``restart`` starts it again)."""
+        from once.tools.manage import post
+
+        base = self.http[i].replace("http://", f"http://{self.admin}@")
+        post(base, "/api/drain", {}, 10.0)
 
     def freeze(self, i: str) -> None:
         """Stop the router's process (SIGSTOP): it keeps its sockets and state, says nothing."""

@@ -129,7 +129,8 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if progress else (lambda msg: None)
     proxied = {f.target for f in scenario.faults if f.kind in LINK_FAULTS}
     mqtt = any(c.client == "mqtt" for c in scenario.publishers + scenario.subscribers)
-    cluster = Cluster(scenario.topology, out, scenario.settings, proxied, mqtt)  # type: ignore[arg-type]
+    manage = any(f.kind == "drain" for f in scenario.faults)
+    cluster = Cluster(scenario.topology, out, scenario.settings, proxied, mqtt, manage)  # type: ignore[arg-type]
     clients = Clients(scenario, cluster, out)
     outbox = Outbox(scenario.outbox, cluster, out) if scenario.outbox else None
     fault_log: list[dict[str, Any]] = []
@@ -262,6 +263,8 @@ def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients, outbox: Ou
             outbox.start_db_again()
     elif f.kind == "kill":
         cluster.kill(f.target)  # type: ignore[arg-type]
+    elif f.kind == "drain":
+        cluster.drain(f.target)  # type: ignore[arg-type]
     elif f.kind == "restart":
         cluster.start(f.target, wait=False)  # type: ignore[arg-type]
     elif f.kind in LINK_FAULTS:

@@ -58,7 +58,7 @@ TOPOLOGIES = ROOT / "topologies"
 CLIENTS = ("once", "proton", "mqtt")  # mqtt: paho, MQTT 5.0, QoS 2, a persistent session
 PUBLISHERS = (*CLIENTS, "outbox")  # outbox: an application writing to the outbox; relays publish
 FAULTS = ("kill", "restart", "cut", "slow", "quiet", "freeze", "kill_client", "restart_client", "kill_relay",
-          "restart_relay", "restart_db")
+          "restart_relay", "restart_db", "drain")  # drain: an admin's once manage drain (it stops by itself)
 LINK_FAULTS = ("cut", "slow", "quiet")  # through the proxy on that inter-router link
 
 
@@ -228,7 +228,7 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
         kind = kinds[0]
         target = item[kind]
         duration = latency = 0.0
-        if kind in ("kill", "restart", "freeze"):
+        if kind in ("kill", "restart", "freeze", "drain"):
             if target not in routers:
                 raise fail(f"{key}.{kind}", f"no router {target!r}")
             if kind == "freeze":
