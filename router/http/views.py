@@ -257,7 +257,10 @@ def subscribers(router: Router) -> dict[str, Any]:
     network told us of, and the consumer groups with their members."""
     core = router.core
     now = core.clock()
-    local = [_subscriber(router, s, now, None) for by_key in core.tables.topics.values() for s in by_key.values()]
+    # (an attached one's connection: the console's "close connection")
+    on = {id(ctx): c.serial for c in router.connections for ctx in c.links_here()}
+    local = [_subscriber(router, s, now, on.get(id(s))) for by_key in core.tables.topics.values()
+             for s in by_key.values()]
     far = [s for s in router.network.plane.table.all_subscriptions() if s.router != router.id]
     remote = [{"router": s.router, "topic": s.topic, "container": shown(router, s.container_id, s.owner),
                "name": s.link_name, "group": s.group or None, "exclusive": s.exclusive, "suspended": s.suspended}

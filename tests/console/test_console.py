@@ -7,30 +7,16 @@ Proton-C); the screenshot is kept in ``tests/artifacts/console.png`` for a perso
 
 from __future__ import annotations
 
-import shutil
 import signal
 from pathlib import Path
 
 import pytest
-from support.debian import install
+from support.browser import FLAGS, chromium
 from support.proton_clients import ProtonPublisher, ProtonSubscriber
 from support.routers import Network
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 ACCEPTED = 36
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def chromium() -> str:
-    """The system's Chromium, installed from Debian's packages when it is not there."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    install("chromium", "the console test")
-    found = shutil.which("chromium")
-    assert found, "apt-get installed chromium, and there is no chromium on PATH"
-    return found
 
 
 @pytest.fixture
