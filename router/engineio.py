@@ -148,6 +148,11 @@ class EngineShell(asyncio.Protocol):
         self.engine.close(error)
         self.dirty()
 
+    def detached_by_admin(self, name: str, why: str) -> bool:
+        """An admin detaches this connection's link ``name``: False where a kind has no such
+        thing (an MQTT client's subscriptions end with its connection)."""
+        return False
+
     def closed_by_admin(self, why: str) -> None:
         """An admin closes this client connection (``http/manage.py``): it ends as if the
         network had dropped it, saying why in the protocol's words (each kind's own)."""

@@ -119,10 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
 
     mg = sub.add_parser("manage", help="change a running router, as an admin of its users file (like qdmanage): "
-                        "close-connection ID, drop-subscriber CONTAINER LINK, reload, drain",
-                        usage="once manage {close-connection ID,drop-subscriber CONTAINER LINK,reload,drain} "
-                              "[--router URL]")
-    mg.add_argument("action", choices=("close-connection", "drop-subscriber", "reload", "drain"))
+                        "close-connection ID, detach-link ID LINK, drop-subscriber CONTAINER LINK, reload, drain",
+                        usage="once manage {close-connection ID,detach-link ID LINK,drop-subscriber CONTAINER LINK,"
+                              "reload,drain} [--router URL]")
+    mg.add_argument("action", choices=("close-connection", "detach-link", "drop-subscriber", "reload", "drain"))
     mg.add_argument("args", nargs="*")
     mg.add_argument("--router", default="http://127.0.0.1:8672",
                     help="the router's http endpoint with an admin's credentials: http://USER:PASSWORD@HOST:PORT")

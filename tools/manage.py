@@ -3,6 +3,7 @@ to a running router (``router/http/manage.py``), as its admin (a user of its use
 group ``admin``), like ``qdmanage``:
 
   once manage close-connection ID            # /api/connections' id: the client reconnects
+  once manage detach-link ID LINK            # one link of that connection, suspended
   once manage drop-subscriber CONTAINER LINK # a suspended subscriber, given up now
   once manage reload                         # what SIGHUP takes up
   once manage drain                          # no new clients, the rest moved away; it stops
@@ -21,6 +22,7 @@ from .exits import CommandError, Exit
 from .stat_view import check_base
 
 ACTIONS = {"close-connection": ("/api/connections/close", ("id",)),
+           "detach-link": ("/api/links/detach", ("connection", "name")),
            "drop-subscriber": ("/api/subscribers/drop", ("container", "name")),
            "reload": ("/api/reload", ()), "drain": ("/api/drain", ())}
 

@@ -6,6 +6,8 @@ file in group ``admin``, HTTP Basic), each logged with who did it (``manage.writ
   ``amqp:connection:forced``, MQTT DISCONNECT 0x98), as if the network had dropped it: its
   subscriptions and publishers are suspended for their grace, and resume where it connects
   again.
+* ``POST /api/links/detach?connection=N&name=LINK``: one AMQP link of a connection closes
+  (``amqp:link:detach-forced``), suspended for its grace as if its client had gone.
 * ``POST /api/subscribers/drop?container=C&name=LINK``: a suspended subscriber is given up
   now, as its grace's end would (its publishers then hear what that tells them); never one
   that may be attached at a router out of reach (``docs/protocol.md`` section 7: it goes
@@ -63,6 +65,20 @@ def writes(router: Router) -> dict[str, Write]:
         _done(router, user, f"closed connection {raw} ({conn.peer})", connection=int(raw), peer=conn.peer)
         return Reply.json({"closed": int(raw)})
 
+    def detach_link(q: Query, user: str) -> Reply:
+        raw, name = _one(q, "connection"), _one(q, "name")
+        if raw is None or not raw.isdigit() or not name:
+            return Reply.json({"error": "give ?connection=N&name=LINK: a link of a connection (/api/links)"}, 400)
+        conn = next((c for c in router.connections if c.serial == int(raw)), None)
+        if conn is None:
+            return Reply.json({"error": f"no connection {raw} (/api/connections lists them)"}, 404)
+        if not conn.detached_by_admin(name, f"detached by {user} through the management API"):
+            return Reply.json({"error": f"connection {raw} has no link {name!r} (an MQTT client's subscriptions "
+                                        "end with its connection: close-connection)"}, 404)
+        _done(router, user, f"detached link {name!r} of connection {raw} ({conn.peer})", connection=int(raw),
+              link=name, peer=conn.peer)
+        return Reply.json({"detached": name, "connection": int(raw)})
+
     def drop_subscriber(q: Query, user: str) -> Reply:
         container, name = _one(q, "container"), _one(q, "name")
         if not container or not name:
@@ -96,5 +112,6 @@ def writes(router: Router) -> dict[str, Write]:
         router.reload()
         return Reply.json({"reloaded": True})
 
-    return {"/api/connections/close": close_connection, "/api/subscribers/drop": drop_subscriber,
+    return {"/api/connections/close": close_connection, "/api/links/detach": detach_link,
+            "/api/subscribers/drop": drop_subscriber,
             "/api/reload": reload, "/api/drain": drain}

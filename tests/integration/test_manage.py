@@ -54,6 +54,17 @@ def test_only_an_admin_writes_and_every_write_is_logged(tmp_path):
         assert refused.returncode == 7 and "viewer may not change the router" in refused.stderr, refused.stderr
         wrong = _manage(r, "ops:guess", "reload")
         assert wrong.returncode == 7 and "guess" not in wrong.stderr
+        # one link detached by an admin: closed, saying so; suspended for its grace
+        other = ProtonSubscriber(r.url, "detached", name="one-link", container_id="ops-other")
+        [mine] = _api(r, "/api/connections")  # type: ignore[misc]
+        detached = _manage(r, "ops:ops-pw", "detach-link", str(mine["id"]), "one-link")
+        assert detached.returncode == 0 and json.loads(detached.stdout)["detached"] == "one-link", detached.stderr
+        wait_for(lambda: [s["state"] for s in _api(r, "/api/subscribers")["local"]] == ["suspended"],  # type: ignore[index]
+                 what="the detached subscriber suspended")
+        assert _manage(r, "ops:ops-pw", "detach-link", str(mine["id"]), "nope").returncode == 2
+        other.close()
+        assert _manage(r, "ops:ops-pw", "drop-subscriber", "ops-other", "one-link").returncode == 0
+        wait_for(lambda: _api(r, "/api/subscribers")["local"] == [], what="the detached subscriber dropped")  # type: ignore[index]
         # the subscriber's connection closed by an admin: it is suspended, as when lost
         sub = ProtonSubscriber(r.url, "managed", name="watcher", container_id="ops-watch")
         [conn] = [c for c in _api(r, "/api/connections") if c["container"] != ""]  # type: ignore[union-attr]
@@ -78,6 +89,7 @@ def test_only_an_admin_writes_and_every_write_is_logged(tmp_path):
         log = "".join(r.stderr_lines())
     assert "management write /api/reload refused: viewer is not in group admin" in log
     assert f"management: ops closed connection {conn['id']}" in log
+    assert f"management: ops detached link 'one-link' of connection {mine['id']}" in log
     assert "management: ops " in log and "drop suspended subscriber" in log or "dropped suspended subscriber" in log
     assert "watcher on 'managed' expired after its grace with 1 deliveries" in log
     assert "management: ops reloaded" in log and "SIGHUP: reloaded the users" in log

@@ -323,6 +323,21 @@ class EdgeConnection(EngineProtocol):
     def _user(self) -> str:
         return self.engine.user or "anonymous"
 
+    def detached_by_admin(self, name: str, why: str) -> bool:
+        """An admin detaches link ``name`` (``http/manage.py``): closed, saying so
+        (``amqp:link:detach-forced``: a blocking client notices only a closing detach), and
+        suspended for its grace, as if its client had gone: attached again under its name,
+        it resumes. False when there is no such link."""
+        for session in list(self.engine.sessions.values()):
+            for link in list(session.links.values()):
+                if link.name == name and link.context is not None:
+                    self.engine.detach(link, closed=True, error=Error(condition=Condition.DETACH_FORCED.value,
+                                                                      description=why))
+                    self._drop_link(link, suspend=True)
+                    self.write_out()  # (now: the admin's request is not this connection's batch)
+                    return True
+        return False
+
     def links_here(self) -> list[Publisher | Subscriber]:
         """The core's publishers and subscribers of this connection's links."""
         return [lk.context for session in list(self.engine.sessions.values()) for lk in list(session.links.values())
