@@ -212,15 +212,17 @@ async def test_a_client_library_failover_is_logged_and_a_clean_close_says_nothin
         (tmp_path / d).mkdir()
     first = RouterProcess(write_topology(tmp_path / "a"))
     second = RouterProcess(write_topology(tmp_path / "b"))
-    pub = Publisher([first.url, second.url], "logged", tmp_path / "pub.db")
+    pub = None
     try:
+        pub = Publisher([first.url, second.url], "logged", tmp_path / "pub.db")
         await pub.start()
         await asyncio.wait_for(pub.send(b"one"), 30)
         first.proc.kill()
         first.proc.wait()
         await asyncio.wait_for(pub.send(b"two"), 60)  # (a bound against a hang: it fails over)
     finally:
-        await pub.close()
+        if pub is not None:
+            await pub.close()
         first.stop()
         second.stop()
     said = [r.getMessage() for r in caplog.records if r.name == "once.client"]
