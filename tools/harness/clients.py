@@ -312,6 +312,10 @@ def run_proton_publisher(spec: dict[str, Any]) -> None:
                 print("done", flush=True)
                 self.finished = True
                 event.connection.close()
+                # (and the reactor with it: after a drained router's forced close, a connection
+                # attempt of the failover could still be under way, and kept ``run`` from
+                # returning: the publisher said done and never exited; its run stalled)
+                event.container.stop()
 
         def on_accepted(self, event: Any) -> None:
             self._outcome(event, True)
