@@ -141,16 +141,6 @@ class SubscriberLink:
 
 
 class EdgeConnection(EngineProtocol):
-    def closed_by_admin(self, why: str) -> None:
-        """(``amqp:connection:forced``: a close that says the peer did not end it; its links
-        are suspended for their grace, as when a connection is lost)"""
-        self.engine.close(Error(condition=Condition.CONNECTION_FORCED.value, description=why))
-        self.write_out()  # (now: the admin's request is not this connection's batch)
-        if self.transport is not None and not self.transport.is_closing():
-            # (not waiting for the peer's close: a client that never answers it kept the
-            # connection, and its links attached, until an idle timeout)
-            self.transport.close()
-
     def __init__(self, router: RouterContext) -> None:
         super().__init__(router)
         self.core = router.core
@@ -166,6 +156,16 @@ class EdgeConnection(EngineProtocol):
         self.opened_at: float | None = None  # (monotonic) when its open came
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
         self._holdings_stale = False  # its sessions or links may have changed since it told the quotas
+
+    def closed_by_admin(self, why: str) -> None:
+        """(``amqp:connection:forced``: a close that says the peer did not end it; its links
+        are suspended for their grace, as when a connection is lost)"""
+        self.engine.close(Error(condition=Condition.CONNECTION_FORCED.value, description=why))
+        self.write_out()  # (now: the admin's request is not this connection's batch)
+        if self.transport is not None and not self.transport.is_closing():
+            # (not waiting for the peer's close: a client that never answers it kept the
+            # connection, and its links attached, until an idle timeout)
+            self.transport.close()
 
     def dirty(self) -> None:
         """``EngineProtocol.dirty``, here again: its links call it per message, and compiled
