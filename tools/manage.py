@@ -11,15 +11,14 @@ group ``admin``), like ``qdmanage``:
 
 from __future__ import annotations
 
-import base64
 import json
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit
 
 from .exits import CommandError, Exit
-from .stat_view import check_base
+from .stat_view import check_base, request_for
 
 ACTIONS = {"close-connection": ("/api/connections/close", ("id",)),
            "detach-link": ("/api/links/detach", ("connection", "name")),
@@ -30,11 +29,8 @@ ACTIONS = {"close-connection": ("/api/connections/close", ("id",)),
 def post(base: str, path: str, query: dict[str, str], timeout: float) -> Any:
     parts = urlsplit(base)
     netloc = parts.netloc.rpartition("@")[2]
-    url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + path, urlencode(query), ""))
-    request = urllib.request.Request(url, data=b"", method="POST")
-    if parts.username is not None:
-        creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
-        request.add_header("Authorization", "Basic " + base64.b64encode(creds).decode())
+    request = request_for(base, path, urlencode(query), b"")
+    url = request.full_url
     try:
         with urllib.request.urlopen(request, timeout=timeout) as r:
             return json.loads(r.read())

@@ -26,16 +26,25 @@ VIEWS = {"g": ("/api/router", "general"), "c": ("/api/connections", "connections
          "m": ("/api/memory", "memory"), "p": ("/api/policy", "policy")}
 
 
-def fetch(base: str, path: str, timeout: float) -> Any:
-    """The API's answer, or a one-line ``CommandError``."""
+def request_for(base: str, path: str, query: str = "", data: bytes | None = None) -> urllib.request.Request:
+    """A request to the endpoint at ``base``: credentials in it, http://USER:PASSWORD@HOST:PORT,
+    go as HTTP Basic (``auth.http``, and an admin's for a management write)."""
     parts = urlsplit(base)
-    # (credentials in the URL, http://USER:PASSWORD@HOST:PORT, go as HTTP Basic: auth.http)
     netloc = parts.netloc.rpartition("@")[2]
-    url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + path, "", ""))
-    request = urllib.request.Request(url)
+    url = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + path, query, ""))
+    request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     if parts.username is not None:
         creds = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
         request.add_header("Authorization", "Basic " + base64.b64encode(creds).decode())
+    return request
+
+
+def fetch(base: str, path: str, timeout: float) -> Any:
+    """The API's answer, or a one-line ``CommandError``."""
+    parts = urlsplit(base)
+    netloc = parts.netloc.rpartition("@")[2]
+    request = request_for(base, path)
+    url = request.full_url
     try:
         with urllib.request.urlopen(request, timeout=timeout) as r:
             return json.loads(r.read())

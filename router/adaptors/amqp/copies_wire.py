@@ -288,20 +288,9 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
             (count,) = _H.unpack_from(blob, p)
             gids, p = _gids(blob, p + 2, count)
             out += [Settle(gid) for gid in gids]
-        elif kind == 0x46:  # F: a router that restarted holds nothing of it
-            n = blob[p]
-            gid = blob[p + 1:p + 1 + n]
-            if len(gid) != n:
-                raise IndexError
-            out.append(Forgot(gid))
-            p += 1 + n
-        elif kind == 0x53:  # S: one settlement (a router from before runs sends these)
-            n = blob[p]
-            gid = blob[p + 1:p + 1 + n]
-            if len(gid) != n:
-                raise IndexError
-            out.append(Settle(gid))
-            p += 1 + n
+        elif kind == 0x46 or kind == 0x53:  # F: a router that restarted holds nothing of it; S: one settlement
+            (gid,), p = _gids(blob, p, 1)
+            out.append(Forgot(gid) if kind == 0x46 else Settle(gid))
         elif kind == 0x41:  # A: one answer, naming what each key did
             r = _Reader(blob)
             r.p = p
