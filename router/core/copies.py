@@ -354,7 +354,7 @@ class Copies:
         assert chosen is not None
         self.groups.released(record.gid, key)  # (a question's choice leaves it out)
         if self.inquiry.fenced_out(record.gid):
-            self.inquiry.defer(record.gid, key)
+            self.inquiry.give_up(record, key)
             return owed.answer(key, frm, Said.CLOSED)  # (another root chooses now)
         if record.states.get(ASKING) is IN_DOUBT:
             return False  # (we ask: the answers choose, and leave it out)
@@ -480,7 +480,7 @@ class Copies:
                     # off, gave its member here a message the member had released elsewhere,
                     # which the new root had passed on: two members processed it)
                     self.unowe(record, {key})
-                    self.inquiry.defer(record.gid, key)
+                    self.inquiry.give_up(record, key)
                     continue
                 if sub is not None and sub not in record.states:
                     if delivery.enqueue(record, sub, 1):  # (in our records' order: as they came to us)

@@ -306,6 +306,17 @@ class Inquiry:
         the member, would tell it ``accepted`` (fresh ``--groups`` seed 788175831603)."""
         self.deferred.setdefault(gid, set()).add(key)
 
+    def give_up(self, record: CoreRecord, key: Key) -> None:
+        """``defer``, from a member that moved or released it while that other root's fence
+        stands. If our publisher is already back here, nothing will reopen the record when
+        it resumes (it did): we ask again now, the newest root (fresh ``--groups`` seed
+        942426583539: the member came here after the publisher had, and the record, complete
+        without it, told the publisher ``accepted``; the other root had died)."""
+        self.defer(record.gid, key)
+        pub = record.publisher
+        if record.local and pub is not None and pub.attached:
+            self.reopen(record)
+
     def reopen(self, record: CoreRecord) -> bool:
         """Our publisher resumed here naming ``record``, which gave members up to another
         root's question (``defer``): we are the newest root, and ask again, every router,

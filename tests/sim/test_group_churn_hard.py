@@ -133,6 +133,12 @@ HOLDER_FIRST = [421388628116]
 # new root after newer messages. A router that holds nothing says ``Forgot``, and the
 # destination lets the copy go only once its deliveries of it are answered.
 FORGOT_NOT_SETTLED = [446487839842]
+# Fresh ``--groups`` 942426583539 (of 20,000 from 942426569324): the publisher came back
+# to the old root before a member it had chosen resumed there; that root, fenced by the
+# dead root's question, gave the member up, and nothing reopened the record (its
+# publisher had resumed already): told accepted, no member had it. A root whose publisher
+# is back asks again as soon as it gives a member up.
+GAVE_UP_AFTER_RETURN = [942426583539]
 # The other two fresh seeds of that sweep (421388625768, 421388630868) pass since.
 FRESH_HARD_PASS = [421388625768, 421388630868]
 
@@ -161,7 +167,7 @@ def verdicts() -> dict[str, list[str]]:
               + HAD_IT_GETS_NOTHING_MORE]
     cases += [(s, True, ALL) for s in DEFERRED_REOPENED_HARD + SENT_BACK_MOVES_ON + RESUMED_AFTER_ANSWERING + HOLDER_FIRST
               + FRESH_HARD_PASS]
-    cases += [(s, False, "") for s in DEFERRED_REOPENED]
+    cases += [(s, False, "") for s in DEFERRED_REOPENED + GAVE_UP_AFTER_RETURN]
     cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED]
     return replay(REPLAY, cases)
 
@@ -276,3 +282,9 @@ def test_fresh_hard_churn_seed_of_the_sweep_named_in_the_protocol_is_clean(verdi
 @pytest.mark.parametrize("seed", FORGOT_NOT_SETTLED)
 def test_fresh_hard_churn_seed_a_restarted_root_does_not_settle_a_delivery_still_queued(verdicts, seed):
     assert verdicts[f"{seed}/True"] == []
+
+
+@pytest.mark.parametrize("seed", GAVE_UP_AFTER_RETURN)
+def test_fresh_groups_seed_a_root_its_publisher_came_back_to_asks_again_when_it_gives_a_member_up(
+        verdicts, seed):
+    assert verdicts[f"{seed}/False"] == []
