@@ -69,6 +69,7 @@ class RouterContext(Protocol):
     dirty: set[Any]  # connections with something to write at the end of this batch
     waiting_for_room: set[Any]  # connections not read until the bytes bound leaves room (``room_changed``)
     stopping: bool
+    management: Any  # the ``$management`` node (``adaptors/amqp/management.py``)
 
     def flush(self) -> None:
         """The end of a batch: the core's effects go out (``Core.after_batch``), then every

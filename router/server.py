@@ -15,6 +15,7 @@ from typing import Any
 
 from .adaptors.amqp.edge import EdgeConnection
 from .adaptors.amqp.interrouter import InterRouterConnection, dial
+from .adaptors.amqp.management import ManagementNode
 from .adaptors.amqp.shared_subscriptions import group_id
 from .adaptors.mqtt.edge import MqttEdgeConnection, end_suspended
 from .adaptors.mqtt.sessions import SessionStore
@@ -120,6 +121,7 @@ class Router:
         self._servers: list[asyncio.AbstractServer | TlsListener] = []
         self._client_servers: list[asyncio.AbstractServer | TlsListener] = []  # (what a drain closes)
         self.draining: str | None = None  # who asked this router to drain (``drain``)
+        self.management = ManagementNode(self, self._write_refused)  # ``$management`` on the client ports
         self.on_drained: Callable[[], None] | None = None  # (main's: the process stops)
         self._tasks: list[asyncio.Task] = []
         self.stopping = False

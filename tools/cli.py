@@ -114,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         st.add_argument(f"-{flag}", dest="views", action="append_const", const=flag, help=what)
     st.add_argument("--router", default="http://127.0.0.1:8672",
                     help="the router's http endpoint (default: router A of the shipped topologies; "
-                         "http://USER:PASSWORD@HOST:PORT where the topology has auth.http)")
+                         "http://USER:PASSWORD@HOST:PORT where the topology has auth.http), or its AMQP port "
+                         "(amqp://USER:PASSWORD@HOST:PORT or amqps://...: its $management node, no HTTP port needed)")
+    _tls_options(st)
+    _credentials(st)
     st.add_argument("--json", action="store_true", help="the API's JSON instead of tables (for scripts)")
     st.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
 
@@ -125,7 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("action", choices=("close-connection", "detach-link", "drop-subscriber", "reload", "drain"))
     mg.add_argument("args", nargs="*")
     mg.add_argument("--router", default="http://127.0.0.1:8672",
-                    help="the router's http endpoint with an admin's credentials: http://USER:PASSWORD@HOST:PORT")
+                    help="the router's http endpoint with an admin's credentials: http://USER:PASSWORD@HOST:PORT; or "
+                         "its AMQP port (amqp://USER:PASSWORD@HOST:PORT or amqps://...: its $management node)")
+    _tls_options(mg)
+    _credentials(mg)
     mg.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
 
     h = sub.add_parser("harness", help="run a failover scenario and check that nothing was lost or duplicated")
@@ -270,6 +276,16 @@ def _with_credentials(args: argparse.Namespace) -> str:
     return f"{scheme}://{quote(args.user, safe='')}:{quote(password, safe='')}@{host}"
 
 
+def _router_url(args: argparse.Namespace) -> str:
+    """``--router`` with ``--user`` and its password in it (``stat`` and ``manage``)."""
+    if args.user is None and args.password is None:
+        return str(args.router)
+    if not str(args.router).startswith(("amqp://", "amqps://")):
+        raise CommandError(Exit.USAGE, "--user is for --router amqp://... (an http endpoint takes "
+                                       "http://USER:PASSWORD@HOST:PORT)")
+    return _with_credentials(argparse.Namespace(url=args.router, user=args.user, password=args.password))
+
+
 def _client_tls(args: argparse.Namespace) -> ClientTls:
     from .clients import ClientTls
 
@@ -353,11 +369,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "manage":
             from .manage import manage
 
-            return manage(args.router, args.action, args.args, args.timeout)
+            return manage(_router_url(args), args.action, args.args, args.timeout, _client_tls(args))
         if args.command == "stat":
             from .stat_view import stat
 
-            return stat(args.router, args.views or [], args.json, args.timeout)
+            return stat(_router_url(args), args.views or [], args.json, args.timeout, _client_tls(args))
         if args.command == "harness":
             from .harness.main import harness
 

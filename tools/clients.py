@@ -80,7 +80,7 @@ def check_url(url: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-def _connect(url: str, timeout: float | None, container: str | None = None,
+def connect(url: str, timeout: float | None, container: str | None = None,
              tls: ClientTls | None = None) -> BlockingConnection:
     """A connection, or a one-line ``CommandError`` saying why there is none."""
     check_url(url)
@@ -99,6 +99,10 @@ def _connect(url: str, timeout: float | None, container: str | None = None,
                                            f"({why}): --ca must name the CA that signed it, and the certificate must "
                                            "name the URL's host as a DNS name (Proton never matches IP addresses: "
                                            "amqps://localhost:PORT with DNS:localhost)") from None
+        if why.startswith("Authentication failed"):
+            # (a router answered, and refused the credentials: not one that is absent)
+            raise CommandError(Exit.REFUSED, f"{shown(url)} refused the credentials: {why} (a user of its users "
+                                             "file: amqp://USER:PASSWORD@HOST:PORT, or --user)") from None
         raise CommandError(Exit.UNREACHABLE, f"cannot connect to {shown(url)}: {why} (is a router running there? "
                                              "`once launch` starts one)") from None
     except Timeout:
@@ -181,7 +185,7 @@ def send(url: str, topic: str, bodies: list[str], count: int | None, timeout: fl
         items = bodies
     else:
         items = (line.rstrip("\n") for line in sys.stdin)
-    conn = _connect(url, timeout, tls=tls)
+    conn = connect(url, timeout, tls=tls)
     failures = 0
     sent = 0
     answered = 0
@@ -315,7 +319,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 def _recv_once(url: str, topic: str, count: int, name: str | None, timeout: float | None, group: str | None,
                exclusive: bool, container: str, tls: ClientTls | None = None,
                record: ClientJournal | None = None) -> int:
-    conn = _connect(url, 30.0, container, tls)
+    conn = connect(url, 30.0, container, tls)
     options = SharedSubscription(exclusive=exclusive) if group else None
     # In a group the link's name before its '|' is the group's (a JMS shared subscription's
     # name): ``--name`` names the member within it, never the group.

@@ -1,6 +1,7 @@
 """``once manage ACTION ... [--router http://USER:PASSWORD@HOST:PORT]``: a management write
 to a running router (``router/http/manage.py``), as its admin (a user of its users file in
-group ``admin``), like ``qdmanage``:
+group ``admin``), like ``qdmanage``; or over AMQP, ``--router amqp://USER:PASSWORD@HOST:PORT``
+(or ``amqps://``), to its ``$management`` node:
 
   once manage close-connection ID            # /api/connections' id: the client reconnects
   once manage detach-link ID LINK            # one link of that connection, suspended
@@ -52,13 +53,23 @@ def post(base: str, path: str, query: dict[str, str], timeout: float) -> Any:
                                              "http endpoint on?)") from None
 
 
-def manage(router: str, action: str, args: list[str], timeout: float) -> int:
+def manage(router: str, action: str, args: list[str], timeout: float, tls: Any = None) -> int:
     if action not in ACTIONS:
         raise CommandError(Exit.USAGE, f"unknown action {action!r} ({', '.join(ACTIONS)})")
     path, names = ACTIONS[action]
     if len(args) != len(names):
         raise CommandError(Exit.USAGE, f"{action} takes {' '.join(n.upper() for n in names) or 'nothing'}"
                                        f" (got {' '.join(args) or 'nothing'})")
+    if router.startswith(("amqp://", "amqps://")):  # (its ``$management`` node: ``amqp_management.py``)
+        from .amqp_management import ManagementClient
+
+        client = ManagementClient(router, timeout, tls)
+        try:
+            said = client.write(action, args)
+        finally:
+            client.close()
+        print(json.dumps(said if said is not None else {ACTIONS[action][0].rsplit("/", 1)[1]: True}))
+        return Exit.OK
     base = check_base(router)  # (its credentials kept: the netloc)
     said = post(base, path, dict(zip(names, args, strict=True)), timeout)
     print(json.dumps(said))

@@ -68,7 +68,8 @@ def check_base(router: str) -> str:
     parts = urlsplit(router if "://" in router else f"http://{router}")
     if parts.scheme != "http" or not parts.hostname:
         raise CommandError(Exit.USAGE, f"--router {router}: expected the router's http endpoint, such as "
-                                       f"{DEFAULT_ROUTER} (https is not served yet)")
+                                       f"{DEFAULT_ROUTER} (https is not served yet), or its AMQP port, "
+                                       "amqp://USER:PASSWORD@HOST:PORT or amqps://...")
     try:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
@@ -207,10 +208,23 @@ RENDER: dict[str, Callable[[Any], str]] = {"g": general, "c": connections, "l": 
                                            "s": subscribers, "m": memory, "p": policy}
 
 
-def stat(router: str, chosen: Sequence[str], as_json: bool, timeout: float = 10.0) -> int:
-    base = check_base(router)
+def stat(router: str, chosen: Sequence[str], as_json: bool, timeout: float = 10.0, tls: Any = None) -> int:
+    """``router`` is its HTTP endpoint, or its AMQP port (``amqp://``, ``amqps://``: its
+    ``$management`` node, ``tools/amqp_management.py``)."""
     chosen = list(chosen) or ["g"]
-    answers = {k: fetch(base, VIEWS[k][0], timeout) for k in chosen}
+    if router.startswith(("amqp://", "amqps://")):
+        from .amqp_management import ManagementClient
+        from .clients import shown
+
+        client = ManagementClient(router, timeout, tls)
+        try:
+            answers = {k: client.view(VIEWS[k][0]) for k in chosen}
+        finally:
+            client.close()
+        base = shown(router)
+    else:
+        base = check_base(router)
+        answers = {k: fetch(base, VIEWS[k][0], timeout) for k in chosen}
     if as_json:
         out = answers[chosen[0]] if len(chosen) == 1 else {VIEWS[k][1]: answers[k] for k in chosen}
         json.dump(out, sys.stdout, indent=2)

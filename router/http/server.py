@@ -133,7 +133,7 @@ class HttpConnection(asyncio.Protocol):
             peer = transport.get_extra_info("peername")
             host = str(peer[0]) if peer else "?"
             if not self.limits.enter(host):
-                self.transport.abort()
+                transport.abort()  # type: ignore[attr-defined]
                 return
             self.host = host
         self._arm()

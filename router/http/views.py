@@ -275,9 +275,9 @@ def subscribers(router: Router) -> dict[str, Any]:
             g["members"].append({"router": router.id, "container": s["container"], "name": s["name"],
                                  "active": s["active"], "suspended": s["state"] == "suspended"})
     for sub, s in zip(far, remote):
-        if s["group"] is not None:
-            g = groups.setdefault((s["topic"], s["group"]), {"topic": s["topic"], "group": s["group"], "members": []})
-            leader = leaders.get((s["topic"], s["group"]))
+        if sub.group:
+            g = groups.setdefault((sub.topic, sub.group), {"topic": sub.topic, "group": sub.group, "members": []})
+            leader = leaders.get((sub.topic, sub.group))
             g["members"].append({"router": s["router"], "container": s["container"], "name": s["name"],
                                  "active": None if leader is None else leader == sub.key,
                                  "suspended": s["suspended"]})

@@ -57,8 +57,10 @@ def test_stat_without_a_router_says_so_in_one_line():
     assert done.returncode == 4 and len(done.stderr.splitlines()) == 1 and "cannot reach" in done.stderr
     done = once("stat", "--router", "http://127.0.0.1:http")
     assert done.returncode == 2 and "port is not a number" in done.stderr
-    done = once("stat", "--router", "amqp://127.0.0.1:5672")
-    assert done.returncode == 2 and "http endpoint" in done.stderr
+    done = once("stat", "--router", f"amqp://127.0.0.1:{free_port()}")  # (its $management node: none there)
+    assert done.returncode == 4 and len(done.stderr.splitlines()) == 1 and "cannot connect" in done.stderr
+    done = once("stat", "--router", "ftp://127.0.0.1:21")
+    assert done.returncode == 2 and "http endpoint" in done.stderr and "amqp://" in done.stderr
 
 
 def test_stat_names_an_exclusive_groups_active_member_from_a_third_router(mesh3):

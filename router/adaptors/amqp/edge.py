@@ -42,6 +42,7 @@ from ...logs import fields
 from ...security.authn import client_sasl, user_groups
 from ...security.tls import common_name
 from .dispositions import outcomes_in, states_out, to_amqp, to_outcome
+from .management_links import ManagementLinks, Replies, Requests
 from .message import check, mark_redelivered
 from .shared_subscriptions import ACTIVE, OFFERED, can_resume, group_of
 
@@ -156,6 +157,7 @@ class EdgeConnection(EngineProtocol):
         self.opened_at: float | None = None  # (monotonic) when its open came
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
         self._holdings_stale = False  # its sessions or links may have changed since it told the quotas
+        self.management: ManagementLinks | None = None  # its ``$management`` links, once it attaches one
 
     def closed_by_admin(self, why: str) -> None:
         """(``amqp:connection:forced``: a close that says the peer did not end it; its links
@@ -400,11 +402,16 @@ class EdgeConnection(EngineProtocol):
         if too_many:
             self._refuse(link, Condition.RESOURCE_LIMIT_EXCEEDED, too_many)
             return
+        if ManagementLinks.wanted(link, attach):  # (``management.py``: requests, or a dynamic reply address)
+            if self.management is None:
+                self.management = ManagementLinks(engine, self.serial)
+            self.management.attach(link, attach)
+            self.dirty()
+            return
         if link.is_sender:  # the peer receives: a subscriber
             address = attach.source.address if attach.source is not None else None
-            if not address or (attach.source is not None and attach.source.dynamic):
-                self._refuse(link, Condition.NOT_IMPLEMENTED if address else Condition.INVALID_FIELD,
-                             "a subscriber needs source.address = topic (dynamic sources are not supported)")
+            if not address:
+                self._refuse(link, Condition.INVALID_FIELD, "a subscriber needs source.address = topic")
                 return
             owner = self._owner()
             if owner and self.lifecycle.owned_by_other((container_id, link.name), owner):
@@ -529,7 +536,10 @@ class EdgeConnection(EngineProtocol):
         self._holdings_stale = True
         ctx = link.context
         link.context = None
-        if isinstance(ctx, Publisher):
+        if isinstance(ctx, (Requests, Replies)):
+            assert self.management is not None
+            self.management.dropped(ctx)
+        elif isinstance(ctx, Publisher):
             self.lifecycle.publisher_gone(ctx, suspend)
         elif isinstance(ctx, Subscriber):
             source = link.source
@@ -542,6 +552,9 @@ class EdgeConnection(EngineProtocol):
                 self._drop_link(link, suspend)
 
     def _on_deliveries(self, event: DeliveriesReceived) -> None:
+        if isinstance(event.link.context, Requests):
+            self._management_requests(event.deliveries)
+            return
         publish = self.core.publish
         for d in event.deliveries:
             pub = d.link.context  # (each time: a delivery of the batch may have ended the link)
@@ -561,6 +574,14 @@ class EdgeConnection(EngineProtocol):
                 self.engine.detach(d.link, closed=True,
                                    error=Error(condition=Condition.NOT_ALLOWED.value, description=str(e)))
                 self._drop_link(d.link)
+
+    def _management_requests(self, deliveries: list[Delivery]) -> None:
+        management = self.management
+        assert management is not None
+        node = self.router.management
+        for d in deliveries:
+            management.request(d, node.answer(d.payload, self._user(), self.host))
+        self.dirty()
 
     def _refuse_message(self, pub: Publisher, d: Delivery, e: AMQPError) -> None:
         """A message the router could not carry safely: nobody sees it, the publisher hears why."""
@@ -590,7 +611,11 @@ class EdgeConnection(EngineProtocol):
 
     def _on_flow(self, event: LinkFlow) -> None:
         ctx = event.link.context
-        if isinstance(ctx, Subscriber):
+        if isinstance(ctx, Replies):
+            assert self.management is not None
+            self.management.pump(ctx)
+            self.dirty()
+        elif isinstance(ctx, Subscriber):
             self.lifecycle.subscriber_credit(ctx)
         elif isinstance(ctx, Publisher):
             self.lifecycle.publisher_credit(ctx, event.link.credit)
