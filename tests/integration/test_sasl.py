@@ -185,3 +185,28 @@ def test_a_users_file_with_a_plain_password_stops_the_router_with_one_line(tmp_p
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
     assert f"{tmp_path / 'users.yaml'}:1: user alice: a plain password" in out.stderr
     assert "once user add alice" in out.stderr
+
+
+def test_a_client_certificates_user_in_group_admin_manages_the_router_over_amqp(router, tmp_path):
+    """Issue 50: an admin principal by TLS client certificate (SASL EXTERNAL): its user is
+    an admin when the users file lists that name in group ``admin``; another certificate's
+    user reads, and its write is refused."""
+    from proton import Message
+    from proton.utils import BlockingConnection, SyncRequestResponse
+
+    r = router({"alice": "s3cret"})
+    add_user(tmp_path / "users.yaml", "carol", "unused-here", ("admin",))
+    r.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: any("SIGHUP: reloaded the users (2)" in line for line in r._log), what="the reload")
+    said = {}
+    for who in ("carol", "dave"):
+        conn = BlockingConnection(r.amqps, ssl_domain=_proton_tls(tmp_path, r.ca.issue(who, router=False)),
+                                  allowed_mechs="EXTERNAL")
+        node = SyncRequestResponse(conn, "$management")
+        read = node.call(Message(properties={"operation": "READ", "type": "once.router"}))
+        reload = node.call(Message(properties={"operation": "RELOAD", "type": "once.router"}))
+        said[who] = (read.properties["statusCode"], reload.properties["statusCode"])
+        conn.close()
+    assert said == {"carol": (200, 200), "dave": (200, 403)}
+    wait_for(lambda: any("management: carol reloaded" in line for line in r._log), what="carol's write logged")
+    assert any("RELOAD of once.router ($management) refused: dave" in line for line in r._log)
