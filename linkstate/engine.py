@@ -8,6 +8,7 @@ no sockets and no clock.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from .graph import LinkStateDB
@@ -123,14 +124,24 @@ class ControlPlane:
 
     def _on_sync(self, sender: str, sync: Sync) -> Result:
         r = Result()
+        news: list[str] = []  # origins whose state changed here: passed on, and only they
         for st in sync.states:
+            fresh = False
             ad = LinkStateAd(st.origin, st.ls_seq, st.neighbours)
             if st.ls_seq and self.lsdb.apply(ad):
-                r.topology_changed = True
+                r.topology_changed = fresh = True
                 r.out += self._flood(ad, exclude=sender)
             if self.table.merge(st):
-                r.table_changed = True
+                r.table_changed = fresh = True
+            if fresh:
+                news.append(st.origin)
         self._reissue(r)
+        if sync.partial:
+            # (news passed on: it makes us neither synced nor complete, which a neighbour's
+            # whole view does; a restarted router announces its own state only after one)
+            if news:
+                r.out += self._flood(self.delta(news), exclude=sender)
+            return r
         first = not self.synced
         self.synced = True
         if sync.complete and not self.complete:
@@ -142,15 +153,37 @@ class ControlPlane:
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]
         elif first:
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]  # now with our own state
-        elif r.table_changed:
-            # Pass news on: a neighbour that was behind us in time learns it too.
-            r.out += [(n, self.sync_message()) for n in sorted(self.neighbours) if n != sender]
+        elif news:
+            # Pass news on, and only news: a neighbour that was behind us in time learns it
+            # too (the whole view, passed on by every router that learned anything, made
+            # booting N routers cost N squared messages of N states each).
+            r.out += self._flood(self.delta(news), exclude=sender)
         return r
 
+    def digest(self) -> str:
+        """What this router knows of the network, as one hash: every origin's advertisement
+        (number and links) and subscriber-table number. Routers that agree on it route
+        alike and wait for the same subscribers."""
+        ads, origins = self.lsdb.ads, self.table.origins
+        view = []
+        for o in sorted(set(ads) | set(origins)):
+            ad = ads.get(o)
+            origin = origins.get(o)
+            seq = self.table.seq if o == self.me else origin.watermark if origin is not None else 0
+            view.append((o, ad.seq, sorted(ad.neighbours.items()), seq) if ad else (o, 0, (), seq))
+        return hashlib.sha256(repr(view).encode()).hexdigest()[:16]
+
     def sync_message(self) -> Sync:
-        origins = set(self.lsdb.ads) | set(self.table.origins) | {self.me}
+        """Our whole view: for a neighbour whose link just came up."""
+        return Sync(self._states(sorted(set(self.lsdb.ads) | set(self.table.origins) | {self.me})), self.complete)
+
+    def delta(self, origins: list[str]) -> Sync:
+        """Our view of ``origins`` alone: news passed on."""
+        return Sync(self._states(origins), self.complete, partial=True)
+
+    def _states(self, origins: list[str]) -> tuple[OriginState, ...]:
         states = []
-        for o in sorted(origins):
+        for o in origins:
             ad = self.lsdb.ads.get(o)
             if o != self.me:
                 seq, subs = self.table.state(o)
@@ -160,7 +193,7 @@ class ControlPlane:
                 seq, subs = 0, ()  # (see ``synced``: taken by nobody)
             states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs,
                                       self.table.gaps(o) if o != self.me or self.synced else ()))
-        return Sync(tuple(states), self.complete)
+        return tuple(states)
 
     def _flood(self, msg: object, exclude: str | None) -> Out:
         targets = [n for n in sorted(self.neighbours) if n != exclude]

@@ -93,9 +93,53 @@ class Sync:
     # synced with a router whose view did): a restarted router whose view is not complete
     # takes publishes only once it has such a sync (``docs/protocol.md``, the cold-start rule).
     complete: bool = True
+    # Only the origins whose state changed at the sender (news passed on, ``ControlPlane``):
+    # merged as a full one is, but it neither makes the receiver synced nor complete.
+    partial: bool = False
 
 
 Message = LinkStateAd | SubEvent | SubAck | Sync
+
+
+def coalesce(items: list[object]) -> list[object]:
+    """What one router sends one neighbour in one turn, without what its later items
+    supersede: an origin's advertisement only at its newest, and the turn's news
+    (partial syncs) as one, each origin's state as last said. Taken in order, the
+    receiver ends where it would have taken them all (an advertisement applies by its
+    number; an origin's state as the sender says it later holds all it said before).
+    Booting, a router's links come up one by one and it advertises each time: the
+    versions of one turn go as one."""
+    newest: dict[str, int] = {}
+    ads = partials = 0
+    last_partial = -1
+    for i, item in enumerate(items):
+        if type(item) is LinkStateAd:
+            ads += 1
+            j = newest.get(item.origin)
+            if j is None or item.seq >= items[j].seq:  # type: ignore[attr-defined]
+                newest[item.origin] = i
+        elif type(item) is Sync and item.partial:
+            partials += 1
+            last_partial = i
+    if len(newest) == ads and partials <= 1:
+        return items  # (nothing superseded: the common case)
+    out: list[object] = []
+    states: dict[str, OriginState] = {}
+    complete = True
+    for i, item in enumerate(items):
+        if type(item) is LinkStateAd:
+            if newest[item.origin] == i:
+                out.append(item)
+        elif type(item) is Sync and item.partial:
+            for st in item.states:
+                states.pop(st.origin, None)
+                states[st.origin] = st
+            complete = item.complete
+            if i == last_partial:
+                out.append(Sync(tuple(states.values()), complete, partial=True))
+        else:
+            out.append(item)
+    return out
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
@@ -117,7 +161,7 @@ def from_dict(d: dict[str, Any]) -> Message:
         return Sync(tuple(OriginState(s["origin"], int(s["ls_seq"]), {str(k): int(v) for k, v in s["neighbours"].items()},
                                       int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]),
                                       tuple(_sub(x) for x in s.get("gaps") or ()))
-                          for s in body["states"]), bool(body.get("complete", True)))
+                          for s in body["states"]), bool(body.get("complete", True)), bool(body.get("partial", False)))
     raise ValueError(f"unknown control message kind {kind!r}")
 
 

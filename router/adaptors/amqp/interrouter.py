@@ -153,6 +153,7 @@ class InterRouterConnection(EngineProtocol):
         self.data_out: Link | None = None
         self.data_in: Link | None = None
         self.control_queue: deque[bytes] = deque()
+        self.state_batch: list[dict[str, Any]] = []  # link-state messages of this turn, sent as one (``send_control``)
         self.hop: Hop | None = None
         self.upstream: Upstream | None = None
         self.up = False
@@ -211,11 +212,31 @@ class InterRouterConnection(EngineProtocol):
     # ------------------------------------------------------------- control
 
     def send_control(self, msg: object) -> None:
+        """Link-state messages wait for the end of the loop's turn and go as one transfer
+        (a list of them): booting N routers, each router's news of a turn is one message
+        per link, not one per origin (``python -m once.linkstate.simulate`` counts them so).
+        A routed item goes after what waits, in order."""
         if type(msg) is Routed:
+            self._pack_state()
             self.control_queue.append(dumps(Described(ulong(ROUTED), routed_to_bytes(msg))))
+            self._flush_control()
         else:
-            self.control_queue.append(dumps(Described(ulong(0x77), _amqp_map(to_dict(msg)))))  # type: ignore[arg-type]
-        self._flush_control()
+            self.state_batch.append(to_dict(msg))  # type: ignore[arg-type]
+            self.dirty()
+
+    def write_out(self) -> None:
+        if self.state_batch:
+            self._pack_state()
+            self._flush_control()
+        super().write_out()
+
+    def _pack_state(self) -> None:
+        batch = self.state_batch
+        if not batch:
+            return
+        self.state_batch = []
+        value = _amqp_map(batch[0]) if len(batch) == 1 else [_amqp_map(d) for d in batch]
+        self.control_queue.append(dumps(Described(ulong(0x77), value)))
 
     def _flush_control(self) -> None:
         link = self.control_out
@@ -302,7 +323,9 @@ class InterRouterConnection(EngineProtocol):
             self.router.network.receive(self.peer, routed_from_bytes(value.value, self.router.id))
             return
         body = _py(value.value if isinstance(value, Described) else value)
-        self.router.network.receive(self.peer, from_dict(body))
+        network = self.router.network
+        for item in body if isinstance(body, list) else (body,):  # (a turn's link-state messages: ``send_control``)
+            network.receive(self.peer, from_dict(item))
 
     def _on_data(self, d: Delivery) -> None:
         if self.upstream is None:
