@@ -63,6 +63,13 @@ class ControlPlane:
         self.control_messages += 1
         return r
 
+    def neighbour_cost(self, n: str, cost: int) -> Result:
+        """Our live link to ``n`` costs ``cost`` now: advertised."""
+        if self.neighbours.get(n, cost) == cost:
+            return Result()
+        self.neighbours[n] = cost
+        return Result(out=self._flood(self.lsdb.set_neighbours(self.neighbours), exclude=None), topology_changed=True)
+
     def neighbour_down(self, n: str) -> Result:
         if n not in self.neighbours:
             return Result()

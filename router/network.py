@@ -250,6 +250,21 @@ class Network:
 
     # ------------------------------------------------------------ links
 
+    def drop_neighbour(self, peer: str) -> None:
+        """The topology no longer links us to ``peer`` (a SIGHUP): its link closes, for good."""
+        self.costs.pop(peer, None)
+        conn = self.links.get(peer)
+        if conn is not None:
+            conn.close()
+            self.link_down(peer, conn)
+
+    def cost_changed(self, peer: str, cost: int) -> None:
+        """The topology gives our link to ``peer`` another cost (a SIGHUP): advertised now."""
+        self.costs[peer] = cost
+        if peer in self.links:
+            self._apply(self.plane.neighbour_cost(peer, cost))
+            self.router.flush()
+
     def link_up(self, peer: str, conn: NeighbourLink) -> None:
         old = self.links.get(peer)
         if old is not None and old is not conn:

@@ -124,6 +124,8 @@ class Router:
         self.management = ManagementNode(self, self._write_refused)  # ``$management`` on the client ports
         self.on_drained: Callable[[], None] | None = None  # (main's: the process stops)
         self._tasks: list[asyncio.Task] = []
+        self._dials: dict[str, asyncio.Task] = {}  # neighbour -> the task dialling it (``_dial``)
+        self._started = False  # (listening: a SIGHUP's link changes act on a running router)
         self.stopping = False
         self.ready: Ready | None = None
         self.version = _version()
@@ -146,12 +148,11 @@ class Router:
         assert amqp is not None
         amqps = await self._open(Kind.AMQPS, lambda: EdgeConnection(self), spec.amqps, client_tls)
         inter = None
-        if self.neighbour_ids and spec.inter_router is not None:
+        if spec.inter_router is not None:  # (with no neighbour yet too: a link may come with a SIGHUP)
             inter = await self._open(Kind.INTER_ROUTER, self._accept_router, spec.inter_router,
                                      tls.listening(for_routers=True) if tls is not None else None)
             for peer in sorted(self.neighbour_ids):
-                if self.id < peer:
-                    self._tasks.append(loop.create_task(dial(self, peer)))
+                self._dial(peer)
         web = None
         if spec.http is not None:
             table = routes(self)
@@ -178,7 +179,48 @@ class Router:
             except TimeoutError:
                 pass
         self.ready = Ready(self.id, amqp, inter, tuple(sorted(self.network.links)), web, mqtt, amqps, mqtts)
+        self._started = True
         return self.ready
+
+    def _dial(self, peer: str) -> None:
+        """The lower id dials (``interrouter.dial``), until the link is removed."""
+        if self.id < peer and peer not in self._dials:
+            task = asyncio.get_running_loop().create_task(dial(self, peer))
+            self._dials[peer] = task
+            self._tasks.append(task)
+
+    def _relink(self, fresh: Topology) -> None:
+        """SIGHUP: this router's links as the edited topology has them. A link added is
+        dialled (or waited for), one removed is closed and no longer taken, a cost changed
+        is advertised; each change one line. (A router the file adds must name its
+        ``inter_router`` address; routers listening on it already.)"""
+        network = self.network
+        mine = {lk.b if lk.a == self.id else lk.a: lk.cost for lk in fresh.links if self.id in (lk.a, lk.b)}
+        had = dict(network.costs)
+        for peer in sorted(set(had) - set(mine)):
+            self.neighbour_ids.discard(peer)
+            task = self._dials.pop(peer, None)
+            if task is not None:
+                task.cancel()
+            network.drop_neighbour(peer)
+            log.info("router %s: SIGHUP: link to %s removed", self.id, peer,
+                     extra=fields("neighbour.removed", neighbour=peer))
+        for peer in sorted(set(mine) - set(had)):
+            spec = fresh.routers.get(peer)
+            if spec is None or spec.inter_router is None or self.spec.inter_router is None:
+                log.warning("router %s: SIGHUP: link to %s not added: %s has no inter_router address in %s", self.id,
+                            peer, peer if spec is None or spec.inter_router is None else self.id, fresh.path)
+                continue
+            self.neighbour_ids.add(peer)
+            network.costs[peer] = mine[peer]
+            self._dial(peer)
+            log.info("router %s: SIGHUP: link to %s added (cost %d)", self.id, peer, mine[peer],
+                     extra=fields("neighbour.added", neighbour=peer, cost=mine[peer]))
+        for peer in sorted(set(mine) & set(had)):
+            if mine[peer] != had[peer]:
+                network.cost_changed(peer, mine[peer])
+                log.info("router %s: SIGHUP: link to %s costs %d (was %d)", self.id, peer, mine[peer], had[peer],
+                         extra=fields("neighbour.cost", neighbour=peer, cost=mine[peer], was=had[peer]))
 
     def _accept_router(self) -> InterRouterConnection:
         conn = InterRouterConnection(self, None)
@@ -402,7 +444,10 @@ class Router:
             except TlsError as e:
                 log.warning("router %s: SIGHUP: kept the running configuration: %s", self.id, e)
                 return
-        self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups, policy=fresh.policy)
+        self.topology = replace(self.topology, auth=fresh.auth, groups=fresh.groups, policy=fresh.policy,
+                                routers={**fresh.routers, self.id: self.topology.routers[self.id]}, links=fresh.links)
+        if self._started:
+            self._relink(fresh)
         self.check_users_file()
         self.network.policy_changed()
         self.quotas.reloaded()
@@ -411,8 +456,8 @@ class Router:
         self.flush()
         auth = fresh.auth
         certs = " and the TLS certificates (new connections use them)" if self.tls is not None else ""
-        log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy and consumer groups (%d) of %s; settings, "
-                 "listeners and links change with a restart (attaches already made are not checked again; a new "
+        log.info("router %s: SIGHUP: reloaded the users (%d)%s, the policy, consumer groups (%d) and links of %s; "
+                 "settings and listeners change with a restart (attaches already made are not checked again; a new "
                  "byte budget bounds the links attached)", self.id,
                  len(auth.users), certs, len(fresh.groups), self.topology.path)
 

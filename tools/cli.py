@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "the file's")
 
     rl = sub.add_parser("reload", help="the routers of a topology on this host take up their users file, policy, "
-                        "consumer groups and certificates again (SIGHUP)")
+                        "consumer groups, certificates and links again (SIGHUP)")
     rl.add_argument("topology", nargs="?", default=None,
                     help=f"a topology file, or the name of a shipped one; default: {DEFAULT_TOPOLOGY}")
     rl.add_argument("--id", action="append", default=[], help="only this router (repeatable)")

@@ -1,5 +1,5 @@
 """``once reload [TOPOLOGY] [--id ID ...]``: every router of a topology running on this host
-takes up its users file, policy, consumer groups and certificates again (SIGHUP), whether
+takes up its users file, policy, consumer groups, certificates and links again (SIGHUP), whether
 ``once launch`` started it or an operator did, and no router of another topology is
 touched (``kill -HUP $(pgrep -f "once router")`` missed the first and hit the second).
 

@@ -12,7 +12,7 @@ file in group ``admin``, HTTP Basic), each logged with who did it (``manage.writ
   now, as its grace's end would (its publishers then hear what that tells them); never one
   that may be attached at a router out of reach (``docs/protocol.md`` section 7: it goes
   once the network says so).
-* ``POST /api/reload``: what SIGHUP takes up (the users file, the policy, the consumer
+* ``POST /api/reload``: what SIGHUP takes up (the users file, the policy, the links, the consumer
   groups, the TLS certificates).
 * ``POST /api/drain``: the router takes no new client, closes every client connection (they
   resume at other routers, as when it dies) and stops once none is left.

@@ -361,12 +361,13 @@ def _py(value: Any) -> Any:
 
 
 async def dial(router: RouterContext, peer: str) -> None:
-    """Keep a connection to ``peer`` up: connect, wait for loss, back off, again."""
+    """Keep a connection to ``peer`` up: connect, wait for loss, back off, again (while
+    the topology links us: a SIGHUP may remove the link)."""
     addr = router.topology.routers[peer].inter_router
     assert addr is not None
     delay = 0.05
     said = ""
-    while not router.stopping:
+    while not router.stopping and peer in router.neighbour_ids:
         tls = router.tls
         try:
             conn = await connect(Kind.INTER_ROUTER, lambda: InterRouterConnection(router, peer), addr.host, addr.port,
