@@ -63,6 +63,15 @@ class ControlPlane:
         self.control_messages += 1
         return r
 
+    def set_addresses(self, addresses: dict[str, str]) -> Result:
+        """Where we listen: advertised with our links (now, if a link is up already)."""
+        if addresses == self.lsdb.addresses:
+            return Result()
+        self.lsdb.addresses = dict(addresses)
+        if not self.neighbours:
+            return Result()
+        return Result(out=self._flood(self.lsdb.set_neighbours(self.neighbours), exclude=None), topology_changed=True)
+
     def neighbour_cost(self, n: str, cost: int) -> Result:
         """Our live link to ``n`` costs ``cost`` now: advertised."""
         if self.neighbours.get(n, cost) == cost:
@@ -134,7 +143,7 @@ class ControlPlane:
         news: list[str] = []  # origins whose state changed here: passed on, and only they
         for st in sync.states:
             fresh = False
-            ad = LinkStateAd(st.origin, st.ls_seq, st.neighbours)
+            ad = LinkStateAd(st.origin, st.ls_seq, st.neighbours, st.addresses)
             if st.ls_seq and self.lsdb.apply(ad):
                 r.topology_changed = fresh = True
                 r.out += self._flood(ad, exclude=sender)
@@ -199,7 +208,8 @@ class ControlPlane:
             else:
                 seq, subs = 0, ()  # (see ``synced``: taken by nobody)
             states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs,
-                                      self.table.gaps(o) if o != self.me or self.synced else ()))
+                                      self.table.gaps(o) if o != self.me or self.synced else (),
+                                      dict(ad.addresses) if ad else {}))
         return tuple(states)
 
     def _flood(self, msg: object, exclude: str | None) -> Out:

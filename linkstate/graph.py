@@ -19,6 +19,7 @@ class LinkStateDB:
         self.ads: dict[str, LinkStateAd] = {}
         self.my_seq = 0
         self.reissue = False  # an older life's advertisement of ours came back: advertise anew
+        self.addresses: dict[str, str] = {}  # where we listen: in every advertisement of ours
         self._hops: dict[str, str] | None = None
 
     # ------------------------------------------------------------ updates
@@ -26,7 +27,7 @@ class LinkStateDB:
     def set_neighbours(self, neighbours: dict[str, int]) -> LinkStateAd:
         """Our own live links changed: return the new advertisement to flood."""
         self.my_seq += 1
-        ad = LinkStateAd(self.me, self.my_seq, dict(neighbours))
+        ad = LinkStateAd(self.me, self.my_seq, dict(neighbours), dict(self.addresses))
         self.ads[self.me] = ad
         self._hops = None
         return ad

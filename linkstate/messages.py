@@ -16,6 +16,9 @@ class LinkStateAd:
     origin: str
     seq: int
     neighbours: dict[str, int]  # neighbour id -> cost
+    # Where the origin listens, by kind (listen, inter_router, http, mqtt, amqps, mqtts:
+    # HOST:PORT): what ``once topology dump`` writes back, a router that joined included
+    addresses: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,7 @@ class OriginState:
     sub_seq: int
     subscriptions: tuple[Subscription, ...] = field(default_factory=tuple)
     gaps: tuple[Subscription, ...] = field(default_factory=tuple)  # its keys given up as gaps, not yet cleared
+    addresses: dict[str, str] = field(default_factory=dict)  # as its advertisement says (``LinkStateAd``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +156,8 @@ def from_dict(d: dict[str, Any]) -> Message:
     kind = d.get("kind")
     body = {k: v for k, v in d.items() if k != "kind"}
     if kind == "LinkStateAd":
-        return LinkStateAd(body["origin"], int(body["seq"]), {str(k): int(v) for k, v in body["neighbours"].items()})
+        return LinkStateAd(body["origin"], int(body["seq"]), {str(k): int(v) for k, v in body["neighbours"].items()},
+                           _addresses(body))
     if kind == "SubEvent":
         return SubEvent(body["origin"], int(body["seq"]), bool(body["attached"]), _sub(body["subscription"]))
     if kind == "SubAck":
@@ -160,9 +165,13 @@ def from_dict(d: dict[str, Any]) -> Message:
     if kind == "Sync":
         return Sync(tuple(OriginState(s["origin"], int(s["ls_seq"]), {str(k): int(v) for k, v in s["neighbours"].items()},
                                       int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]),
-                                      tuple(_sub(x) for x in s.get("gaps") or ()))
+                                      tuple(_sub(x) for x in s.get("gaps") or ()), _addresses(s))
                           for s in body["states"]), bool(body.get("complete", True)), bool(body.get("partial", False)))
     raise ValueError(f"unknown control message kind {kind!r}")
+
+
+def _addresses(d: dict[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (d.get("addresses") or {}).items()}
 
 
 def _sub(d: dict[str, Any]) -> Subscription:

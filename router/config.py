@@ -39,6 +39,9 @@ class RouterSpec:
     mqtt: Address | None = None  # MQTT 3.1.1 and 5.0 clients (off when absent)
     amqps: Address | None = None  # AMQP clients over TLS (needs the topology's ``tls``)
     mqtts: Address | None = None  # MQTT clients over TLS (the same)
+    # Running routers' ``inter_router`` addresses to join the network through (``--join``):
+    # a router in nobody's file links to them and learns the network from them
+    join: tuple[Address, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,14 @@ class _Ctx:
         return float(m.group(1)) * _UNITS[m.group(2)]
 
 
+def _joins(ctx: _Ctx, value: Any, key: str) -> tuple[Address, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ctx.fail(key, "a list of HOST:PORT (running routers' inter_router addresses)", value)
+    return tuple(ctx.address(v, f"{key}[{i}]") for i, v in enumerate(value))
+
+
 def load_topology(path: str | Path) -> Topology:
     p = Path(path)
     try:
@@ -209,7 +220,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rid):
             raise ctx.fail(key, "a router id of letters, digits, '_', '.', '-'", rid)
         spec = ctx.mapping(spec, key)
-        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt", "amqps", "mqtts"})
+        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt", "amqps", "mqtts", "join"})
         if "listen" not in spec:
             raise ctx.fail(f"{key}.listen", "HOST:PORT", None)
         ir = spec.get("inter_router")
@@ -222,7 +233,8 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
                                   ctx.address(web, f"{key}.http") if web is not None else None,
                                   ctx.address(mqtt, f"{key}.mqtt") if mqtt is not None else None,
                                   ctx.address(amqps, f"{key}.amqps") if amqps is not None else None,
-                                  ctx.address(mqtts, f"{key}.mqtts") if mqtts is not None else None)
+                                  ctx.address(mqtts, f"{key}.mqtts") if mqtts is not None else None,
+                                  _joins(ctx, spec.get("join"), f"{key}.join"))
     links_raw = top.get("links") or []
     if not isinstance(links_raw, list):
         raise ctx.fail("links", "a list", links_raw)
@@ -282,7 +294,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         raise ctx.fail("auth.router_secret", "a string of at least 8 characters", secret)
     if http_auth and not users:
         raise ctx.fail("auth.http", "a users file (auth.users_file) whose users may read the HTTP endpoint", True)
-    if links and secret is None and tls is None:
+    if (links or any(r.join for r in routers.values())) and secret is None and tls is None:
         raise ctx.fail("auth.router_secret", "a shared secret for the inter-router links (or ONCE_ROUTER_SECRET), "
                        "or a tls section (routers then authenticate with certificates)", None)
     for link in links:

@@ -70,11 +70,14 @@ def _address(option: str, value: str) -> Address:
 
 
 def with_listen(topology: Topology, router_id: str, listen: str | None, http: str | None = None,
-                mqtt: str | None = None) -> Topology:
-    """The topology with this router's ``--listen``, ``--http`` and ``--mqtt`` in place of its own addresses."""
-    if listen is None and http is None and mqtt is None:
+                mqtt: str | None = None, join: tuple[str, ...] = ()) -> Topology:
+    """The topology with this router's ``--listen``, ``--http`` and ``--mqtt`` in place of its
+    own addresses, and ``--join`` added to its ``join`` list."""
+    if listen is None and http is None and mqtt is None and not join:
         return topology
     spec = topology.routers[router_id]
+    if join:
+        spec = replace(spec, join=spec.join + tuple(_address("--join", j) for j in join))
     if listen is not None:
         spec = replace(spec, listen=_address("--listen", listen))
     if http is not None:
@@ -86,13 +89,16 @@ def with_listen(topology: Topology, router_id: str, listen: str | None, http: st
 
 def main(topology_path: str, router_id: str, listen: str | None = None, journal: str | None = None,
          log_level: str = "info", log_format: str = "text", state: str | None = None, http: str | None = None,
-         mqtt: str | None = None, allow_empty_users: bool = False) -> int:
+         mqtt: str | None = None, allow_empty_users: bool = False, join: tuple[str, ...] = ()) -> int:
     """Run one router until SIGTERM/SIGINT. Raises ``TopologyError`` (bad file, unknown id,
     bad --listen) and ``ListenError`` (cannot bind), each a one-line message."""
     topology = load_topology(topology_path)
     if router_id not in topology.routers:
         raise TopologyError(f"{topology_path}: no router {router_id!r} (have {', '.join(sorted(topology.routers))})")
-    topology = with_listen(topology, router_id, listen, http, mqtt)
+    topology = with_listen(topology, router_id, listen, http, mqtt, join)
+    if topology.routers[router_id].join and topology.auth.router_secret is None and topology.tls is None:
+        raise TopologyError(f"--join: {topology_path} has no auth.router_secret (or ONCE_ROUTER_SECRET) nor tls: "
+                            "a router joins with the network's credentials")
     configure(router_id, log_level, log_format)
     run(serve(topology, router_id, journal, state, allow_empty_users))
     return 0

@@ -105,8 +105,10 @@ class Network:
 
     @property
     def has_neighbours(self) -> bool:
-        """Whether the topology gives us neighbours (then publishes wait for their first sync)."""
-        return bool(self.costs)
+        """Whether the topology gives us neighbours, or routers to join through (then
+        publishes wait for their first sync)."""
+        spec = self.router.topology.routers.get(self.me)
+        return bool(self.costs) or (spec is not None and bool(spec.join))
 
     def keys_at(self, topic: str, router: str) -> frozenset[Key]:
         if self.router.topology.policy is None:
@@ -250,6 +252,10 @@ class Network:
 
     # ------------------------------------------------------------ links
 
+    def listening(self, addresses: dict[str, str]) -> None:
+        """Where this router listens (HOST:PORT by kind): in its advertisements from now on."""
+        self._apply(self.plane.set_addresses(addresses))
+
     def drop_neighbour(self, peer: str) -> None:
         """The topology no longer links us to ``peer`` (a SIGHUP): its link closes, for good."""
         self.costs.pop(peer, None)
@@ -270,6 +276,13 @@ class Network:
         if old is not None and old is not conn:
             old.close()  # a newer connection replaces a stale one
             self.link_down(peer, old)
+        if peer not in self.costs:
+            # A router no file links us to: it joined through us, or we through it
+            # (``once router --join``); our neighbour from now on, its link cost 1.
+            self.costs[peer] = 1
+            self.router.neighbour_ids.add(peer)
+            log.info("router %s: linked to %s, which our topology does not name (it joined the network through us, "
+                     "or we through it)", self.me, peer, extra=fields("neighbour.joined", neighbour=peer))
         self.links[peer] = conn
         self.link_changed[peer] = time.monotonic()
         core = self.core

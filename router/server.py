@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from .adaptors.amqp.edge import EdgeConnection
-from .adaptors.amqp.interrouter import InterRouterConnection, dial
+from .adaptors.amqp.interrouter import InterRouterConnection, dial, dial_to_join
 from .adaptors.amqp.management import ManagementNode
 from .adaptors.amqp.shared_subscriptions import group_id
 from .adaptors.mqtt.edge import MqttEdgeConnection, end_suspended
@@ -151,8 +151,6 @@ class Router:
         if spec.inter_router is not None:  # (with no neighbour yet too: a link may come with a SIGHUP)
             inter = await self._open(Kind.INTER_ROUTER, self._accept_router, spec.inter_router,
                                      tls.listening(for_routers=True) if tls is not None else None)
-            for peer in sorted(self.neighbour_ids):
-                self._dial(peer)
         web = None
         if spec.http is not None:
             table = routes(self)
@@ -169,6 +167,13 @@ class Router:
         self.mqtt_sessions.on_end = lambda client_id: end_suspended(self, client_id)
         mqtt = await self._open(Kind.MQTT, lambda: MqttEdgeConnection(self), spec.mqtt)
         mqtts = await self._open(Kind.MQTTS, lambda: MqttEdgeConnection(self), spec.mqtts, client_tls)
+        # Where we listen, in our advertisements (``once topology dump`` writes them back)
+        listening = {"listen": amqp, "inter_router": inter, "http": web, "mqtt": mqtt, "amqps": amqps, "mqtts": mqtts}
+        self.network.listening({kind: str(at) for kind, at in listening.items() if at is not None})
+        for peer in sorted(self.neighbour_ids):
+            self._dial(peer)
+        for addr in spec.join:  # (``once router --join``: whoever listens there, our neighbour)
+            self._tasks.append(loop.create_task(dial_to_join(self, addr)))
         self._tasks.append(loop.create_task(self._housekeeping()))
         self._tasks.append(loop.create_task(self._credit_passes()))
         if neighbour_timeout is None:
@@ -196,7 +201,8 @@ class Router:
         ``inter_router`` address; routers listening on it already.)"""
         network = self.network
         mine = {lk.b if lk.a == self.id else lk.a: lk.cost for lk in fresh.links if self.id in (lk.a, lk.b)}
-        had = dict(network.costs)
+        # (a router the file does not name joined: its link is not the file's to remove)
+        had = {peer: cost for peer, cost in network.costs.items() if peer in fresh.routers}
         for peer in sorted(set(had) - set(mine)):
             self.neighbour_ids.discard(peer)
             task = self._dials.pop(peer, None)

@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "topology's routers.ID.mqtt; port 0 picks a free one)")
     r.add_argument("--http", metavar="HOST:PORT", help="serve /metrics, /healthz, /readyz, the management API and "
                    "the console there (overrides the topology's routers.ID.http; port 0 picks a free one)")
+    r.add_argument("--join", metavar="HOST:PORT", action="append", help="join a running network through this "
+                   "router's inter_router address (repeatable; the topology's routers.ID.join too): a router in "
+                   "nobody's file links to it with the network's credentials (auth.router_secret or tls) and "
+                   "learns the network from it")
     r.add_argument("--journal", metavar="DIR", help="write the delivery journal under DIR (off by default)")
     r.add_argument("--state", metavar="DIR", help="keep this router's subscriptions under DIR, so a restart (of this "
                    "router or of every router) keeps the suspended ones waited for (off by default: memory only)")
@@ -157,6 +161,17 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--quiet", action="store_true", help="no progress lines, only the report")
     h.add_argument("--audit", action="store_true", help="then audit each run's journals on Spark (once audit)")
     h.add_argument("--master", default=None, help="with --audit: Spark master URL (default local[*])")
+
+    tp = sub.add_parser("topology", help="the running network written back as a topology file (routers that "
+                        "joined at runtime included)", usage="once topology dump [--router URL] [-o FILE]")
+    tp.add_argument("action", choices=("dump",))
+    tp.add_argument("--router", default="http://127.0.0.1:8672",
+                    help="a router's http endpoint (http://USER:PASSWORD@HOST:PORT where auth.http is on), or its "
+                         "AMQP port (amqp://USER:PASSWORD@HOST:PORT or amqps://...: its $management node)")
+    tp.add_argument("-o", "--output", default=None, metavar="FILE", help="write it there (default: standard output)")
+    tp.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the router (default 10)")
+    _tls_options(tp)
+    _credentials(tp)
 
     u = sub.add_parser("user", help="add or remove a user in a users file (salted hashes; the password is prompted "
                        "for, or read from stdin)", usage="once user {add,remove} NAME --file PATH [--group G ...]")
@@ -330,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             from once.router.main import main as router_main
 
             return router_main(resolve(args.topology), args.id, args.listen, args.journal, args.log_level, args.log_format,
-                               args.state, args.http, args.mqtt, args.allow_empty_users)
+                               args.state, args.http, args.mqtt, args.allow_empty_users, tuple(args.join or ()))
         if args.command == "launch":
             from once.router.logs import parse_levels
 
@@ -345,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
             from .reload import reload
 
             return reload(resolve(args.topology) if args.topology else _default_topology(), args.id)
+        if args.command == "topology":
+            from .topology_dump import dump
+
+            return dump(_router_url(args), args.output, args.timeout, _client_tls(args))
         if args.command == "user":
             from .user import user
 

@@ -247,8 +247,17 @@ def network(router: Router) -> dict[str, Any]:
     named = {(min(lk.a, lk.b), max(lk.a, lk.b)): lk.cost for lk in router.topology.links}
     edges = [{"a": a, "b": b, "cost": up.get((a, b), named.get((a, b))), "up": (a, b) in up}
              for a, b in sorted(up.keys() | named.keys())]
-    return {"router": router.id, "routers": [{"router": r, "reachable": r == router.id or r in reachable}
-                                             for r in routers],
+    ads = net.plane.lsdb.ads
+
+    def addresses(r: str) -> dict[str, str]:
+        # (where each listens, as its advertisement says: ``once topology dump``)
+        if r == router.id:
+            return dict(net.plane.lsdb.addresses)
+        ad = ads.get(r)
+        return dict(ad.addresses) if ad is not None else {}
+
+    return {"router": router.id, "routers": [{"router": r, "reachable": r == router.id or r in reachable,
+                                              "addresses": addresses(r)} for r in routers],
             "edges": edges, "neighbours": neighbours}
 
 

@@ -18,6 +18,7 @@ import hmac
 import logging
 import ssl
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from once.linkstate.messages import from_dict, to_dict
@@ -51,6 +52,7 @@ from ...security.tls import describe_router_ids, router_ids
 from .copies_wire import COPY_FORMAT, ROUTED, pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 
 if TYPE_CHECKING:
+    from ...config import Address
     from ...context import RouterContext
 
 log = logging.getLogger("once.interrouter")
@@ -60,7 +62,7 @@ CONTROL_CREDIT = 100_000
 PRE_AUTH = (State.START, State.SASL)
 
 
-def router_sasl_server(secret: str, neighbours: set[str]) -> SaslServerConfig:
+def router_sasl_server(secret: str, may_link: Callable[[str], bool]) -> SaslServerConfig:
     expected = secret.encode()
 
     def authenticate(mechanism: str, response: bytes) -> str | SaslStep | None:
@@ -69,14 +71,14 @@ def router_sasl_server(secret: str, neighbours: set[str]) -> SaslServerConfig:
             return None
         user = parts[1].decode(errors="replace")
         # (compared in constant time: a guesser learns nothing from how long a refusal takes)
-        if not hmac.compare_digest(parts[2], expected) or not user.startswith("router:") or user[7:] not in neighbours:
+        if not hmac.compare_digest(parts[2], expected) or not user.startswith("router:") or not may_link(user[7:]):
             return SaslStep(claimed=user)  # (refused, the name it claimed kept for the log line)
         return user
 
     return SaslServerConfig(("PLAIN",), authenticate, allow_bare=False)
 
 
-def router_external_server(conn: InterRouterConnection, neighbours: set[str]) -> SaslServerConfig:
+def router_external_server(conn: InterRouterConnection, may_link: Callable[[str], bool]) -> SaslServerConfig:
     """Over mutual TLS: a neighbour is the router its verified certificate names, and it
     may only claim to be that one."""
     def authenticate(mechanism: str, response: bytes) -> str | None:
@@ -84,7 +86,7 @@ def router_external_server(conn: InterRouterConnection, neighbours: set[str]) ->
         if mechanism != "EXTERNAL" or not claimed.startswith("router:"):
             return None
         rid = claimed[7:]
-        if rid not in neighbours or rid not in router_ids(conn.peercert):
+        if not may_link(rid) or rid not in router_ids(conn.peercert):
             log.warning("router %s: refused an inter-router link claiming to be router %s: its certificate %s",
                         conn.router.id, rid, describe_router_ids(conn.peercert),
                         extra=fields("neighbour.refused", neighbour=rid))
@@ -92,6 +94,16 @@ def router_external_server(conn: InterRouterConnection, neighbours: set[str]) ->
         return claimed
 
     return SaslServerConfig(("EXTERNAL",), authenticate, allow_bare=False)
+
+
+def may_link(router: RouterContext) -> Callable[[str], bool]:
+    """Which routers may link to us: our neighbours in the topology, and a router the file
+    does not name (it joins the network: ``once router --join``); never one the file names
+    and does not link to us (a link removed by SIGHUP stays removed)."""
+    def check(rid: str) -> bool:
+        return rid != router.id and (rid in router.neighbour_ids or rid not in router.topology.routers)
+
+    return check
 
 
 class HopLink:
@@ -133,19 +145,21 @@ class UpstreamLink:
 
 
 class InterRouterConnection(EngineProtocol):
-    def __init__(self, router: RouterContext, peer: str | None) -> None:
+    def __init__(self, router: RouterContext, peer: str | None, dialling: bool = False) -> None:
         super().__init__(router)
-        self.peer = peer  # known when we dial; learnt from SASL when we accept
+        # known when we dial a neighbour; learnt from SASL when we accept, from the peer's
+        # open when we dial an address to join through (``dial_to_join``)
+        self.peer = peer
         s = router.settings
         secret = router.topology.auth.router_secret or ""
         tls = router.tls is not None
-        if peer is not None:
+        if peer is not None or dialling:
             sasl_c = SaslClientConfig("EXTERNAL", f"router:{router.id}") if tls else \
                 SaslClientConfig("PLAIN", f"router:{router.id}", secret)
             mode, sasl_s = Mode.CLIENT, None
         else:
-            sasl_s = router_external_server(self, router.neighbour_ids) if tls else \
-                router_sasl_server(secret, router.neighbour_ids)
+            sasl_s = router_external_server(self, may_link(router)) if tls else \
+                router_sasl_server(secret, may_link(router))
             mode, sasl_c = Mode.SERVER, None
         self.engine = Connection(mode, f"once-router-{router.id}", sasl_client=sasl_c, sasl_server=sasl_s,
                                  idle_timeout=s.router_dead_after, max_frame_size=s.max_frame_size)
@@ -174,7 +188,8 @@ class InterRouterConnection(EngineProtocol):
 
     def on_admitted(self) -> None:
         if self.engine.mode is Mode.CLIENT:
-            if self.router.tls is not None and self.peer not in router_ids(self.peercert):
+            # (one we join through is checked when its open names it: ``_joined_peer``)
+            if self.router.tls is not None and self.peer is not None and self.peer not in router_ids(self.peercert):
                 # (the CA signed it, but for another router, or for a client: we reached the wrong one)
                 log.warning("router %s: the inter-router link to %s reached a peer whose certificate %s, not %s: "
                             "closed", self.router.id, self.peer, describe_router_ids(self.peercert), self.peer,
@@ -264,6 +279,8 @@ class InterRouterConnection(EngineProtocol):
             elif ev.link is self.data_out and self.hop is not None:
                 self.router.core.pump_hop(self.hop)
         elif t is ConnectionOpened:
+            if self.peer is None and engine.mode is Mode.CLIENT and not self._joined_peer():
+                return
             self._handshake_done()
             self._rearm()  # heartbeats and the dead-link timeout start with the open exchange
             if engine.mode is Mode.CLIENT:
@@ -290,6 +307,22 @@ class InterRouterConnection(EngineProtocol):
                         ev.condition, ev.description, extra=fields("neighbour.failed", neighbour=self.peer or "?",
                                                                    condition=str(ev.condition),
                                                                    description=ev.description))
+
+    def _joined_peer(self) -> bool:
+        """We dialled an address to join through: the router there is the one its open
+        names (``once-router-ID``; under TLS its certificate must name it too)."""
+        container = self.engine.remote_open.container_id if self.engine.remote_open else ""
+        rid = container.removeprefix("once-router-")
+        tls = self.router.tls is not None
+        if container == rid or not may_link(self.router)(rid) or (tls and rid not in router_ids(self.peercert)):
+            log.warning("router %s: the router joined through (%s) is %r, not a router of this network that may "
+                        "link to us: closed", self.router.id, self.remote, container,
+                        extra=fields("neighbour.refused", neighbour=rid))
+            self.engine.close()
+            self.dirty()
+            return False
+        self.peer = rid
+        return True
 
     def _attach_senders(self, session: Any) -> None:
         if self.control_out is None:
@@ -358,6 +391,27 @@ def _py(value: Any) -> Any:
     if isinstance(value, list):
         return [_py(v) for v in value]
     return value
+
+
+async def dial_to_join(router: RouterContext, addr: Address) -> None:
+    """Join the network through the router at ``addr`` (``once router --join``): keep a
+    link to it up, as ``dial`` keeps one to a neighbour, whoever it turns out to be."""
+    delay = 0.05
+    while not router.stopping:
+        tls = router.tls
+        try:
+            conn = await connect(Kind.INTER_ROUTER, lambda: InterRouterConnection(router, None, dialling=True),
+                                 addr.host, addr.port, ssl=tls.dialling if tls is not None else None)
+        except OSError:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            continue
+        router.inter_connections.add(conn)
+        await conn.lost
+        if conn.up:
+            delay = 0.05
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 async def dial(router: RouterContext, peer: str) -> None:
