@@ -220,7 +220,7 @@ class EdgeConnection(EngineProtocol):
         for session in engine.sessions.values():
             for link in session.links.values():
                 pub = link.context
-                if not link.is_sender and pub is not None:
+                if not link.is_sender and isinstance(pub, Publisher):  # (not a ``$management`` request link)
                     held += pub.bytes
         limit = s.max_in_flight_bytes
         room = self.core.reserve.room(limit, self.core.records.bytes, self)
@@ -343,7 +343,7 @@ class EdgeConnection(EngineProtocol):
     def links_here(self) -> list[Publisher | Subscriber]:
         """The core's publishers and subscribers of this connection's links."""
         return [lk.context for session in list(self.engine.sessions.values()) for lk in list(session.links.values())
-                if lk.context is not None]
+                if isinstance(lk.context, (Publisher, Subscriber))]  # (not ``$management``'s)
 
     def budgets(self) -> list[tuple[Publisher, tuple[Purse, ...]]]:
         """Its publishers with the byte budgets their user and host have now (``Core.rebudget``)."""
