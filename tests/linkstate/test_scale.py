@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 from once.linkstate.simulate import simulate
 
-
 # (a thousand routers take 20-30 s of one core: the default suite boots 300, whose counts
 # per link are held to the same bounds; the thousand run with ``-m slow``)
 SIZES = [300, pytest.param(1000, marks=pytest.mark.slow)]
