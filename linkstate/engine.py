@@ -152,11 +152,18 @@ class ControlPlane:
             if fresh:
                 news.append(st.origin)
         self._reissue(r)
-        if sync.partial:
+        if sync.partial and not (self.table.adopted or self.table.renumbered):
             # (news passed on: it makes us neither synced nor complete, which a neighbour's
             # whole view does; a restarted router announces its own state only after one)
             if news:
                 r.out += self._flood(self.delta(news), exclude=sender)
+            return r
+        if sync.partial:
+            # Our earlier life's state came back in news: taken up, and every neighbour
+            # (the sender too) hears our numbering moved past it, as after a whole view.
+            r.adopted, self.table.adopted = self.table.adopted, []
+            self.table.renumbered = False
+            r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]
             return r
         first = not self.synced
         self.synced = True

@@ -107,42 +107,54 @@ Message = LinkStateAd | SubEvent | SubAck | Sync
 
 def coalesce(items: list[object]) -> list[object]:
     """What one router sends one neighbour in one turn, without what its later items
-    supersede: an origin's advertisement only at its newest, and the turn's news
-    (partial syncs) as one, each origin's state as last said. Taken in order, the
-    receiver ends where it would have taken them all (an advertisement applies by its
-    number; an origin's state as the sender says it later holds all it said before).
-    Booting, a router's links come up one by one and it advertises each time: the
-    versions of one turn go as one."""
+    supersede: an origin's advertisement only at its newest (an advertisement applies by
+    its number alone), and partial syncs that follow one another as one, each origin's
+    state as last said (the sender's later view of an origin holds all it said before).
+    Nothing moves past another kind of item: events, acknowledgements and whole views keep
+    their places between them. Taken in order, the receiver ends where it would have
+    taken them all. Booting, a router's links come up one by one and it advertises each
+    time: the versions of one turn go as one."""
     newest: dict[str, int] = {}
-    ads = partials = 0
-    last_partial = -1
+    ads = runs = 0
+    previous_partial = False
     for i, item in enumerate(items):
+        partial = type(item) is Sync and item.partial
         if type(item) is LinkStateAd:
             ads += 1
             j = newest.get(item.origin)
             if j is None or item.seq >= items[j].seq:  # type: ignore[attr-defined]
                 newest[item.origin] = i
-        elif type(item) is Sync and item.partial:
-            partials += 1
-            last_partial = i
-    if len(newest) == ads and partials <= 1:
+        elif partial and previous_partial:
+            runs += 1
+        if type(item) is not LinkStateAd:
+            previous_partial = partial
+    if len(newest) == ads and not runs:
         return items  # (nothing superseded: the common case)
     out: list[object] = []
-    states: dict[str, OriginState] = {}
+    states: dict[str, OriginState] | None = None  # the run of partial syncs being merged
     complete = True
+
+    def close_run() -> None:
+        nonlocal states
+        if states is not None:
+            out.append(Sync(tuple(states.values()), complete, partial=True))
+            states = None
+
     for i, item in enumerate(items):
         if type(item) is LinkStateAd:
             if newest[item.origin] == i:
-                out.append(item)
+                out.append(item)  # (an advertisement may sit inside a run: it is independent of it)
         elif type(item) is Sync and item.partial:
+            if states is None:
+                states = {}
             for st in item.states:
                 states.pop(st.origin, None)
                 states[st.origin] = st
             complete = item.complete
-            if i == last_partial:
-                out.append(Sync(tuple(states.values()), complete, partial=True))
         else:
+            close_run()
             out.append(item)
+    close_run()
     return out
 
 

@@ -126,6 +126,15 @@ class Topology:
     # who may publish, subscribe and join what (``router/security/policy.py``); None: everyone everything
     policy: Policy | None = None
 
+    def joins_to(self, me: str) -> set[str]:
+        """The routers whose ``join`` names ``me``'s ``inter_router`` address: linked to it by
+        the file as surely as by a link (``once topology dump`` writes a joiner's link so)."""
+        spec = self.routers.get(me)
+        ours = spec.inter_router if spec is not None else None
+        if ours is None:
+            return set()
+        return {rid for rid, other in self.routers.items() if rid != me and ours in other.join}
+
     def group_mode(self, subscription: str) -> GroupMode | None:
         for pattern, mode in self.groups:
             if fnmatch.fnmatchcase(subscription, pattern):

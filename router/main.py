@@ -77,7 +77,8 @@ def with_listen(topology: Topology, router_id: str, listen: str | None, http: st
         return topology
     spec = topology.routers[router_id]
     if join:
-        spec = replace(spec, join=spec.join + tuple(_address("--join", j) for j in join))
+        added = tuple(a for a in (_address("--join", j) for j in join) if a not in spec.join)
+        spec = replace(spec, join=spec.join + tuple(dict.fromkeys(added)))
     if listen is not None:
         spec = replace(spec, listen=_address("--listen", listen))
     if http is not None:

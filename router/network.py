@@ -55,6 +55,7 @@ class Network:
         self.link_changed: dict[str, float] = {}
         self.flaps: dict[str, int] = {}
         self.costs = {}
+        self.joined: set[str] = set()  # neighbours no file names a link to (``once router --join``)
         for link in router.topology.links:
             if router.id in (link.a, link.b):
                 self.costs[link.b if link.a == router.id else link.a] = link.cost
@@ -278,9 +279,16 @@ class Network:
             self.link_down(peer, old)
         if peer not in self.costs:
             # A router no file links us to: it joined through us, or we through it
-            # (``once router --join``); our neighbour from now on, its link cost 1.
+            # (``once router --join``); our neighbour from now on, its link cost 1. One the
+            # file names with no link to us (a link removed while it was being made) is not.
+            topology = self.router.topology
+            if peer in topology.routers and peer not in topology.joins_to(self.me) and \
+                    self.me not in topology.joins_to(peer):
+                conn.close()
+                return
             self.costs[peer] = 1
             self.router.neighbour_ids.add(peer)
+            self.joined.add(peer)
             log.info("router %s: linked to %s, which our topology does not name (it joined the network through us, "
                      "or we through it)", self.me, peer, extra=fields("neighbour.joined", neighbour=peer))
         self.links[peer] = conn

@@ -201,14 +201,18 @@ class Router:
         ``inter_router`` address; routers listening on it already.)"""
         network = self.network
         mine = {lk.b if lk.a == self.id else lk.a: lk.cost for lk in fresh.links if self.id in (lk.a, lk.b)}
-        # (a router the file does not name joined: its link is not the file's to remove)
-        had = {peer: cost for peer, cost in network.costs.items() if peer in fresh.routers}
+        mine.update({rid: 1 for rid in fresh.joins_to(self.id) if rid not in mine})  # (its join names us)
+        # (a router that joined at runtime: its link is not the file's to remove)
+        had = {peer: cost for peer, cost in network.costs.items() if peer not in network.joined}
         for peer in sorted(set(had) - set(mine)):
             self.neighbour_ids.discard(peer)
             task = self._dials.pop(peer, None)
             if task is not None:
                 task.cancel()
             network.drop_neighbour(peer)
+            for conn in list(self.inter_connections):  # (one still being made, too)
+                if conn.peer == peer:
+                    conn.close()
             log.info("router %s: SIGHUP: link to %s removed", self.id, peer,
                      extra=fields("neighbour.removed", neighbour=peer))
         for peer in sorted(set(mine) - set(had)):
@@ -429,10 +433,10 @@ class Router:
             self.on_drained()
 
     def reload(self) -> None:
-        """SIGHUP: take up the users file (and the policy and consumer groups of the
-        topology) again; a byte budget new to a user or host bounds its links already
-        attached too; listeners, links and settings need a restart. A file that does not load keeps the
-        running configuration, and says why in one line."""
+        """SIGHUP: take up the users file (and the policy, consumer groups and links of the
+        topology: ``_relink``) again; a byte budget new to a user or host bounds its links
+        already attached too; listeners and settings need a restart. A file that does not
+        load keeps the running configuration, and says why in one line."""
         try:
             fresh = load_topology(self.topology.path)
         except TopologyError as e:

@@ -314,7 +314,10 @@ class Inquiry:
         without it, told the publisher ``accepted``; the other root had died)."""
         self.defer(record.gid, key)
         pub = record.publisher
-        if record.local and pub is not None and pub.attached:
+        # (evidence that it came back: it resumed here naming this message; one that never
+        # left, whose root we still are, has nothing to reopen)
+        if record.local and pub is not None and pub.attached and pub.resent and \
+                any(pub.live.get(tag) is record for tag in pub.resent):
             self.reopen(record)
 
     def reopen(self, record: CoreRecord) -> bool:

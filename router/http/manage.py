@@ -108,7 +108,7 @@ def writes(router: Router) -> dict[str, Write]:
         return Reply.json({"draining": True, "closed": closed})
 
     def reload(q: Query, user: str) -> Reply:
-        _done(router, user, "reloaded the users file, policy, consumer groups and certificates")
+        _done(router, user, "reloaded the users file, policy, consumer groups, certificates and links")
         router.reload()
         return Reply.json({"reloaded": True})
 

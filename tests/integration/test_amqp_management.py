@@ -150,6 +150,13 @@ def test_once_stat_and_manage_speak_amqp_with_sasl(tmp_path):
         wait_for(lambda: json.loads(_once("stat", "--router", viewer, "-s", "--json").stdout)["local"][0]["state"]
                  == "suspended", what="the subscriber suspended")
         sub.close()
+        # where the router has users, an anonymous client reads nothing of the others
+        anonymous = _once("stat", "--router", r.url)
+        assert anonymous.returncode == 7 and "not an anonymous one" in anonymous.stderr, anonymous.stderr
+        # a write that closes the asking connection (a drain closes every client's) is answered first
+        drained = _once("manage", "drain", "--router", r.url.replace("amqp://", "amqp://ops:ops-pw@"))
+        assert drained.returncode == 0 and json.loads(drained.stdout)["draining"] is True, drained.stderr
+        assert r.proc.wait(timeout=60) == 0  # (empty, it stops)
     finally:
         r.stop()
 

@@ -59,6 +59,7 @@ def test_links_come_change_and_go_with_a_sighup(tmp_path):
             r[rid].proc.send_signal(signal.SIGHUP)
         wait_for(lambda: _reachable(r["A"]) == {"A", "B", "C"}, timeout=30, what="A reaching C through the new link")
         assert _logged(r["B"], "SIGHUP: link to C added (cost 3)") and _logged(r["C"], "SIGHUP: link to B added (cost 3)")
+        wait_for(lambda: _logged(r["A"], "SIGHUP: reloaded"), what="A's reload")
         assert not _logged(r["A"], "SIGHUP: link to")  # (its own links did not change)
         pub = ProtonPublisher(r["A"].url, "relinked")
         wait_for(lambda: any(s["router"] == "C" for s in json.loads(urllib.request.urlopen(  # noqa: S310
@@ -72,13 +73,15 @@ def test_links_come_change_and_go_with_a_sighup(tmp_path):
             r[rid].proc.send_signal(signal.SIGHUP)
         wait_for(lambda: [e["cost"] for e in _network(r["C"])["edges"] if (e["a"], e["b"]) == ("A", "B")] == [7],
                  timeout=30, what="C seeing the new cost of A-B")
-        assert _logged(r["A"], "SIGHUP: link to B costs 7 (was 1)")
+        wait_for(lambda: _logged(r["A"], "SIGHUP: link to B costs 7 (was 1)") and
+                 _logged(r["B"], "SIGHUP: link to A costs 7 (was 1)"), what="both ends' cost lines")
         # the link removed: closed for good, not dialled again; C out of A's reach
         _topology(topo, ports, [{"between": ["A", "B"], "cost": 7}])
         for rid in "BC":
             r[rid].proc.send_signal(signal.SIGHUP)
         wait_for(lambda: _reachable(r["A"]) == {"A", "B"}, timeout=30, what="C out of reach")
-        assert _logged(r["B"], "SIGHUP: link to C removed") and _logged(r["C"], "SIGHUP: link to B removed")
+        wait_for(lambda: _logged(r["B"], "SIGHUP: link to C removed") and _logged(r["C"], "SIGHUP: link to B removed"),
+                 what="both ends' lines")  # (the first end to take it closes the link: the other may come later)
         neighbours = [n["router"] for n in _network(r["B"])["neighbours"]]
         assert neighbours == ["A"]
         assert all(x.alive() for x in r.values())

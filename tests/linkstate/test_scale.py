@@ -49,3 +49,14 @@ def test_a_round_of_one_router_to_one_neighbour_is_one_message_of_its_turns_news
     assert merged[0] == a1 and merged[1].partial
     assert {st.origin: st.sub_seq for st in merged[1].states} == {"A": 6, "C": 1}
     assert coalesce([a2, b1]) == [a2, b1]  # (nothing superseded: as it was)
+
+
+def test_a_turns_partial_syncs_merge_only_where_nothing_else_stands_between():
+    """An event between two partial syncs keeps its place: merged past it, an origin's
+    older state would land after its newer event."""
+    from once.linkstate.messages import OriginState, SubEvent, Subscription, Sync, coalesce
+
+    early = Sync((OriginState("O", 1, {}, 5),), partial=True)
+    event = SubEvent("O", 6, True, Subscription("O", "t", "c", "l"))
+    late = Sync((OriginState("P", 1, {}, 1),), partial=True)
+    assert coalesce([early, event, late]) == [early, event, late]

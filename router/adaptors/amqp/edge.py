@@ -158,10 +158,16 @@ class EdgeConnection(EngineProtocol):
         self.principal: tuple[str, str] | None = None  # (user, host) it is counted under (``quotas.py``)
         self._holdings_stale = False  # its sessions or links may have changed since it told the quotas
         self.management: ManagementLinks | None = None  # its ``$management`` links, once it attaches one
+        self._answering = False  # (while it answers its own ``$management`` requests)
 
     def closed_by_admin(self, why: str) -> None:
         """(``amqp:connection:forced``: a close that says the peer did not end it; its links
         are suspended for their grace, as when a connection is lost)"""
+        if self._answering:
+            # (a ``$management`` request of this very connection closes it, or drains the
+            # router: its response goes out first, then the close)
+            self.router.call_soon(self.closed_by_admin, why)
+            return
         self.engine.close(Error(condition=Condition.CONNECTION_FORCED.value, description=why))
         self.write_out()  # (now: the admin's request is not this connection's batch)
         if self.transport is not None and not self.transport.is_closing():
@@ -579,8 +585,13 @@ class EdgeConnection(EngineProtocol):
         management = self.management
         assert management is not None
         node = self.router.management
-        for d in deliveries:
-            management.request(d, node.answer(d.payload, self._user(), self.host))
+        self._answering = True
+        try:
+            for d in deliveries:
+                management.request(d, node.answer(d.payload, self._user(), self.host, self._owner() != "" and
+                                                   self._user() == "anonymous"))
+        finally:
+            self._answering = False
         self.dirty()
 
     def _refuse_message(self, pub: Publisher, d: Delivery, e: AMQPError) -> None:

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from once.linkstate.messages import from_dict, to_dict
+from once.linkstate.messages import coalesce, from_dict, to_dict
 
 from ...amqp.codec import decode, dumps
 from ...amqp.connection import Connection, Mode, State
@@ -101,7 +101,8 @@ def may_link(router: RouterContext) -> Callable[[str], bool]:
     does not name (it joins the network: ``once router --join``); never one the file names
     and does not link to us (a link removed by SIGHUP stays removed)."""
     def check(rid: str) -> bool:
-        return rid != router.id and (rid in router.neighbour_ids or rid not in router.topology.routers)
+        return rid != router.id and (rid in router.neighbour_ids or rid not in router.topology.routers
+                                     or rid in router.topology.joins_to(router.id))
 
     return check
 
@@ -167,7 +168,7 @@ class InterRouterConnection(EngineProtocol):
         self.data_out: Link | None = None
         self.data_in: Link | None = None
         self.control_queue: deque[bytes] = deque()
-        self.state_batch: list[dict[str, Any]] = []  # link-state messages of this turn, sent as one (``send_control``)
+        self.state_batch: list[object] = []  # link-state messages of this turn, sent as one (``send_control``)
         self.hop: Hop | None = None
         self.upstream: Upstream | None = None
         self.up = False
@@ -236,7 +237,7 @@ class InterRouterConnection(EngineProtocol):
             self.control_queue.append(dumps(Described(ulong(ROUTED), routed_to_bytes(msg))))
             self._flush_control()
         else:
-            self.state_batch.append(to_dict(msg))  # type: ignore[arg-type]
+            self.state_batch.append(msg)
             self.dirty()
 
     def write_out(self) -> None:
@@ -250,7 +251,8 @@ class InterRouterConnection(EngineProtocol):
         if not batch:
             return
         self.state_batch = []
-        value = _amqp_map(batch[0]) if len(batch) == 1 else [_amqp_map(d) for d in batch]
+        items = [_amqp_map(to_dict(m)) for m in coalesce(batch)]  # type: ignore[arg-type]
+        value = items[0] if len(items) == 1 else items
         self.control_queue.append(dumps(Described(ulong(0x77), value)))
 
     def _flush_control(self) -> None:
@@ -318,6 +320,14 @@ class InterRouterConnection(EngineProtocol):
             log.warning("router %s: the router joined through (%s) is %r, not a router of this network that may "
                         "link to us: closed", self.router.id, self.remote, container,
                         extra=fields("neighbour.refused", neighbour=rid))
+            self.engine.close()
+            self.dirty()
+            return False
+        if rid in self.router.network.links or (rid in self.router.neighbour_ids and self.router.id < rid):
+            # (already linked, or a neighbour the file has us dial: one link each, not two
+            # replacing each other for ever)
+            log.info("router %s: %s (joined through at %s) is linked already: this second link closed",
+                     self.router.id, rid, self.remote)
             self.engine.close()
             self.dirty()
             return False

@@ -83,7 +83,10 @@ class ManagementNode:
         self.refused = refused  # (user, what, host): logged as the HTTP endpoint's refusals are
         self.writes = writes(router)
 
-    def answer(self, request: bytes, user: str, host: str) -> Response:
+    def answer(self, request: bytes, user: str, host: str, anonymous: bool = False) -> Response:
+        """``anonymous``: the asker did not authenticate where the router has users: it may
+        read nothing (what the views show of other clients is theirs), as HTTP with
+        ``auth.http`` asks every reader who it is."""
         try:
             props, app, body = _read(request)
         except (DecodeError, ValueError) as e:
@@ -93,7 +96,11 @@ class ManagementNode:
         if correlation is None and len(props) > _CORRELATION_ID:
             correlation = props[_CORRELATION_ID]
         try:
-            status, text, value = self._operation(app, body, user, host)
+            if anonymous:
+                status, text, value = 401, ("this router authenticates its clients: $management answers a user of "
+                                            "its users file (SASL), not an anonymous one"), None
+            else:
+                status, text, value = self._operation(app, body, user, host)
         except Exception as e:  # noqa: BLE001 - a view's bug must not take the router down: say it, keep serving
             log.exception("router %s: $management %r failed", self.router.id, app.get("operation"))
             status, text, value = 500, f"{type(e).__name__}: {e}", None

@@ -3,9 +3,10 @@ come on a link whose target is ``$management``; responses go on a link the clien
 attached with a dynamic source, whose address the router gives (``$management/N/M``,
 this connection's), named as the requests' ``reply-to``.
 
-A connection may have a few requests outstanding: at most ``WINDOW`` responses wait for
-their reply link's credit, and the request link's credit is given back only as they go,
-so a client that asks and never reads holds a bounded amount. Responses go pre-settled
+A connection may have a few requests outstanding: at most ``WINDOW`` responses per request
+link (and ``MOST_REQUEST_LINKS`` of those) wait for their reply link's credit, and a request
+link's credit is given back only as they go, so a client that asks and never reads holds a
+bounded amount. Responses go pre-settled
 (a management answer is read or asked again, never redelivered).
 """
 
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
     from ...amqp.connection import Connection
     from ...amqp.performatives import Attach
 
-WINDOW = 16  # requests outstanding per connection (the request link's credit)
+WINDOW = 16  # requests outstanding per request link (its credit)
+MOST_REQUEST_LINKS = 4  # per connection: at most 4 x 16 responses wait for a reader
 MAX_REQUEST = 64 * 1024  # bytes: a request names an operation and a few properties
 
 
@@ -77,6 +79,12 @@ class ManagementLinks:
             engine.attach(link.session, link.name, link.role, link=link, source=Source(address=address, dynamic=True),
                           target=attach.target, snd_settle_mode=SenderSettleMode.SETTLED,
                           rcv_settle_mode=attach.rcv_settle_mode)
+            return
+        if len(self.requests) >= MOST_REQUEST_LINKS:
+            engine.attach(link.session, link.name, link.role, link=link)
+            engine.detach(link, closed=True, error=Error(
+                condition=Condition.RESOURCE_LIMIT_EXCEEDED.value,
+                description=f"at most {MOST_REQUEST_LINKS} links to $management per connection"))
             return
         requests = Requests(link)
         self.requests.append(requests)
