@@ -34,6 +34,10 @@ class _Topology:
     def __init__(self, links: tuple[LinkSpec, ...]) -> None:
         self.links = links
         self.policy = None  # (the simulated network authorizes everyone: ``router/security/policy.py``)
+        self.routers: dict[str, Any] = {}  # (no router joins by an address: every link is in ``links``)
+
+    def joins_to(self, me: str) -> set[str]:
+        return set()
 
 
 class SimRouter:
