@@ -709,7 +709,7 @@ class Copies:
 
     def freed(self, record: CoreRecord) -> None:
         """``record`` was freed: a root lets its positions go; a destination keeps a tombstone."""
-        if record.local and (self.inquiry.asking or self.inquiry.held):
+        if record.local and (self.inquiry.asking or self.inquiry.held or self.inquiry.returned or self.inquiry.deferred):
             self.inquiry.freed(record)
         far = record.far
         if far is None:

@@ -56,7 +56,7 @@ class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
                  "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups", "tables",
-                 "send_back", "unanswered_at", "deferred")
+                 "send_back", "unanswered_at", "deferred", "returned")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None],
@@ -91,6 +91,7 @@ class Inquiry:
         self.early: dict[bytes, Early] = {}  # asked when their publisher resumed, before they came
         # gid -> members our record gave up to another root's question (``defer``)
         self.deferred: dict[bytes, set[Key]] = {}
+        self.returned: set[bytes] = set()  # our records whose publisher resumed here naming them, until freed
         self.placeholders = Placeholders()  # (the core's, given in ``connect``)
         self.delivery: DeliveryPart
         self.failover: FailoverPart
@@ -314,10 +315,9 @@ class Inquiry:
         without it, told the publisher ``accepted``; the other root had died)."""
         self.defer(record.gid, key)
         pub = record.publisher
-        # (evidence that it came back: it resumed here naming this message; one that never
-        # left, whose root we still are, has nothing to reopen)
-        if record.local and pub is not None and pub.attached and pub.resent and \
-                any(pub.live.get(tag) is record for tag in pub.resent):
+        # (evidence that it came back: it resumed here naming this message, ``returned``;
+        # one that never left, whose root we still are, has nothing to reopen)
+        if record.local and pub is not None and pub.attached and record.gid in self.returned:
             self.reopen(record)
 
     def reopen(self, record: CoreRecord) -> bool:
@@ -325,6 +325,8 @@ class Inquiry:
         root's question (``defer``): we are the newest root, and ask again, every router,
         before we choose (the other root may have chosen and had a member process it, or
         died first). True if the record waits for that (its outcome is in doubt again)."""
+        if record.local:
+            self.returned.add(record.gid)  # (its publisher came back naming it: ``give_up``)
         if record.gid not in self.deferred or not record.local or record.gid in self.asking:
             return False
         self.taken_over.pop(record.gid, None)
@@ -672,6 +674,8 @@ class Inquiry:
         self.stashed.pop(record.gid, None)
         if self.deferred:
             self.deferred.pop(record.gid, None)
+        if self.returned:
+            self.returned.discard(record.gid)
         pub = record.publisher
         if pub is not None and (pub.container_id, pub.link_name) in self.held:
             self._release(record)
