@@ -30,16 +30,19 @@ async def serve(topology: Topology, router_id: str, journal: str | None = None, 
     settle_heap()
     # (which build runs: a compiled install that fell back to pure Python says why here)
     logging.getLogger("once.router").info("router %s: %s", router_id, MODE.line())
-    # The ready line is the readiness protocol (stdout, one line, fixed format); logs go to stderr.
-    print(ready.line(), flush=True)
     stop = asyncio.Event()
     router.on_drained = stop.set  # (an admin drained it: ``once manage drain``)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, router.log_snapshot)
-    # SIGHUP reloads what can change without a restart (the users file); it never stops a router.
+    # SIGHUP reloads what can change without a restart (the users file, the links); it never
+    # stops a router.
     loop.add_signal_handler(signal.SIGHUP, router.reload)
+    # The ready line is the readiness protocol (stdout, one line, fixed format); logs go to
+    # stderr. Said once the signals are ours: a SIGHUP sent on reading it, before, took the
+    # default action and killed the router (a loaded machine's test waited for a reload line).
+    print(ready.line(), flush=True)
     await stop.wait()
     await router.stop()
     try:
