@@ -314,10 +314,11 @@ class Inquiry:
         942426583539: the member came here after the publisher had, and the record, complete
         without it, told the publisher ``accepted``; the other root had died)."""
         self.defer(record.gid, key)
-        pub = record.publisher
-        # (evidence that it came back: it resumed here naming this message, ``returned``;
-        # one that never left, whose root we still are, has nothing to reopen)
-        if record.local and pub is not None and pub.attached and record.gid in self.returned:
+        # (evidence that it came back: it resumed here naming this message, ``returned``; one
+        # that never left, whose root we still are, has nothing to reopen. Not ``attached``:
+        # between its resume and its resend the record still names the old, detached link;
+        # fresh hard churn seed 199772166450 lost a message so)
+        if record.local and record.gid in self.returned:
             self.reopen(record)
 
     def reopen(self, record: CoreRecord) -> bool:

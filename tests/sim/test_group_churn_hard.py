@@ -139,10 +139,14 @@ FORGOT_NOT_SETTLED = [446487839842]
 # publisher had resumed already): told accepted, no member had it. A root whose publisher
 # is back asks again as soon as it gives a member up.
 GAVE_UP_AFTER_RETURN = [942426583539]
+# Fresh hard churn 199772166450 (of 20,000 from 199772154106 at 5272830): the same, with the
+# member moving to the root between its publisher's resume and its resend, while the
+# record still named the old, detached link: a returned record reopens whatever link it names.
+RETURNED_BEFORE_RESEND = [199772166450]
 # Open: fresh hard churn 199772154106:199772174106 (20,000 at 5272830) failed 8: two hit the
 # wall-time cap beside other work and pass alone; these six fail the same at ce6dc95, before
 # this file's last fixes (4 processed by two members, 2 lost). Strict: fixed, they say so.
-OPEN_HARD_CHURN = [199772154420, 199772157079, 199772161761, 199772162102, 199772166450, 199772168448]
+OPEN_HARD_CHURN = [199772154420, 199772157079, 199772161761, 199772162102, 199772168448]
 # The other two fresh seeds of that sweep (421388625768, 421388630868) pass since.
 FRESH_HARD_PASS = [421388625768, 421388630868]
 
@@ -172,7 +176,7 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, True, ALL) for s in DEFERRED_REOPENED_HARD + SENT_BACK_MOVES_ON + RESUMED_AFTER_ANSWERING + HOLDER_FIRST
               + FRESH_HARD_PASS]
     cases += [(s, False, "") for s in DEFERRED_REOPENED + GAVE_UP_AFTER_RETURN]
-    cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + OPEN_HARD_CHURN]
+    cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + OPEN_HARD_CHURN + RETURNED_BEFORE_RESEND]
     return replay(REPLAY, cases)
 
 
@@ -297,4 +301,9 @@ def test_fresh_groups_seed_a_root_its_publisher_came_back_to_asks_again_when_it_
 @pytest.mark.xfail(strict=True, reason="open: docs/protocol.md section 9 (fresh hard churn at 5272830)")
 @pytest.mark.parametrize("seed", OPEN_HARD_CHURN)
 def test_fresh_hard_churn_seed_still_open(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
+
+
+@pytest.mark.parametrize("seed", RETURNED_BEFORE_RESEND)
+def test_fresh_hard_churn_seed_a_returned_record_reopens_before_its_resend(verdicts, seed):
     assert verdicts[f"{seed}/True"] == []
