@@ -208,23 +208,27 @@ RENDER: dict[str, Callable[[Any], str]] = {"g": general, "c": connections, "l": 
                                            "s": subscribers, "m": memory, "p": policy}
 
 
-def stat(router: str, chosen: Sequence[str], as_json: bool, timeout: float = 10.0, tls: Any = None) -> int:
-    """``router`` is its HTTP endpoint, or its AMQP port (``amqp://``, ``amqps://``: its
-    ``$management`` node, ``tools/amqp_management.py``)."""
-    chosen = list(chosen) or ["g"]
+def read_views(router: str, paths: Sequence[str], timeout: float, tls: Any = None) -> tuple[str, dict[str, Any]]:
+    """The API's answers for ``paths`` from ``router``: its HTTP endpoint, or its AMQP port
+    (``amqp://``, ``amqps://``: its ``$management`` node, ``tools/amqp_management.py``),
+    and the router as a message may name it (a password as ``***``)."""
     if router.startswith(("amqp://", "amqps://")):
         from .amqp_management import ManagementClient
         from .clients import shown
 
         client = ManagementClient(router, timeout, tls)
         try:
-            answers = {k: client.view(VIEWS[k][0]) for k in chosen}
+            return shown(router), {path: client.view(path) for path in paths}
         finally:
             client.close()
-        base = shown(router)
-    else:
-        base = check_base(router)
-        answers = {k: fetch(base, VIEWS[k][0], timeout) for k in chosen}
+    base = check_base(router)
+    return base, {path: fetch(base, path, timeout) for path in paths}
+
+
+def stat(router: str, chosen: Sequence[str], as_json: bool, timeout: float = 10.0, tls: Any = None) -> int:
+    chosen = list(chosen) or ["g"]
+    base, by_path = read_views(router, [VIEWS[k][0] for k in chosen], timeout, tls)
+    answers = {k: by_path[VIEWS[k][0]] for k in chosen}
     if as_json:
         out = answers[chosen[0]] if len(chosen) == 1 else {VIEWS[k][1]: answers[k] for k in chosen}
         json.dump(out, sys.stdout, indent=2)

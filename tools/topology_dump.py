@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from .exits import CommandError, Exit
-from .stat_view import check_base, fetch
+from .stat_view import read_views
 
 KINDS = ("listen", "inter_router", "http", "mqtt", "amqps", "mqtts")
 
@@ -47,19 +47,8 @@ def topology_of(network: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 def dump(router: str, out: str | None, timeout: float, tls: Any = None) -> int:
-    if router.startswith(("amqp://", "amqps://")):
-        from .amqp_management import ManagementClient
-        from .clients import shown
-
-        client = ManagementClient(router, timeout, tls)
-        try:
-            network = client.view("/api/network")
-        finally:
-            client.close()
-        where = shown(router)
-    else:
-        where = check_base(router)
-        network = fetch(where, "/api/network", timeout)
+    where, answers = read_views(router, ["/api/network"], timeout, tls)
+    network = answers["/api/network"]
     doc, left_out = topology_of(network)
     if not doc["routers"]:
         raise CommandError(Exit.FAILED, f"{where}: no router advertised where it listens (routers before this "
