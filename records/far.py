@@ -40,7 +40,7 @@ class Far:
     it took (each is answered), when it first and last answered."""
 
     __slots__ = ("owed", "stream", "sends", "sent_at", "takes", "answered_at", "first_answer", "numbered", "earlier",
-                 "settle_later")
+                 "settle_later", "heard")
 
     def __init__(self) -> None:
         self.owed: Owed | None = None
@@ -55,3 +55,7 @@ class Far:
         self.earlier: dict[Key, tuple[Said, Outcome | None]] | None = None
         # at the root: routers it settles when it frees the record (they had not answered)
         self.settle_later: frozenset[str] = frozenset()
+        # at the root, for a group message: the copies (router, position, in ``stream``) a
+        # destination answered. ``Positions.unanswered`` cannot say: it forgets a position once
+        # nobody waits for it (its key moved), while the copy may still reach the member there
+        self.heard: set[tuple[str, int]] | None = None

@@ -255,6 +255,10 @@ class Copies:
         done = False
         retarget: dict[str, set[Key]] = {}
         chosen = record.chosen
+        if chosen is not None and answer.stream == far.stream:
+            if far.heard is None:
+                far.heard = set()
+            far.heard.add((frm, answer.position))
         said_all = answer.said
         if not said_all:
             if answer.stream == far.stream:
@@ -383,8 +387,22 @@ class Copies:
     def sent_elsewhere(self, record: CoreRecord, key: Key, router: str) -> bool:
         """Whether a copy of ours for ``key`` to another router than ``router`` has no
         answer yet: that router may still hand it the message (it may not know the key
-        moved: fresh churn seed 969800362002), so a release is not passed on."""
-        return self.unanswered_at(record, key, router) is not None
+        moved: fresh churn seed 969800362002), so a release is not passed on. Judged by the
+        answers heard (``Far.heard``), not by ``Positions.unanswered``, which stops waiting
+        for a copy once its key moved: a router cut off since still has that copy queued for
+        the member, and hands it over if the member comes back there (fresh hard churn seed
+        199772161761: two members processed one message)."""
+        far = record.far
+        if far is None or not far.sends:
+            return False
+        heard = far.heard or ()
+        for there, sends in far.sends.items():
+            if there == router:
+                continue
+            for position, keys, _ in sends:
+                if key in keys and (there, position) not in heard:
+                    return True
+        return False
 
     def unanswered_at(self, record: CoreRecord, key: Key, but: str | None = None) -> str | None:
         """A router (not ``but``) a copy of ours for ``key`` went to with no answer yet."""

@@ -146,7 +146,8 @@ RETURNED_BEFORE_RESEND = [199772166450]
 # Open: fresh hard churn 199772154106:199772174106 (20,000 at 5272830) failed 8: two hit the
 # wall-time cap beside other work and pass alone; these six fail the same at ce6dc95, before
 # this file's last fixes (4 processed by two members, 2 lost). Strict: fixed, they say so.
-OPEN_HARD_CHURN = [199772154420, 199772157079, 199772161761, 199772162102, 199772168448]
+OPEN_HARD_CHURN = [199772154420, 199772157079, 199772162102, 199772168448]
+UNANSWERED_ELSEWHERE = [199772161761]
 # The other two fresh seeds of that sweep (421388625768, 421388630868) pass since.
 FRESH_HARD_PASS = [421388625768, 421388630868]
 
@@ -176,7 +177,7 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, True, ALL) for s in DEFERRED_REOPENED_HARD + SENT_BACK_MOVES_ON + RESUMED_AFTER_ANSWERING + HOLDER_FIRST
               + FRESH_HARD_PASS]
     cases += [(s, False, "") for s in DEFERRED_REOPENED + GAVE_UP_AFTER_RETURN]
-    cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + OPEN_HARD_CHURN + RETURNED_BEFORE_RESEND]
+    cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + OPEN_HARD_CHURN + RETURNED_BEFORE_RESEND + UNANSWERED_ELSEWHERE]
     return replay(REPLAY, cases)
 
 
@@ -306,4 +307,9 @@ def test_fresh_hard_churn_seed_still_open(verdicts, seed):
 
 @pytest.mark.parametrize("seed", RETURNED_BEFORE_RESEND)
 def test_fresh_hard_churn_seed_a_returned_record_reopens_before_its_resend(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
+
+
+@pytest.mark.parametrize("seed", UNANSWERED_ELSEWHERE)
+def test_fresh_hard_churn_seed_a_release_waits_for_every_copy_to_the_member_to_be_answered(verdicts, seed):
     assert verdicts[f"{seed}/True"] == []
