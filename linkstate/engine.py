@@ -24,6 +24,7 @@ class Result:
     table_changed: bool = False
     adopted: list[Subscription] = field(default_factory=list)  # ours from an earlier life (see SubscriberTable._adopt)
     gaps: list[Subscription] = field(default_factory=list)  # other routers' gaps heard of first now
+    left: list[str] = field(default_factory=list)  # routers heard now to have left the network
 
     def extend(self, other: Result) -> Result:
         self.out += other.out
@@ -32,6 +33,7 @@ class Result:
         self.table_changed |= other.table_changed
         self.adopted += other.adopted
         self.gaps += other.gaps
+        self.left += other.left
         return self
 
 
@@ -51,6 +53,7 @@ class ControlPlane:
         # Whether our subscriber view holds every subscription there is (``Sync.complete``):
         # false after a restart until a complete neighbour's sync (or the cold-start rule).
         self.complete = True
+        self.gone = False  # we left (``leave``): links that go now are not advertised
 
     # ----------------------------------------------------------- neighbours
 
@@ -79,10 +82,18 @@ class ControlPlane:
         self.neighbours[n] = cost
         return Result(out=self._flood(self.lsdb.set_neighbours(self.neighbours), exclude=None), topology_changed=True)
 
+    def leave(self) -> Result:
+        """We stop cleanly (``Router.drain``): every router hears at once that we left, and
+        stops counting us among the routers it may be cut off from."""
+        self.gone = True
+        return Result(out=self._flood(self.lsdb.leave(), exclude=None), topology_changed=True)
+
     def neighbour_down(self, n: str) -> Result:
         if n not in self.neighbours:
             return Result()
         del self.neighbours[n]
+        if self.gone:
+            return Result()  # (our last word was that we left: links closing after it say nothing)
         ad = self.lsdb.set_neighbours(self.neighbours)
         r = Result(topology_changed=True)
         r.out += self._flood(ad, exclude=None)
@@ -115,7 +126,8 @@ class ControlPlane:
     def _receive(self, sender: str, msg: object) -> Result:
         if isinstance(msg, LinkStateAd):
             if self.lsdb.apply(msg):
-                return Result(out=self._flood(msg, exclude=sender), topology_changed=True)
+                return Result(out=self._flood(msg, exclude=sender), topology_changed=True,
+                              left=[msg.origin] if msg.leaving else [])
             return self._reissue(Result())
         if isinstance(msg, SubEvent):
             out = self.table.on_event(msg, sender, set(self.neighbours))
@@ -143,10 +155,12 @@ class ControlPlane:
         news: list[str] = []  # origins whose state changed here: passed on, and only they
         for st in sync.states:
             fresh = False
-            ad = LinkStateAd(st.origin, st.ls_seq, st.neighbours, st.addresses)
+            ad = LinkStateAd(st.origin, st.ls_seq, st.neighbours, st.addresses, st.leaving)
             if st.ls_seq and self.lsdb.apply(ad):
                 r.topology_changed = fresh = True
                 r.out += self._flood(ad, exclude=sender)
+                if ad.leaving:
+                    r.left.append(ad.origin)
             if self.table.merge(st):
                 r.table_changed = fresh = True
             if fresh:
@@ -216,7 +230,7 @@ class ControlPlane:
                 seq, subs = 0, ()  # (see ``synced``: taken by nobody)
             states.append(OriginState(o, ad.seq if ad else 0, dict(ad.neighbours) if ad else {}, seq, subs,
                                       self.table.gaps(o) if o != self.me or self.synced else (),
-                                      dict(ad.addresses) if ad else {}))
+                                      dict(ad.addresses) if ad else {}, bool(ad and ad.leaving)))
         return tuple(states)
 
     def _flood(self, msg: object, exclude: str | None) -> Out:

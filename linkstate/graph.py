@@ -32,6 +32,14 @@ class LinkStateDB:
         self._hops = None
         return ad
 
+    def leave(self) -> LinkStateAd:
+        """We stop cleanly: our last advertisement, with no links, saying we left."""
+        self.my_seq += 1
+        ad = LinkStateAd(self.me, self.my_seq, {}, dict(self.addresses), leaving=True)
+        self.ads[self.me] = ad
+        self._hops = None
+        return ad
+
     def apply(self, ad: LinkStateAd) -> bool:
         """Take a flooded advertisement; True if it was news (flood it on)."""
         if ad.origin == self.me:
@@ -77,6 +85,10 @@ class LinkStateDB:
 
     def reachable(self) -> set[str]:
         return set(self.next_hops())
+
+    def left(self) -> set[str]:
+        """Routers whose newest advertisement says they left the network."""
+        return {o for o, ad in self.ads.items() if ad.leaving and o != self.me}
 
     def route(self, dests: set[str], exclude: str | None = None) -> tuple[dict[str, set[str]], set[str]]:
         """Split ``dests`` by next hop; return (hop -> dests, unroutable dests).

@@ -19,6 +19,9 @@ class LinkStateAd:
     # Where the origin listens, by kind (listen, inter_router, http, mqtt, amqps, mqtts:
     # HOST:PORT): what ``once topology dump`` writes back, a router that joined included
     addresses: dict[str, str] = field(default_factory=dict)
+    # The origin stopped cleanly and left the network (``ControlPlane.leave``): no links, and
+    # nobody waits for it as for a router cut off. A later life of it advertises past it.
+    leaving: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,7 @@ class OriginState:
     subscriptions: tuple[Subscription, ...] = field(default_factory=tuple)
     gaps: tuple[Subscription, ...] = field(default_factory=tuple)  # its keys given up as gaps, not yet cleared
     addresses: dict[str, str] = field(default_factory=dict)  # as its advertisement says (``LinkStateAd``)
+    leaving: bool = False  # its advertisement says it left (``LinkStateAd.leaving``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +173,7 @@ def from_dict(d: dict[str, Any]) -> Message:
     body = {k: v for k, v in d.items() if k != "kind"}
     if kind == "LinkStateAd":
         return LinkStateAd(body["origin"], int(body["seq"]), {str(k): int(v) for k, v in body["neighbours"].items()},
-                           _addresses(body))
+                           _addresses(body), bool(body.get("leaving", False)))
     if kind == "SubEvent":
         return SubEvent(body["origin"], int(body["seq"]), bool(body["attached"]), _sub(body["subscription"]))
     if kind == "SubAck":
@@ -177,7 +181,8 @@ def from_dict(d: dict[str, Any]) -> Message:
     if kind == "Sync":
         return Sync(tuple(OriginState(s["origin"], int(s["ls_seq"]), {str(k): int(v) for k, v in s["neighbours"].items()},
                                       int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]),
-                                      tuple(_sub(x) for x in s.get("gaps") or ()), _addresses(s))
+                                      tuple(_sub(x) for x in s.get("gaps") or ()), _addresses(s),
+                                      bool(s.get("leaving", False)))
                           for s in body["states"]), bool(body.get("complete", True)), bool(body.get("partial", False)))
     raise ValueError(f"unknown control message kind {kind!r}")
 

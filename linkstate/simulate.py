@@ -62,6 +62,15 @@ class Network:
         self._take(a, self.planes[a].neighbour_down(b))
         self._take(b, self.planes[b].neighbour_down(a))
 
+    def leave(self, name: str) -> int:
+        """The router stops cleanly: its last word goes to its neighbours (``ControlPlane.leave``),
+        then its links close. Returns the rounds that took (one)."""
+        self._take(name, self.planes[name].leave())
+        self.round()
+        for link in [tuple(x) for x in self.links if name in x]:
+            self.link_down(*link)
+        return 1
+
     def subscribe(self, at: str, sub: Subscription, attached: bool = True) -> int:
         seq, r = self.planes[at].subscribe(sub, attached)
         self._take(at, r)
@@ -136,8 +145,8 @@ HOP_S = 0.010  # simulated seconds a round stands for: one hop's latency (proces
 def _phase(net: Network, name: str, act: Callable[[], object]) -> dict[str, float]:
     """Run ``act`` and the rounds until the network is quiet: what that cost."""
     before, items, net.per_link = net.delivered, net.items, {}
-    act()
-    rounds = net.run()
+    ran = act()
+    rounds = net.run() + (ran if isinstance(ran, int) else 0)
     linked = {r for link in net.links for r in link}  # (a router that left is out of it)
     agreed = len({p.digest() for r, p in net.planes.items() if r in linked}) == 1
     carried = net.per_link.values()
@@ -180,9 +189,8 @@ def simulate(n: int = 100, degree: float = 4.0, events: int = 20, seed: int = 1,
         rng.shuffle(order)
         leaving = next(r for r in order if nx.is_connected(nx.restricted_view(g, [r], [])))
 
-        def leave() -> None:
-            for link in [tuple(x) for x in net.links if leaving in x]:
-                net.link_down(*link)
+        def leave() -> int:
+            return net.leave(leaving)
 
         figures.update(_phase(net, "leave", leave))
         g.remove_node(leaving)

@@ -13,7 +13,7 @@ from once.records.compiled import MODE
 from .config import Address, Topology, TopologyError, load_topology
 from .logs import configure
 from .loop import run
-from .server import Router
+from .server import LEAVE_WAIT, Router
 
 # container allocations between young-generation passes (Python's default: 700)
 GC_YOUNG = 20_000
@@ -31,10 +31,20 @@ async def serve(topology: Topology, router_id: str, journal: str | None = None, 
     # (which build runs: a compiled install that fell back to pure Python says why here)
     logging.getLogger("once.router").info("router %s: %s", router_id, MODE.line())
     stop = asyncio.Event()
-    router.on_drained = stop.set  # (an admin drained it: ``once manage drain``)
+    router.on_drained = stop.set  # (drained: by an admin, ``once manage drain``, or a signal)
     loop = asyncio.get_running_loop()
+
+    def leave(name: str) -> None:
+        # SIGTERM or SIGINT: a clean stop, as a drain (clients resume elsewhere, what we hold
+        # is answered), then every router hears we left (``Router._leave``). Alone (no link
+        # up), or asked a second time: at once.
+        if router.draining is None and router.network.links:
+            router.drain(name, LEAVE_WAIT)
+        else:
+            stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, leave, sig.name)
     loop.add_signal_handler(signal.SIGUSR1, router.log_snapshot)
     # SIGHUP reloads what can change without a restart (the users file, the links); it never
     # stops a router.

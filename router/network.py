@@ -173,7 +173,8 @@ class Network:
     def all_routers(self) -> set[str]:
         """Every other router: the topology's, and any we reach that it does not name."""
         named = {r for link in self.router.topology.links for r in (link.a, link.b)}
-        return (named | self.plane.lsdb.reachable()) - {self.me}
+        # (one that left cleanly is not out of reach: nobody waits for it, until it is back)
+        return (named | self.plane.lsdb.reachable()) - self.plane.lsdb.left() - {self.me}
 
     def everyone_reachable(self) -> bool:
         return self.reachable() >= self.all_routers()
@@ -300,6 +301,12 @@ class Network:
         self._apply(self.plane.neighbour_up(peer, self.costs.get(peer, 1)))
         if set(self.links) >= set(self.costs):
             self.all_up.set()
+
+    def leave(self) -> None:
+        """We stop cleanly (``Router.drain``): every router hears that we left, at once."""
+        log.info("router %s: leaving the network", self.me, extra=fields("router.leaving"))
+        self._apply(self.plane.leave())
+        self.router.flush()
 
     def link_down(self, peer: str, conn: NeighbourLink) -> None:
         if self.links.get(peer) is not conn:
@@ -577,6 +584,8 @@ class Network:
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
         for gap in result.gaps:
             self._told(gap)
+        for gone in result.left:
+            log.info("router %s: router %s left the network", self.me, gone, extra=fields("router.left", router=gone))
         if self.forced and result.table_changed:
             self._tell_forced()
         # Attaches complete last: a subscriber that moved here has what it was owed queued

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import gc
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -73,6 +74,10 @@ class Ready:
 # destination to be answered before it stops (its clients' new routers have it all anyway:
 # a drained router stops as a dead one would, with nothing left for it to do)
 DRAIN_WAIT = 10.0
+# A router stopped by a signal waits less (a service manager's stop, a test's teardown): what
+# it holds and the subscribers it closed have this long to be answered and to resume
+# elsewhere; those that have not by then are the network's, as after a crash.
+LEAVE_WAIT = 5.0
 
 
 class Router:
@@ -398,12 +403,13 @@ class Router:
             self._client_servers.append(server)
         return Address(host, port)
 
-    def drain(self, user: str) -> int:
+    def drain(self, user: str, wait: float = DRAIN_WAIT) -> int:
         """An admin drains this router (``http/manage.py``): it takes no new client, closes
         every client connection (their links suspended, as when a router dies: the clients
         resume at another router of the network, which has what they are owed), and the
         process stops once no client connection is left and what it holds is answered, or
-        ``DRAIN_WAIT`` after the last one went. Returns the connections it closed."""
+        ``wait`` after the last one went; then it leaves the network (``_leave``). Returns the
+        connections it closed."""
         if self.draining is not None:
             return 0
         self.draining = user
@@ -412,10 +418,10 @@ class Router:
         closing = list(self.connections)
         for conn in closing:
             conn.closed_by_admin(f"router {self.id} is draining (asked by {user}): connect to another router")
-        self._tasks.append(asyncio.get_running_loop().create_task(self._drained()))
+        self._tasks.append(asyncio.get_running_loop().create_task(self._drained(wait)))
         return len(closing)
 
-    async def _drained(self) -> None:
+    async def _drained(self, wait: float) -> None:
         left_at: float | None = None
         loop = asyncio.get_running_loop()
         while True:
@@ -424,13 +430,37 @@ class Router:
                 left_at = None
             elif left_at is None:
                 left_at = now
-            elif not self.core.records.records or now - left_at >= DRAIN_WAIT:
+            elif not self.core.records.records or now - left_at >= wait:
                 break
             await asyncio.sleep(0.1)
         log.info("router %s: drained (asked by %s): no client left; stopping", self.id, self.draining,
                  extra=fields("router.drained", user=self.draining, records=len(self.core.records.records)))
+        await self._leave(wait)
         if self.on_drained is not None:
             self.on_drained()
+
+    async def _leave(self, wait: float) -> None:
+        """Before we stop: the subscribers suspended here resume at other routers (their new
+        attach takes their keys over), for up to ``wait``; then every router hears we left
+        (``Network.leave``) and stops counting us among the routers it may be cut off from. One still suspended
+        here by then (or a durable group's stand-in) is owed what waits for it, and only we
+        could expire it: we stop without a word, and the network keeps waiting for it as
+        for a router out of reach (a crash's rule, ``docs/protocol.md`` section 7)."""
+        network = self.network
+        if not network.links:
+            return  # (nobody to tell: they see our links go, as they would for a crash)
+        loop = asyncio.get_running_loop()
+        until = loop.time() + wait
+        suspended = self.core.tables.topics.suspended
+        while (suspended and network.links and loop.time() < until
+               and all(sub.suspended_until != math.inf for sub in suspended)):
+            await asyncio.sleep(0.1)
+        if suspended:
+            log.warning("router %s: stopping with %d subscribers suspended here: the network waits for them "
+                        "as for a router out of reach", self.id, len(suspended),
+                        extra=fields("router.stopping_suspended", subscribers=len(suspended)))
+            return
+        network.leave()
 
     def reload(self) -> None:
         """SIGHUP: take up the users file (and the policy, consumer groups and links of the

@@ -155,8 +155,8 @@ def topics(d: list[dict[str, Any]]) -> str:
 
 
 def network(d: dict[str, Any]) -> str:
-    routers = table([(r["router"], "this one" if r["router"] == d["router"] else "yes" if r["reachable"] else "NO")
-                     for r in d["routers"]], ("router", "reachable"))
+    routers = table([(r["router"], "this one" if r["router"] == d["router"] else "yes" if r["reachable"]
+                      else "left" if r.get("left") else "NO") for r in d["routers"]], ("router", "reachable"))
     edges = table([(e["a"], e["b"], e["cost"]) for e in d["edges"]], ("from", "to", "cost"))
     neighbours = table([(n["router"], "up" if n["up"] else "DOWN", n["cost"], n["since_s"], n["flaps"])
                         for n in d["neighbours"]], ("neighbour", "link", "cost", "since (s)", "flaps"))

@@ -24,6 +24,8 @@ def topology_of(network: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     routers: dict[str, dict[str, Any]] = {}
     left_out = []
     for r in network["routers"]:
+        if r.get("left"):
+            continue  # (it stopped cleanly: no longer part of the network)
         at = r.get("addresses") or {}
         if "listen" not in at:
             left_out.append(r["router"])

@@ -256,8 +256,10 @@ def network(router: Router) -> dict[str, Any]:
         ad = ads.get(r)
         return dict(ad.addresses) if ad is not None else {}
 
+    left = net.plane.lsdb.left()  # (stopped cleanly: listed, as left, until a later life is back)
+    routers = sorted(set(routers) | left)
     return {"router": router.id, "routers": [{"router": r, "reachable": r == router.id or r in reachable,
-                                              "addresses": addresses(r)} for r in routers],
+                                              "left": r in left, "addresses": addresses(r)} for r in routers],
             "edges": edges, "neighbours": neighbours}
 
 
