@@ -69,7 +69,7 @@ class Copies:
         self.send_to = send_to  # control items to a router, relayed by the network
         self.positions: dict[tuple[bytes, str], Positions] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
-        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe, self.send_back, self.unanswered_at)
+        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe, self.send_back, self.holds_at)
         self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
@@ -418,6 +418,28 @@ class Copies:
             for position, keys, _ in sends:
                 if key in keys and position in box.unanswered:
                     return str(there)
+        return None
+
+    def holds_at(self, record: CoreRecord, key: Key) -> str | None:
+        """Where our own share of ``record`` for group member ``key`` stands: a copy of ours
+        with no answer yet (``unanswered_at``), one it accepted or rejected (our owed set:
+        it had it), or here, at the root, where it waits as a local subscriber (``HERE``:
+        what it was owed followed it here). A question's choice keeps it: its share went on
+        while we asked, and choosing another, two members process the message (fresh hard
+        churn seeds 199772154420: its copy where it moved was accepted before the answers
+        came; 199772162102: it came to the root and was queued there)."""
+        where = self.unanswered_at(record, key)
+        if where is not None:
+            return where
+        far = record.far
+        owed = far.owed if far is not None else None
+        state = owed.states.get(key) if owed is not None else None
+        if state is KeyState.ACCEPTED or state is KeyState.REJECTED:
+            return owed.where.get(key)  # type: ignore[union-attr]
+        if state is KeyState.HERE:
+            sub = (self.topics.get(record.topic) or {}).get(key)
+            if sub is not None and sub in record.states:
+                return self.router_id
         return None
 
     def _replace(self, record: CoreRecord, owed: Owed, key: Key, by: Key) -> bool:

@@ -56,12 +56,12 @@ class Inquiry:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "routes", "queue", "dest", "unowe", "asking",
                  "held", "again", "releasing", "decided", "stashed", "taken_over", "member_groups", "placeholders",
                  "member_since", "restored", "gone", "moved_on", "early", "delivery", "failover", "groups", "tables",
-                 "send_back", "unanswered_at", "deferred", "returned")
+                 "send_back", "holds_at", "deferred", "returned")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, queue: Callable[[str, Control], None],
                  dest: Destination, unowe: Callable[[CoreRecord, set[Key]], None],
                  send_back: Callable[[CoreRecord, Key, str], None],
-                 unanswered_at: Callable[[CoreRecord, Key], str | None]) -> None:
+                 holds_at: Callable[[CoreRecord, Key], str | None]) -> None:
         self.tables = tables  # (the stamp clock)
         self.router_id = tables.router_id
         self.settings = tables.settings
@@ -73,7 +73,7 @@ class Inquiry:
         self.dest = dest
         self.unowe = unowe  # the root stops waiting for these keys (``Copies.unowe``)
         self.send_back = send_back  # a member that released it gets it again (``Copies.send_back``)
-        self.unanswered_at = unanswered_at  # where a copy of ours to a key has no answer yet
+        self.holds_at = holds_at  # where our own share for a key stands (``Copies.holds_at``)
         self.asking: dict[bytes, Asking] = {}  # gid -> the question, at its new root
         # per publisher, its records whose members are not chosen yet, in its order; what
         # the answers said for those asked about (group -> member, router, still a member)
@@ -566,9 +566,11 @@ class Inquiry:
             # 660318468439: the copy waited behind a gap there, the choice took a member
             # that had joined, and both processed it). One that released it too: what it
             # was owed followed it where it moved while we asked (fresh hard churn seed
-            # 483033179646); it gets it back, as when every member released it.
+            # 483033179646); it gets it back, as when every member released it. So does one
+            # whose copy there was accepted before the answers came, or that came here and
+            # waits for it at the root (``Copies.holds_at``).
             if group not in given:
-                where = self.unanswered_at(record, member)
+                where = self.holds_at(record, member)
                 if where is not None:
                     given[group] = (member, where)
         routers = self.groups.choose_members(record, given)
@@ -626,7 +628,14 @@ class Inquiry:
                 # (``test_a_member_that_came_to_the_root_is_waited_for_there_not_passed_on``).
                 continue
             elif member not in had and said not in (KeyState.ACCEPTED, KeyState.REJECTED):
-                self.groups.pass_on(record, group, member)
+                by = self.groups.pass_on(record, group, member)
+                if by is not None and by != member:
+                    # Its share went to ``by``: no longer owed it, as a pass-on from an answer
+                    # replaces it (``Copies._replace``). Still owed, its old copy's answer
+                    # (``released``) passed the message on again, to a third member (fresh
+                    # hard churn seed 199772168448: the member had left; the one chosen here
+                    # and the next both processed it).
+                    self.unowe(record, {member})
             # (a member that had it and is gone now is sent nothing, nor passed on: it
             # answered, even if it left while the record waited its turn; seed 220 of
             # ``test_a_root_that_takes_a_message_over_asks_whom_its_members_were_before_it_chooses``)
