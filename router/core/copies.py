@@ -267,8 +267,21 @@ class Copies:
                 # a re-sent copy names only the keys still owed there, so the copy it answers
                 # may be smaller).
                 position = answer.position
-                for sent, keys, _ in far.sends.get(frm, ()):
-                    if sent == position and owed.accepted_at(keys, frm):
+                sends = far.sends.get(frm, ())
+                for i, (sent, keys, _) in enumerate(sends):
+                    if sent != position:
+                        continue
+                    # Not for a key we sent there again in a later copy (it moved away and
+                    # back, or was given it back): that copy answers for it. This one may
+                    # have been re-sent without it while it was owed elsewhere, and its
+                    # router's "every key accepted" then meant the others only (fresh hard
+                    # churn seed 199772157079: the member came back, by a stale view, to the
+                    # router it had left, which answered the copy re-sent without it
+                    # "accepted", and the publisher heard `accepted`; no member had it).
+                    for later, ks, _ in sends[i + 1:]:
+                        if later > position:
+                            keys = keys - ks
+                    if owed.accepted_at(keys, frm):
                         done = True
         for key, said, error in said_all:
             if said is Said.TAKEN:

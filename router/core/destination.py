@@ -397,7 +397,8 @@ class Destination:
             said, every = self._said_all(record, keys, subs, refused)  # (else the usual: every key accepted)
             if every is None:
                 return False
-        # (the usual answer, every key of the copy accepted, names no key: the root knows them)
+        # (the usual answer, every key of the copy accepted, names no key: the root knows them,
+        # and takes it for none it sent here again in a later copy: ``Copies._answered``)
         self.queue(root, Answer(record.gid, stream, position, () if every else tuple(said)))
         now = self.clock()
         far.answered_at = now
