@@ -11,9 +11,10 @@ from dataclasses import replace
 from once.records.compiled import MODE
 
 from .config import Address, Topology, TopologyError, load_topology
+from .leaving import LEAVE_WAIT
 from .logs import configure
 from .loop import run
-from .server import LEAVE_WAIT, Router
+from .server import Router
 
 # container allocations between young-generation passes (Python's default: 700)
 GC_YOUNG = 20_000
@@ -34,17 +35,19 @@ async def serve(topology: Topology, router_id: str, journal: str | None = None, 
     router.on_drained = stop.set  # (drained: by an admin, ``once manage drain``, or a signal)
     loop = asyncio.get_running_loop()
 
-    def leave(name: str) -> None:
-        # SIGTERM or SIGINT: a clean stop, as a drain (clients resume elsewhere, what we hold
-        # is answered), then every router hears we left (``Router._leave``). Alone (no link
+    def leave() -> None:
+        # SIGTERM: a clean stop, as a drain (clients resume elsewhere, what we hold is
+        # answered), then every router hears we left (``router/leaving.py``). Alone (no link
         # up), or asked a second time: at once.
         if router.draining is None and router.network.links:
-            router.drain(name, LEAVE_WAIT)
+            router.drain("SIGTERM", LEAVE_WAIT)
         else:
             stop.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, leave, sig.name)
+    loop.add_signal_handler(signal.SIGTERM, leave)
+    # SIGINT (Ctrl-C): at once, as before there was a clean stop; its neighbours see its
+    # links close, its clients resume elsewhere as after a crash
+    loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGUSR1, router.log_snapshot)
     # SIGHUP reloads what can change without a restart (the users file, the links); it never
     # stops a router.

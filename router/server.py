@@ -6,7 +6,6 @@ import asyncio
 import base64
 import gc
 import logging
-import math
 import os
 import time
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from .http.manage import is_admin, writes
 from .http.server import HttpConnection, HttpGuard, Writes
 from .http.views import general, memory, waiting_on_suspended
 from .journal import router_journal
+from .leaving import Holding, Leaving, Step
 from .listeners import Kind, bind
 from .listeners import listen as listen_on
 from .logs import fields
@@ -74,10 +74,6 @@ class Ready:
 # destination to be answered before it stops (its clients' new routers have it all anyway:
 # a drained router stops as a dead one would, with nothing left for it to do)
 DRAIN_WAIT = 10.0
-# A router stopped by a signal waits less (a service manager's stop, a test's teardown): what
-# it holds and the subscribers it closed have this long to be answered and to resume
-# elsewhere; those that have not by then are the network's, as after a crash.
-LEAVE_WAIT = 5.0
 
 
 class Router:
@@ -408,7 +404,7 @@ class Router:
         every client connection (their links suspended, as when a router dies: the clients
         resume at another router of the network, which has what they are owed), and the
         process stops once no client connection is left and what it holds is answered, or
-        ``wait`` after the last one went; then it leaves the network (``_leave``). Returns the
+        ``wait`` after the last one went; then it leaves the network (``_drained``). Returns the
         connections it closed."""
         if self.draining is not None:
             return 0
@@ -422,45 +418,26 @@ class Router:
         return len(closing)
 
     async def _drained(self, wait: float) -> None:
-        left_at: float | None = None
+        """The stop under way, step by step (``router/leaving.py``, the simulator's rule too):
+        every tenth of a second until it leaves the network or stops without a word."""
         loop = asyncio.get_running_loop()
+        leaving = Leaving(wait)
         while True:
-            now = loop.time()
-            if self.connections:
-                left_at = None
-            elif left_at is None:
-                left_at = now
-            elif not self.core.records.records or now - left_at >= wait:
+            held = Holding.of(self.core, len(self.connections), bool(self.network.links))
+            step = leaving.step(loop.time(), held)
+            if step is not Step.WAIT:
                 break
             await asyncio.sleep(0.1)
         log.info("router %s: drained (asked by %s): no client left; stopping", self.id, self.draining,
-                 extra=fields("router.drained", user=self.draining, records=len(self.core.records.records)))
-        await self._leave(wait)
+                 extra=fields("router.drained", user=self.draining, records=held.records))
+        if step is Step.LEAVE:
+            self.network.leave()
+        elif held.suspended:
+            log.warning("router %s: stopping with %d subscribers suspended here: the network waits for them "
+                        "as for a router out of reach", self.id, held.suspended,
+                        extra=fields("router.stopping_suspended", subscribers=held.suspended))
         if self.on_drained is not None:
             self.on_drained()
-
-    async def _leave(self, wait: float) -> None:
-        """Before we stop: the subscribers suspended here resume at other routers (their new
-        attach takes their keys over), for up to ``wait``; then every router hears we left
-        (``Network.leave``) and stops counting us among the routers it may be cut off from. One still suspended
-        here by then (or a durable group's stand-in) is owed what waits for it, and only we
-        could expire it: we stop without a word, and the network keeps waiting for it as
-        for a router out of reach (a crash's rule, ``docs/protocol.md`` section 7)."""
-        network = self.network
-        if not network.links:
-            return  # (nobody to tell: they see our links go, as they would for a crash)
-        loop = asyncio.get_running_loop()
-        until = loop.time() + wait
-        suspended = self.core.tables.topics.suspended
-        while (suspended and network.links and loop.time() < until
-               and all(sub.suspended_until != math.inf for sub in suspended)):
-            await asyncio.sleep(0.1)
-        if suspended:
-            log.warning("router %s: stopping with %d subscribers suspended here: the network waits for them "
-                        "as for a router out of reach", self.id, len(suspended),
-                        extra=fields("router.stopping_suspended", subscribers=len(suspended)))
-            return
-        network.leave()
 
     def reload(self) -> None:
         """SIGHUP: take up the users file (and the policy, consumer groups and links of the

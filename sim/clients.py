@@ -290,7 +290,7 @@ class Client:
         for i in range(len(self.routers)):
             name = self.routers[(self.at + i) % len(self.routers)]
             router = net.routers.get(name)
-            if router is not None and router.alive:
+            if router is not None and router.alive and not router.draining:
                 self.at = (self.at + i) % len(self.routers)
                 self.conn = ClientConn(net, self, router)
                 self.attached = False

@@ -69,6 +69,11 @@ class Up:
     """The handshake: the first frame; the receiving side's link comes up with it."""
 
 
+class Down:
+    """A clean close (a router that left closes its links after its last word): the
+    receiving side sees the connection go once what was sent before it has arrived."""
+
+
 class Handle:
     """A delivery as the adaptor knows it: its id on the connection and the core's record."""
 
@@ -134,6 +139,8 @@ class RouterEnd:
                 router.core.pump_hop(self.hop)
         elif t is Control:
             router.network.receive(self.peer, frame.msg)
+        elif t is Down:
+            router.net.cut_connection(self)
         router.after_batch()
 
 

@@ -352,12 +352,40 @@ def with_gaps(p: Plan) -> Plan:
     return p
 
 
+def with_elastic(p: Plan) -> Plan:
+    """The network changes while it runs (issue 51), each change drawn from its own stream
+    (the rest of the seed's schedule stays the same): a router stops cleanly (it leaves)
+    and starts again later; a link between two routers that had none is added (SIGHUP) and
+    removed again; a router no file names joins, linked to two others, takes the clients
+    that fail over to it (last in about half the clients' lists), and leaves."""
+    own = random.Random(f"{p.seed}/elastic")
+    links = {frozenset(pair) for pair in topology_links(p.topology)}
+    names = sorted({n for pair in links for n in pair})
+    span = max(p.messages * p.interval, 0.5)
+    extra = [Fault(START + own.uniform(0.0, span), "stop", (own.choice(names),), own.uniform(0.5, 6.0))]
+    unlinked = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if frozenset((a, b)) not in links]
+    if unlinked:
+        extra.append(Fault(START + own.uniform(0.0, span), "relink", own.choice(unlinked), own.uniform(0.5, 8.0)))
+    extra.append(Fault(START + own.uniform(0.0, span), "newrouter", (JOINER, *own.sample(names, 2)),
+                       own.uniform(0.5, 8.0)))
+    for _, prefs in [*p.publishers, *p.subscribers, *p.members]:
+        if own.random() < 0.5:
+            prefs.append(JOINER)
+    p.faults = sorted([*p.faults, *extra], key=lambda f: f.at)
+    return p
+
+
+JOINER = "X"  # (the router that joins: no topology names it; they name theirs from A to J)
+
+
 def build(seed: int, groups: bool = False, hard: bool = False, releases: bool = False, leaves: bool = False,
           joins: bool = False, patterns: bool = False, long_cuts: bool = False, presettled: bool = False,
-          gaps: bool = False) -> Plan:
+          gaps: bool = False, elastic: bool = False) -> Plan:
     """The schedule ``once sim`` runs for ``seed`` with these options."""
     p = hard_plan(seed, groups) if hard else plan(seed, groups=groups)
     with_churn(p, releases, leaves, joins)
+    if elastic:
+        with_elastic(p)
     if patterns:
         with_patterns(p)
     if gaps:
@@ -405,7 +433,7 @@ def fingerprint(seeds: range, groups: bool = False, hard: bool = False) -> str:
     return h.hexdigest()
 
 
-MODES = ("groups", "hard", "releases", "leaves", "joins", "patterns", "long_cuts", "presettled", "gaps")
+MODES = ("groups", "hard", "releases", "leaves", "joins", "patterns", "long_cuts", "presettled", "gaps", "elastic")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -434,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
                     "pre-settled (at most once), mixed with unsettled ones on one link")
     ap.add_argument("--gaps", action="store_true", help="a long cut that outlasts partition_grace too: "
                     "subscriptions behind it are given up as gaps, and their live links told")
+    ap.add_argument("--elastic", action="store_true", help="the network changes while it runs: a router stops "
+                    "cleanly (it leaves) and starts again, a link is added by SIGHUP and removed, a router no "
+                    "file names joins (some clients fail over to it) and leaves")
     ap.add_argument("--fingerprint", action="store_true", help="print one digest of the runs of --seeds (the "
                     "same in every build that behaves alike: pure Python and compiled)")
     args = ap.parse_args(argv)

@@ -227,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "'mqtt-1to1'): MQTT QoS 1 and 2 through once beside Mosquitto (C clients, libmosquitto) and beside "
                    "AMQP through once (Proton-C clients), alternating --rounds; 'outbox': rows an application "
                    "commits to rows a subscriber accepted, through the relay, on PostgreSQL and SQLite; 'attach': what a storm of "
-                   "connections attaching links costs a router, with and without a policy's limits")
+                   "connections attaching links costs a router, with and without a policy's limits; 'network': --routers routers "
+                   "(default 30) as processes boot and carry a failover harness run (boot time, memory per router)")
     b.add_argument("--clients", choices=("python", "c"), default="python",
                    help="load clients: ours in Python, or Proton-C ones built at first use (the router, not the "
                         "clients, is then what limits)")
@@ -244,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--journal", action="store_true", help="routers write their delivery journal (its cost)")
     b.add_argument("--tls", action="store_true", help="with --clients c: clients connect over TLS (amqps) and the "
                    "routers link over mutual TLS, with certificates made for the run (openssl); with --against, the peer too")
+    b.add_argument("--routers", type=int, default=30, help="with 'network': how many routers (default 30)")
     b.add_argument("--http", action="store_true", help="routers serve their http endpoint and the bench scrapes "
                    "each one's /metrics every second (the cost of being watched)")
     return p
@@ -427,6 +429,10 @@ def main(argv: list[str] | None = None) -> int:
                 from .bench.attach import main as attach_bench
 
                 return attach_bench(args.rounds, args.compare)
+            if args.scenarios == ["network"]:
+                from .bench.network import main as network_bench
+
+                return network_bench(args.routers, min(args.messages, 20_000), json_path=args.json_path)
             if args.scenarios == ["core"]:
                 from .bench.core import main as core_loops
 

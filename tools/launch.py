@@ -105,7 +105,7 @@ def launch(topology_path: str, stop: threading.Event | None = None, journal: str
                     r.echo()
         return Exit.INTERRUPTED if signal.SIGINT in got else Exit.OK
     finally:
-        stop_all(r.proc for r in routers.values() if r.proc is not None)
+        stop_all([r.proc for r in routers.values() if r.proc is not None], sig=signal.SIGINT)
         try:
             print("all routers stopped", flush=True)
         except OSError:

@@ -447,8 +447,9 @@ class Copies:
         far = record.far
         owed = far.owed if far is not None else None
         state = owed.states.get(key) if owed is not None else None
-        if state is KeyState.ACCEPTED or state is KeyState.REJECTED:
-            return owed.where.get(key)  # type: ignore[union-attr]
+        if owed is not None and (state is KeyState.ACCEPTED or state is KeyState.REJECTED):
+            there: str | None = owed.where.get(key)
+            return there
         if state is KeyState.HERE:
             sub = (self.topics.get(record.topic) or {}).get(key)
             if sub is not None and sub in record.states:

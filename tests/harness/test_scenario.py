@@ -17,7 +17,8 @@ def test_the_issue_scenarios_are_shipped():
                      "two-routers-die", "subscriber-crash", "link-flap", "proton-publisher-router-dies",
                      "mqtt-publisher-router-dies", "mqtt-subscriber-router-dies", "mqtt-group-router-dies",
                      "group-member-killed", "exclusive-active-dies", "group-router-dies", "links-slow-and-quiet",
-                     "outbox-relay-killed", "outbox-relay-takeover", "outbox-database-restarts", "router-drained"}
+                     "outbox-relay-killed", "outbox-relay-takeover", "outbox-database-restarts", "router-drained",
+                     "router-leaves", "router-joins", "link-added"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
@@ -55,6 +56,12 @@ BASE = {"topology": "line3.yaml", "publishers": [{"name": "p", "router": "A"}],
     ({"publishers": [{"name": "p", "router": "A", "client": "outbox"}], "outbox": {"relays": [{"name": "r", "router": "A"}]},
       "faults": [{"at": 1, "kill_relay": "q"}]}, "faults[0].kill_relay: no relay 'q'"),
     ({"subscribers": [{"name": "s", "router": "C", "client": "outbox"}]}, "subscribers[0].client: expected one of"),
+    ({"faults": [{"at": 1, "stop": "Z"}]}, "faults[0].stop: no router 'Z'"),
+    ({"faults": [{"at": 1, "link": ["A", "Z"]}]}, "faults[0].link: expected two routers of the topology"),
+    ({"faults": [{"at": 1, "unlink": ["A", "A"]}]}, "faults[0].unlink: expected two routers of the topology"),
+    ({"faults": [{"at": 1, "join": "B", "to": ["A"]}]}, "faults[0].join: expected the name of a router no file"),
+    ({"faults": [{"at": 1, "join": "D", "to": ["Z"]}]}, "faults[0].to: expected routers of the topology"),
+    ({"faults": [{"at": 1, "kill": "D"}]}, "faults[0].kill: no router 'D'"),
 ])
 def test_bad_scenarios_fail_naming_the_field(change: dict, message: str):
     with pytest.raises(ScenarioError) as e:
@@ -159,3 +166,11 @@ def test_a_client_may_name_its_own_topic_and_a_subscriber_a_pattern():
     s = parse({**BASE, "topic": "m/1", "subscribers": [{"name": "s", "router": "C", "topic": "m/+"},
                                                         {"name": "t", "router": "B"}]}, "ok", "ok.yaml")
     assert [s.topic_of(c) for c in (*s.publishers, *s.subscribers)] == ["m/1", "m/+", "m/1"]
+
+
+def test_a_router_that_joins_may_be_named_by_later_faults():
+    s = parse({**BASE, "faults": [{"at": 1, "join": "D", "to": ["A", "C"]}, {"at": 2, "stop": "D"},
+                                  {"at": 3, "link": ["C", "A"]}]}, "ok", "ok.yaml")
+    assert [(f.kind, f.target) for f in s.faults] == [("join", ("D", "A", "C")), ("stop", "D"), ("link", ("A", "C"))]
+    assert [f.describe() for f in s.faults] == ["router D joins through A, C", "stop D (SIGTERM: it leaves the network)",
+                                                "add link A-C (SIGHUP)"]

@@ -161,6 +161,24 @@ def test_a_hundred_and_fifty_hard_schedules_with_group_churn_fail_none(tmp_path:
     assert not failed, dict(list(failed.items())[:10])
 
 
+def test_six_hundred_schedules_where_the_network_changes_while_it_runs_fail_none(tmp_path: Path):
+    """``--elastic`` (issue 51): a router stops cleanly and leaves (the process's rule,
+    ``router/leaving.py``) and starts again; a link is added by SIGHUP and removed; a router
+    no file names joins, takes the clients that fail over to it, and leaves."""
+    failed = _sweep(tmp_path, 600, "--elastic")
+    assert not failed, dict(list(failed.items())[:10])
+
+
+def test_three_hundred_group_schedules_where_the_network_changes_fail_none(tmp_path: Path):
+    failed = _sweep(tmp_path, 300, "--groups", "--elastic")
+    assert not failed, dict(list(failed.items())[:10])
+
+
+def test_a_hundred_and_fifty_hard_schedules_where_the_network_changes_fail_none(tmp_path: Path):
+    failed = _sweep(tmp_path, 150, "--hard", "--elastic")
+    assert not failed, dict(list(failed.items())[:10])
+
+
 def test_four_hundred_hard_schedules_fail_none(tmp_path: Path):
     """``--hard``: 6-10 routers with chords, silent and one-way partitions, paused routers,
     clock steps, crashing publishers, credit that binds. (Four hundred, after 1,000 and 500:

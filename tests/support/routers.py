@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -98,7 +99,7 @@ class RouterProcess:
                 adopted[rid] = cls(topology, rid, proc)
         except BaseException:
             rest = [p for rid, (p, _) in procs.items() if rid not in adopted]
-            stop_all([*(r.proc for r in adopted.values()), *rest])
+            stop_all([*(r.proc for r in adopted.values()), *rest], sig=signal.SIGINT)
             for p in rest:
                 p.communicate()  # (its pipes)
             for r in adopted.values():
@@ -117,7 +118,7 @@ class RouterProcess:
     logged = ""
 
     def stop(self) -> int:
-        stop_all([self.proc])
+        stop_all([self.proc], sig=signal.SIGINT)
         self._drain.join(10)  # the pipe ends with the process
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None and not pipe.closed:
@@ -183,7 +184,7 @@ class Network:
         return self.routers[rid]
 
     def stop(self) -> None:
-        stop_all(r.proc for r in self.routers.values())  # all at once: they stop in parallel
+        stop_all([r.proc for r in self.routers.values()], sig=signal.SIGINT)  # all at once: they stop in parallel
         for r in self.routers.values():
             r.stop()  # (its log and pipes)
         for p in self.proxies.values():

@@ -58,6 +58,11 @@ class Report:
     subscribers: list[SubscriberReport] = field(default_factory=list)
     resume: list[dict[str, Any]] = field(default_factory=list)  # per fault: what, when, seconds to resume
     errors: list[str] = field(default_factory=list)
+    # the network's changes as its routers logged them ("A: router B left the network"):
+    # a scenario that stops, joins or links routers shows they happened
+    network: list[str] = field(default_factory=list)
+    boot_s: float = 0.0  # from starting the routers to every one ready
+    rss_kib: dict[str, int] = field(default_factory=dict)  # each router's resident memory as the run ended
 
     @property
     def violations(self) -> dict[str, int]:
@@ -75,7 +80,8 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "ok": self.ok, "sent": self.sent, "accepted": self.accepted,
                 "rejected": self.rejected, "violations": self.violations,
-                "subscribers": [vars(s) for s in self.subscribers], "resume": self.resume, "errors": self.errors}
+                "subscribers": [vars(s) for s in self.subscribers], "resume": self.resume, "errors": self.errors,
+                "network": self.network, "boot_s": round(self.boot_s, 3), "rss_kib": self.rss_kib}
 
     def text(self) -> str:
         lines = [f"scenario {self.scenario}: sent {self.sent}, accepted {self.accepted}, rejected {self.rejected}"]

@@ -17,11 +17,16 @@ from typing import Any
 
 import yaml
 from once.tools.procs import stop_all
-from once.tools.topology_ports import with_free_ports
+from once.tools.topology_ports import free_port, with_free_ports
 
 from .proxy import Proxy
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ends(link: Any) -> list[str]:
+    """A topology file's link: ``[A, B]`` or ``{between: [A, B], cost: N}``."""
+    return [str(r) for r in (link["between"] if isinstance(link, dict) else link)]
 
 
 class Cluster:
@@ -53,6 +58,7 @@ class Cluster:
         # MQTT clients' addresses (routers with a listener): mqtt://HOST:PORT
         self.mqtt = {i: "mqtt://" + doc["routers"][i]["mqtt"] for i in self.ids if doc["routers"][i].get("mqtt")}
         self.paths = {i: base for i in self.ids}
+        self.base = base  # (the network's file, each router where it listens: no proxies)
         self.proxies: dict[tuple[str, str], Proxy] = {}
         for a, b in sorted(proxied):
             dialler, listener = sorted((a, b))
@@ -112,6 +118,40 @@ class Cluster:
         base = self.http[i].replace("http://", f"http://{self.admin}@")
         post(base, "/api/drain", {}, 10.0)
 
+    def stop_router(self, i: str) -> None:
+        """SIGTERM: the router stops cleanly and leaves the network (a later ``restart``
+        starts it again)."""
+        proc = self.procs.get(i)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+    def relink(self, a: str, b: str, add: bool) -> None:
+        """A link added to (or removed from) every router's topology file, then SIGHUP to
+        every router running (``once reload``): each end dials it or closes it."""
+        for path in sorted(set(self.paths.values())):
+            doc = yaml.safe_load(path.read_text())
+            links = [lk for lk in doc.get("links") or [] if set(_ends(lk)) != {a, b}]
+            doc["links"] = links + ([[a, b]] if add else [])
+            path.write_text(yaml.safe_dump(doc))
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGHUP)
+
+    def join(self, name: str, to: tuple[str, ...]) -> None:
+        """A router no file names starts with a file of its own (its listeners and the
+        network's credentials) and joins through ``to`` (``once router --join``)."""
+        base = yaml.safe_load(self.base.read_text())
+        entry = {"listen": f"127.0.0.1:{free_port()}",
+                 "join": [base["routers"][r]["inter_router"] for r in to]}
+        if self.http:
+            entry["http"] = f"127.0.0.1:{free_port()}"
+        doc = {"routers": {name: entry}, "links": [],
+               **{k: base[k] for k in ("auth", "settings", "tls") if k in base}}
+        path = self.out / f"topology-{name}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        self.paths[name] = path
+        self.start(name, wait=False)
+
     def freeze(self, i: str) -> None:
         """Stop the router's process (SIGSTOP): it keeps its sockets and state, says nothing."""
         proc = self.procs.get(i)
@@ -137,6 +177,18 @@ class Cluster:
     def heal(self, a: str, b: str) -> None:
         self.proxies[tuple(sorted((a, b)))].heal()  # type: ignore[index]
 
+    def rss_kib(self) -> dict[str, int]:
+        """Each running router's resident memory (``VmRSS``), in KiB."""
+        from once.tools.bench.procs import rss_kib
+
+        out = {}
+        for i, proc in sorted(self.procs.items()):
+            try:
+                out[i] = rss_kib(proc.pid) if proc.poll() is None else None
+            except (OSError, RuntimeError):  # (it exited as we looked)
+                out[i] = None
+        return {i: kib for i, kib in out.items() if kib is not None}
+
     def dump_state(self) -> None:
         """Ask every live router to log its state (SIGUSR1), for a run that got stuck."""
         for proc in self.procs.values():
@@ -149,6 +201,6 @@ class Cluster:
         return [urls[home]] + [urls[i] for i in self.ids if i != home and i in urls]
 
     def stop(self) -> None:
-        stop_all(self.procs.values())
+        stop_all(self.procs.values(), sig=signal.SIGINT)
         for p in self.proxies.values():
             p.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -136,8 +137,12 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
     fault_log: list[dict[str, Any]] = []
     errors: list[str] = []
     left: int | None = 0
+    rss: dict[str, int] = {}
+    boot_s = 0.0
+    booted = time.monotonic()
     try:
-        cluster.start()
+        cluster.start(timeout=max(20.0, 1.5 * len(cluster.ids)))  # (a network of many: they start together)
+        boot_s = time.monotonic() - booted
         say(f"harness {scenario.name}: routers {', '.join(cluster.ids)} up; results in {out}")
         subs = [c.name for c in scenario.subscribers]
         for name in subs:
@@ -209,6 +214,7 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
             time.sleep(0.1)
         say(f"  {time.monotonic() - t0:6.2f}s  finished")
     finally:
+        rss = cluster.rss_kib()
         clients.stop()
         if outbox is not None:
             errors += [f"{log} holds a traceback" for log in outbox.tracebacks()]
@@ -229,8 +235,24 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                    retrying={c.name for c in scenario.publishers if c.client not in EXACTLY_ONCE}, groups=scenario.groups,
                    topics={c.name: scenario.topic_of(c) for c in scenario.publishers + scenario.subscribers})
     report.errors += errors
+    report.network = network_changes(out)
+    report.boot_s, report.rss_kib = boot_s, rss
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     return report
+
+
+# What a router logs when the network changes while it runs (``router/network.py``, ``Router._relink``)
+CHANGES = re.compile(r"router (\w+): (router \w+ left the network|leaving the network|linked to \w+, which our "
+                     r"topology does not name|SIGHUP: link to \w+ (?:added|removed))")
+
+
+def network_changes(out: Path) -> list[str]:
+    """Each router's log lines that say the network changed: "A: router B left the network"."""
+    found = set()
+    for log in sorted(out.glob("router-*.log")):
+        for m in CHANGES.finditer(log.read_text(errors="replace")):
+            found.add(f"{m.group(1)}: {m.group(2)}")
+    return sorted(found)
 
 
 def _finish_journals(out: Path, scenario: Scenario) -> None:
@@ -265,6 +287,14 @@ def _apply(f: Fault, action: str, cluster: Cluster, clients: Clients, outbox: Ou
         cluster.kill(f.target)  # type: ignore[arg-type]
     elif f.kind == "drain":
         cluster.drain(f.target)  # type: ignore[arg-type]
+    elif f.kind == "stop":
+        cluster.stop_router(f.target)  # type: ignore[arg-type]
+    elif f.kind in ("link", "unlink"):
+        a, b = f.target
+        cluster.relink(a, b, f.kind == "link")
+    elif f.kind == "join":
+        name, *to = f.target
+        cluster.join(name, tuple(to))
     elif f.kind == "restart":
         cluster.start(f.target, wait=False)  # type: ignore[arg-type]
     elif f.kind in LINK_FAULTS:

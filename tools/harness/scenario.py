@@ -22,6 +22,10 @@ A scenario file (``topologies/scenarios/*.yaml``)::
       - {at: 3.0, freeze: B, for: 2.0}     # SIGSTOP a router, SIGCONT it 2 s later
       - {at: 1.5, kill_client: s1}
       - {at: 2.5, restart_client: s1}
+      - {at: 1.0, stop: B}          # SIGTERM: it stops cleanly and leaves the network
+      - {at: 1.0, link: [A, C]}     # a link added: every router's file gains it, then SIGHUP
+      - {at: 3.0, unlink: [A, C]}   # and removed again
+      - {at: 0.5, join: D, to: [A, C]}   # a router no file names joins through A and C
 
 The transactional outbox (``docs/outbox.md``): a publisher of ``client: outbox`` is an
 application writing its messages into an outbox database in transactions (some rolled
@@ -58,7 +62,10 @@ TOPOLOGIES = ROOT / "topologies"
 CLIENTS = ("once", "proton", "mqtt")  # mqtt: paho, MQTT 5.0, QoS 2, a persistent session
 PUBLISHERS = (*CLIENTS, "outbox")  # outbox: an application writing to the outbox; relays publish
 FAULTS = ("kill", "restart", "cut", "slow", "quiet", "freeze", "kill_client", "restart_client", "kill_relay",
-          "restart_relay", "restart_db", "drain")  # drain: an admin's once manage drain (it stops by itself)
+          "restart_relay", "restart_db", "drain", "stop", "link", "unlink", "join")
+# drain: an admin's once manage drain (it stops by itself); stop: SIGTERM (it leaves the
+# network); link, unlink: a link added to or removed from the topology, by SIGHUP; join: a
+# router in nobody's file joins (``once router --join``)
 LINK_FAULTS = ("cut", "slow", "quiet")  # through the proxy on that inter-router link
 
 
@@ -89,7 +96,7 @@ class OutboxSpec:
 class Fault:
     at: float
     kind: str  # one of FAULTS
-    target: str | tuple[str, str]
+    target: str | tuple[str, ...]  # a router, a link (two), a joiner and the routers it joins through
     duration: float = 0.0  # cut, slow, quiet: how long the link is so; freeze: how long the router is stopped
     latency: float = 0.0  # slow: seconds each chunk on the link is held
 
@@ -107,6 +114,14 @@ class Fault:
             return f"freeze {self.target} for {self.duration:g}s (SIGSTOP, then SIGCONT)"
         if self.kind == "restart_db":
             return f"stop the database for {self.duration:g}s, then start it"
+        if self.kind in ("link", "unlink"):
+            a, b = self.target
+            return f"{'add' if self.kind == 'link' else 'remove'} link {a}-{b} (SIGHUP)"
+        if self.kind == "join":
+            name, *to = self.target
+            return f"router {name} joins through {', '.join(to)}"
+        if self.kind == "stop":
+            return f"stop {self.target} (SIGTERM: it leaves the network)"
         return f"{self.kind.replace('_', ' ')} {self.target}"
 
 
@@ -218,6 +233,7 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
     if len(set(names)) != len(names):
         raise fail("subscribers", "client names must be unique")
     faults = []
+    joiners: set[str] = set()  # (routers a join fault starts: later faults may name them)
     for i, item in enumerate(doc.get("faults") or []):
         key = f"faults[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("at"), (int, float)):
@@ -228,8 +244,8 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
         kind = kinds[0]
         target = item[kind]
         duration = latency = 0.0
-        if kind in ("kill", "restart", "freeze", "drain"):
-            if target not in routers:
+        if kind in ("kill", "restart", "freeze", "drain", "stop"):
+            if target not in routers and target not in joiners:
                 raise fail(f"{key}.{kind}", f"no router {target!r}")
             if kind == "freeze":
                 duration = float(item.get("for", 1.0))
@@ -242,6 +258,18 @@ def parse(doc: Any, name: str, where: str, base: Path = TOPOLOGIES) -> Scenario:
                 latency = item.get("latency", 0.05)
                 if not isinstance(latency, (int, float)) or not 0 < latency <= 5:
                     raise fail(f"{key}.latency", f"expected seconds in (0, 5], got {latency!r}")
+        elif kind in ("link", "unlink"):
+            if not isinstance(target, list) or len(set(map(str, target))) != 2 or not set(map(str, target)) <= routers:
+                raise fail(f"{key}.{kind}", f"expected two routers of the topology [A, B], got {target!r}")
+            target = tuple(sorted(map(str, target)))
+        elif kind == "join":
+            to = item.get("to")
+            if not isinstance(target, str) or not target or target in routers or target in joiners:
+                raise fail(f"{key}.join", f"expected the name of a router no file names, got {target!r}")
+            if not isinstance(to, list) or not to or not set(map(str, to)) <= routers:
+                raise fail(f"{key}.to", f"expected routers of the topology to join through, got {to!r}")
+            joiners.add(target)
+            target = (target, *map(str, to))
         elif kind in ("kill_relay", "restart_relay"):
             if target not in relays:
                 raise fail(f"{key}.{kind}", f"no relay {target!r} (the outbox section names them)")
