@@ -42,6 +42,9 @@ class RouterSpec:
     # Running routers' ``inter_router`` addresses to join the network through (``--join``):
     # a router in nobody's file links to them and learns the network from them
     join: tuple[Address, ...] = ()
+    # An edge router (``router/uplink.py``): interior routers of this file, in order of
+    # preference, its clients are carried to; outside the routing protocol
+    uplink: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,33 @@ def _joins(ctx: _Ctx, value: Any, key: str) -> tuple[Address, ...]:
     return tuple(ctx.address(v, f"{key}[{i}]") for i, v in enumerate(value))
 
 
+def _uplinks(ctx: _Ctx, spec: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = spec.get("uplink")
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value) \
+            or len(set(value)) != len(value):
+        raise ctx.fail(f"{key}.uplink", "a list of interior router ids of this file, in order of preference", value)
+    for other in ("inter_router", "join", "http", "amqps", "mqtts"):
+        if spec.get(other) is not None:
+            raise ctx.fail(f"{key}.{other}", "nothing, for an edge (it relays amqp and mqtt clients to its uplink, "
+                           "outside the routing protocol)", spec.get(other))
+    return tuple(value)
+
+
+def _check_edges(ctx: _Ctx, routers: dict[str, RouterSpec]) -> None:
+    """An edge's uplinks are interior routers of the file, each listening for what the edge takes."""
+    for rid, spec in routers.items():
+        for i, up in enumerate(spec.uplink):
+            key = f"routers.{rid}.uplink[{i}]"
+            if up == rid or up not in routers:
+                raise ctx.fail(key, f"another router of {sorted(routers)}", up)
+            if routers[up].uplink:
+                raise ctx.fail(key, "an interior router (no uplink of its own)", up)
+            if spec.mqtt is not None and routers[up].mqtt is None:
+                raise ctx.fail(key, f"a router listening for mqtt (the edge {rid} takes mqtt clients)", up)
+
+
 def load_topology(path: str | Path) -> Topology:
     p = Path(path)
     try:
@@ -229,7 +259,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         if not isinstance(rid, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", rid):
             raise ctx.fail(key, "a router id of letters, digits, '_', '.', '-'", rid)
         spec = ctx.mapping(spec, key)
-        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt", "amqps", "mqtts", "join"})
+        ctx.keys(spec, key, {"listen", "inter_router", "http", "mqtt", "amqps", "mqtts", "join", "uplink"})
         if "listen" not in spec:
             raise ctx.fail(f"{key}.listen", "HOST:PORT", None)
         ir = spec.get("inter_router")
@@ -243,7 +273,8 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
                                   ctx.address(mqtt, f"{key}.mqtt") if mqtt is not None else None,
                                   ctx.address(amqps, f"{key}.amqps") if amqps is not None else None,
                                   ctx.address(mqtts, f"{key}.mqtts") if mqtts is not None else None,
-                                  _joins(ctx, spec.get("join"), f"{key}.join"))
+                                  _joins(ctx, spec.get("join"), f"{key}.join"), _uplinks(ctx, spec, key))
+    _check_edges(ctx, routers)
     links_raw = top.get("links") or []
     if not isinstance(links_raw, list):
         raise ctx.fail("links", "a list", links_raw)
@@ -260,6 +291,8 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
         for end in item:
             if end not in routers:
                 raise ctx.fail(key, f"a router of {sorted(routers)}", end)
+            if routers[end].uplink:
+                raise ctx.fail(key, f"interior routers ({end} is an edge: it has an uplink, and no links)", end)
         links.append(LinkSpec(str(item[0]), str(item[1]), cost))
     settings_raw = ctx.mapping(top.get("settings") or {}, "settings")
     ctx.keys(settings_raw, "settings", set(Settings.__slots__))

@@ -11,10 +11,9 @@ from dataclasses import replace
 from once.records.compiled import MODE
 
 from .config import Address, Topology, TopologyError, load_topology
-from .leaving import LEAVE_WAIT
 from .logs import configure
 from .loop import run
-from .server import Router
+from .uplink import EdgeRouter
 
 # container allocations between young-generation passes (Python's default: 700)
 GC_YOUNG = 20_000
@@ -24,6 +23,10 @@ GC_YOUNG = 20_000
 
 async def serve(topology: Topology, router_id: str, journal: str | None = None, state: str | None = None,
                 allow_empty_users: bool = False) -> None:
+    # (imported here: an edge, ``serve_edge``, runs none of it, and its process stays small)
+    from .leaving import LEAVE_WAIT
+    from .server import Router
+
     router = Router(topology, router_id, journal, state, allow_empty_users)
     # A router restarted while a neighbour is still down must come up all the same: it
     # says ready (naming the neighbours it has) after waiting this long for the rest.
@@ -117,5 +120,26 @@ def main(topology_path: str, router_id: str, listen: str | None = None, journal:
         raise TopologyError(f"--join: {topology_path} has no auth.router_secret (or ONCE_ROUTER_SECRET) nor tls: "
                             "a router joins with the network's credentials")
     configure(router_id, log_level, log_format)
+    if topology.routers[router_id].uplink:
+        run(serve_edge(topology, router_id))
+        return 0
     run(serve(topology, router_id, journal, state, allow_empty_users))
     return 0
+
+
+async def serve_edge(topology: Topology, router_id: str) -> None:
+    """Run an edge router (``router/uplink.py``) until SIGTERM or SIGINT: it holds nothing to
+    hand over, so either stops it at once (its clients resume as after a router's death)."""
+    edge = EdgeRouter(topology, router_id)
+    line = await edge.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    print(line, flush=True)
+    await stop.wait()
+    await edge.stop()
+    try:
+        print(f"router {router_id} stopped", flush=True)
+    except BrokenPipeError:
+        pass

@@ -246,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--tls", action="store_true", help="with --clients c: clients connect over TLS (amqps) and the "
                    "routers link over mutual TLS, with certificates made for the run (openssl); with --against, the peer too")
     b.add_argument("--routers", type=int, default=30, help="with 'network': how many routers (default 30)")
+    b.add_argument("--edges", type=int, default=0, help="with 'network': how many of them are edge routers (default 0)")
     b.add_argument("--http", action="store_true", help="routers serve their http endpoint and the bench scrapes "
                    "each one's /metrics every second (the cost of being watched)")
     return p
@@ -432,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.scenarios == ["network"]:
                 from .bench.network import main as network_bench
 
-                return network_bench(args.routers, min(args.messages, 20_000), json_path=args.json_path)
+                return network_bench(args.routers, min(args.messages, 20_000), json_path=args.json_path, edges=args.edges)
             if args.scenarios == ["core"]:
                 from .bench.core import main as core_loops
 

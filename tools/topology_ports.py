@@ -88,6 +88,8 @@ def with_free_ports(src: str | Path, dst: Path, settings: dict[str, Any] | None 
     for spec in doc["routers"].values():
         spec["listen"] = f"127.0.0.1:{pick()}"
         for key in add:
+            if key == "http" and spec.get("uplink"):
+                continue  # (an edge serves no http endpoint: router/uplink.py)
             spec.setdefault(key, "")
         for key in ("inter_router", "http", "mqtt", "amqps", "mqtts"):
             if key in spec:

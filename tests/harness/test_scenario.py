@@ -18,7 +18,7 @@ def test_the_issue_scenarios_are_shipped():
                      "mqtt-publisher-router-dies", "mqtt-subscriber-router-dies", "mqtt-group-router-dies",
                      "group-member-killed", "exclusive-active-dies", "group-router-dies", "links-slow-and-quiet",
                      "outbox-relay-killed", "outbox-relay-takeover", "outbox-database-restarts", "router-drained",
-                     "router-leaves", "router-joins", "link-added"}
+                     "router-leaves", "router-joins", "link-added", "edge-uplink-dies"}
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

@@ -31,6 +31,21 @@ def test_shipped_single_topology_loads():
           "links": [["A", "B"]]}, "auth.router_secret: expected a shared secret"),
         ({"routers": {"A": {"listen": "h:1"}, "B": {"listen": "h:2", "inter_router": "h:4"}},
           "links": [["A", "B"]], "auth": {"router_secret": "long-enough"}}, "routers.A.inter_router: expected HOST:PORT"),
+        # edge routers (router/uplink.py)
+        ({"routers": {"A": {"listen": "h:1"}, "E": {"listen": "h:2", "uplink": "A"}}},
+         "routers.E.uplink: expected a list of interior router ids of this file"),
+        ({"routers": {"A": {"listen": "h:1"}, "E": {"listen": "h:2", "uplink": ["Z"]}}},
+         "routers.E.uplink[0]: expected another router of ['A', 'E']"),
+        ({"routers": {"A": {"listen": "h:1"}, "E": {"listen": "h:2", "uplink": ["E"]}}},
+         "routers.E.uplink[0]: expected another router"),
+        ({"routers": {"A": {"listen": "h:1"}, "E": {"listen": "h:2", "uplink": ["A"]},
+                      "F": {"listen": "h:3", "uplink": ["E"]}}}, "routers.F.uplink[0]: expected an interior router"),
+        ({"routers": {"A": {"listen": "h:1"}, "E": {"listen": "h:2", "mqtt": "h:3", "uplink": ["A"]}}},
+         "routers.E.uplink[0]: expected a router listening for mqtt"),
+        ({"routers": {"A": {"listen": "h:1"}, "E": {"listen": "h:2", "inter_router": "h:3", "uplink": ["A"]}}},
+         "routers.E.inter_router: expected nothing, for an edge"),
+        ({"routers": {"A": {"listen": "h:1", "inter_router": "h:3"}, "E": {"listen": "h:2", "uplink": ["A"]}},
+          "links": [["A", "E"]], "auth": {"router_secret": "long-enough"}}, "links[0]: expected interior routers"),
     ],
 )
 def test_errors_name_file_key_and_expectation(doc, message):
