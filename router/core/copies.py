@@ -340,6 +340,15 @@ class Copies:
                     # gave it to a third member). We ask before choosing again.
                     self.inquiry.ask(record, hold=False)
                     said = Said.CLOSED
+                elif record.states.get(ASKING) is not IN_DOUBT and self.inquiry.fenced_out(record.gid):
+                    # Another root's question fenced it (our publisher resumed there): that
+                    # root chooses, and we give the member up to it, noted, as a release heard
+                    # then is (``Inquiry.give_up``): if our publisher is back here, or comes
+                    # back, we ask again, the newest root. Taking ``closed`` alone, the record
+                    # completed with no member (``--groups --releases --leaves --joins
+                    # --elastic`` seed 453: the asker died before it chose, the publisher came
+                    # back to us, and six messages were accepted that no member had).
+                    self.inquiry.give_up(record, key)
                 elif (by := self.groups.pass_on(record, chosen[key][0], key)) is not None:
                     if self._replace(record, owed, key, by):
                         done = True
