@@ -200,7 +200,11 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                                   f"{clients.errors(c.name)}")
             if errors:
                 break
-            done = pubs_done and not pending and all(n >= want for n, want in zip(received, owed))
+            # (a router stopped cleanly is part of the run until it has: its leave, its log)
+            stopping = {f.target for f in scenario.faults if f.kind == "stop"} - {
+                f.target for f in scenario.faults if f.kind == "restart"}
+            done = pubs_done and not pending and all(n >= want for n, want in zip(received, owed)) \
+                and not any(cluster.alive(t) for t in stopping)  # type: ignore[arg-type]
             if done and outbox is not None:
                 left = outbox.left()  # (the tables end empty: every row's outcome came and it was deleted)
                 done = left == 0
