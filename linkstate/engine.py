@@ -25,6 +25,7 @@ class Result:
     adopted: list[Subscription] = field(default_factory=list)  # ours from an earlier life (see SubscriberTable._adopt)
     gaps: list[Subscription] = field(default_factory=list)  # other routers' gaps heard of first now
     left: list[str] = field(default_factory=list)  # routers heard now to have left the network
+    cold: bool = False  # we no longer take our view for complete: the cold-start rule applies
 
     def extend(self, other: Result) -> Result:
         self.out += other.out
@@ -34,6 +35,7 @@ class Result:
         self.adopted += other.adopted
         self.gaps += other.gaps
         self.left += other.left
+        self.cold |= other.cold
         return self
 
 
@@ -180,8 +182,22 @@ class ControlPlane:
             r.out += [(n, self.sync_message()) for n in sorted(self.neighbours)]
             return r
         first = not self.synced
+        if first and self.complete and not sync.complete:
+            # We never had a neighbour's view, and took ours for complete only because we
+            # know of no earlier life (fresh); a neighbour whose view is not complete (it
+            # restarted) shows the network has one: subscribers we never heard of may be
+            # attached beyond it. We wait for a complete view, as it does (the cold-start
+            # rule: ``Network._cold_start``). (A router that joined beside a restarted one
+            # took publishes on its word without them: ``--elastic`` churn seeds 1151,
+            # 2482, 3431, 3955.)
+            self.complete = False
+            r.cold = True
         self.synced = True
-        if sync.complete and not self.complete:
+        if sync.complete and sync.synced and not self.complete:
+            # (not from a router that never had a neighbour's view: fresh, it says complete
+            # only because it knows of no earlier life; a router that joined beside us while
+            # we restarted made us take publishes without subscribers it never heard of:
+            # ``--elastic`` churn seeds 1057, 1151, 2482, 3431, 3955)
             self.complete = first = True  # (our neighbours hear that we are complete now)
         if self.table.adopted or self.table.renumbered:
             # The sender, too, must learn that our numbering moved past our earlier life.
@@ -212,11 +228,12 @@ class ControlPlane:
 
     def sync_message(self) -> Sync:
         """Our whole view: for a neighbour whose link just came up."""
-        return Sync(self._states(sorted(set(self.lsdb.ads) | set(self.table.origins) | {self.me})), self.complete)
+        return Sync(self._states(sorted(set(self.lsdb.ads) | set(self.table.origins) | {self.me})), self.complete,
+                    synced=self.synced)
 
     def delta(self, origins: list[str]) -> Sync:
         """Our view of ``origins`` alone: news passed on."""
-        return Sync(self._states(origins), self.complete, partial=True)
+        return Sync(self._states(origins), self.complete, partial=True, synced=self.synced)
 
     def _states(self, origins: list[str]) -> tuple[OriginState, ...]:
         states = []

@@ -104,6 +104,10 @@ class Sync:
     # Only the origins whose state changed at the sender (news passed on, ``ControlPlane``):
     # merged as a full one is, but it neither makes the receiver synced nor complete.
     partial: bool = False
+    # The sender had a neighbour's whole view before it sent this (``ControlPlane.synced``):
+    # a router that never had one (it just came up, fresh) says complete only because it
+    # knows of no earlier life, which is no evidence for a router that restarted.
+    synced: bool = True
 
 
 Message = LinkStateAd | SubEvent | SubAck | Sync
@@ -136,12 +140,12 @@ def coalesce(items: list[object]) -> list[object]:
         return items  # (nothing superseded: the common case)
     out: list[object] = []
     states: dict[str, OriginState] | None = None  # the run of partial syncs being merged
-    complete = True
+    complete = synced = True
 
     def close_run() -> None:
         nonlocal states
         if states is not None:
-            out.append(Sync(tuple(states.values()), complete, partial=True))
+            out.append(Sync(tuple(states.values()), complete, partial=True, synced=synced))
             states = None
 
     for i, item in enumerate(items):
@@ -155,6 +159,7 @@ def coalesce(items: list[object]) -> list[object]:
                 states.pop(st.origin, None)
                 states[st.origin] = st
             complete = item.complete
+            synced = item.synced
         else:
             close_run()
             out.append(item)
@@ -183,7 +188,8 @@ def from_dict(d: dict[str, Any]) -> Message:
                                       int(s["sub_seq"]), tuple(_sub(x) for x in s["subscriptions"]),
                                       tuple(_sub(x) for x in s.get("gaps") or ()), _addresses(s),
                                       bool(s.get("leaving", False)))
-                          for s in body["states"]), bool(body.get("complete", True)), bool(body.get("partial", False)))
+                          for s in body["states"]), bool(body.get("complete", True)), bool(body.get("partial", False)),
+                    bool(body.get("synced", True)))
     raise ValueError(f"unknown control message kind {kind!r}")
 
 

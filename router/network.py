@@ -584,8 +584,15 @@ class Network:
             core.follow_moved(self.plane.lsdb.reachable() | {self.me})
         for gap in result.gaps:
             self._told(gap)
+        if result.cold:
+            # (fresh, we heard a neighbour's view is not complete: as a restarted router)
+            log.info("router %s: a neighbour's view is not complete (it restarted): taking no publishes until one "
+                     "is, or the cold-start rule", self.me, extra=fields("sync.cold"))
+            self._cold_waited = 0.0
+            self.router.call_later(self.router.settings.subscriber_grace, self._cold_start)
         for gone in result.left:
             log.info("router %s: router %s left the network", self.me, gone, extra=fields("router.left", router=gone))
+            core.router_left(gone)
         if self.forced and result.table_changed:
             self._tell_forced()
         # Attaches complete last: a subscriber that moved here has what it was owed queued

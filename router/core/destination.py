@@ -33,7 +33,7 @@ _ACCEPTED: tuple[Said, Outcome | None] = (Said.ACCEPTED, None)
 class Destination:
     __slots__ = ("router_id", "settings", "records", "topics", "journal", "clock", "queue", "reachable", "chains",
                  "chain_seen", "held", "tombstones", "tomb_order", "tomb_stale", "said_cache", "accepted_cache", "departed", "closed",
-                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "awaiting", "released_at", "groups",
+                 "fenced", "refused", "left_had", "delivery", "admit", "effects", "awaiting", "released_at", "groups", "left_roots",
                  "stats")
 
     def __init__(self, tables: CoreTables, queue: Callable[[str, Control], None],
@@ -67,6 +67,7 @@ class Destination:
         # publisher may be attached to it throughout). gid -> (the copies we took, when we
         # last answered them); answered again while a root is reachable, as a record is.
         self.awaiting: dict[bytes, tuple[list[Take], float]] = {}
+        self.left_roots: set[str] = set()  # routers that left the network: they settle nothing more
         # What keys said, one shared (read-only) mapping per distinct answer: the usual one,
         # "this key accepted", recurs for every message, and a tombstone lives 30 s or more
         self.said_cache: dict[tuple[tuple[Key, tuple[Said, Outcome | None]], ...],
@@ -538,7 +539,13 @@ class Destination:
 
     def _await_root(self, gid: bytes, takes: list[Take], now: float) -> None:
         """Keep ``gid``'s tombstone until each root of ``takes`` settles it: out of its
-        timed bucket (that entry is stale now), answered again while a root is reachable."""
+        timed bucket (that entry is stale now), answered again while a root is reachable.
+        Not for a root that left the network (``root_left``): a copy it sent before it left,
+        settled after, waited for it for ever (``--elastic`` churn seed 1874)."""
+        if self.left_roots:
+            takes = [t for t in takes if t[0] not in self.left_roots]
+            if not takes:
+                return  # (its timed bucket stands)
         self.tomb_stale[gid] = self.tomb_stale.get(gid, 0) + 1
         self.awaiting[gid] = (takes, now)
 
@@ -561,6 +568,18 @@ class Destination:
                 said = tuple((k, *states.get(k, (Said.UNKNOWN, None))) for k in keys)
                 every = all(s is Said.ACCEPTED for _, s, _ in said)
                 self.queue(root, Answer(gid, stream, position, () if every else said))
+
+    def root_left(self, root: str) -> None:
+        """``root`` left the network (it stopped cleanly, after its wait): it settles none of
+        the messages we settled without it, so each tombstone waiting for it is taken as
+        settled by it, and goes ``publisher_grace`` from now, unless another root waits too.
+        (Kept for it, they stayed for ever: ``--groups --releases --leaves --joins
+        --elastic`` seeds 1328, 1874, 3567.) A publisher of its that resumes elsewhere does so
+        within its grace, and the tombstone answers the copies its new root sends."""
+        self.left_roots.add(root)
+        for gid, (takes, _) in list(self.awaiting.items()):
+            if any(t[0] == root for t in takes):
+                self._root_settled(gid, root)
 
     def _root_settled(self, gid: bytes, root: str) -> None:
         """``root`` settled a message we settled without it: the tombstone waits for its

@@ -530,6 +530,11 @@ class Core:
         hold (our journal keeps them with its end: a restart must not forget them)."""
         return self.copies.inquiry.member_had(key)
 
+    def router_left(self, router: str) -> None:
+        """``router`` stopped cleanly and left the network: as a root it settles nothing more,
+        so the tombstones kept for it take their usual grace from now (``Destination.root_left``)."""
+        self.copies.dest.root_left(router)
+
     def stand_in(self, sub: Subscriber) -> None:
         """Keep the last member of a durable group, suspended for good: the group goes on
         being chosen, and its messages wait here until a member attaches again (then they

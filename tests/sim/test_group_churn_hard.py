@@ -174,6 +174,17 @@ FRESH_HARD_PASS = [421388625768, 421388630868]
 # noted, as a release is (``Inquiry.give_up``): the record reopens and the root asks again.
 # (The elastic faults only uncover it: a stopped router the publisher skipped sent it back.)
 GONE_UNDER_A_DEAD_ASKERS_FENCE = [453]
+# ``--elastic`` churn seeds 1328, 1874, 3567 (state left behind: tombstones): a destination
+# kept, for ever, tombstones waiting for the settle of a root that had left the network (the
+# router that joined, then stopped cleanly). A root that left settles nothing more: its
+# tombstones take their usual grace (``Destination.root_left``).
+LEFT_ROOT_SETTLES_NOTHING = [1328, 1874, 3567]
+# ``--elastic`` churn seeds 1057 (reordered 31), 1151, 2482, 3431, 3955 (lost): a router that
+# joined beside a restarted one took its own view for complete (fresh: it knows of no earlier
+# life), and the restarted one took completeness from it; both took publishes without the
+# subscribers beyond. A fresh router that hears a view that is not complete waits for one
+# that is (the cold-start rule), and completeness comes only from a router that has synced.
+FRESH_BESIDE_RESTARTED = [1057, 1151, 2482, 3431, 3955]
 
 REPLAY = """
 import json, sys
@@ -203,7 +214,8 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, False, "") for s in DEFERRED_REOPENED + GAVE_UP_AFTER_RETURN]
     cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + RETURNED_BEFORE_RESEND + UNANSWERED_ELSEWHERE
               + SHARE_KEPT_WHILE_ASKING + ACCEPTED_NOT_FOR_A_LATER_COPY]
-    cases += [(s, False, ALL + " elastic") for s in GONE_UNDER_A_DEAD_ASKERS_FENCE]
+    cases += [(s, False, ALL + " elastic") for s in GONE_UNDER_A_DEAD_ASKERS_FENCE + LEFT_ROOT_SETTLES_NOTHING
+              + FRESH_BESIDE_RESTARTED]
     return replay(REPLAY, cases)
 
 
@@ -347,4 +359,14 @@ def test_fresh_hard_churn_seed_an_answer_naming_no_key_is_not_for_a_key_sent_the
 
 @pytest.mark.parametrize("seed", GONE_UNDER_A_DEAD_ASKERS_FENCE)
 def test_elastic_churn_seed_a_member_gone_under_a_dead_askers_fence_reopens_the_record(verdicts, seed):
+    assert verdicts[f"{seed}/False"] == []
+
+
+@pytest.mark.parametrize("seed", LEFT_ROOT_SETTLES_NOTHING)
+def test_elastic_churn_seed_a_root_that_left_leaves_no_tombstone_waiting_for_it(verdicts, seed):
+    assert verdicts[f"{seed}/False"] == []
+
+
+@pytest.mark.parametrize("seed", FRESH_BESIDE_RESTARTED)
+def test_elastic_churn_seed_a_fresh_router_beside_a_restarted_one_waits_for_a_complete_view(verdicts, seed):
     assert verdicts[f"{seed}/False"] == []
