@@ -21,13 +21,13 @@ from once.records.names import matches
 from once.router.config import LinkSpec, Settings
 from once.router.core import Core
 from once.router.core.lifecycle import LinkLifecycle
-from once.router.leaving import LEAVE_WAIT, Holding, Leaving, Step
 from once.router.network import Network
 from once.router.substore import MemoryStore
 
+from .changes import Changes
 from .clients import Publisher, Subscriber
 from .clock import Loop, Timer
-from .links import Down, Pipe, RouterEnd, Up
+from .links import Pipe, RouterEnd, Up
 
 SETTINGS = Settings(max_in_flight=400, link_credit=40, subscriber_grace=10.0, publisher_grace=10.0,
                     router_dead_after=3.0, initial_credit=8, credit_idle=2.0)
@@ -181,6 +181,7 @@ class SimNet:
         self.log: list[str] = []
         self.tombstones_checked = False  # set once the run has waited them out
         self.group_topic = "t"  # consumer group "g"'s topic
+        self.changes = Changes(self)
 
     # ----------------------------------------------------------- timing
 
@@ -273,46 +274,6 @@ class SimNet:
     def clients_at(self, router: SimRouter) -> list[Publisher | Subscriber]:
         return [c for c in self.publishers + self.subscribers if c.conn is not None and c.conn.router is router]
 
-    def stop(self, name: str, back_after: float | None) -> None:
-        """The router stops cleanly (SIGTERM): it closes its client connections (they resume
-        elsewhere), waits for what it holds (``router/leaving.py``, the process's rule), says
-        it left and closes its links; a new life of it starts ``back_after`` later."""
-        router = self.routers.get(name)
-        if router is None or not router.alive or router.draining:
-            return
-        router.draining = True
-        for client in self.clients_at(router):
-            client.conn.cut()  # type: ignore[union-attr]
-        router.call_later(0.1, self._leaving, router, Leaving(LEAVE_WAIT), back_after)
-
-    def _leaving(self, router: SimRouter, leaving: Leaving, back_after: float | None) -> None:
-        if router is not self.routers.get(router.id) or not router.alive:
-            return
-        held = Holding.of(router.core, len(self.clients_at(router)), bool(router.network.links))
-        step = leaving.step(self.loop.now, held)
-        if step is Step.WAIT:
-            router.call_later(0.1, self._leaving, router, leaving, back_after)
-            return
-        self.log.append(f"{self.loop.now:.3f} {router.id} {'left' if step is Step.LEAVE else 'stopped'}")
-        if step is Step.LEAVE:
-            router.network.leave()
-            for pair, conn in list(self.conns.items()):
-                if router.id in pair:
-                    end = conn[0] if conn[0].router is router else conn[1]
-                    end.send(Down())  # (behind its last word)
-            router.die()
-        else:
-            self.kill(router.id)
-        if back_after is not None:
-            self.loop.call_later(back_after, self._back, router.id)
-        else:  # (gone for good: its neighbours no longer dial it)
-            self.topology.links = tuple(lk for lk in self.topology.links if router.id not in (lk.a, lk.b))
-
-    def _back(self, name: str) -> None:
-        """A router that stopped starts again (unless a kill's restart came first)."""
-        if not self.routers[name].alive:
-            self.restart(name)
-
     def kill(self, name: str) -> None:
         router = self.routers[name]
         router.die()
@@ -390,24 +351,8 @@ class SimNet:
                 for client in self.publishers + self.subscribers:
                     if client.conn is not None and client.conn.router is router:
                         loop.call_later(self.settings.router_dead_after, self._client_gives_up, client, client.conn)
-        elif f.kind == "stop":  # a router stops cleanly, and starts again later
-            self.stop(f.target[0], f.duration)
-        elif f.kind == "relink":  # a link added by SIGHUP at both ends, and removed again
-            a, b = f.target
-            if not self.linked(a, b):
-                self.topology.links = (*self.topology.links, LinkSpec(a, b))
-                for me, peer in ((a, b), (b, a)):  # (as ``Router._relink`` does at each end)
-                    end = self.routers.get(me)
-                    if end is not None and end.alive:
-                        end.network.costs[peer] = 1
-                        end.neighbour_ids.add(peer)
-                self._dial(frozenset((a, b)))
-                loop.call_later(f.duration, self._unlink, a, b)
-        elif f.kind == "newrouter":  # a router no file named joins, linked to those named, and leaves
-            name, *to = f.target
-            self.topology.links = (*self.topology.links, *(LinkSpec(name, peer) for peer in to))
-            self.restart(name)
-            loop.call_later(f.duration, self.stop, name, None)
+        elif f.kind in ("stop", "relink", "newrouter"):  # the network changing while it runs
+            self.changes.apply(f)
         elif f.kind == "skew":  # the router's wall clock steps by ``extra`` seconds, and back
             name = f.target[0]
             self.skew[name] = self.skew.get(name, 0.0) + f.extra
@@ -434,16 +379,6 @@ class SimNet:
     def _client_gives_up(self, client: Publisher | Subscriber, conn: Any) -> None:
         if client.conn is conn and conn is not None:
             conn.cut()
-
-    def _unlink(self, a: str, b: str) -> None:
-        """The link is removed (SIGHUP): its ends close it and no longer dial it."""
-        self.log.append(f"{self.loop.now:.3f} unlink {a}-{b}")
-        self.topology.links = tuple(lk for lk in self.topology.links if {lk.a, lk.b} != {a, b})
-        for me, peer in ((a, b), (b, a)):
-            router = self.routers.get(me)
-            if router is not None and router.alive:
-                router.network.drop_neighbour(peer)
-                router.after_batch()
 
     def _unskew(self, name: str, extra: float) -> None:
         self.skew[name] -= extra
