@@ -13,7 +13,7 @@ import sys
 import urllib.request
 from typing import Any
 
-from support.proton_events import ContainerThread, StreamPublisher
+from support.proton_events import ContainerThread, StreamPublisher, assert_at_least_once_marked
 from support.routers import ROOT, Network, RouterProcess, wait_for
 from test_router_death import MovingSubscriber
 
@@ -57,15 +57,7 @@ def test_a_router_stopped_by_sigterm_leaves_and_its_subscriber_resumes_elsewhere
         assert any("leaving the network" in line for line in net["B"]._log)
         with sub.lock:
             got = list(sub.got)
-        bodies = [b for b, _, _ in got]
-        assert set(bodies) == set(range(N))  # nothing lost
-        firsts = [b for i, b in enumerate(bodies) if b not in bodies[:i]]
-        assert firsts == list(range(N))  # first arrivals in publish order
-        seen_bodies: set[int] = set()
-        for body, count, first in got:
-            if body in seen_bodies:
-                assert count >= 1 and first is False, f"unmarked duplicate of {body}"
-            seen_bodies.add(body)
+        assert_at_least_once_marked(got, N)
         assert len(sub.seen("attached")) >= 2  # it really moved
         # ``once stat -n`` says so too
         stat = subprocess.run([sys.executable, "-m", "once.tools.cli", "stat", "-n", "--router", net["A"].http],

@@ -126,3 +126,20 @@ class StreamPublisher(Recorder):
     def outcome_count(self) -> int:
         with self.lock:
             return len(self.outcomes)
+
+
+def assert_at_least_once_marked(got: list[tuple[int, int, bool]], n: int) -> None:
+    """What a standard receiver was handed, as (body, delivery-count, first-acquirer), for a
+    stream of bodies 0..n-1 across a failover: nothing lost, first arrivals in publish
+    order, and every repeat marked (delivery-count above 0, first-acquirer false)."""
+    bodies = [b for b, _, _ in got]
+    assert set(bodies) == set(range(n))  # nothing lost
+    seen: set[int] = set()
+    firsts = []
+    for body, count, first in got:
+        if body in seen:
+            assert count >= 1 and first is False, f"unmarked duplicate of {body}"
+        else:
+            firsts.append(body)
+        seen.add(body)
+    assert firsts == list(range(n))  # first arrivals in publish order
