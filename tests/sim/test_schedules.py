@@ -174,6 +174,13 @@ def test_three_hundred_group_schedules_where_the_network_changes_fail_none(tmp_p
     assert not failed, dict(list(failed.items())[:10])
 
 
+def test_five_hundred_group_churn_schedules_where_the_network_changes_fail_none(tmp_path: Path):
+    """(``--groups --releases --leaves --joins --elastic``: the sweep that found seeds 453,
+    1057, 1151, 1328, 1874, 2482, 3431, 3567 and 3955, named in ``test_group_churn_hard.py``)"""
+    failed = _sweep(tmp_path, 500, "--groups", "--releases", "--leaves", "--joins", "--elastic")
+    assert not failed, dict(list(failed.items())[:10])
+
+
 def test_a_hundred_and_fifty_hard_schedules_where_the_network_changes_fail_none(tmp_path: Path):
     failed = _sweep(tmp_path, 150, "--hard", "--elastic")
     assert not failed, dict(list(failed.items())[:10])
