@@ -569,6 +569,15 @@ class Subscriber(Client):
         self.on_down()
         if conn is not None:
             conn.closed = conn.to_router.closed = conn.to_client.closed = True
+            if not conn.edge.gone:
+                # The client aborts it, as ours does (a TCP reset): its router notices (once it
+                # runs again, if paused) and suspends the link, as for any connection that
+                # drops. Unnoticed, the router kept the member attached for ever, and a router
+                # that left with it in its state stayed its home to every root (fresh
+                # --elastic churn seed 430033339710). (No random draw: the rest of a seed's
+                # schedule stays as it was.)
+                rid = conn.router.id
+                self.net.loop.call_later(0.001 + self.net.stall(rid, rid), conn.edge.lost)
         self.net.loop.call_later(self.net.reconnect_delay(), self.connect)
 
     def _gap(self) -> None:

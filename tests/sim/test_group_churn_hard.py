@@ -185,6 +185,14 @@ LEFT_ROOT_SETTLES_NOTHING = [1328, 1874, 3567]
 # subscribers beyond. A fresh router that hears a view that is not complete waits for one
 # that is (the cold-start rule), and completeness comes only from a router that has synced.
 FRESH_BESIDE_RESTARTED = [1057, 1151, 2482, 3431, 3955]
+# Fresh ``--elastic`` churn seed 430033339710 (18 never answered, 13 records left at the
+# root): a leaving member, its acceptance unconfirmed, attached again on a new connection
+# (to another router: the joined router X was stopping) and closed there; the simulator's
+# member dropped its old connection without its router ever noticing, so X kept it attached,
+# left cleanly with that attach in its state, and every root owed the member at X for ever
+# (the closed attach elsewhere was newer, and gone). The member aborts the connection, as
+# our client does, and its router notices, as a real one does (``Subscriber._reattach``).
+ABANDONED_CONNECTION_NOTICED = [430033339710]
 
 REPLAY = """
 import json, sys
@@ -215,7 +223,7 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + RETURNED_BEFORE_RESEND + UNANSWERED_ELSEWHERE
               + SHARE_KEPT_WHILE_ASKING + ACCEPTED_NOT_FOR_A_LATER_COPY]
     cases += [(s, False, ALL + " elastic") for s in GONE_UNDER_A_DEAD_ASKERS_FENCE + LEFT_ROOT_SETTLES_NOTHING
-              + FRESH_BESIDE_RESTARTED]
+              + FRESH_BESIDE_RESTARTED + ABANDONED_CONNECTION_NOTICED]
     return replay(REPLAY, cases)
 
 
@@ -369,4 +377,9 @@ def test_elastic_churn_seed_a_root_that_left_leaves_no_tombstone_waiting_for_it(
 
 @pytest.mark.parametrize("seed", FRESH_BESIDE_RESTARTED)
 def test_elastic_churn_seed_a_fresh_router_beside_a_restarted_one_waits_for_a_complete_view(verdicts, seed):
+    assert verdicts[f"{seed}/False"] == []
+
+
+@pytest.mark.parametrize("seed", ABANDONED_CONNECTION_NOTICED)
+def test_elastic_churn_seed_a_router_notices_a_leaving_members_abandoned_connection(verdicts, seed):
     assert verdicts[f"{seed}/False"] == []
