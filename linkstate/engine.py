@@ -26,6 +26,7 @@ class Result:
     gaps: list[Subscription] = field(default_factory=list)  # other routers' gaps heard of first now
     left: list[str] = field(default_factory=list)  # routers heard now to have left the network
     cold: bool = False  # we no longer take our view for complete: the cold-start rule applies
+    back: list[str] = field(default_factory=list)  # routers that had left, heard of again (a later life)
 
     def extend(self, other: Result) -> Result:
         self.out += other.out
@@ -36,6 +37,7 @@ class Result:
         self.gaps += other.gaps
         self.left += other.left
         self.cold |= other.cold
+        self.back += other.back
         return self
 
 
@@ -127,9 +129,11 @@ class ControlPlane:
 
     def _receive(self, sender: str, msg: object) -> Result:
         if isinstance(msg, LinkStateAd):
+            was_left = self._left(msg.origin)
             if self.lsdb.apply(msg):
                 return Result(out=self._flood(msg, exclude=sender), topology_changed=True,
-                              left=[msg.origin] if msg.leaving else [])
+                              left=[msg.origin] if msg.leaving else [],
+                              back=[msg.origin] if was_left and not msg.leaving else [])
             return self._reissue(Result())
         if isinstance(msg, SubEvent):
             out = self.table.on_event(msg, sender, set(self.neighbours))
@@ -143,6 +147,10 @@ class ControlPlane:
         if isinstance(msg, Sync):
             return self._on_sync(sender, msg)
         raise TypeError(f"unknown control message {type(msg).__name__}")
+
+    def _left(self, origin: str) -> bool:
+        ad = self.lsdb.ads.get(origin)
+        return ad is not None and ad.leaving
 
     def _reissue(self, r: Result) -> Result:
         """Our advertisement again, numbered past an older life's that came back."""
@@ -158,11 +166,14 @@ class ControlPlane:
         for st in sync.states:
             fresh = False
             ad = LinkStateAd(st.origin, st.ls_seq, st.neighbours, st.addresses, st.leaving)
+            was_left = self._left(st.origin)
             if st.ls_seq and self.lsdb.apply(ad):
                 r.topology_changed = fresh = True
                 r.out += self._flood(ad, exclude=sender)
                 if ad.leaving:
                     r.left.append(ad.origin)
+                elif was_left:
+                    r.back.append(ad.origin)
             if self.table.merge(st):
                 r.table_changed = fresh = True
             if fresh:

@@ -593,6 +593,9 @@ class Network:
         for gone in result.left:
             log.info("router %s: router %s left the network", self.me, gone, extra=fields("router.left", router=gone))
             core.router_left(gone)
+        for again in result.back:
+            log.info("router %s: router %s is back", self.me, again, extra=fields("router.back", router=again))
+            core.router_back(again)
         if self.forced and result.table_changed:
             self._tell_forced()
         # Attaches complete last: a subscriber that moved here has what it was owed queued

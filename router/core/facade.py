@@ -535,6 +535,10 @@ class Core:
         so the tombstones kept for it take their usual grace from now (``Destination.root_left``)."""
         self.copies.dest.root_left(router)
 
+    def router_back(self, router: str) -> None:
+        """A later life of ``router``, which had left: as a root it settles again."""
+        self.copies.dest.left_roots.discard(router)
+
     def stand_in(self, sub: Subscriber) -> None:
         """Keep the last member of a durable group, suspended for good: the group goes on
         being chosen, and its messages wait here until a member attaches again (then they

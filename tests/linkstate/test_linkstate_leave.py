@@ -41,8 +41,17 @@ def test_a_later_life_of_a_router_that_left_is_taken_back():
     net.leave("C")
     net.run()
     net.restart("C")  # (its new life numbers its advertisements from the start again)
+    back: list[tuple[str, str]] = []
+    taken = net._take
+
+    def take(src, r):
+        back.extend((src, again) for again in r.back)
+        taken(src, r)
+
+    net._take = take  # type: ignore[method-assign]
     net.link_up("B", "C")
     net.run()
+    assert sorted(back) == [("A", "C"), ("B", "C")]  # (each hears it once: ``Core.router_back``)
     for name in "ABC":
         lsdb = net.planes[name].lsdb
         assert not lsdb.left(), name

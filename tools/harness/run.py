@@ -162,6 +162,9 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
         pending += [(f.at + f.duration, f, "heal") for f in scenario.faults
                     if f.kind in (*LINK_FAULTS, "freeze", "restart_db")]
         pending.sort(key=lambda p: p[0])
+        # (a router stopped cleanly is part of the run until it has: its leave, its log)
+        stopping = {f.target for f in scenario.faults if f.kind == "stop"} - {
+            f.target for f in scenario.faults if f.kind == "restart"}
         last_progress = time.monotonic()
         last_counts: tuple[int, ...] = ()
         next_report = t0
@@ -200,9 +203,6 @@ def run(scenario: Scenario, out: Path, *, progress: bool = True, stall: float = 
                                   f"{clients.errors(c.name)}")
             if errors:
                 break
-            # (a router stopped cleanly is part of the run until it has: its leave, its log)
-            stopping = {f.target for f in scenario.faults if f.kind == "stop"} - {
-                f.target for f in scenario.faults if f.kind == "restart"}
             done = pubs_done and not pending and all(n >= want for n, want in zip(received, owed)) \
                 and not any(cluster.alive(t) for t in stopping)  # type: ignore[arg-type]
             if done and outbox is not None:
