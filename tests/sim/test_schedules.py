@@ -253,7 +253,7 @@ def test_a_schedule_past_its_wall_time_cap_is_a_failure():
     real = schedules._run
     schedules._run = hangs  # type: ignore[assignment]
     try:
-        _, verdict = run(plan_of(5), wall_cap=0.05)
+        _, verdict = run(plan_of(5), cpu_cap=0.05)
     finally:
         schedules._run = real
     assert [v for v in verdict.violations if v.startswith("hang: ")], verdict.violations
