@@ -305,6 +305,9 @@ class Network:
     def leave(self) -> None:
         """We stop cleanly (``Router.drain``): every router hears that we left, at once."""
         log.info("router %s: leaving the network", self.me, extra=fields("router.leaving"))
+        # (sent ahead of the last advertisement: once we flood it we route nothing more)
+        self.core.hand_over()
+        self.router.flush()
         self._apply(self.plane.leave())
         self.router.flush()
 

@@ -35,7 +35,7 @@ from .credit import CreditWindow
 from .destination import Destination
 from .effects import Effects
 from .inquiry import Inquiry
-from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Forgot, Settle
+from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Forgot, Handed, Settle
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, FAR, CoreRecord, CoreRecords, Subscriber, Upstream, keeps_own_tombstone
 from .plans import Plans
@@ -697,6 +697,8 @@ class Copies:
                 self.inquiry.asked(frm, item)  # type: ignore[arg-type]
             elif kind is Ended:
                 self.inquiry.ended(frm, item)  # type: ignore[arg-type]
+            elif kind is Handed:
+                self.inquiry.handed(item)  # type: ignore[arg-type]
             else:
                 self.inquiry.told(frm, item)  # type: ignore[arg-type]
 

@@ -530,6 +530,11 @@ class Core:
         hold (our journal keeps them with its end: a restart must not forget them)."""
         return self.copies.inquiry.member_had(key)
 
+    def hand_over(self) -> None:
+        """We leave the network: what only we know that other routers may need goes to them
+        (``Inquiry.hand_over``)."""
+        self.copies.inquiry.hand_over()
+
     def router_left(self, router: str) -> None:
         """``router`` stopped cleanly and left the network: as a root it settles nothing more,
         so the tombstones kept for it take their usual grace from now (``Destination.root_left``)."""

@@ -42,7 +42,7 @@ from once.records.placeholders import Placeholders
 from once.records.table import IN_DOUBT
 
 from .destination import Destination
-from .messages import Answer, Ask, Control, Ended, Told
+from .messages import Answer, Ask, Control, Ended, Handed, Told
 from .parts import DeliveryPart, FailoverPart, GroupsPart
 from .peers import ASKING, CoreRecord, CoreRecords, Publisher, Subscriber
 from .ports import RoutesPort
@@ -212,6 +212,37 @@ class Inquiry:
                     del self.gone[key]
                 else:
                     self._tell_gone(key, since)
+
+    def hand_over(self) -> None:
+        """We leave the network (``Network.leave``): what members that ended here had, and
+        that they ended, go to every router we reach, each to keep and tell as its own
+        (``Handed``). Leaving with it, a root that asks after we left hears nobody had it."""
+        if not self.dest.left_had:
+            return
+        now = self.clock()
+        to = self.routes.all_routers() - {self.router_id}
+        for key, (group, gids, until) in self.dest.left_had.items():
+            gone = self.gone.get(key)
+            item = Handed(key, group, tuple(gids), until - now, gone[0] if gone is not None else 0)
+            for router in to:
+                self.queue(router, item)
+
+    def handed(self, h: Handed) -> None:
+        """A router leaving the network handed this over (``hand_over``): kept and told as
+        ours (with what we keep of that member already), for as long as it would have."""
+        until = self.clock() + h.ttl
+        left = self.dest.left_had
+        had = left.get(h.key)
+        if had is None:
+            left[h.key] = (h.group, frozenset(h.gids), until)
+        else:
+            left[h.key] = (had[0], had[1] | frozenset(h.gids), max(had[2], until))
+        self.member_groups.setdefault(h.key, h.group)
+        if h.since:
+            gone = self.gone.get(h.key)
+            self.gone[h.key] = (h.since, until if gone is None else max(gone[1], until))
+            self._tell_gone(h.key, h.since)
+        self._tell(h.key, h.gids)
 
     def fenced_out(self, gid: bytes) -> bool:
         """Whether another root asked us about ``gid``, or a router answered ``taken`` for

@@ -167,6 +167,20 @@ class Ended(NamedTuple):
     since: int  # when the member attached where it ended (that router's wall clock, microseconds)
 
 
+class Handed(NamedTuple):
+    """From a router leaving the network (``Network.leave``), to every router it reaches:
+    what a group member that ended there had (``Destination.left_had``), kept and told by
+    each as its own for ``ttl`` more seconds. Only the leaver knew it, and a root still
+    asking about one of those messages heard nobody had it once the leaver was gone: it
+    gave it to a second member (fresh ``--elastic`` churn seed 969268099062)."""
+
+    key: Key
+    group: GroupId
+    gids: tuple[bytes, ...]
+    ttl: float  # seconds it is kept from now (each router's own clock)
+    since: int  # when the member attached where it ended, for ``Ended`` (0: not told so)
+
+
 class Note(NamedTuple):
     """For a component of an adaptor at the router it is routed to (the MQTT session
     store's replicas, ``adaptors/mqtt/sessions.py``): the network carries it, ``channel``
@@ -176,7 +190,7 @@ class Note(NamedTuple):
     body: bytes
 
 
-Control = Answer | Settle | Forgot | Ask | Told | Ended | Note
+Control = Answer | Settle | Forgot | Ask | Told | Ended | Handed | Note
 
 
 class Routed(NamedTuple):

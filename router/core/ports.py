@@ -173,6 +173,7 @@ class NetworkEvents(Protocol):
     def hop_lost(self, peer: str) -> None: ...
     def upstream_lost(self, peer: str) -> None: ...
     def synced(self) -> None: ...  # a neighbour's full view came: publishers may have credit
+    def hand_over(self) -> None: ...  # we leave: what only we know that others may need goes to them
     def router_left(self, router: str) -> None: ...  # it stopped cleanly: it settles nothing more
     def router_back(self, router: str) -> None: ...  # a later life of one that left
     # the graph or the subscriber table changed: in this order

@@ -13,7 +13,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 from once.router.adaptors.amqp.copies_wire import pack_copy, routed_from_bytes, routed_to_bytes, unpack_copy
 from once.router.amqp.errors import DecodeError
-from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Ended, Forgot, Routed, Settle, Told
+from once.router.core.messages import Answer, Ask, Copy, CopyTarget, Ended, Forgot, Handed, Routed, Settle, Told
 
 names = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1, max_size=12)
 keys = st.frozensets(st.tuples(names, names), max_size=3)
@@ -94,13 +94,14 @@ def test_runs_of_answers_and_settlements_read_back_in_order_and_every_truncation
 
 def test_questions_about_group_members_and_their_answers_read_back_between_other_items():
     """``Ask`` (a root that took a resent message over) and ``Told`` (what a router knows of
-    its members, unsure, or taken by a root that asked later) and ``Ended`` (a member closed)
-    read back as written, amid answers and settlements; every truncation is a decode error
-    or fewer items."""
+    its members, unsure, or taken by a root that asked later), ``Ended`` (a member closed) and
+    ``Handed`` (what members that closed at a router leaving the network had) read back as
+    written, amid answers and settlements; every truncation is a decode error or fewer items."""
     told = Told(b"g2", ((("c", "g|m1"), GroupId("g"), "B", True), (("c", "g|m2"), GroupId("h", "x", "t/#"), "C", False)))
     items = (Answer(b"g1", b"A/1", 7, ()), Ask(b"g2", "orders", 1_700_000_000_000_001), told,
              Told(b"g3", (), True), Told(b"g4", (), False, True, 1_700_000_000_000_001), Ended(("c", "g|m1"), 1_700_000_000_000_002),
-             Settle(b"s1"))
+             Handed(("c", "g|m1"), GroupId("h", "x", "t/#"), (b"g5", b"g6"), 7.5, 1_700_000_000_000_003),
+             Handed(("c", "g|m2"), GroupId("g"), (), 0.0, 0), Settle(b"s1"))
     wire = routed_to_bytes(Routed("A", "C", items, 5))
     assert routed_from_bytes(wire, "A").items == items
     for cut in range(1, len(wire)):

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from once.records.membership import GroupId, Member
+from once.records.owed import Said
 from once.router.config import Settings
 from once.router.core.facade import Core
-from once.router.core.messages import Ask, Ended, Told
+from once.router.core.messages import Answer, Ask, Ended, Handed, Told
 from once.router.core.ports import Alone
 from support.batched import batched
 
@@ -150,3 +151,42 @@ def test_a_root_asks_about_what_a_resuming_publisher_names_before_it_comes_and_k
     core.control("B", (Told(gid, ()),))
     core.control("C", (Told(gid, ()),))
     assert record.chosen is not None and set(record.chosen) == {member.key}
+
+
+def test_a_router_leaving_hands_over_what_a_member_that_closed_there_had_and_the_others_answer_for_it():
+    """Only the router a member closed at knows what it had (``Destination.left_had``). Left
+    with it, a root still asking hears nobody had it and gives it to a second member (fresh
+    ``--elastic`` churn seed 969268099062): leaving, it hands it to every router, and each
+    keeps it, answers for it and tells it as its own for as long as the leaver would have."""
+    now = [1.0]
+    leaver, routes = _core(now)
+    assert leaver.copies is not None
+    leaver.copies.inquiry.left(KEY, GROUP, (b"g1", b"g2"), until=9.0)  # (it closed here)
+    leaver.hand_over()
+    leaver.after_batch()
+    handed = {router: i for router, items in routes.sent for i in items if type(i) is Handed}
+    assert set(handed) == {"B", "C"}
+    item = handed["B"]
+    assert (item.key, item.group, set(item.gids), item.ttl) == (KEY, GROUP, {b"g1", b"g2"}, 8.0)
+
+    keeper, kept = _core(now)  # (as B, say: its routes are "the others")
+    keeper.control("A", (item,))
+    keeper.after_batch()
+    told = {router for router, items in kept.sent for i in items
+            if type(i) is Answer and i.gid == b"g1" and i.said == ((KEY, Said.ACCEPTED, None),)}
+    assert told >= {"B", "C"}  # (every router: one of them may be the root)
+    kept.sent.clear()
+    keeper.control("C", (Ask(b"g1", "orders", 5),))  # a root asks
+    keeper.after_batch()
+    answers = [i for router, items in kept.sent if router == "C" for i in items if type(i) is Told]
+    assert [m[:2] for a in answers for m in a.members if m[3]] == [(KEY, GROUP)]
+    # told again every ``router_dead_after`` while it is kept; then forgotten
+    s = Settings()
+    kept.sent.clear()
+    now[0] += s.router_dead_after
+    keeper.expire(now[0])
+    keeper.after_batch()
+    assert any(type(i) is Answer and i.gid == b"g2" for _, items in kept.sent for i in items)
+    now[0] = 9.0 + 2 * s.router_dead_after
+    keeper.expire(now[0])
+    assert keeper.copies is not None and KEY not in keeper.copies.dest.left_had

@@ -193,6 +193,12 @@ FRESH_BESIDE_RESTARTED = [1057, 1151, 2482, 3431, 3955]
 # (the closed attach elsewhere was newer, and gone). The member aborts the connection, as
 # our client does, and its router notices, as a real one does (``Subscriber._reattach``).
 ABANDONED_CONNECTION_NOTICED = [430033339710]
+# Fresh ``--elastic`` churn seed 969268099062 (group duplicated 3): a leaving member told the
+# joined router X its map (accepted, unsettled) and closed there; X alone kept what it had
+# (``left_had``) and told it while the root A, its publisher resumed there, could not hear;
+# X left before telling it again, and A, asking again, heard nobody had it and gave the
+# messages to two other members. A router leaving hands that over (``Inquiry.hand_over``).
+HANDED_OVER_ON_LEAVING = [969268099062]
 
 REPLAY = """
 import json, sys
@@ -223,7 +229,7 @@ def verdicts() -> dict[str, list[str]]:
     cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + RETURNED_BEFORE_RESEND + UNANSWERED_ELSEWHERE
               + SHARE_KEPT_WHILE_ASKING + ACCEPTED_NOT_FOR_A_LATER_COPY]
     cases += [(s, False, ALL + " elastic") for s in GONE_UNDER_A_DEAD_ASKERS_FENCE + LEFT_ROOT_SETTLES_NOTHING
-              + FRESH_BESIDE_RESTARTED + ABANDONED_CONNECTION_NOTICED]
+              + FRESH_BESIDE_RESTARTED + ABANDONED_CONNECTION_NOTICED + HANDED_OVER_ON_LEAVING]
     return replay(REPLAY, cases)
 
 
@@ -382,4 +388,9 @@ def test_elastic_churn_seed_a_fresh_router_beside_a_restarted_one_waits_for_a_co
 
 @pytest.mark.parametrize("seed", ABANDONED_CONNECTION_NOTICED)
 def test_elastic_churn_seed_a_router_notices_a_leaving_members_abandoned_connection(verdicts, seed):
+    assert verdicts[f"{seed}/False"] == []
+
+
+@pytest.mark.parametrize("seed", HANDED_OVER_ON_LEAVING)
+def test_elastic_churn_seed_a_router_leaving_hands_over_what_members_that_closed_there_had(verdicts, seed):
     assert verdicts[f"{seed}/False"] == []

@@ -25,7 +25,7 @@ from once.records.outcomes import Outcome, OutcomeKind
 from once.records.owed import Said
 
 from ...amqp.errors import DecodeError
-from ...core.messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Forgot, Note, Routed, Settle, Told
+from ...core.messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Forgot, Handed, Note, Routed, Settle, Told
 
 T = TypeVar("T")
 COPY_FORMAT = 0x4F4E4304  # "ONC" vendor prefix, version 3 (its second header layout)
@@ -249,6 +249,13 @@ def pack_items(items: tuple[Control, ...]) -> bytes:
             c, nm = item.key
             parts += [b"E", _long(f"{c}\x00{nm}"), _Q.pack(item.since)]
             i += 1
+        elif type(item) is Handed:  # (rare: a router leaving hands over what members that ended there had)
+            c, nm = item.key
+            g = item.group
+            parts += [b"H", _long(f"{c}\x00{nm}"), _long(g.name), _long(g.scope), _long(g.pattern),
+                      _Q.pack(item.since), _I.pack(min(0xFFFFFFFF, max(0, int(item.ttl * 1000)))),
+                      _I.pack(len(item.gids))] + [_short(gid) for gid in item.gids]
+            i += 1
         else:
             j = i + 1
             while j < n and type(items[j]) is Settle and j - i < 0xFFFF:
@@ -344,6 +351,16 @@ def unpack_items(blob: bytes) -> tuple[Control, ...]:
             (since,) = r.unpack(_Q)
             out.append(Ended((c, nm), since))
             p = r.p
+        elif kind == 0x48:  # H: what members that ended at a router leaving the network had
+            r = _Reader(blob)
+            r.p = p
+            c, nm = r.long().split("\x00", 1)
+            name, scope, pattern = r.long(), r.long(), r.long()
+            (since,) = r.unpack(_Q)
+            (ttl_ms,) = r.unpack(_I)
+            (count,) = r.unpack(_I)
+            gids, p = _gids(blob, r.p, count)
+            out.append(Handed((c, nm), GroupId(name, scope, pattern), tuple(gids), ttl_ms / 1000, since))
         else:
             raise ValueError(kind)
     if p != end:
