@@ -34,6 +34,7 @@ from once.records.table import IN_DOUBT, SUB_ACCEPTED, SUB_REJECTED
 from .credit import CreditWindow
 from .destination import Destination
 from .effects import Effects
+from .endings import Endings
 from .inquiry import Inquiry
 from .messages import Answer, Ask, Control, Copy, CopyTarget, Ended, Forgot, Handed, Settle
 from .parts import DeliveryPart, FailoverPart, GroupsPart
@@ -52,7 +53,7 @@ _ACCEPTED_SAID: tuple[Said, Any] = (Said.ACCEPTED, None)
 
 class Copies:
     __slots__ = ("router_id", "settings", "records", "topics", "clock", "credit", "routes", "send_to",
-                 "relay", "hops", "upstreams", "positions", "dest", "inquiry", "told_at", "outgoing", "plans", "only_me",
+                 "relay", "hops", "upstreams", "positions", "dest", "endings", "inquiry", "told_at", "outgoing", "plans", "only_me",
                  "streams", "_dispatch", "delivery", "failover", "groups", "stamp", "effects")
 
     def __init__(self, tables: CoreTables, credit: CreditWindow, routes: RoutesPort,
@@ -69,7 +70,9 @@ class Copies:
         self.send_to = send_to  # control items to a router, relayed by the network
         self.positions: dict[tuple[bytes, str], Positions] = {}  # (stream, router) -> its sequence
         self.dest = Destination(tables, self._queue, routes.reachable)  # this router's own part of each copy
-        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe, self.send_back, self.holds_at)
+        self.endings = Endings(tables, routes, self._queue, self.dest)  # members that ended here
+        self.inquiry = Inquiry(tables, routes, self._queue, self.dest, self.unowe, self.send_back, self.holds_at,
+                               self.endings)
         self.told_at = 0.0  # when what members that ended here had was last told again  # a resent message's members, asked
         self.outgoing: dict[str, list[Control]] = {}  # batched per router, sent after the batch
         self.plans = plans = Plans(self.router_id, self.topics, routes)  # owed sets and routes, reused
@@ -618,7 +621,7 @@ class Copies:
         # chooses, and sends to the member chosen where it lives; owed here too, one that
         # left was waited for for ever: fresh churn seed 610878216742)
         members = record.chosen or {}
-        ours = self.inquiry.member_groups  # (members that were ours, kept after they left)
+        ours = self.endings.member_groups  # (members that were ours, kept after they left)
         gone = frozenset(k for _, _, _, keys in far.takes for k in keys
                          if (k not in subs or subs[k] not in record.states) and k not in closed
                          and k not in members and k not in ours
@@ -696,9 +699,9 @@ class Copies:
             elif kind is Ask:
                 self.inquiry.asked(frm, item)  # type: ignore[arg-type]
             elif kind is Ended:
-                self.inquiry.ended(frm, item)  # type: ignore[arg-type]
+                self.endings.ended(frm, item)  # type: ignore[arg-type]
             elif kind is Handed:
-                self.inquiry.handed(item)  # type: ignore[arg-type]
+                self.endings.handed(item)  # type: ignore[arg-type]
             else:
                 self.inquiry.told(frm, item)  # type: ignore[arg-type]
 
@@ -759,9 +762,9 @@ class Copies:
                 self.resend(record, far)
         if self.inquiry.asking or self.inquiry.early:
             self.inquiry.expire(now)
-        if (self.dest.left_had or self.inquiry.gone) and now - self.told_at >= retry:
+        if (self.dest.left_had or self.endings.gone) and now - self.told_at >= retry:
             self.told_at = now
-            self.inquiry.tell_again()
+            self.endings.tell_again()
         return self.dest.expire(now)
 
     # ------------------------------------ the destination's, for the other parts

@@ -108,8 +108,9 @@ class Core:
         delivery.connect(copies, copies.dest, failover, groups)
         copies.connect(delivery, failover, groups)
         failover.connect(delivery, copies, copies.dest, groups)
-        groups.connect(failover, copies.inquiry)
+        groups.connect(failover, copies.inquiry, copies.endings)
         copies.inquiry.connect(delivery, failover, groups, placeholders)
+        copies.endings.connect(placeholders)
         self.publish = delivery.publish
         self.pump = delivery.pump
         self.subscriber_update = delivery.subscriber_update
@@ -523,17 +524,17 @@ class Core:
         members were hears what it ``had`` (``inquiry.py``)."""
         self.copies.dest.closed[key] = until
         if had is not None:
-            self.copies.inquiry.left(key, had[0], had[1], until)
+            self.copies.endings.left(key, had[0], had[1], until)
 
     def member_had(self, key: Key) -> tuple[GroupId, tuple[bytes, ...]] | None:
         """Group member ``key`` ends here: its group and what it answered of the messages we
         hold (our journal keeps them with its end: a restart must not forget them)."""
-        return self.copies.inquiry.member_had(key)
+        return self.copies.endings.member_had(key)
 
     def hand_over(self) -> None:
         """We leave the network: what only we know that other routers may need goes to them
         (``Inquiry.hand_over``)."""
-        self.copies.inquiry.hand_over()
+        self.copies.endings.hand_over()
 
     def router_left(self, router: str) -> None:
         """``router`` stopped cleanly and left the network: as a root it settles nothing more,
@@ -554,10 +555,10 @@ class Core:
         """Subscribers of ours from before we restarted that another router said closed
         there after they attached here (``Inquiry.ended``): moved there, their deliveries
         handed over (``subscriber_moved``). The network ends them here, as moved."""
-        if not self.copies.inquiry.moved_on:
+        if not self.copies.endings.moved_on:
             return []
         out = []
-        for key, where in self.copies.inquiry.take_moved_on().items():
+        for key, where in self.copies.endings.take_moved_on().items():
             for subs in list(self.tables.topics.values()):  # (moving it may drop its topic)
                 sub = subs.get(key)
                 if sub is not None and sub.suspended_until is not None:

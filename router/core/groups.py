@@ -25,7 +25,7 @@ from once.records.owed import KeyState
 from once.records.table import SubState
 
 from .effects import Effects, Notice
-from .parts import FailoverPart, InquiryPart
+from .parts import EndingsPart, FailoverPart, InquiryPart
 from .peers import ASKING, CoreRecord, Subscriber
 from .ports import RoutesPort
 from .tables import CoreTables
@@ -36,7 +36,7 @@ NO_MEMBERS = Table(())
 class Groups:
     __slots__ = ("router_id", "settings", "topics", "clock", "routes", "remote_routers", "local_groups",
                  "patterns", "chooser", "message_key", "_group_views", "_local_version", "active_members", "failover",
-                 "inquiry", "effects", "releasers")
+                 "inquiry", "endings", "effects", "releasers")
 
     def __init__(self, tables: CoreTables, routes: RoutesPort, message_key: Callable[[bytes], bytes | None],
                  effects: Effects) -> None:
@@ -61,10 +61,12 @@ class Groups:
         self.releasers: dict[bytes, tuple[frozenset[Key], float]] = {}
         self.failover: FailoverPart
         self.inquiry: InquiryPart
+        self.endings: EndingsPart
 
-    def connect(self, failover: FailoverPart, inquiry: InquiryPart) -> None:
+    def connect(self, failover: FailoverPart, inquiry: InquiryPart, endings: EndingsPart) -> None:
         self.failover = failover
         self.inquiry = inquiry
+        self.endings = endings
 
     # ---------------------------------------------------------- membership
 
@@ -75,7 +77,7 @@ class Groups:
         if sub.group.pattern:
             self.patterns.add(sub.topic)
         self._local_version += 1
-        self.inquiry.member_joined(sub, since)
+        self.endings.member_joined(sub, since)
         self.membership_changed()
 
     def leave(self, sub: Subscriber) -> None:

@@ -161,7 +161,7 @@ def test_a_router_leaving_hands_over_what_a_member_that_closed_there_had_and_the
     now = [1.0]
     leaver, routes = _core(now)
     assert leaver.copies is not None
-    leaver.copies.inquiry.left(KEY, GROUP, (b"g1", b"g2"), until=9.0)  # (it closed here)
+    leaver.copies.endings.left(KEY, GROUP, (b"g1", b"g2"), until=9.0)  # (it closed here)
     leaver.hand_over()
     leaver.after_batch()
     handed = {router: i for router, items in routes.sent for i in items if type(i) is Handed}
