@@ -399,7 +399,7 @@ class Destination:
             if every is None:
                 return False
         # (the usual answer, every key of the copy accepted, names no key: the root knows them,
-        # and takes it for none it sent here again in a later copy: ``Copies._answered``)
+        # and takes it for none it sent here again in a later copy: ``Answers._answered``)
         self.queue(root, Answer(record.gid, stream, position, () if every else tuple(said)))
         now = self.clock()
         far.answered_at = now

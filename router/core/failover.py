@@ -203,7 +203,7 @@ class Failover:
                 self.copies.forward(record, {where}, None, frozenset(keys))
 
     def send_back(self, record: CoreRecord, key: Key, router: str) -> None:
-        """A member that released ``record`` gets it again (``Copies.send_back``)."""
+        """A member that released ``record`` gets it again (``Answers.send_back``)."""
         self.copies.send_back(record, key, router)
 
     def enqueue_owed(self, record: CoreRecord, keys: frozenset[Key]) -> None:

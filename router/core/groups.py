@@ -323,7 +323,7 @@ class Groups:
         """Give ``record`` to another member of ``group`` than those that had it; the member
         it goes to, or None when nobody is left (the caller does what it does for a plain
         subscriber). When every member had it or released it, it goes back to one that
-        released it (a later copy, which its router delivers: ``Copies.send_back``)."""
+        released it (a later copy, which its router delivers: ``Answers.send_back``)."""
         if not self.choosing(record):
             return None  # another root asked whom it went to (the choice is that root's now), or we ask
         chosen = record.chosen if record.chosen is not None else {}

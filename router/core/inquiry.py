@@ -72,9 +72,9 @@ class Inquiry:
         self.routes = routes
         self.queue = queue
         self.dest = dest
-        self.unowe = unowe  # the root stops waiting for these keys (``Copies.unowe``)
-        self.send_back = send_back  # a member that released it gets it again (``Copies.send_back``)
-        self.holds_at = holds_at  # where our own share for a key stands (``Copies.holds_at``)
+        self.unowe = unowe  # the root stops waiting for these keys (``Answers.unowe``)
+        self.send_back = send_back  # a member that released it gets it again (``Answers.send_back``)
+        self.holds_at = holds_at  # where our own share for a key stands (``Answers.holds_at``)
         self.endings = endings  # members that ended here: what they had (``endings.py``)
         self.asking: dict[bytes, Asking] = {}  # gid -> the question, at its new root
         # per publisher, its records whose members are not chosen yet, in its order; what
@@ -456,7 +456,7 @@ class Inquiry:
             # was owed followed it where it moved while we asked (fresh hard churn seed
             # 483033179646); it gets it back, as when every member released it. So does one
             # whose copy there was accepted before the answers came, or that came here and
-            # waits for it at the root (``Copies.holds_at``).
+            # waits for it at the root (``Answers.holds_at``).
             if group not in given:
                 where = self.holds_at(record, member)
                 if where is not None:
@@ -519,7 +519,7 @@ class Inquiry:
                 by = self.groups.pass_on(record, group, member)
                 if by is not None and by != member:
                     # Its share went to ``by``: no longer owed it, as a pass-on from an answer
-                    # replaces it (``Copies._replace``). Still owed, its old copy's answer
+                    # replaces it (``Answers._replace``). Still owed, its old copy's answer
                     # (``released``) passed the message on again, to a third member (fresh
                     # hard churn seed 199772168448: the member had left; the one chosen here
                     # and the next both processed it).

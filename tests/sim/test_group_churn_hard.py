@@ -159,7 +159,7 @@ ACCEPTED_NOT_FOR_A_LATER_COPY = [199772157079]
 # came (154420), or queued at the root the member came to (162102), and another member was
 # chosen; or the choice passed the message on from a member that had left, still owing it
 # that member, whose old copy's ``released`` then passed it on again (168448). The choice
-# keeps a member whose own share stands (``Copies.holds_at``), and one passed on from is no
+# keeps a member whose own share stands (``Answers.holds_at``), and one passed on from is no
 # longer owed it.
 SHARE_KEPT_WHILE_ASKING = [199772154420, 199772162102, 199772168448]
 UNANSWERED_ELSEWHERE = [199772161761]

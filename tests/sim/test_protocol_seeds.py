@@ -98,7 +98,7 @@ def test_fresh_seed_two_keys_that_swapped_routers_across_a_partition_leave_no_ch
     keys' messages again where they lived now, but the copies it had numbered for them at
     their old routers (never sent: unreachable) kept holding ``low`` back there, so each
     chain waited for positions A would never send: 47 messages never answered. A key's
-    old positions stop holding ``low`` back when it moves (``Copies._answered_positions``)."""
+    old positions stop holding ``low`` back when it moves (``Answers._answered_positions``)."""
     _clean(284252159721)
 
 
