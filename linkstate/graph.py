@@ -21,6 +21,8 @@ class LinkStateDB:
         self.reissue = False  # an older life's advertisement of ours came back: advertise anew
         self.addresses: dict[str, str] = {}  # where we listen: in every advertisement of ours
         self._hops: dict[str, str] | None = None
+        self.hold = False  # advertisements from elsewhere wait for ``recompute`` (above)
+        self.stale = False  # ... and one came since the routes were computed
 
     # ------------------------------------------------------------ updates
 
@@ -29,7 +31,7 @@ class LinkStateDB:
         self.my_seq += 1
         ad = LinkStateAd(self.me, self.my_seq, dict(neighbours), dict(self.addresses))
         self.ads[self.me] = ad
-        self._hops = None
+        self.recompute()
         return ad
 
     def leave(self) -> LinkStateAd:
@@ -37,7 +39,7 @@ class LinkStateDB:
         self.my_seq += 1
         ad = LinkStateAd(self.me, self.my_seq, {}, dict(self.addresses), leaving=True)
         self.ads[self.me] = ad
-        self._hops = None
+        self.recompute()
         return ad
 
     def apply(self, ad: LinkStateAd) -> bool:
@@ -55,8 +57,16 @@ class LinkStateDB:
         if old is not None and old.seq >= ad.seq:
             return False
         self.ads[ad.origin] = ad
-        self._hops = None
+        if self.hold:
+            self.stale = True
+        else:
+            self._hops = None
         return True
+
+    def recompute(self) -> None:
+        """The routes are computed again from what we know now (when next asked)."""
+        self._hops = None
+        self.stale = False
 
     # ------------------------------------------------------------- queries
 

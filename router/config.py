@@ -75,6 +75,9 @@ class Settings:
     max_message_size: int = 100 * 1024 * 1024
     max_redeliveries: int = 5
     router_dead_after: float = 3.0  # an inter-router link silent this long is down (its idle timeout)
+    # A hold-down: after the routes were computed for a link-state change from elsewhere, the
+    # next such change waits this long, together with every one that comes meanwhile (0: none)
+    route_hold: float = 0.05
     # from accept to the peer's open, SASL included: a socket that never gets there is closed
     handshake_timeout: float = 10.0
     # client connections; 0: a safe share of the descriptor limit (raised to its hard limit at start)
@@ -300,7 +303,7 @@ def parse_topology(data: Any, path: str = "<topology>") -> Topology:
     for k, v in settings_raw.items():
         key = f"settings.{k}"
         if k in ("subscriber_grace", "subscriber_stall", "partition_grace", "publisher_grace", "idle_timeout", "router_dead_after", "handshake_timeout",
-                 "credit_idle", "queue_target"):
+                 "credit_idle", "queue_target", "route_hold"):
             s[k] = ctx.duration(v, key)
         elif k in ("max_connections", "max_connections_per_host", "max_connection_credit", "max_connection_bytes"):
             s[k] = ctx.positive_int(v, key, 0)

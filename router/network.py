@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -90,6 +91,11 @@ class Network:
         self.cold = self.store_restarted
         self._cold_waited = 0.0  # past subscriber_grace, waiting for every router to be reachable
         self._changed_at = 0.0  # when the graph last changed (core clock)
+        # The hold-down before routes are computed again (``_hold_over``): when they last
+        # were for a change from elsewhere, and whether a computation is due
+        self.plane.lsdb.hold = router.settings.route_hold > 0
+        self._routes_at = -math.inf
+        self._routes_due_set = False
         # A cold start past partition_grace: the routers out of reach then (-> our view's
         # watermark of them), when (wall microseconds; the core's clock), until they come in
         self.forced: dict[str, int] = {}
@@ -576,15 +582,13 @@ class Network:
                                       core.clock() + sub.timeout if sub.timeout else until, sub.owner,
                                       GroupId.of(sub.group, sub.scope, sub.topic) if sub.group else None, sub.since,
                                       sub.exclusive)
+        held = False
         if result.topology_changed:
             self.epoch += 1
             self._changed_at = core.clock()
-        if result.topology_changed or result.table_changed:
-            self._routers.clear()
-            self._groups.clear()
-            core.membership_changed()
-            self.follow_moved_subscribers()
-            core.follow_moved(self.plane.lsdb.reachable() | {self.me})
+            held = self.plane.lsdb.stale and not self._hold_over()
+        if (result.topology_changed and not held) or result.table_changed:
+            self._routes_changed()
         for gap in result.gaps:
             self._told(gap)
         if result.cold:
@@ -607,6 +611,45 @@ class Network:
             done = self.on_complete.pop(seq, None)
             if done is not None:
                 done()
+
+    def _routes_changed(self) -> None:
+        """The graph or the subscriber table changed: the core acts on it."""
+        self._routers.clear()
+        self._groups.clear()
+        core = self.core
+        core.membership_changed()
+        self.follow_moved_subscribers()
+        core.follow_moved(self.plane.lsdb.reachable() | {self.me})
+
+    def _hold_over(self) -> bool:
+        """Advertisements from elsewhere changed the graph (``LinkStateDB.hold``): the routes
+        are computed again now if the last computation for such a change is ``route_hold``
+        old, else once at its end, for every change that came meanwhile (a hold-down:
+        routers booting or a partition healing send bursts of them). Returns whether the
+        routes are new now."""
+        now = self.core.clock()
+        wait = self._routes_at + self.router.settings.route_hold - now
+        if wait <= 0 and not self._routes_due_set:
+            self.plane.lsdb.recompute()
+            self._routes_at = now
+            return True
+        if not self._routes_due_set:
+            self._routes_due_set = True
+            self.router.call_later(max(wait, 0.0), self._routes_due)
+        return False
+
+    def _routes_due(self) -> None:
+        self._routes_due_set = False
+        lsdb = self.plane.lsdb
+        if not lsdb.stale:
+            return  # (our own links changed meanwhile: computed then)
+        lsdb.recompute()
+        core = self.core
+        self._routes_at = core.clock()
+        self.epoch += 1  # (the routes the network's evidence is judged by changed now)
+        self._changed_at = self._routes_at
+        self._routes_changed()
+        self.router.flush()
 
     def _told(self, gap: Subscription) -> None:
         """Router ``gap.router`` gave subscriber ``gap.key`` up as a gap, and we hear of it

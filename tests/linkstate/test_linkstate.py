@@ -29,6 +29,25 @@ def test_next_hops_follow_shortest_paths_and_costs():
     assert db.route({"C"}, exclude="B") == ({}, {"C"})  # never back where it came from
 
 
+def test_held_routes_wait_for_recompute_but_our_own_links_change_them_at_once():
+    """The hold-down (``LinkStateDB.hold``): an advertisement from elsewhere is taken (and
+    would be flooded) but the routes stay as computed until ``recompute``; our own links
+    changing recompute them at once (a neighbour that went is never a next hop)."""
+    db = LinkStateDB("A")
+    db.hold = True
+    db.set_neighbours({"B": 1})
+    assert db.reachable() == set()  # (computed: B has not said it links to us yet)
+    db.apply(LinkStateAd("B", 1, {"A": 1, "C": 1}))
+    db.apply(LinkStateAd("C", 1, {"B": 1}))
+    assert db.stale and db.reachable() == set()  # held
+    db.recompute()
+    assert not db.stale and db.next_hops() == {"B": "B", "C": "B"}
+    db.apply(LinkStateAd("C", 2, {}))  # C lost its link to B
+    assert db.stale and db.reachable() == {"B", "C"}  # held
+    db.set_neighbours({})  # our link to B went: computed at once, with what came meanwhile
+    assert not db.stale and db.reachable() == set()
+
+
 def test_an_edge_needs_both_ends():
     db = LinkStateDB("A")
     db.set_neighbours({"B": 1})
