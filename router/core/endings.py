@@ -162,13 +162,20 @@ class Endings:
         """We leave the network (``Network.leave``): what members that ended here had, and
         that they ended, go to every router we reach, each to keep and tell as its own
         (``Handed``). Leaving with it, a root that asks after we left hears nobody had it."""
-        if not self.dest.left_had:
+        left, gone = self.dest.left_had, self.gone
+        if not left and not gone:
             return
         now = self.clock()
         to = self.routes.all_routers() - {self.router_id}
-        for key, (group, gids, until) in self.dest.left_had.items():
-            gone = self.gone.get(key)
-            item = Handed(key, group, tuple(gids), until - now, gone[0] if gone is not None else 0)
+        for key in sorted(set(left) | set(gone)):
+            had = left.get(key)
+            ended = gone.get(key)
+            group = had[0] if had is not None else self.member_groups.get(key)
+            if group is None:
+                continue
+            until = max(had[2] if had is not None else now, ended[1] if ended is not None else now)
+            item = Handed(key, group, tuple(had[1]) if had is not None else (), until - now,
+                          ended[0] if ended is not None else 0)
             for router in to:
                 self.queue(router, item)
 
@@ -176,15 +183,16 @@ class Endings:
         """A router leaving the network handed this over (``hand_over``): kept and told as
         ours (with what we keep of that member already), for as long as it would have."""
         until = self.clock() + h.ttl
-        left = self.dest.left_had
-        had = left.get(h.key)
-        if had is None:
-            left[h.key] = (h.group, frozenset(h.gids), until)
-        else:
-            left[h.key] = (had[0], had[1] | frozenset(h.gids), max(had[2], until))
         self.member_groups.setdefault(h.key, h.group)
         if h.since:
             gone = self.gone.get(h.key)
             self.gone[h.key] = (h.since, until if gone is None else max(gone[1], until))
             self._tell_gone(h.key, h.since)
-        self._tell(h.key, h.gids)
+        if h.gids:
+            left = self.dest.left_had
+            had = left.get(h.key)
+            if had is None:
+                left[h.key] = (h.group, frozenset(h.gids), until)
+            else:
+                left[h.key] = (had[0], had[1] | frozenset(h.gids), max(had[2], until))
+            self._tell(h.key, h.gids)

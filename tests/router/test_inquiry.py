@@ -169,6 +169,15 @@ def test_a_router_leaving_hands_over_what_a_member_that_closed_there_had_and_the
     item = handed["B"]
     assert (item.key, item.group, set(item.gids), item.ttl) == (KEY, GROUP, {b"g1", b"g2"}, 8.0)
 
+    # a member that ended there having had nothing: that it ended goes too (a router that
+    # took an older attach of it back from its journal stops waiting for it)
+    routes.sent.clear()
+    leaver.copies.endings.gone[("c", "g|m2")] = (70, 20.0)
+    leaver.copies.endings.member_groups[("c", "g|m2")] = GROUP
+    leaver.hand_over()
+    leaver.after_batch()
+    assert Handed(("c", "g|m2"), GROUP, (), 19.0, 70) in [i for _, items in routes.sent for i in items]
+
     keeper, kept = _core(now)  # (as B, say: its routes are "the others")
     keeper.control("A", (item,))
     keeper.after_batch()
