@@ -638,6 +638,12 @@ class Network:
             self.router.call_later(max(wait, 0.0), self._routes_due)
         return False
 
+    def routes_now(self) -> None:
+        """The hold-down ends now: routes held for changes from elsewhere are computed (an
+        in-process network, where no time passes, settles so: ``tools/inprocess.py``)."""
+        if self.plane.lsdb.stale:
+            self._routes_due()
+
     def _routes_due(self) -> None:
         self._routes_due_set = False
         lsdb = self.plane.lsdb

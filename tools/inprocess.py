@@ -171,6 +171,13 @@ class Link:
             if ba:
                 self.a.data_received(ba)
             if not ab and not ba:
-                break
+                # Quiet: as much time has passed as a settled network takes, so a hold-down
+                # on routes is over (``Network.routes_now``); what that sends moves on.
+                for r in (self.a.router, self.b.router):
+                    r.network.routes_now()
+                    r.flush()
+                if not (self.out.written or self.back.written):
+                    break
+                continue
             moved += 1
         return moved
