@@ -332,6 +332,8 @@ class LocalDelivery:
             # members were (or another root asks), the answers decide, leaving it out:
             # given back to it now, it could process what they give another.
             self.groups.released(record.gid, sub.key)
+            if at_root:
+                self.groups.released_under_a_fence(record, sub.key)
         sub.attempts[record.gid] = tries
         if not settled:
             self.effects.settle(sub.port, handle)

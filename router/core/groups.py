@@ -245,6 +245,16 @@ class Groups:
         had = self.releasers.get(gid)
         self.releasers[gid] = ((had[0] if had else frozenset()) | {key}, now + s.publisher_grace + s.router_dead_after)
 
+    def released_under_a_fence(self, record: CoreRecord, key: Key) -> None:
+        """Member ``key`` of ours released ``record``, ours as root, while another root's
+        question fences it (that root chooses): given up to it, noted, as a release the
+        root hears from another router is (``Answers._released``, ``Inquiry.give_up``): if
+        our publisher is back here, we ask again, the newest root. Dropped, the record
+        completed with no member having it (fresh hard churn seed 340118393468: the asker
+        died, the publisher came back here, and the member here released the message)."""
+        if self.inquiry.fenced_out(record.gid) and record.states.get(ASKING) is not SubState.IN_DOUBT:
+            self.inquiry.give_up(record, key)
+
     def unreleased(self, gid: bytes, key: Key) -> None:
         """``key`` has the message again (every member released it, and it went back)."""
         had = self.releasers.get(gid) if self.releasers else None

@@ -199,6 +199,13 @@ ABANDONED_CONNECTION_NOTICED = [430033339710]
 # X left before telling it again, and A, asking again, heard nobody had it and gave the
 # messages to two other members. A router leaving hands that over (``Inquiry.hand_over``).
 HANDED_OVER_ON_LEAVING = [969268099062]
+# Fresh hard churn seed 340118393468 (lost 1): the publisher resumed at B, which asked and
+# died; it came back to the first root C, and a member at C released the message there. A
+# remote release under another root's fence is given up to that root (``Inquiry.give_up``),
+# which has a root the publisher came back to ask again; a release by a member of the root's
+# own was only dropped, and the record completed with no member having had it
+# (``Groups.released_under_a_fence``).
+RELEASED_HERE_UNDER_A_FENCE = [340118393468]
 
 REPLAY = """
 import json, sys
@@ -227,7 +234,7 @@ def verdicts() -> dict[str, list[str]]:
               + FRESH_HARD_PASS]
     cases += [(s, False, "") for s in DEFERRED_REOPENED + GAVE_UP_AFTER_RETURN]
     cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + RETURNED_BEFORE_RESEND + UNANSWERED_ELSEWHERE
-              + SHARE_KEPT_WHILE_ASKING + ACCEPTED_NOT_FOR_A_LATER_COPY]
+              + SHARE_KEPT_WHILE_ASKING + ACCEPTED_NOT_FOR_A_LATER_COPY + RELEASED_HERE_UNDER_A_FENCE]
     cases += [(s, False, ALL + " elastic") for s in GONE_UNDER_A_DEAD_ASKERS_FENCE + LEFT_ROOT_SETTLES_NOTHING
               + FRESH_BESIDE_RESTARTED + ABANDONED_CONNECTION_NOTICED + HANDED_OVER_ON_LEAVING]
     return replay(REPLAY, cases)
@@ -394,3 +401,8 @@ def test_elastic_churn_seed_a_router_notices_a_leaving_members_abandoned_connect
 @pytest.mark.parametrize("seed", HANDED_OVER_ON_LEAVING)
 def test_elastic_churn_seed_a_router_leaving_hands_over_what_members_that_closed_there_had(verdicts, seed):
     assert verdicts[f"{seed}/False"] == []
+
+
+@pytest.mark.parametrize("seed", RELEASED_HERE_UNDER_A_FENCE)
+def test_fresh_hard_churn_seed_a_release_at_the_root_under_another_roots_fence_is_given_up_to_it(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
