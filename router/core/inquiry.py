@@ -603,10 +603,27 @@ class Inquiry:
             waiter.queue = deque((r, n) for r, n in waiter.queue if r is not record)
             if record.local:
                 self.defer(record.gid, waiter.key)  # (ours: our publisher may come back to us)
+                self._reclaim(record, asker)
             refused = self.dest.refused
             for root in roots:
                 refused[(record.gid, root)] = refused.get((record.gid, root), frozenset()) | {waiter.key}
             self.delivery.answered(record, record.drop_waiter(waiter))
+
+    def _reclaim(self, record: CoreRecord, asker: str) -> None:
+        """Our record gave a member up to ``asker``'s question, but its publisher is attached
+        here (or resumed here naming it): we are its root, whatever the stamps say, and ask
+        again past that question before anything completes it. The asker's view of its own
+        publisher may be stale (its connection dropped unnoticed), and if it chose, its copy
+        to our member's router may be refused by a newer fence; completed, our record told
+        the publisher ``accepted`` and no member had it (fresh hard churn seed 390457546856
+        lost 20)."""
+        pub = record.publisher
+        if not (pub is not None and pub.attached or record.gid in self.returned):
+            return
+        fence = self.dest.fenced.get(record.gid) if self.dest.fenced else None
+        if fence is not None and fence[0] == asker:
+            self.tables.past(fence[2])
+        self.reopen(record)
 
     def told_for(self, gid: bytes, asker: str, topic: str, stamp: int) -> Told:
         """What we know of ``gid``'s group members; from now on, copies of it from another

@@ -206,6 +206,14 @@ HANDED_OVER_ON_LEAVING = [969268099062]
 # own was only dropped, and the record completed with no member having had it
 # (``Groups.released_under_a_fence``).
 RELEASED_HERE_UNDER_A_FENCE = [340118393468]
+# Fresh hard churn seed 390457546856 (lost 20): the publisher's connection to its first root
+# D dropped unnoticed there, and it resumed at C, which took the messages over and chose a
+# member at C. D, its publisher still attached by its stale view, asked past C's fence; C,
+# answering, withdrew its queued delivery to the member and its record, complete, told the
+# publisher `accepted`. D's copy was refused `taken` by C's later question, and no member had
+# them. A root whose publisher is attached asks again past such a question
+# (``Inquiry._reclaim``) before anything completes its record.
+WITHDRAWN_AT_AN_ATTACHED_ROOT = [390457546856]
 
 REPLAY = """
 import json, sys
@@ -234,7 +242,8 @@ def verdicts() -> dict[str, list[str]]:
               + FRESH_HARD_PASS]
     cases += [(s, False, "") for s in DEFERRED_REOPENED + GAVE_UP_AFTER_RETURN]
     cases += [(s, True, ALL) for s in FORGOT_NOT_SETTLED + RETURNED_BEFORE_RESEND + UNANSWERED_ELSEWHERE
-              + SHARE_KEPT_WHILE_ASKING + ACCEPTED_NOT_FOR_A_LATER_COPY + RELEASED_HERE_UNDER_A_FENCE]
+              + SHARE_KEPT_WHILE_ASKING + ACCEPTED_NOT_FOR_A_LATER_COPY + RELEASED_HERE_UNDER_A_FENCE
+              + WITHDRAWN_AT_AN_ATTACHED_ROOT]
     cases += [(s, False, ALL + " elastic") for s in GONE_UNDER_A_DEAD_ASKERS_FENCE + LEFT_ROOT_SETTLES_NOTHING
               + FRESH_BESIDE_RESTARTED + ABANDONED_CONNECTION_NOTICED + HANDED_OVER_ON_LEAVING]
     return replay(REPLAY, cases)
@@ -405,4 +414,9 @@ def test_elastic_churn_seed_a_router_leaving_hands_over_what_members_that_closed
 
 @pytest.mark.parametrize("seed", RELEASED_HERE_UNDER_A_FENCE)
 def test_fresh_hard_churn_seed_a_release_at_the_root_under_another_roots_fence_is_given_up_to_it(verdicts, seed):
+    assert verdicts[f"{seed}/True"] == []
+
+
+@pytest.mark.parametrize("seed", WITHDRAWN_AT_AN_ATTACHED_ROOT)
+def test_fresh_hard_churn_seed_a_root_whose_publisher_is_attached_asks_again_when_a_question_withdraws_its_member(verdicts, seed):
     assert verdicts[f"{seed}/True"] == []
