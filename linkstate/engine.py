@@ -198,7 +198,7 @@ class ControlPlane:
             # know of no earlier life (fresh); a neighbour whose view is not complete (it
             # restarted) shows the network has one: subscribers we never heard of may be
             # attached beyond it. We wait for a complete view, as it does (the cold-start
-            # rule: ``Network._cold_start``). (A router that joined beside a restarted one
+            # rule: ``evidence.ColdStart``). (A router that joined beside a restarted one
             # took publishes on its word without them: ``--elastic`` churn seeds 1151,
             # 2482, 3431, 3955.)
             self.complete = False

@@ -13,7 +13,6 @@ to be waited for.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import math
 import time
@@ -27,6 +26,7 @@ from once.records.membership import GroupId, Key, Member, Table
 
 from .core.messages import Note, Routed
 from .core.ports import NO_GROUPS, NetworkEvents
+from .evidence import ColdStart, RollCalls
 from .logs import fields
 from .security.authn import user_groups
 from .substore import Had, Kept, MemoryStore, remaining
@@ -69,12 +69,10 @@ class Network:
         self._refused_noted: set[tuple[str, Any]] = set()  # remote subscribers our policy refuses, logged once
         self._groups: dict[str, Mapping[GroupId, tuple[Member, ...]]] = {}  # likewise
         self.ended: list[Subscriber] = []  # subscribers that moved away, their detach not yet flooded
-        # Roll calls before a suspended key of ours is given up (``gone_everywhere``): key ->
-        # (the network's epoch when it began, answered by every reachable router). The epoch
-        # counts topology changes: a router that came in since was not asked.
-        self.roll_calls: dict[Key, tuple[int, bool]] = {}
-        self.gap_calls: dict[Key, tuple[int, bool]] = {}  # likewise, before one of our gaps is cleared
+        # The network's epoch counts topology changes: a roll call begun before one did not
+        # ask a router that came in since (``evidence.RollCalls``)
         self.epoch = 0
+        self.roll_calls = RollCalls(self)
         # Readers of ``Note`` items (an adaptor's own traffic between routers), by channel
         self.readers: dict[str, Callable[[str, bytes], None]] = {}
         # Our own subscriptions where a restart finds them (``substore.py``)
@@ -89,21 +87,16 @@ class Network:
         # of reach past its grace): the cold-start rule, docs/protocol.md.
         self.store_restarted = self.store.begin()
         self.cold = self.store_restarted
-        self._cold_waited = 0.0  # past subscriber_grace, waiting for every router to be reachable
-        self._changed_at = 0.0  # when the graph last changed (core clock)
+        self.changed_at = 0.0  # when the graph last changed (core clock)
         # The hold-down before routes are computed again (``_hold_over``): when they last
         # were for a change from elsewhere, and whether a computation is due
         self.plane.lsdb.hold = router.settings.route_hold > 0
         self._routes_at = -math.inf
         self._routes_due_set = False
-        # A cold start past partition_grace: the routers out of reach then (-> our view's
-        # watermark of them), when (wall microseconds; the core's clock), until they come in
-        self.forced: dict[str, int] = {}
-        self.forced_at = 0
-        self.forced_clock = 0.0
+        self.cold_start = ColdStart(self)
         if self.cold:
             self.plane.complete = False
-            router.call_later(router.settings.subscriber_grace, self._cold_start)
+            self.cold_start.wait()
 
     @property
     def core(self) -> NetworkEvents:
@@ -189,44 +182,8 @@ class Network:
         return self.epoch if self.everyone_reachable() else -1
 
     def gone_everywhere(self, key: Key) -> bool:
-        """Evidence that subscriber ``key``, suspended here, is attached nowhere else
-        (``docs/protocol.md`` section 7): every router is reachable, none holds it attached,
-        and a roll call since the network last changed says so. The roll call floods our
-        suspended attach again; a router holding the key attached announces its attach
-        before it acknowledges (``_answer_roll_call``), so when every reachable router has
-        acknowledged, we know of any attach there is. Without it, a heal's reachability
-        (one advertisement) comes before the views it brings (syncs passed on hop by hop),
-        and we would expire a key that is live across the healed link (``--long-cuts
-        --groups`` seed 360)."""
-        if not self.everyone_reachable():
-            return False
-        table = self.plane.table
-        if any(sub is not None and not sub.suspended
-               for origin in table.by_key.get(key, ()) if origin != self.me
-               for sub in (table.origins[origin].keys[key][1],)):
-            return False
-        held = table.origins[self.me].keys.get(key)
-        if held is None or held[1] is None:
-            return True  # (not ours in the network's view: nobody waits for it)
-        return self._roll_call(self.roll_calls, key, replace(held[1], suspended=True), True)
-
-    def _roll_call(self, calls: dict[Key, tuple[int, bool]], key: Key, sub: Subscription, attached: bool) -> bool:
-        """Whether a flood of ours of ``sub`` begun since the graph last changed has been
-        applied by every reachable router (its echo completed); if none is under way,
-        one begins. Routers answer the echo in order after what they send for it, so
-        whatever a router floods before acknowledging has reached us by then."""
-        call = calls.get(key)
-        if call is not None and call[0] == self.epoch:
-            return call[1]
-        calls[key] = (self.epoch, False)
-        seq, result = self.plane.subscribe(sub, attached)
-        self.on_complete[seq] = functools.partial(self._echoed, calls, key, self.epoch)
-        self._apply(result)
-        return False
-
-    def _echoed(self, calls: dict[Key, tuple[int, bool]], key: Key, epoch: int) -> None:
-        if calls.get(key, (None,))[0] == epoch:
-            calls[key] = (epoch, True)
+        """The routes port's evidence that ``key`` is attached nowhere else (``RollCalls``)."""
+        return self.roll_calls.gone_everywhere(key)
 
     def send_to(self, router: str, items: tuple[Any, ...], frm: str | None = None, ttl: int = 32,
                 blob: bytes = b"") -> None:
@@ -262,7 +219,7 @@ class Network:
 
     def listening(self, addresses: dict[str, str]) -> None:
         """Where this router listens (HOST:PORT by kind): in its advertisements from now on."""
-        self._apply(self.plane.set_addresses(addresses))
+        self.apply(self.plane.set_addresses(addresses))
 
     def drop_neighbour(self, peer: str) -> None:
         """The topology no longer links us to ``peer`` (a SIGHUP): its link closes, for good."""
@@ -276,7 +233,7 @@ class Network:
         """The topology gives our link to ``peer`` another cost (a SIGHUP): advertised now."""
         self.costs[peer] = cost
         if peer in self.links:
-            self._apply(self.plane.neighbour_cost(peer, cost))
+            self.apply(self.plane.neighbour_cost(peer, cost))
             self.router.flush()
 
     def link_up(self, peer: str, conn: NeighbourLink) -> None:
@@ -304,7 +261,7 @@ class Network:
         conn.hop = core.add_hop(peer, conn.hop_port())
         conn.upstream = core.add_upstream(peer, conn.upstream_port())
         log.info("router %s: link to %s up", self.me, peer, extra=fields("neighbour.up", neighbour=peer))
-        self._apply(self.plane.neighbour_up(peer, self.costs.get(peer, 1)))
+        self.apply(self.plane.neighbour_up(peer, self.costs.get(peer, 1)))
         if set(self.links) >= set(self.costs):
             self.all_up.set()
 
@@ -314,7 +271,7 @@ class Network:
         # (sent ahead of the last advertisement: once we flood it we route nothing more)
         self.core.hand_over()
         self.router.flush()
-        self._apply(self.plane.leave())
+        self.apply(self.plane.leave())
         self.router.flush()
 
     def link_down(self, peer: str, conn: NeighbourLink) -> None:
@@ -329,7 +286,7 @@ class Network:
         core = self.core
         core.hop_lost(peer)
         core.upstream_lost(peer)
-        self._apply(result)
+        self.apply(result)
         self.router.flush()
 
     def receive(self, peer: str, msg: object) -> None:
@@ -351,70 +308,13 @@ class Network:
         if type(msg) is SubEvent and msg.subscription.suspended and not self.plane.table.origins[msg.origin].seen(msg.seq):
             # (before we acknowledge it: a roll call learns of our attach first)
             self._answer_roll_call(msg.subscription)
-        self._apply(self.plane.receive(peer, msg))
+        self.apply(self.plane.receive(peer, msg))
         if type(msg) is Sync:
             self._outrank([s for st in msg.states for s in st.subscriptions if s.suspended])
         if type(msg) is Sync and self.plane.complete:
             # A neighbour's full view: from now on we know the subscribers (a restarted
             # router, or one that came up alone, took no publishes before this).
             self.core.synced()
-
-    def _cold_start(self) -> None:
-        """``subscriber_grace`` after a restart with no complete neighbour's sync: take
-        publishes, on evidence that we know every subscription there is (every router
-        reachable, for ``router_dead_after`` since the network last changed: each one's own
-        state has come in by then, passed on hop by hop). A router out of reach may hold
-        subscribers we never heard of (attached, only cut off: ``--hard --gaps`` seed 915),
-        so we wait while one is, up to ``partition_grace`` more; then we take publishes
-        anyway, and what was out of reach is told the gap (``_tell_forced``)."""
-        if self.plane.complete:
-            return
-        s = self.router.settings
-        now = self.core.clock()
-        everyone = self.everyone_reachable()
-        if not everyone or now - self._changed_at < s.router_dead_after:
-            if self._cold_waited < s.partition_grace or everyone:
-                step = min(1.0, s.router_dead_after)
-                self._cold_waited += step
-                self.router.call_later(step, self._cold_start)
-                return
-        if everyone:
-            log.info("router %s: no neighbour with a complete view after %.0fs, every router reachable: taking "
-                     "publishes (cold start)", self.me, s.subscriber_grace + self._cold_waited)
-        else:
-            out = sorted(self.all_routers() - self.reachable())
-            self.forced = {o: self.plane.table.origins[o].watermark if o in self.plane.table.origins else 0
-                           for o in out}
-            self.forced_at = self.core.wall()
-            self.forced_clock = now
-            log.warning("router %s: no complete view after %.0fs, routers %s out of reach: taking publishes "
-                        "(cold start past partition_grace); their subscribers are told the gap when they come in",
-                        self.me, s.subscriber_grace + self._cold_waited, ", ".join(out),
-                        extra=fields("sync.forced", unreachable=out))
-        self.plane.complete = True
-        for conn in self.links.values():
-            conn.send_control(self.plane.sync_message())
-        self.core.synced()
-
-    def _tell_forced(self) -> None:
-        """We took publishes past ``partition_grace`` without routers that were out of
-        reach (``_cold_start``): the subscribers they hold may have missed what we accepted
-        meanwhile. The first state of theirs that comes in names them; each is given up
-        by us as a gap, as of then (``docs/protocol.md`` section 7), so its attach is told
-        and goes on."""
-        table = self.plane.table
-        reachable = self.reachable()
-        told = []
-        for origin, seen in list(self.forced.items()):
-            o = table.origins.get(origin)
-            if origin not in reachable or o is None or o.watermark <= seen:
-                continue
-            del self.forced[origin]
-            told += [sub for sub in table.subscriptions(origin)
-                     if table.home(sub.key) == origin and not table.origins[self.me].keys.get(sub.key, (0, None))[1]]
-        for sub in told:  # (after the loop: each flood applies its result, which may call us again)
-            _, result = self.plane.subscribe(replace(sub, router=self.me, gap=self.forced_at), False)
-            self._apply(result)
 
     # ---------------------------------------------------- subscriptions
 
@@ -426,7 +326,7 @@ class Network:
         seq, result = self.plane.subscribe(sub, attached)
         if on_complete is not None:
             self.on_complete[seq] = on_complete
-        self._apply(result)
+        self.apply(result)
 
     def finished(self, sub: Subscription) -> None:
         """A subscription of ours closed, or its grace expired: the network learns it is over,
@@ -451,7 +351,7 @@ class Network:
         held = self.plane.table.origins[self.me].keys.get(key)
         if held is not None and held[1] is not None and not held[1].suspended:
             _, result = self.plane.subscribe(replace(held[1], suspended=True), True)
-            self._apply(result)
+            self.apply(result)
 
     def _outrank(self, suspended: Iterable[Subscription]) -> None:
         """Attaches suspended elsewhere, as a neighbour told us: where ours of the same key
@@ -475,28 +375,7 @@ class Network:
             stamped = replace(ours, since=max(self.core.wall(), table.newest_attach(other.key) + 1, other.since + 1))
             self.store.put(Kept(stamped))
             _, result = self.plane.subscribe(stamped, True)
-            self._apply(result)
-
-    def clear_gaps(self) -> None:
-        """Our gaps (keys we gave up past ``partition_grace``) stay in the network's view
-        until every router has heard of them: a router that hears of one first ends the
-        key's attach there (``_told``). Once every router is reachable, we flood each again
-        and wait for the echo; when it completes with nothing changed meanwhile, every
-        router has it, and a plain detach clears it everywhere (a router that restarts or
-        joins later must not hear of it, and end an attach that never missed anything).
-        Called on the router's housekeeping tick."""
-        table = self.plane.table
-        mine = table.origins[self.me].gaps
-        if not mine:
-            self.gap_calls.clear()
-            return
-        if not self.everyone_reachable():
-            return
-        for key, gap in list(mine.items()):
-            if self._roll_call(self.gap_calls, key, gap, False):
-                del self.gap_calls[key]
-                _, result = self.plane.subscribe(replace(gap, gap=0), False)
-                self._apply(result)
+            self.apply(result)
 
     def _answer_roll_call(self, other: Subscription) -> None:
         """Another router says ``other`` is suspended there (new, or a roll call before it
@@ -510,7 +389,7 @@ class Network:
             self._outrank((other,))
         else:
             _, result = self.plane.subscribe(ours, True)  # (the same attach, numbered anew)
-            self._apply(result)
+            self.apply(result)
 
     def restore(self) -> int:
         """We start: our subscriptions from the journal become ours again, suspended for
@@ -553,7 +432,7 @@ class Network:
         """A subscription of ours is over (``expired``, or moved away): tell the network.
         One given up as a gap (``Subscriber.gap``) is flooded as one, with the stamp of the
         attach it ended: its live attach elsewhere ends when it hears of it (``_told``)."""
-        self.roll_calls.pop(sub.key, None)
+        self.roll_calls.forget(sub.key)
         subscription = Subscription(self.me, sub.topic, sub.container_id, sub.link_name)
         if expired and sub.gap:
             held = self.plane.table.origins[self.me].keys.get(sub.key)
@@ -569,7 +448,7 @@ class Network:
         else:
             self.subscribe(subscription, False)
 
-    def _apply(self, result: Result) -> None:
+    def apply(self, result: Result) -> None:
         for peer, msg in result.out:
             conn = self.links.get(peer)
             if conn is not None:
@@ -585,7 +464,7 @@ class Network:
         held = False
         if result.topology_changed:
             self.epoch += 1
-            self._changed_at = core.clock()
+            self.changed_at = core.clock()
             held = self.plane.lsdb.stale and not self._hold_over()
         if (result.topology_changed and not held) or result.table_changed:
             self._routes_changed()
@@ -595,16 +474,15 @@ class Network:
             # (fresh, we heard a neighbour's view is not complete: as a restarted router)
             log.info("router %s: a neighbour's view is not complete (it restarted): taking no publishes until one "
                      "is, or the cold-start rule", self.me, extra=fields("sync.cold"))
-            self._cold_waited = 0.0
-            self.router.call_later(self.router.settings.subscriber_grace, self._cold_start)
+            self.cold_start.wait()
         for gone in result.left:
             log.info("router %s: router %s left the network", self.me, gone, extra=fields("router.left", router=gone))
             core.router_left(gone)
         for again in result.back:
             log.info("router %s: router %s is back", self.me, again, extra=fields("router.back", router=again))
             core.router_back(again)
-        if self.forced and result.table_changed:
-            self._tell_forced()
+        if self.cold_start.forced and result.table_changed:
+            self.cold_start.tell_forced()
         # Attaches complete last: a subscriber that moved here has what it was owed queued
         # (older first) before its first delivery goes out.
         for seq in result.completed:
@@ -653,7 +531,7 @@ class Network:
         core = self.core
         self._routes_at = core.clock()
         self.epoch += 1  # (the routes the network's evidence is judged by changed now)
-        self._changed_at = self._routes_at
+        self.changed_at = self._routes_at
         self._routes_changed()
         self.router.flush()
 

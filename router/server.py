@@ -263,7 +263,7 @@ class Router:
                 log.info("router %s: consumer group %s: member %s/%s from before the restart closed at another "
                          "router", self.id, sub.group, sub.container_id, sub.link_name)
             self.expire_subscribers(now)
-            self.network.clear_gaps()
+            self.network.roll_calls.clear_gaps()
             self._note_waits(now)
             if self.core.unsynced and now >= self._sync_note:
                 self._sync_note = now + SYNC_NOTE_EVERY

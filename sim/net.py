@@ -112,8 +112,8 @@ class SimRouter:
             else:
                 self.net.expired.append((self.id, sub.container_id))
             self.network.end(sub, expired=True)
-        self.network.clear_gaps()
-        forced = self.network.forced_clock
+        self.network.roll_calls.clear_gaps()
+        forced = self.network.cold_start.forced_clock
         if forced and forced not in self.net.forced_at:
             self.net.forced_at.append(forced)
         self.after_batch()
@@ -565,7 +565,7 @@ class SimNet:
             left["questions"] = len(inq.asking) + len(inq.early) + len(inq.held)
             if self.tombstones_checked:  # (kept for ``publisher_grace``, then gone)
                 left["tombstones"] = len(c.copies.dest.tombstones)
-                # (a gap is cleared once every router heard of it: ``Network.clear_gaps``)
+                # (a gap is cleared once every router heard of it: ``RollCalls.clear_gaps``)
                 left["gaps"] = sum(len(o.gaps) for o in r.network.plane.table.origins.values())
             held = {k: n for k, n in left.items() if n}
             if held:

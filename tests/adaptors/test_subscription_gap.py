@@ -132,7 +132,7 @@ async def test_a_subscriber_given_up_across_a_partition_is_told_where_it_lives(t
 
     # once every router has heard of it, A clears the gap everywhere
     for _ in range(3):
-        a.network.clear_gaps()
+        a.network.roll_calls.clear_gaps()
         a.flush()  # (as the router's housekeeping tick does)
         await _settle(healed, bc)
     for r in (a, b, c):
