@@ -80,11 +80,18 @@ class Outbound:
             pid = engine.reserve(2) if known is None else known
             handle = Sent(pid, record.gid)
             self.in_flight[pid] = (sub, record, qos, handle)
-            # DUP only for a packet id sent before: every packet id the session's client was
-            # ever sent is in its replicas before the PUBLISH goes, so a message not there
-            # never reached it (MQTT 3.3.1.1: a first attempt is DUP 0), whatever marks the
-            # network put on it; and a QoS 2 client processes a new packet id, DUP or not.
-            packet = Publish(record.topic, payload, 2, False, known is not None, pid, props)
+            # DUP for a packet id sent before: every packet id the session's client was ever
+            # sent is in its replicas before the PUBLISH goes, so a message not there never
+            # reached it (MQTT 3.3.1.1: a first attempt is DUP 0), whatever marks the network
+            # put on it for this client. A group member's is the exception: the network marks
+            # a message it passed on from another member, which may have processed it (a
+            # standard AMQP member killed before its acceptance left it), and DUP is the one
+            # mark MQTT has (RabbitMQ's MQTT plugin sets it from a queue's redelivered flag
+            # alike); a QoS 2 client processes a new packet id all the same (fresh ring7c soak
+            # seed 613022: 35 messages a Proton member accepted as it was killed went to an
+            # MQTT member unmarked).
+            dup = known is not None or (bool(redelivery) and sub.group is not None)
+            packet = Publish(record.topic, payload, 2, False, dup, pid, props)
             if known is not None:  # (the network knows its packet id already)
                 why = self._send(packet)
                 return handle if why is None else Refused(why)
