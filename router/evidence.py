@@ -14,18 +14,45 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from once.linkstate.engine import ControlPlane, Result
 from once.linkstate.messages import Subscription
 from once.records.membership import Key
 
 from .logs import fields
 
 if TYPE_CHECKING:
-    from .network import Network
+    from .context import NeighbourLink, RouterContext
+    from .core.ports import NetworkEvents
 
 log = logging.getLogger("once.network")
+
+
+class Network(Protocol):
+    """What these parts read of the network that holds them (``network.Network``; a
+    protocol, so that this module imports nothing of it)."""
+
+    me: str
+    plane: ControlPlane
+    router: RouterContext
+    epoch: int
+    changed_at: float
+    on_complete: dict[int, Callable[[], None]]
+    links: dict[str, NeighbourLink]
+
+    @property
+    def core(self) -> NetworkEvents: ...
+
+    def apply(self, result: Result) -> None: ...
+
+    def everyone_reachable(self) -> bool: ...
+
+    def all_routers(self) -> set[str]: ...
+
+    def reachable(self) -> set[str]: ...
 
 
 class RollCalls:
