@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("once.network")
 
 
-class Network(Protocol):
+class NetworkView(Protocol):
     """What these parts read of the network that holds them (``network.Network``; a
     protocol, so that this module imports nothing of it)."""
 
@@ -60,7 +60,7 @@ class RollCalls:
     reachable router has answered). The epoch counts topology changes: a router that came
     in since was not asked, and the call begins again."""
 
-    def __init__(self, network: Network) -> None:
+    def __init__(self, network: NetworkView) -> None:
         self.network = network
         self.suspended: dict[Key, tuple[int, bool]] = {}  # before a suspended key of ours is given up
         self.gaps: dict[Key, tuple[int, bool]] = {}  # before one of our gaps is cleared
@@ -138,7 +138,7 @@ class ColdStart:
     """The cold-start rule for a router that restarted (or came up beside one that did)
     with no neighbour's complete view yet."""
 
-    def __init__(self, network: Network) -> None:
+    def __init__(self, network: NetworkView) -> None:
         self.network = network
         self.waited = 0.0  # past subscriber_grace, waiting for every router to be reachable
         # Taken past partition_grace: the routers out of reach then (-> our view's watermark

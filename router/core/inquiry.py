@@ -603,14 +603,14 @@ class Inquiry:
             waiter.queue = deque((r, n) for r, n in waiter.queue if r is not record)
             if record.local:
                 self.defer(record.gid, waiter.key)  # (ours: our publisher may come back to us)
-                self._reclaim(record, asker)
+                self._reclaim(record)
             refused = self.dest.refused
             for root in roots:
                 refused[(record.gid, root)] = refused.get((record.gid, root), frozenset()) | {waiter.key}
             self.delivery.answered(record, record.drop_waiter(waiter))
 
-    def _reclaim(self, record: CoreRecord, asker: str) -> None:
-        """Our record gave a member up to ``asker``'s question, but its publisher is attached
+    def _reclaim(self, record: CoreRecord) -> None:
+        """Our record gave a member up to another root's question, but its publisher is attached
         here (or resumed here naming it): we are its root, whatever the stamps say, and ask
         again past that question before anything completes it. The asker's view of its own
         publisher may be stale (its connection dropped unnoticed), and if it chose, its copy
@@ -620,9 +620,7 @@ class Inquiry:
         pub = record.publisher
         if not (pub is not None and pub.attached or record.gid in self.returned):
             return
-        fence = self.dest.fenced.get(record.gid) if self.dest.fenced else None
-        if fence is not None and fence[0] == asker:
-            self.tables.past(fence[2])
+        self.tables.past(self.dest.fenced[record.gid][2])  # (``told_for`` fenced it for the asker)
         self.reopen(record)
 
     def told_for(self, gid: bytes, asker: str, topic: str, stamp: int) -> Told:

@@ -53,6 +53,10 @@ async def _attach(wire: Wire, role: Role, name: str, source: Source, target: Tar
     return link
 
 
+def _of(packets: list[Any], kind: type) -> list[Any]:
+    return [p for p in packets if isinstance(p, kind)]
+
+
 def _publishes(packets: list[Any]) -> list[Publish]:
     return [p for p in packets if isinstance(p, Publish)]
 
@@ -74,10 +78,9 @@ async def test_a_message_passed_on_from_a_killed_amqp_member_reaches_an_mqtt_mem
     pub = Wire(a, "pub", peer=("127.0.0.1", 45002))
     tx = await _attach(pub, Role.SENDER, "p", Source(), Target(address="jobs"))
     await pub.pump()
-    sent = []
     for i in range(4):  # (one member each, at least: the group spreads them)
         body = f"job {i}".encode()
-        sent.append(pub.client.send(tx, bytes([i]), b"\x00Sw\xa1" + bytes([len(body)]) + body))  # (amqp-value)
+        pub.client.send(tx, bytes([i]), b"\x00Sw\xa1" + bytes([len(body)]) + body)  # (amqp-value)
         await pub.pump()
     await amqp.pump()
     at_amqp = [d for e in amqp.events if isinstance(e, DeliveriesReceived) for d in e.deliveries]
@@ -90,7 +93,3 @@ async def test_a_message_passed_on_from_a_killed_amqp_member_reaches_an_mqtt_mem
     assert len(again) == len(at_amqp)
     assert all(p.dup for p in again), [(p.payload, p.dup) for p in again]
     assert {p.packet_id for p in again}.isdisjoint({p.packet_id for p in first})  # (new packet ids all the same)
-
-
-def _of(packets: list[Any], kind: type) -> list[Any]:
-    return [p for p in packets if isinstance(p, kind)]
